@@ -1,0 +1,56 @@
+# kforge — the two commands a fresh machine needs:
+#   make serve   install what is missing, build, start the server on 127.0.0.1:8000
+#   make test    install what is missing, build, run every test
+# Other targets: make setup | build | lint | format | bench | gpu-check | clean
+
+VENV     ?= $(HOME)/.cache/kforge/venv
+PRESET   ?= release
+BUILD    := build/$(PRESET)
+KFORGE   := $(BUILD)/bin/kforge
+PY       := $(VENV)/bin/python
+PORT     ?= 8000
+DATA_DIR ?= .kforge
+JOBS     ?= $(shell nproc)
+export KFORGE_VENV := $(VENV)
+
+CXX_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.cc' '*.h' 2>/dev/null)
+
+.PHONY: setup build serve test unit-test py-test lint format bench gpu-check clean
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS)
+	@echo "built $(KFORGE)"
+
+serve: build
+	$(KFORGE) serve --host 127.0.0.1 --port $(PORT) --data-dir $(DATA_DIR) --python $(PY)
+
+unit-test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+py-test: build
+	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/python tests/integration
+
+lint: setup
+	$(PY) -m ruff check python tests bench
+	$(PY) -m ruff format --check python tests bench
+	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "clang-format: ok"
+
+test: build lint unit-test py-test
+
+format: setup
+	$(PY) -m ruff format python tests bench
+	$(PY) -m ruff check --fix python tests bench
+	clang-format -i $(CXX_SOURCES)
+
+bench: build
+	KFORGE_BIN=$(abspath $(KFORGE)) $(PY) bench/eval_latency.py
+
+gpu-check: build
+	scripts/gpu-check.sh
+
+clean:
+	rm -rf build

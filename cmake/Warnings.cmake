@@ -1,0 +1,17 @@
+# Warnings as errors for our own targets (third-party headers are SYSTEM includes).
+add_library(kforge_warnings INTERFACE)
+target_compile_options(kforge_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
+  -Wunused -Woverloaded-virtual -Wdouble-promotion -Wformat=2
+  -Wimplicit-fallthrough -Wmisleading-indentation)
+if(KFORGE_WERROR)
+  target_compile_options(kforge_warnings INTERFACE -Werror)
+endif()
+
+if(KFORGE_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(KFORGE_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what kforge needs on a fresh Debian 12 machine, idempotently:
+#   1. Debian packages (compiler tool chain and C++ libraries),
+#   2. a Python venv with torch, triton and the test tools (outside the checkout, so
+#      every clone reuses it): $KFORGE_VENV, default ~/.cache/kforge/venv.
+# Re-running it when everything is present takes about a second.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${KFORGE_VENV:-$HOME/.cache/kforge/venv}"
+
+apt_packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
+  libsqlite3-dev zlib1g-dev libssl-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format clang-tidy
+  python3 python3-venv curl
+)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python: prefer a python3 that has venv support; pyenv's python3 is fine too.
+python_bin="${KFORGE_BOOTSTRAP_PYTHON:-python3}"
+requirements="$here/python/requirements.txt"
+stamp="$venv/.kforge-requirements.sha256"
+want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup: creating the Python venv in $venv"
+  mkdir -p "$(dirname "$venv")"
+  "$python_bin" -m venv "$venv"
+fi
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "setup: installing Python packages into $venv (torch and triton: a few GB the first time)"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q -r "$requirements"
+  echo "$want" > "$stamp"
+fi
+echo "setup: ok (venv $venv)"
