@@ -1,0 +1,60 @@
+#include "kforge/common/error_mapping.h"
+
+namespace kforge {
+
+int http_status_for(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk:
+      return 200;
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kUnauthenticated:
+      return 401;
+    case ErrorCode::kPermissionDenied:
+      return 403;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kAlreadyExists:
+      return 409;
+    case ErrorCode::kFailedPrecondition:
+      return 409;
+    case ErrorCode::kPayloadTooLarge:
+      return 413;
+    case ErrorCode::kResourceExhausted:
+      return 429;
+    case ErrorCode::kCancelled:
+      return 499;
+    case ErrorCode::kUnimplemented:
+      return 501;
+    case ErrorCode::kUnavailable:
+      return 503;
+    case ErrorCode::kDeadlineExceeded:
+      return 504;
+    case ErrorCode::kInternal:
+      return 500;
+    case ErrorCode::kIo:
+      return 500;
+  }
+  return 500;
+}
+
+int jsonrpc_code_for(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return -32602;
+    case ErrorCode::kNotFound:
+      return -32602;
+    case ErrorCode::kUnimplemented:
+      return -32601;
+    default:
+      return -32603;
+  }
+}
+
+Json error_body(const Status& status) {
+  Json error = {{"code", error_code_name(status.code())}, {"message", status.message()}};
+  if (!status.field_path().empty()) error["field"] = status.field_path();
+  return Json{{"error", std::move(error)}, {"detail", status.to_string()}};
+}
+
+}  // namespace kforge

@@ -1,0 +1,61 @@
+// Evaluation requests as the engine sees them, after validation.
+//
+// `POST /evaluate`, `POST /compare`, the MCP tools and the CLI all produce a JobRequest;
+// the JobService stores it and the worker receives it (serialize.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kforge/model/kernel_spec.h"
+
+namespace kforge::model {
+
+enum class JobKind {
+  kEvaluate,  // one kernel: compile, self-consistency checks, timing
+  kCompare,   // reference vs candidate: correctness against the reference, both timed
+};
+
+std::string_view to_string(JobKind k);
+std::optional<JobKind> job_kind_from(std::string_view s);
+
+// How timing is done (DESIGN.md "Timing"). Trials continue until the relative standard
+// error of the mean drops under `rse_target`, or `max_trials`, or `budget_ms` is spent,
+// but never fewer than `min_trials`.
+struct TimingOptions {
+  int max_trials = 100;  // `num_trials` on the wire
+  int min_trials = 3;
+  int warmup_calls = 3;       // at least this many warm-up calls (`num_warmup`)
+  double warmup_ms = 25.0;    // and at least this long
+  double budget_ms = 2000.0;  // per kernel, timed trials only
+  double rse_target = 0.005;  // 0.5 %
+  bool cuda_graph = false;    // time CUDA-graph replays instead of eager launches
+  bool l2_flush = true;       // flush L2 before every trial (outside the timed window)
+};
+
+struct JobRequest {
+  JobKind kind = JobKind::kEvaluate;
+  KernelCode kernel;                    // candidate (`custom_kernel` for a compare)
+  std::optional<KernelCode> reference;  // present for compares
+  int num_correct_trials = 5;
+  bool measure_performance = true;  // false for validate-only requests
+  TimingOptions timing;
+  double timeout_s = 120.0;  // whole job, compile included
+  std::string device;        // "" = scheduler chooses (a GPU when there is one)
+  std::optional<double> atol;
+  std::optional<double> rtol;
+  std::optional<uint64_t> seed;  // the server draws one when absent
+};
+
+// Bounds on what a request may ask for; violations are 400s naming the field.
+struct RequestLimits {
+  double max_timeout_s = 3600.0;
+  int max_trials = 100000;
+  int max_correct_trials = 1000;
+  int64_t max_tensor_bytes = int64_t{16} << 30;  // per tensor, 16 GiB
+  size_t max_args = 256;
+  int max_tensor_rank = 8;
+};
+
+}  // namespace kforge::model
