@@ -1,0 +1,456 @@
+#include "kforge/store/sqlite/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <charconv>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "kforge/common/files.h"
+#include "kforge/common/json.h"
+
+namespace kforge::store {
+
+using jobs::JobRecord;
+using jobs::JobState;
+
+// Cached statements; kCount is their number, not a statement.
+enum class SqliteStore::Query : int {
+  kBegin,
+  kCommit,
+  kRollback,
+  kInsert,
+  kGet,
+  kStateOf,
+  kMarkRunning,
+  kSetState,
+  kFinish,
+  kUnfinished,
+  kDeleteFinished,
+  kCountByState,
+  kCount
+};
+
+namespace {
+
+// Migration i takes the schema from user_version i to i + 1. Append only: never edit an
+// entry once released; add a column with a new "ALTER TABLE jobs ADD COLUMN ..." entry.
+constexpr std::string_view kMigrations[] = {
+    R"sql(
+      CREATE TABLE jobs (
+        id          TEXT PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        state       TEXT NOT NULL,
+        request     TEXT NOT NULL,
+        result      TEXT,
+        device      TEXT NOT NULL DEFAULT '',
+        error       TEXT NOT NULL DEFAULT '',
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        created_ms  INTEGER NOT NULL,
+        started_ms  INTEGER NOT NULL DEFAULT 0,
+        finished_ms INTEGER NOT NULL DEFAULT 0
+      ) STRICT;
+      CREATE INDEX jobs_by_state ON jobs(state, created_ms);
+      CREATE INDEX jobs_by_finished ON jobs(finished_ms);
+    )sql",
+};
+
+constexpr std::string_view kSelectJob =
+    "SELECT id, kind, state, request, result, device, error, attempts, created_ms, started_ms,"
+    " finished_ms FROM jobs";
+
+// The one place where SQLite result codes become a Status.
+Status sqlite_status(sqlite3* db, int rc, std::string_view what) {
+  if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return Status::ok();
+  const int primary = rc & 0xff;  // of an extended code
+  ErrorCode code = ErrorCode::kInternal;
+  if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE) {
+    code = ErrorCode::kAlreadyExists;
+  } else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+    code = ErrorCode::kUnavailable;
+  } else if (primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN ||
+             primary == SQLITE_READONLY || primary == SQLITE_PERM || primary == SQLITE_NOLFS) {
+    code = ErrorCode::kIo;
+  }
+  std::string message = std::string(what) + ": " + sqlite3_errstr(rc);
+  // The connection's message is more specific ("UNIQUE constraint failed: jobs.id"), but only
+  // describes `rc` when it came from the connection's latest call.
+  if (db != nullptr && sqlite3_extended_errcode(db) == rc) {
+    message += std::string(" (") + sqlite3_errmsg(db) + ")";
+  }
+  return Status(code, message + " [sqlite rc " + std::to_string(rc) + "]");
+}
+
+Status exec(sqlite3* db, const std::string& sql, std::string_view what) {
+  return sqlite_status(db, sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), what);
+}
+
+// First column of the first row of `sql`, as text.
+StatusOr<std::string> query_text(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* raw = nullptr;
+  int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &raw, nullptr);
+  if (rc != SQLITE_OK) return sqlite_status(db, rc, sql);
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, &sqlite3_finalize);
+  rc = sqlite3_step(stmt.get());
+  if (rc != SQLITE_ROW) {
+    if (rc == SQLITE_DONE) return internal_error(sql + ": returned no row");
+    return sqlite_status(db, rc, sql);
+  }
+  const unsigned char* text = sqlite3_column_text(stmt.get(), 0);
+  return std::string(text == nullptr ? "" : reinterpret_cast<const char*>(text));
+}
+
+// Applies the migrations the database lacks; runs inside the caller's transaction.
+Status apply_migrations(sqlite3* db) {
+  KF_ASSIGN_OR_RETURN(std::string text, query_text(db, "PRAGMA user_version"));
+  int version = -1;
+  const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), version);
+  const int latest = static_cast<int>(std::size(kMigrations));
+  if (err != std::errc() || end != text.data() + text.size() || version < 0 || version > latest) {
+    return failed_precondition("database schema version " + text + " is not one this binary (" +
+                               std::to_string(latest) + ") understands");
+  }
+  for (int v = version; v < latest; ++v) {
+    const std::string to = std::to_string(v + 1);
+    KF_RETURN_IF_ERROR(exec(db, std::string(kMigrations[v]), "migrate schema to version " + to));
+    KF_RETURN_IF_ERROR(exec(db, "PRAGMA user_version = " + to, "set schema version " + to));
+  }
+  return Status::ok();
+}
+
+// JSON text of a value. Values parsed from JSON hold valid UTF-8; anything else is replaced
+// with U+FFFD rather than throwing.
+std::string dump_json(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// Binds parameters left to right to a cached statement and steps it; resets the statement
+// and clears its bindings when destroyed so it can be reused. A bind error is reported by
+// the next step.
+class Call {
+ public:
+  Call(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  ~Call() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  Call& text(std::string_view value) {
+    return note(sqlite3_bind_text64(stmt_, ++index_, value.data(), value.size(), SQLITE_TRANSIENT,
+                                    SQLITE_UTF8));
+  }
+  Call& integer(int64_t value) { return note(sqlite3_bind_int64(stmt_, ++index_, value)); }
+  // JSON text, or NULL for a null value.
+  Call& json(const Json& value) {
+    if (value.is_null()) return note(sqlite3_bind_null(stmt_, ++index_));
+    return text(dump_json(value));
+  }
+
+  // Steps once: true when a row is ready (read it through `stmt()`), false when done.
+  StatusOr<bool> step(std::string_view what) {
+    if (bind_rc_ != SQLITE_OK) return sqlite_status(db_, bind_rc_, what);
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return sqlite_status(db_, rc, what);
+  }
+  // Steps a statement that returns no rows.
+  Status run(std::string_view what) { return step(what).status(); }
+
+  sqlite3_stmt* stmt() const { return stmt_; }
+
+ private:
+  Call& note(int rc) {
+    if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
+    return *this;
+  }
+
+  sqlite3* db_;
+  sqlite3_stmt* stmt_;
+  int index_ = 0;
+  int bind_rc_ = SQLITE_OK;
+};
+
+std::string column_text(sqlite3_stmt* stmt, int col) {
+  const unsigned char* text = sqlite3_column_text(stmt, col);
+  if (text == nullptr) return {};
+  return {reinterpret_cast<const char*>(text),
+          static_cast<size_t>(sqlite3_column_bytes(stmt, col))};
+}
+
+// Decodes a row of kSelectJob.
+StatusOr<JobRecord> decode_job(sqlite3_stmt* stmt) {
+  JobRecord job;
+  job.id = column_text(stmt, 0);
+  auto corrupt = [&job](const std::string& what) {
+    return internal_error("job " + job.id + ": corrupted row: " + what);
+  };
+  const std::string kind = column_text(stmt, 1);
+  const std::optional<model::JobKind> parsed_kind = model::job_kind_from(kind);
+  if (!parsed_kind) return corrupt("unknown kind '" + kind + "'");
+  job.kind = *parsed_kind;
+  const std::string state = column_text(stmt, 2);
+  const std::optional<JobState> parsed_state = jobs::job_state_from(state);
+  if (!parsed_state) return corrupt("unknown state '" + state + "'");
+  job.state = *parsed_state;
+  StatusOr<Json> request = parse_json(column_text(stmt, 3));
+  if (!request) return corrupt("request: " + request.status().message());
+  job.request = std::move(request).value();
+  if (sqlite3_column_type(stmt, 4) != SQLITE_NULL) {
+    StatusOr<Json> result = parse_json(column_text(stmt, 4));
+    if (!result) return corrupt("result: " + result.status().message());
+    job.result = std::move(result).value();
+  }
+  job.device = column_text(stmt, 5);
+  job.error = column_text(stmt, 6);
+  job.attempts = sqlite3_column_int(stmt, 7);
+  job.created_ms = sqlite3_column_int64(stmt, 8);
+  job.started_ms = sqlite3_column_int64(stmt, 9);
+  job.finished_ms = sqlite3_column_int64(stmt, 10);
+  return job;
+}
+
+StatusOr<std::vector<JobRecord>> read_jobs(Call& call, std::string_view what) {
+  std::vector<JobRecord> out;
+  while (true) {
+    KF_ASSIGN_OR_RETURN(bool row, call.step(what));
+    if (!row) return out;
+    KF_ASSIGN_OR_RETURN(JobRecord job, decode_job(call.stmt()));
+    out.push_back(std::move(job));
+  }
+}
+
+Status check_transition(const std::string& id, JobState from, JobState to) {
+  if (jobs::can_transition(from, to)) return Status::ok();
+  return failed_precondition("job " + id + " is " + std::string(jobs::to_string(from)) +
+                             " and cannot become " + std::string(jobs::to_string(to)));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::open(const Options& options) {
+  if (options.path.empty()) return invalid_argument("sqlite store: empty database path");
+  const std::string where = options.path.string();
+  if (options.path.has_parent_path()) KF_RETURN_IF_ERROR(make_dirs(options.path.parent_path()));
+  sqlite3* db = nullptr;
+  const int rc =
+      sqlite3_open_v2(where.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Status status = sqlite_status(db, rc, "open " + where);
+    sqlite3_close(db);  // a handle is returned even on failure
+    return status;
+  }
+  std::unique_ptr<SqliteStore> store(new SqliteStore(db));
+  std::lock_guard lock(store->mu_);
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, options.busy_timeout_ms);
+  KF_ASSIGN_OR_RETURN(std::string mode, query_text(db, "PRAGMA journal_mode=WAL"));
+  if (mode != "wal") {
+    return failed_precondition(where + ": cannot enable WAL (journal_mode is " + mode + ")");
+  }
+  // NORMAL in WAL mode: commits reach the WAL file (no fsync) before returning, which
+  // survives a killed process; checkpoints are fsynced, so the file is never corrupted.
+  KF_RETURN_IF_ERROR(exec(db, "PRAGMA synchronous=NORMAL", where));
+  KF_RETURN_IF_ERROR(exec(db, "PRAGMA foreign_keys=ON", where));
+  KF_RETURN_IF_ERROR(store->migrate().with_context(where));
+  KF_RETURN_IF_ERROR(store->prepare_statements().with_context(where));
+  return store;
+}
+
+int SqliteStore::schema_version() {
+  return static_cast<int>(std::size(kMigrations));
+}
+
+SqliteStore::SqliteStore(sqlite3* db) : db_(db) {}
+
+SqliteStore::~SqliteStore() {
+  std::lock_guard lock(mu_);
+  for (sqlite3_stmt* stmt : statements_)
+    sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+Status SqliteStore::migrate() {
+  KF_RETURN_IF_ERROR(exec(db_, "BEGIN IMMEDIATE", "begin migration"));
+  Status status = apply_migrations(db_);
+  if (status.is_ok()) status = exec(db_, "COMMIT", "commit migration");
+  if (!status.is_ok()) exec(db_, "ROLLBACK", "roll back migration").ignore();
+  return status;
+}
+
+Status SqliteStore::prepare_statements() {
+  const std::string select(kSelectJob);
+  const std::pair<Query, std::string> queries[] = {
+      {Query::kBegin, "BEGIN IMMEDIATE"},
+      {Query::kCommit, "COMMIT"},
+      {Query::kRollback, "ROLLBACK"},
+      {Query::kInsert,
+       "INSERT INTO jobs (id, kind, state, request, result, device, error, attempts, created_ms,"
+       " started_ms, finished_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+      {Query::kGet, select + " WHERE id = ?"},
+      {Query::kStateOf, "SELECT state FROM jobs WHERE id = ?"},
+      {Query::kMarkRunning,
+       "UPDATE jobs SET state = ?, device = ?, started_ms = ?, attempts = attempts + 1"
+       " WHERE id = ?"},
+      {Query::kSetState, "UPDATE jobs SET state = ? WHERE id = ?"},
+      {Query::kFinish,
+       "UPDATE jobs SET state = ?, result = ?, error = ?, finished_ms = ? WHERE id = ?"},
+      {Query::kUnfinished, select + " WHERE state IN (?, ?) ORDER BY created_ms, rowid"},
+      {Query::kDeleteFinished, "DELETE FROM jobs WHERE state IN (?, ?, ?) AND finished_ms < ?"},
+      {Query::kCountByState, "SELECT state, COUNT(*) FROM jobs GROUP BY state"},
+  };
+  static_assert(std::size(queries) == static_cast<size_t>(Query::kCount));
+  statements_.assign(static_cast<size_t>(Query::kCount), nullptr);
+  for (const auto& [query, sql] : queries) {
+    sqlite3_stmt*& slot = statements_[static_cast<size_t>(query)];
+    const int rc = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()),
+                                      SQLITE_PREPARE_PERSISTENT, &slot, nullptr);
+    if (rc != SQLITE_OK) return sqlite_status(db_, rc, "prepare " + sql);
+  }
+  return Status::ok();
+}
+
+sqlite3_stmt* SqliteStore::statement(Query q) {
+  return statements_[static_cast<size_t>(q)];
+}
+
+Status SqliteStore::in_transaction(const std::function<Status()>& body) {
+  KF_RETURN_IF_ERROR(Call(db_, statement(Query::kBegin)).run("begin transaction"));
+  Status status = body();
+  if (status.is_ok()) status = Call(db_, statement(Query::kCommit)).run("commit");
+  if (!status.is_ok()) Call(db_, statement(Query::kRollback)).run("roll back").ignore();
+  return status;
+}
+
+StatusOr<JobState> SqliteStore::state_of(const std::string& id) {
+  Call call(db_, statement(Query::kStateOf));
+  call.text(id);
+  KF_ASSIGN_OR_RETURN(bool row, call.step("read state of job " + id));
+  if (!row) return not_found("unknown job " + id);
+  const std::string text = column_text(call.stmt(), 0);
+  const std::optional<JobState> state = jobs::job_state_from(text);
+  if (!state) return internal_error("job " + id + ": corrupted row: unknown state '" + text + "'");
+  return *state;
+}
+
+Status SqliteStore::insert_job(const JobRecord& job) {
+  if (job.id.empty()) return invalid_argument("job id is empty", "id");
+  std::lock_guard lock(mu_);
+  return Call(db_, statement(Query::kInsert))
+      .text(job.id)
+      .text(model::to_string(job.kind))
+      .text(jobs::to_string(job.state))
+      .text(dump_json(job.request))
+      .json(job.result)
+      .text(job.device)
+      .text(job.error)
+      .integer(job.attempts)
+      .integer(job.created_ms)
+      .integer(job.started_ms)
+      .integer(job.finished_ms)
+      .run("insert job " + job.id);
+}
+
+Status SqliteStore::mark_running(const std::string& id, const std::string& device,
+                                 int64_t started_ms) {
+  std::lock_guard lock(mu_);
+  return in_transaction([&]() -> Status {
+    KF_ASSIGN_OR_RETURN(JobState state, state_of(id));
+    KF_RETURN_IF_ERROR(check_transition(id, state, JobState::kRunning));
+    return Call(db_, statement(Query::kMarkRunning))
+        .text(jobs::to_string(JobState::kRunning))
+        .text(device)
+        .integer(started_ms)
+        .text(id)
+        .run("mark job " + id + " running");
+  });
+}
+
+Status SqliteStore::requeue(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return in_transaction([&]() -> Status {
+    KF_ASSIGN_OR_RETURN(JobState state, state_of(id));
+    if (state == JobState::kQueued) return Status::ok();
+    KF_RETURN_IF_ERROR(check_transition(id, state, JobState::kQueued));
+    return Call(db_, statement(Query::kSetState))
+        .text(jobs::to_string(JobState::kQueued))
+        .text(id)
+        .run("requeue job " + id);
+  });
+}
+
+Status SqliteStore::finish_job(const std::string& id, JobState state, const Json& result,
+                               const std::string& error, int64_t finished_ms) {
+  if (!jobs::is_terminal(state)) {
+    return invalid_argument("finish_job needs a terminal state, not " +
+                            std::string(jobs::to_string(state)));
+  }
+  std::lock_guard lock(mu_);
+  return in_transaction([&]() -> Status {
+    KF_ASSIGN_OR_RETURN(JobState current, state_of(id));
+    if (jobs::is_terminal(current)) {
+      return failed_precondition("job " + id + " is already " +
+                                 std::string(jobs::to_string(current)));
+    }
+    KF_RETURN_IF_ERROR(check_transition(id, current, state));
+    return Call(db_, statement(Query::kFinish))
+        .text(jobs::to_string(state))
+        .json(result)
+        .text(error)
+        .integer(finished_ms)
+        .text(id)
+        .run("finish job " + id);
+  });
+}
+
+StatusOr<std::optional<JobRecord>> SqliteStore::get_job(const std::string& id) {
+  std::lock_guard lock(mu_);
+  Call call(db_, statement(Query::kGet));
+  call.text(id);
+  KF_ASSIGN_OR_RETURN(bool row, call.step("get job " + id));
+  if (!row) return std::optional<JobRecord>();
+  KF_ASSIGN_OR_RETURN(JobRecord job, decode_job(call.stmt()));
+  return std::optional<JobRecord>(std::move(job));
+}
+
+StatusOr<std::vector<JobRecord>> SqliteStore::unfinished_jobs() {
+  std::lock_guard lock(mu_);
+  Call call(db_, statement(Query::kUnfinished));
+  call.text(jobs::to_string(JobState::kQueued)).text(jobs::to_string(JobState::kRunning));
+  return read_jobs(call, "list unfinished jobs");
+}
+
+StatusOr<int64_t> SqliteStore::delete_finished_before(int64_t unix_ms) {
+  std::lock_guard lock(mu_);
+  Call call(db_, statement(Query::kDeleteFinished));
+  call.text(jobs::to_string(JobState::kSucceeded))
+      .text(jobs::to_string(JobState::kFailed))
+      .text(jobs::to_string(JobState::kCancelled))
+      .integer(unix_ms);
+  KF_RETURN_IF_ERROR(call.run("delete finished jobs"));
+  return static_cast<int64_t>(sqlite3_changes64(db_));
+}
+
+StatusOr<std::map<JobState, int64_t>> SqliteStore::count_by_state() {
+  std::map<JobState, int64_t> counts;
+  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
+                     JobState::kCancelled}) {
+    counts[s] = 0;
+  }
+  std::lock_guard lock(mu_);
+  Call call(db_, statement(Query::kCountByState));
+  while (true) {
+    KF_ASSIGN_OR_RETURN(bool row, call.step("count jobs by state"));
+    if (!row) return counts;
+    const std::string text = column_text(call.stmt(), 0);
+    const std::optional<JobState> state = jobs::job_state_from(text);
+    if (!state) return internal_error("jobs table holds an unknown state '" + text + "'");
+    counts[*state] = sqlite3_column_int64(call.stmt(), 1);
+  }
+}
+
+}  // namespace kforge::store

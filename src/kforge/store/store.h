@@ -1,0 +1,53 @@
+// Durable storage of jobs and results. Implementations: store/sqlite (default, embedded),
+// store/postgres (later, for several nodes).
+//
+// Thread-safety: every method may be called from any thread; implementations serialise
+// internally. Methods block on disk I/O: never call them on an io (network) thread.
+// A job written by `insert_job` survives a crash of the process (SIGKILL) once the call
+// returned OK.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/common/status.h"
+#include "kforge/jobs/job.h"
+
+namespace kforge::store {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Inserts a new job; kAlreadyExists if the id is taken.
+  virtual Status insert_job(const jobs::JobRecord& job) = 0;
+
+  // queued -> running: records the device, start time and increments attempts.
+  virtual Status mark_running(const std::string& id, const std::string& device,
+                              int64_t started_ms) = 0;
+
+  // running|queued -> queued (after a restart), keeping attempts.
+  virtual Status requeue(const std::string& id) = 0;
+
+  // Records a terminal state with its result (may be null) and error text.
+  virtual Status finish_job(const std::string& id, jobs::JobState state, const Json& result,
+                            const std::string& error, int64_t finished_ms) = 0;
+
+  // The job, or nullopt when unknown.
+  virtual StatusOr<std::optional<jobs::JobRecord>> get_job(const std::string& id) = 0;
+
+  // Every job in state queued or running, oldest first (for recovery at start-up).
+  virtual StatusOr<std::vector<jobs::JobRecord>> unfinished_jobs() = 0;
+
+  // Deletes finished jobs (success/failed/cancelled) that finished before `unix_ms`;
+  // returns how many were deleted.
+  virtual StatusOr<int64_t> delete_finished_before(int64_t unix_ms) = 0;
+
+  // Number of jobs per state.
+  virtual StatusOr<std::map<jobs::JobState, int64_t>> count_by_state() = 0;
+};
+
+}  // namespace kforge::store
