@@ -1,0 +1,9 @@
+"""kforge's Python worker: runs torch, torch_cuda, triton and multi_kernel jobs.
+
+The C++ supervisor starts `python -m kforge_worker zygote --device ...`; the zygote forks
+one child per job. The wire contract is docs/worker-protocol.md.
+"""
+
+PROTOCOL_VERSION: tuple[int, int] = (1, 0)
+WORKER_NAME = "python"
+KERNEL_TYPES: tuple[str, ...] = ("torch", "torch_cuda", "triton", "multi_kernel")

@@ -1,0 +1,148 @@
+"""How one trial's arguments are passed to a kernel, and how its outputs are read back.
+
+Calling conventions (REFERENCE.md §4):
+- KernelBench lists (get_inputs()): every callable receives the same positional list.
+- A Triton-style kernel (triton, multi_kernel) with its own IOContract receives every
+  non-meta argument positionally, outputs included, and the meta (constexpr) arguments as
+  keywords; its outputs are its output/inout tensors (or its return value if it declares
+  none).
+- A torch Model called with an IOContract receives the non-output, non-meta arguments
+  positionally and the meta ones as keywords; a torch reference of a candidate's IOContract
+  receives only the input/inout tensors. Its outputs are its return value(s).
+
+Output buffers are poisoned before a run (NaN for floats, a bit pattern for integers) so
+elements a kernel never writes cannot pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kforge_worker.inputs import DTYPES, BoundArg, InputSet
+from kforge_worker.spec import IOContract
+
+_INT_PATTERNS = (0x5A, 0x25)
+
+
+@dataclass
+class Invocation:
+    args: list[Any]
+    kwargs: dict[str, Any]
+    outputs: list[BoundArg] = field(default_factory=list)  # written in place; [] = return value
+    read_only: list[BoundArg] = field(default_factory=list)  # must be unchanged afterwards
+
+    @property
+    def output_only(self) -> list[BoundArg]:
+        """Declared outputs with role `output` (no input data): the ones to poison."""
+        return [a for a in self.outputs if a.role == "output"]
+
+
+def bind_positional(inputs: InputSet) -> Invocation:
+    args = list(inputs.args)
+    return Invocation([a.value for a in args], {}, read_only=[a for a in args if a.is_tensor])
+
+
+def bind_own(inputs: InputSet) -> Invocation:
+    """Triton style, the arguments built from this kernel's own IOContract."""
+    args = [a.value for a in inputs.args if not a.is_meta]
+    kwargs = {a.name: a.value for a in inputs.args if a.is_meta}
+    return Invocation(args, kwargs, inputs.tensors(("output", "inout")), inputs.tensors(("input",)))
+
+
+def bind_values(inputs: InputSet) -> Invocation:
+    """A torch Model with an IOContract: non-output args positionally, meta as keywords."""
+    args = [a.value for a in inputs.args if not a.is_meta and a.role != "output"]
+    kwargs = {a.name: a.value for a in inputs.args if a.is_meta}
+    return Invocation(args, kwargs, read_only=inputs.tensors(("input",)))
+
+
+def bind_read_tensors(inputs: InputSet) -> Invocation:
+    """A torch reference of a candidate's IOContract: input/inout tensors only."""
+    tensors = inputs.tensors(("input", "inout"))
+    return Invocation([a.value for a in tensors], {}, read_only=inputs.tensors(("input",)))
+
+
+def bind_foreign(inputs: InputSet, io: IOContract, device: torch.device) -> Invocation:
+    """Triton style, for a kernel whose own IOContract differs from the one that defined the
+    inputs: its input/inout tensors take the defining tensors in order, its scalars come from
+    its own contract and its output-only tensors are fresh zeros."""
+    source = iter(inputs.tensors(("input", "inout")))
+    bound: list[BoundArg] = []
+    for spec in io.args:
+        if not spec.is_tensor:
+            bound.append(BoundArg(spec.name, spec.value, "input", spec.is_meta))
+        elif spec.role == "output":
+            ts = spec.tensor_spec
+            assert ts is not None
+            zeros = torch.zeros(ts.shape, dtype=DTYPES[ts.dtype], device=device)
+            bound.append(BoundArg(spec.name, zeros, "output"))
+        else:
+            taken = next(source, None)
+            if taken is None:
+                raise ValueError(
+                    f"argument {spec.name!r}: the reference declares more input tensors than "
+                    "the candidate's IOContract provides"
+                )
+            bound.append(BoundArg(spec.name, taken.value, spec.role))
+    return bind_own(InputSet(tuple(bound), from_io=True))
+
+
+def collect_outputs(inv: Invocation, returned: Any) -> list[tuple[str, Any]]:
+    """(name, value) of each output: declared output buffers, else the return value(s)."""
+    if inv.outputs:
+        return [(a.name, a.value) for a in inv.outputs]
+    if returned is None:
+        return []
+    if isinstance(returned, list | tuple):
+        return [(f"output[{i}]", v) for i, v in enumerate(returned)]
+    return [("output", returned)]
+
+
+def poison_value(dtype: torch.dtype, variant: int) -> float | int | bool:
+    """Variant 0 and 1 differ in every bit pattern that matters."""
+    if dtype == torch.bool:
+        return variant == 0
+    if dtype.is_floating_point:
+        return float("nan") if variant == 0 else -8573.0
+    pattern = _INT_PATTERNS[variant % 2]
+    size = torch.empty((), dtype=dtype).element_size()
+    value = int.from_bytes(bytes([pattern]) * size, "little")
+    return value
+
+
+def poison(outputs: list[BoundArg], variant: int = 0) -> None:
+    with torch.no_grad():
+        for a in outputs:
+            a.value.fill_(poison_value(a.value.dtype, variant))
+
+
+def poison_against(outputs: list[BoundArg], expected: list[Any]) -> None:
+    """Fills each buffer with values that differ from the expected output at every element
+    (NaN where finite values are expected, 0 where NaN is; bitwise NOT for integers/bool);
+    generic poison where shapes or dtypes differ."""
+    with torch.no_grad():
+        for i, a in enumerate(outputs):
+            want = expected[i] if i < len(expected) else None
+            buf = a.value
+            if (
+                not isinstance(want, torch.Tensor)
+                or want.shape != buf.shape
+                or (want.dtype != buf.dtype)
+            ):
+                buf.fill_(poison_value(buf.dtype, 0))
+            elif buf.dtype.is_floating_point:
+                nan = torch.full_like(buf, float("nan"))
+                buf.copy_(torch.where(torch.isnan(want.to(buf.device)), torch.zeros_like(buf), nan))
+            else:
+                buf.copy_(torch.bitwise_not(want.to(buf.device)))
+
+
+def is_poison(t: torch.Tensor, variant: int) -> torch.Tensor:
+    """Elementwise: still holds the generic poison `variant`."""
+    value = poison_value(t.dtype, variant)
+    if t.dtype.is_floating_point and variant == 0:
+        return torch.isnan(t)
+    return t == torch.tensor(value, dtype=t.dtype, device=t.device)

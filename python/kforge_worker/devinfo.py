@@ -1,0 +1,108 @@
+"""The device a worker runs on: parsing `--device`, descriptions, versions.
+
+`--device cuda:N` names physical GPU N. When CUDA_VISIBLE_DEVICES is set (the supervisor
+sets it to N), the child uses device 0 of what it sees; otherwise device N. Nothing here
+initialises CUDA unless a function says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import torch
+import triton
+
+
+@dataclass(frozen=True)
+class WorkerDevice:
+    kind: str  # "cpu" | "cuda"
+    physical_index: int = 0  # N of cuda:N, as the supervisor names it
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    @property
+    def name(self) -> str:
+        return f"cuda:{self.physical_index}" if self.is_cuda else "cpu"
+
+    @property
+    def local_index(self) -> int:
+        """The CUDA ordinal inside this process."""
+        return 0 if os.environ.get("CUDA_VISIBLE_DEVICES") else self.physical_index
+
+    def torch_device(self) -> torch.device:
+        return torch.device("cuda", self.local_index) if self.is_cuda else torch.device("cpu")
+
+
+def parse_device(text: str) -> WorkerDevice:
+    """`cpu`, `cuda` or `cuda:N`. Raises ValueError."""
+    if text == "cpu":
+        return WorkerDevice("cpu")
+    if text == "cuda":
+        return WorkerDevice("cuda", 0)
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return WorkerDevice("cuda", int(text[5:]))
+    raise ValueError(f"unknown device {text!r} (expected cpu or cuda:N)")
+
+
+def versions() -> dict[str, str]:
+    return {
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "triton": str(triton.__version__),
+    }
+
+
+@cache
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cuda_driver_version() -> str | None:
+    """The driver's CUDA version (e.g. "13.0") via libcuda; None if unavailable."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    return f"{version.value // 1000}.{(version.value % 1000) // 10}"
+
+
+def describe(device: WorkerDevice) -> dict[str, Any]:
+    """The `device` object of `ready`. On CUDA this initialises the context."""
+    if not device.is_cuda:
+        return {"kind": "cpu", "name": cpu_model_name(), "threads": torch.get_num_threads()}
+    props = torch.cuda.get_device_properties(device.local_index)
+    return {
+        "kind": "cuda",
+        "index": device.local_index,
+        "physical_index": device.physical_index,
+        "name": props.name,
+        "capability": f"{props.major}.{props.minor}",
+        "sm_count": props.multi_processor_count,
+        "total_memory_bytes": int(props.total_memory),
+        "l2_cache_bytes": int(getattr(props, "L2_cache_size", 0) or 0),
+        "cuda_version": torch.version.cuda,
+        "driver_version": cuda_driver_version(),
+        "runtime": "torch",
+    }
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,232 @@
+"""Loads a kernel's source into a Runnable.
+
+The source is written to `<scratch_dir>/<role>.py` and imported with importlib under a
+unique module name (Triton's @jit needs real source, and tracebacks then point at the
+user's file and line). Per kernel_type:
+
+- torch / torch_cuda: `class Model` (a candidate prefers `ModelNew`), `get_inputs()`,
+  `get_init_inputs()`. The model is built under a fixed torch.manual_seed so the reference
+  and the candidate get identical weights. torch_cuda builds go to
+  `<cache_dir>/torch_extensions/<sha256(source)[:16]>` (TORCH_EXTENSIONS_DIR).
+- triton: the entry point (metadata.entry_point, metadata.kernel_name, else the module's
+  only @triton.jit function). A JIT kernel is launched as `fn[grid](*args, **meta,
+  num_warps=.., num_stages=..)` with the grid from io.launch.grid; a plain Python function
+  (a wrapper) is called as `fn(*args, **meta)`.
+- multi_kernel: metadata.entry_point, called like a Triton wrapper.
+- cuda: runs in the native CUDA worker, not here.
+
+Errors while importing (syntax, import-time exceptions, extension builds) raise LoadError,
+which the pipeline reports as `compiled=false`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import triton
+
+from kforge_worker.spec import KernelSpec
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+class LoadError(Exception):
+    """The kernel does not import or compile; `details` is the traceback / compiler log."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details or message
+
+
+@dataclass
+class Runnable:
+    """A loaded kernel, ready to be called with bound arguments."""
+
+    kernel_type: str
+    name: str
+    invoke: Callable[[list[Any], dict[str, Any]], Any]
+    passes_outputs: bool  # output tensors are arguments (Triton style), not return values
+    module: ModuleType
+    warnings: list[str] = field(default_factory=list)
+
+    def __call__(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return self.invoke(args, kwargs)
+
+
+def format_user_traceback(exc: BaseException) -> str:
+    """The traceback without the worker's own frames, so it starts at the user's code."""
+    lines: list[str] = []
+    for item in traceback.TracebackException.from_exception(exc).format():
+        if item.startswith('  File "'):
+            filename = item.split('"', 2)[1]
+            if filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen importlib"):
+                continue
+        lines.append(item)
+    return "".join(lines)
+
+
+def is_build_failure(exc: BaseException) -> bool:
+    """True for compiler errors surfacing at call time (Triton JIT, cpp_extension builds)."""
+    from triton.compiler.errors import CompilationError
+
+    if isinstance(exc, CompilationError):
+        return True
+    return isinstance(exc, RuntimeError) and "Error building extension" in str(exc)
+
+
+def import_source(source: str, role: str, scratch_dir: str) -> ModuleType:
+    """Writes the source to `<scratch_dir>/<role>.py` and imports it. Raises LoadError."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = Path(scratch_dir) / f"{role}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    name = f"kforge_user_{role}_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit at import time is a failed import too
+        sys.modules.pop(name, None)
+        raise LoadError(
+            f"{role} failed to import: {type(e).__name__}: {e}", format_user_traceback(e)
+        ) from e
+    return module
+
+
+def load_module(kernel: KernelSpec, role: str, scratch_dir: str, cache_dir: str) -> ModuleType:
+    """Imports the kernel's source (step 1 of loading). Raises LoadError."""
+    if kernel.kernel_type == "cuda":
+        raise LoadError("kernel_type 'cuda' runs in the native CUDA worker")
+    if kernel.kernel_type not in ("torch", "torch_cuda", "triton", "multi_kernel"):
+        raise LoadError(f"unknown kernel_type {kernel.kernel_type!r}")
+    if kernel.kernel_type == "torch_cuda":
+        digest = hashlib.sha256(kernel.source_code.encode()).hexdigest()[:16]
+        base = cache_dir or scratch_dir
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(base) / "torch_extensions" / digest)
+    return import_source(kernel.source_code, role, scratch_dir)
+
+
+def model_class(module: ModuleType, prefer_new: bool) -> type:
+    """`ModelNew` (candidates) or `Model`. Raises LoadError."""
+    names = ("ModelNew", "Model") if prefer_new else ("Model", "ModelNew")
+    for name in names:
+        cls = getattr(module, name, None)
+        if isinstance(cls, type):
+            return cls
+    raise LoadError(f"the source defines no class {' or '.join(names)}")
+
+
+def torch_runnable(kernel: KernelSpec, module: ModuleType, model: Any) -> Runnable:
+    """Wraps a constructed model (already on its device)."""
+
+    def invoke(args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return model(*args, **kwargs)
+
+    name = kernel.entry_point or type(model).__name__
+    return Runnable(kernel.kernel_type, name, invoke, passes_outputs=False, module=module)
+
+
+def _base_function(obj: Any) -> Any:
+    seen = 0
+    while hasattr(obj, "fn") and seen < 8:
+        obj = obj.fn
+        seen += 1
+    return obj
+
+
+def _is_triton_kernel(obj: Any) -> bool:
+    return isinstance(obj, triton.runtime.KernelInterface)
+
+
+def _is_autotuned(obj: Any) -> bool:
+    from triton.runtime.autotuner import Autotuner
+
+    while obj is not None:
+        if isinstance(obj, Autotuner):
+            return True
+        obj = getattr(obj, "fn", None)
+    return False
+
+
+def find_entry(kernel: KernelSpec, module: ModuleType) -> tuple[str, Any]:
+    """The entry point object (see module docstring). Raises LoadError."""
+    name = kernel.entry_point
+    if name:
+        entry = getattr(module, name, None)
+        if entry is None:
+            defined = sorted(
+                k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+            )
+            raise LoadError(
+                f"entry point {name!r} is not defined in the source "
+                f"(it defines: {', '.join(defined) or 'nothing callable'})"
+            )
+        if not callable(entry) and not _is_triton_kernel(entry):
+            raise LoadError(f"entry point {name!r} is a {type(entry).__name__}, not callable")
+        return name, entry
+    if kernel.kernel_type == "multi_kernel":
+        raise LoadError("kernel_type 'multi_kernel' needs metadata.entry_point")
+    kernels = [
+        (k, v)
+        for k, v in vars(module).items()
+        if _is_triton_kernel(v) and getattr(_base_function(v), "__module__", "") == module.__name__
+    ]
+    if len(kernels) == 1:
+        return kernels[0]
+    if not kernels:
+        raise LoadError(
+            "the source defines no @triton.jit function; "
+            "set metadata.entry_point to the function to call"
+        )
+    names = ", ".join(k for k, _ in kernels)
+    raise LoadError(
+        f"the source defines several @triton.jit functions ({names}); "
+        "set metadata.entry_point to the one to launch"
+    )
+
+
+def entry_runnable(kernel: KernelSpec, module: ModuleType) -> Runnable:
+    """A Triton kernel or Python wrapper (triton, multi_kernel). Raises LoadError."""
+    name, entry = find_entry(kernel, module)
+    warnings: list[str] = []
+    if not _is_triton_kernel(entry):
+
+        def call_wrapper(args: list[Any], kwargs: dict[str, Any]) -> Any:
+            return entry(*args, **kwargs)
+
+        return Runnable(kernel.kernel_type, name, call_wrapper, True, module, warnings)
+    launch = kernel.io.launch if kernel.io is not None else None
+    if launch is None or launch.grid is None:
+        raise LoadError(
+            f"io.launch.grid is required to launch the @triton.jit kernel {name!r} "
+            "(or set metadata.entry_point to a Python wrapper that launches it)"
+        )
+    grid = launch.grid
+    options: dict[str, int] = {}
+    if _is_autotuned(entry):
+        if launch.num_warps is not None or launch.num_stages is not None:
+            warnings.append("io.launch.num_warps/num_stages ignored: the kernel is autotuned")
+    else:
+        if launch.num_warps is not None:
+            options["num_warps"] = launch.num_warps
+        if launch.num_stages is not None:
+            options["num_stages"] = launch.num_stages
+    launcher = entry[grid]
+
+    def call_kernel(args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return launcher(*args, **kwargs, **options)
+
+    return Runnable(kernel.kernel_type, name, call_kernel, True, module, warnings)

@@ -1,0 +1,111 @@
+"""The result of a job, as typed values, and its wire form (docs/worker-protocol.md "Result")."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from kforge_worker.compare import Mismatch
+from kforge_worker.timing import TimingStats
+
+ERROR_KINDS = ("compile", "runtime", "mismatch", "timeout", "crash", "memory_limit", "worker")
+
+
+@dataclass
+class TrialResult:
+    trial: int
+    passed: bool
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    mismatch_count: int = 0
+    message: str = ""
+
+
+@dataclass
+class FirstMismatch:
+    trial: int
+    output: str
+    index: list[int]
+    expected: Any
+    actual: Any
+
+    @staticmethod
+    def of(trial: int, output: str, m: Mismatch) -> FirstMismatch:
+        return FirstMismatch(trial, output, m.index, m.expected, m.actual)
+
+
+@dataclass
+class CorrectnessDetails:
+    trials: int
+    trials_passed: int = 0
+    atol: float | None = None
+    rtol: float | None = None
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    mismatch_count: int = 0
+    numel: int = 0
+    first_mismatch: FirstMismatch | None = None
+    per_trial: list[TrialResult] = field(default_factory=list)
+
+
+@dataclass
+class Check:
+    """An honesty check. A failed `fatal` check made correctness false."""
+
+    name: str
+    passed: bool
+    message: str = ""
+    fatal: bool = True
+
+
+@dataclass
+class JobResult:
+    compiled: bool = False
+    correctness: bool = False
+    runtime: float = -1.0
+    runtime_stats: TimingStats | None = None
+    ref_runtime: float = -1.0
+    ref_runtime_stats: TimingStats | None = None
+    speedup: float | None = None
+    error_kind: str | None = None
+    compilation_error: str | None = None
+    runtime_error: str | None = None
+    validation_error: str | None = None
+    correctness_details: CorrectnessDetails | None = None
+    checks: list[Check] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def add_check(self, name: str, passed: bool, message: str = "", *, fatal: bool = True) -> None:
+        """Records a check; repeated names keep the first failure (or the single pass)."""
+        for i, existing in enumerate(self.checks):
+            if existing.name == name:
+                if existing.passed and not passed:
+                    self.checks[i] = Check(name, passed, message, fatal)
+                return
+        self.checks.append(Check(name, passed, message, fatal))
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def fail(self, kind: str, message: str) -> None:
+        """Sets the error kind (the first one wins) and its message field."""
+        assert kind in ERROR_KINDS, kind
+        if self.error_kind is None:
+            self.error_kind = kind
+        if kind == "compile":
+            self.compilation_error = self.compilation_error or message
+        elif kind == "mismatch":
+            self.validation_error = self.validation_error or message
+        else:
+            self.runtime_error = self.runtime_error or message
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `result` object of the wire protocol (JSON-ready, NaN handled by protocol)."""
+        out = dataclasses.asdict(self)
+        for key in ("compilation_error", "runtime_error", "validation_error"):
+            if out[key] is None:
+                del out[key]
+        return out

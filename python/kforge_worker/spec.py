@@ -1,0 +1,317 @@
+"""The job spec a child receives, as typed values (docs/worker-protocol.md "Job spec").
+
+The supervisor sends the canonical form (every default filled in) that
+src/kforge/model/serialize.cc writes; parsing here is lenient about absent optional fields
+so that hand-written specs (tests, `run-job`) work too, and strict about types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("input", "output", "inout")
+ARG_TYPES = ("tensor", "int", "float", "str", "bool")
+INIT_KINDS = ("randn", "uniform", "zeros", "ones", "full", "arange")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "bool")
+
+
+class SpecError(ValueError):
+    """The job spec is malformed; the message names the JSON path."""
+
+
+@dataclass(frozen=True)
+class InitSpec:
+    kind: str = "randn"
+    seed: int | None = None  # mixed with the server seed, never used alone
+    mean: float = 0.0
+    std: float = 1.0
+    low: float = 0.0
+    high: float = 1.0
+    fill_value: float = 0.0
+    start: float = 0.0
+    step: float = 1.0
+
+
+@dataclass(frozen=True)
+class TensorData:
+    data_b64: str
+    dtype: str
+    shape: tuple[int, ...]
+    compress: str = "none"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    init: InitSpec | None = None  # neither init nor data means the dtype's default init
+    data: TensorData | None = None
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    type: str = "tensor"
+    role: str = "input"
+    is_meta: bool = False
+    value: Any = None
+    tensor_spec: TensorSpec | None = None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.type == "tensor"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    shared_mem_bytes: int | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+@dataclass(frozen=True)
+class IOContract:
+    args: tuple[ArgSpec, ...]
+    launch: LaunchSpec = field(default_factory=LaunchSpec)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    source_code: str
+    kernel_type: str
+    io: IOContract | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def entry_point(self) -> str | None:
+        """metadata.entry_point, else metadata.kernel_name, else None."""
+        for key in ("entry_point", "kernel_name"):
+            value = self.metadata.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    max_trials: int = 100
+    min_trials: int = 3
+    warmup_calls: int = 3
+    warmup_ms: float = 25.0
+    budget_ms: float = 2000.0
+    rse_target: float = 0.005
+    cuda_graph: bool = False
+    l2_flush: bool = True
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job_id: str
+    kind: str  # "evaluate" | "compare"
+    kernel: KernelSpec
+    reference: KernelSpec | None
+    num_correct_trials: int = 5
+    measure_performance: bool = True
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    atol: float | None = None
+    rtol: float | None = None
+    seed: int = 0
+    device: str = "cpu"
+    timeout_s: float = 120.0
+    scratch_dir: str = ""
+    cache_dir: str = ""
+
+
+def _get(obj: dict[str, Any], key: str, path: str, kinds: tuple[type, ...], default: Any) -> Any:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if bool not in kinds and isinstance(value, bool):
+        raise SpecError(f"{path}.{key}: must be {_names(kinds)}, got bool")
+    if not isinstance(value, kinds):
+        raise SpecError(f"{path}.{key}: must be {_names(kinds)}, got {type(value).__name__}")
+    return value
+
+
+def _names(kinds: tuple[type, ...]) -> str:
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def _obj(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SpecError(f"{path}: must be an object, got {type(value).__name__}")
+    return value
+
+
+def _choice(
+    obj: dict[str, Any], key: str, path: str, allowed: tuple[str, ...], default: str
+) -> str:
+    value = _get(obj, key, path, (str,), default)
+    if value not in allowed:
+        raise SpecError(f"{path}.{key}: unknown value {value!r} (expected one of {allowed})")
+    return str(value)
+
+
+def _shape(value: Any, path: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
+    ):
+        raise SpecError(f"{path}: must be a list of non-negative integers")
+    return tuple(value)
+
+
+def _dim3(value: Any, path: str) -> tuple[int, int, int] | None:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        dims = [*value, 1, 1][:3]
+    else:
+        obj = _obj(value, path)
+        dims = [obj.get("x", 1), obj.get("y", 1), obj.get("z", 1)]
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims):
+        raise SpecError(f"{path}: every dimension must be a positive integer")
+    return (dims[0], dims[1], dims[2])
+
+
+def parse_init(value: Any, path: str) -> InitSpec:
+    obj = _obj(value, path)
+    num = (int, float)
+    return InitSpec(
+        kind=_choice(obj, "kind", path, INIT_KINDS, "randn"),
+        seed=_get(obj, "seed", path, (int,), None),
+        mean=float(_get(obj, "mean", path, num, 0.0)),
+        std=float(_get(obj, "std", path, num, 1.0)),
+        low=float(_get(obj, "low", path, num, 0.0)),
+        high=float(_get(obj, "high", path, num, 1.0)),
+        fill_value=float(_get(obj, "fill_value", path, num, 0.0)),
+        start=float(_get(obj, "start", path, num, 0.0)),
+        step=float(_get(obj, "step", path, num, 1.0)),
+    )
+
+
+def parse_tensor_spec(value: Any, path: str) -> TensorSpec:
+    obj = _obj(value, path)
+    shape = _shape(obj.get("shape"), f"{path}.shape")
+    dtype = _choice(obj, "dtype", path, DTYPES, "float32")
+    init = parse_init(obj["init"], f"{path}.init") if obj.get("init") is not None else None
+    data = None
+    if obj.get("data") is not None:
+        dpath = f"{path}.data"
+        d = _obj(obj["data"], dpath)
+        data = TensorData(
+            data_b64=_get(d, "data_b64", dpath, (str,), ""),
+            dtype=_choice(d, "dtype", dpath, DTYPES, dtype),
+            shape=_shape(d.get("shape", list(shape)), f"{dpath}.shape"),
+            compress=_choice(d, "compress", dpath, ("none", "zlib"), "none"),
+        )
+    if init is not None and data is not None:
+        raise SpecError(f"{path}: 'init' and 'data' are mutually exclusive")
+    return TensorSpec(shape=shape, dtype=dtype, init=init, data=data)
+
+
+def parse_arg(value: Any, path: str) -> ArgSpec:
+    obj = _obj(value, path)
+    name = _get(obj, "name", path, (str,), "")
+    if not name.isidentifier():
+        raise SpecError(f"{path}.name: must be a Python identifier, got {name!r}")
+    arg_type = _choice(obj, "type", path, ARG_TYPES, "tensor")
+    spec = None
+    if arg_type == "tensor":
+        if obj.get("tensor_spec") is None:
+            raise SpecError(f"{path}.tensor_spec: is required for a tensor arg")
+        spec = parse_tensor_spec(obj["tensor_spec"], f"{path}.tensor_spec")
+    elif obj.get("value") is None:
+        raise SpecError(f"{path}.value: is required for a scalar arg")
+    return ArgSpec(
+        name=name,
+        type=arg_type,
+        role=_choice(obj, "role", path, ROLES, "input"),
+        is_meta=bool(_get(obj, "is_meta", path, (bool,), False)),
+        value=obj.get("value"),
+        tensor_spec=spec,
+    )
+
+
+def parse_io(value: Any, path: str) -> IOContract:
+    obj = _obj(value, path)
+    args = obj.get("args")
+    if not isinstance(args, list):
+        raise SpecError(f"{path}.args: must be a list")
+    parsed = tuple(parse_arg(a, f"{path}.args[{i}]") for i, a in enumerate(args))
+    launch = LaunchSpec()
+    if obj.get("launch") is not None:
+        lpath = f"{path}.launch"
+        lobj = _obj(obj["launch"], lpath)
+        launch = LaunchSpec(
+            grid=_dim3(lobj.get("grid"), f"{lpath}.grid"),
+            block=_dim3(lobj.get("block"), f"{lpath}.block"),
+            shared_mem_bytes=_get(lobj, "shared_mem_bytes", lpath, (int,), None),
+            num_warps=_get(lobj, "num_warps", lpath, (int,), None),
+            num_stages=_get(lobj, "num_stages", lpath, (int,), None),
+        )
+    return IOContract(args=parsed, launch=launch)
+
+
+def parse_kernel(value: Any, path: str) -> KernelSpec:
+    obj = _obj(value, path)
+    source = _get(obj, "source_code", path, (str,), "")
+    kernel_type = _get(obj, "kernel_type", path, (str,), "")
+    if not kernel_type:
+        raise SpecError(f"{path}.kernel_type: is required")
+    io = parse_io(obj["io"], f"{path}.io") if obj.get("io") is not None else None
+    metadata = _get(obj, "metadata", path, (dict,), {})
+    return KernelSpec(source_code=source, kernel_type=kernel_type, io=io, metadata=metadata)
+
+
+def parse_timing(value: Any, path: str) -> TimingOptions:
+    obj = _obj(value, path)
+    d = TimingOptions()
+    num = (int, float)
+    return TimingOptions(
+        max_trials=int(_get(obj, "max_trials", path, (int,), d.max_trials)),
+        min_trials=int(_get(obj, "min_trials", path, (int,), d.min_trials)),
+        warmup_calls=int(_get(obj, "warmup_calls", path, (int,), d.warmup_calls)),
+        warmup_ms=float(_get(obj, "warmup_ms", path, num, d.warmup_ms)),
+        budget_ms=float(_get(obj, "budget_ms", path, num, d.budget_ms)),
+        rse_target=float(_get(obj, "rse_target", path, num, d.rse_target)),
+        cuda_graph=bool(_get(obj, "cuda_graph", path, (bool,), d.cuda_graph)),
+        l2_flush=bool(_get(obj, "l2_flush", path, (bool,), d.l2_flush)),
+    )
+
+
+def parse_job(value: Any) -> JobSpec:
+    """Parses the `job` object of a `job` message. Raises SpecError."""
+    obj = _obj(value, "job")
+    kind = _choice(obj, "kind", "job", ("evaluate", "compare"), "evaluate")
+    if obj.get("kernel") is None:
+        raise SpecError("job.kernel: is required")
+    reference = None
+    if obj.get("reference") is not None:
+        reference = parse_kernel(obj["reference"], "job.reference")
+    if kind == "compare" and reference is None:
+        raise SpecError("job.reference: is required for a compare")
+    num = (int, float)
+    atol = _get(obj, "atol", "job", num, None)
+    rtol = _get(obj, "rtol", "job", num, None)
+    trials = int(_get(obj, "num_correct_trials", "job", (int,), 5))
+    if trials < 1:
+        raise SpecError("job.num_correct_trials: must be at least 1")
+    return JobSpec(
+        job_id=str(_get(obj, "job_id", "job", (str,), "")),
+        kind=kind,
+        kernel=parse_kernel(obj["kernel"], "job.kernel"),
+        reference=reference,
+        num_correct_trials=trials,
+        measure_performance=bool(_get(obj, "measure_performance", "job", (bool,), True)),
+        timing=parse_timing(obj.get("timing") or {}, "job.timing"),
+        atol=None if atol is None else float(atol),
+        rtol=None if rtol is None else float(rtol),
+        seed=int(_get(obj, "seed", "job", (int,), 0)),
+        device=str(_get(obj, "device", "job", (str,), "cpu")),
+        timeout_s=float(_get(obj, "timeout_s", "job", num, 120.0)),
+        scratch_dir=str(_get(obj, "scratch_dir", "job", (str,), "")),
+        cache_dir=str(_get(obj, "cache_dir", "job", (str,), "")),
+    )

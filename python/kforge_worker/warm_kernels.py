@@ -1,0 +1,28 @@
+"""The tiny Triton kernel the zygote compiles and each child launches once (warm-up).
+
+Import this module only after TRITON_INTERPRET has its final value: @triton.jit decides at
+decoration time whether the kernel is compiled or interpreted.
+"""
+
+import triton
+import triton.language as tl
+
+BLOCK = 128
+
+
+@triton.jit
+def warm_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # noqa: ANN001, ANN201
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+SIGNATURE = {
+    "x_ptr": "*fp32",
+    "y_ptr": "*fp32",
+    "out_ptr": "*fp32",
+    "n": "i32",
+    "BLOCK": "constexpr",
+}

@@ -1,0 +1,175 @@
+"""Warm-up of the zygote (no CUDA) and of each child (CUDA context and first launches).
+
+The zygote must never initialise CUDA (a CUDA context does not survive fork): it warms
+torch's CPU ops on tensors small enough to stay single-threaded (an OpenMP pool started
+before fork is unsafe in the child), the Triton interpreter on the cpu device, and Triton's
+compile pipeline for GPUTarget("cuda", arch, 32) when --arch is given (a full compile, so
+the MLIR passes and ptxas are paged in).
+
+A child on a GPU creates its CUDA context, launches a Triton kernel once (this loads
+Triton's driver and launcher machinery) and runs torch's common ops once, so the job pays
+none of it. Every step is timed and may fail on its own; failures are reported, not fatal.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import triton
+
+from kforge_worker.devinfo import WorkerDevice
+
+
+@dataclass
+class WarmupReport:
+    steps_ms: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    total_ms: float = 0.0
+
+    def run(self, name: str, step: Callable[[], object]) -> None:
+        start = time.perf_counter()
+        try:
+            step()
+        except Exception as e:
+            self.errors[name] = "".join(traceback.format_exception_only(e)).strip()
+        elapsed = (time.perf_counter() - start) * 1e3
+        self.steps_ms[name] = round(elapsed, 3)
+        self.total_ms = round(self.total_ms + elapsed, 3)
+
+
+def torch_common_ops(device: torch.device) -> None:
+    """The ops the harness itself uses (inputs, poison, compare, checks), once each."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(1)
+    a = torch.randn(64, generator=gen, device=device)
+    b = torch.empty(64, device=device).uniform_(0.0, 1.0, generator=gen)
+    i = torch.randint(0, 10, (64,), generator=gen, device=device, dtype=torch.int32)
+    c = a.clone()
+    c.zero_()
+    c.fill_(float("nan"))
+    torch.allclose(a, b)
+    both = torch.isfinite(a) & ~torch.isnan(b)
+    d = (a.to(torch.float64) - b.to(torch.float64)).abs()
+    torch.where(both, d <= 1e-4 + 1e-4 * b.abs().to(torch.float64), a == b)
+    int(torch.argmax((a != b).to(torch.uint8)).item())
+    float(d.max().item())
+    bool(torch.equal(i.view(torch.int32), i))
+    torch.bitwise_not(i)
+    (a.half() + 1).bfloat16().sub(1).eq(0).sum()
+    torch.full((8,), 3.0, device=device).sum()
+    torch.arange(16, dtype=torch.float64, device=device).reshape(4, 4).to(torch.float32)
+
+
+def triton_launch(device: torch.device) -> None:
+    from kforge_worker import warm_kernels
+
+    n = 1000
+    x = torch.arange(n, dtype=torch.float32, device=device)
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(n, warm_kernels.BLOCK),)
+    warm_kernels.warm_add[grid](x, x, out, n, BLOCK=warm_kernels.BLOCK)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    if not torch.equal(out, x + x):
+        raise RuntimeError("the warm-up kernel computed a wrong result")
+
+
+def triton_compile(arch: int) -> None:
+    """A full compile (cache bypassed) of the warm-up kernel for a CUDA target, no GPU used."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kforge_worker import warm_kernels
+
+    src = ASTSource(
+        fn=warm_kernels.warm_add,
+        signature=warm_kernels.SIGNATURE,
+        constexprs={"BLOCK": warm_kernels.BLOCK},
+    )
+    with triton.knobs.compilation.scope():
+        triton.knobs.compilation.always_compile = True
+        triton.compile(src, target=GPUTarget("cuda", arch, 32))
+
+
+def preload_modules() -> None:
+    """Modules a job may need that are cheap to import once in the zygote."""
+    import importlib
+
+    for name in (
+        "torch.utils.cpp_extension",
+        "triton.compiler.errors",
+        "triton.runtime.autotuner",
+        "triton.runtime.interpreter",
+        "triton.backends.nvidia.compiler",
+        "triton.backends.nvidia.driver",
+        "numpy",
+        "kforge_worker.warm_kernels",
+    ):
+        try:
+            importlib.import_module(name)
+        except Exception:  # an optional backend may be missing
+            continue
+
+
+def warm_zygote(device: WorkerDevice, arch: int | None) -> WarmupReport:
+    report = WarmupReport()
+    report.run("preload_modules", preload_modules)
+    report.run("torch_cpu_ops", lambda: torch_common_ops(torch.device("cpu")))
+    if not device.is_cuda:
+        report.run("triton_interpreter", lambda: triton_launch(torch.device("cpu")))
+    elif arch is not None:
+        report.run("triton_compile", lambda: triton_compile(arch))
+    return report
+
+
+def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
+    """Warms the child; returns the report and the `device` description for `ready`."""
+    from kforge_worker.devinfo import describe
+
+    report = WarmupReport()
+    described: dict[str, Any] = {"kind": device.kind}
+    tdev = device.torch_device()
+    if device.is_cuda:
+        report.run("cuda_context", lambda: _cuda_context(tdev))
+    report.run("triton_launch", lambda: triton_launch(tdev))
+    report.run("torch_ops", lambda: torch_common_ops(tdev))
+    if device.is_cuda:
+        report.run("cuda_events", lambda: _cuda_events(tdev))
+        report.run("torch_matmul", lambda: _matmul(tdev))
+
+    def describe_step() -> None:
+        described.update(describe(device))
+
+    report.run("describe_device", describe_step)
+    return report, described
+
+
+def _cuda_context(device: torch.device) -> None:
+    torch.cuda.set_device(device)
+    torch.cuda.init()
+    torch.empty(1, device=device)
+    torch.cuda.synchronize(device)
+
+
+def _cuda_events(device: torch.device) -> None:
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    buf = torch.empty(1 << 20, dtype=torch.uint8, device=device)
+    start.record()
+    buf.fill_(1)
+    end.record()
+    torch.cuda.synchronize(device)
+    start.elapsed_time(end)
+    torch.cuda.current_stream(device).synchronize()
+
+
+def _matmul(device: torch.device) -> None:
+    """Creates the cuBLAS handle (a first matmul costs tens of ms otherwise)."""
+    a = torch.randn(64, 64, device=device)
+    (a @ a).sum().item()
+    (a.half() @ a.half()).sum().item()

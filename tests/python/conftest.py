@@ -1,0 +1,28 @@
+"""Shared test setup for the Python worker's tests.
+
+Tests run on the cpu device: torch on the CPU, Triton through its interpreter. The
+interpreter must be chosen before triton is imported, hence the first lines. Helpers live
+in worker_jobs.py, worker_kernels.py and fake_supervisor.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+import torch
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skips this directory's `gpu` tests where torch sees no CUDA device."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords and Path(str(item.path)).resolve().is_relative_to(HERE):
+            item.add_marker(skip)

@@ -1,0 +1,155 @@
+"""Output comparison rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kforge_worker.compare import (
+    Tolerance,
+    compare_tensors,
+    plain_tensor_problem,
+    resolve_tolerance,
+    same_bits,
+)
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [
+        (torch.float32, 1e-4),
+        (torch.float16, 1e-2),
+        (torch.bfloat16, 1e-2),
+        (torch.float64, 1e-6),
+        (torch.int32, 0.0),
+        (torch.bool, 0.0),
+    ],
+)
+def test_default_tolerances(dtype, expected):
+    assert resolve_tolerance(dtype, None, None) == Tolerance(expected, expected)
+
+
+def test_overrides_apply_except_to_bool():
+    assert resolve_tolerance(torch.float32, 1e-3, None) == Tolerance(1e-3, 1e-4)
+    assert resolve_tolerance(torch.int64, 1.0, 0.0) == Tolerance(1.0, 0.0)
+    assert resolve_tolerance(torch.bool, 1.0, 1.0) == Tolerance(0.0, 0.0)
+
+
+def test_fp32_tolerance_boundary():
+    tol = resolve_tolerance(torch.float32, None, None)
+    expected = torch.tensor([1.0, 100.0, 0.0], dtype=torch.float32)
+    inside = expected + torch.tensor([1.5e-4, 5e-3, 9e-5])
+    outside = expected + torch.tensor([3e-4, 0.0, 0.0])
+    assert compare_tensors("o", expected, inside, tol).passed
+    result = compare_tensors("o", expected, outside, tol)
+    assert not result.passed and result.mismatch_count == 1
+    assert result.first_mismatch is not None and result.first_mismatch.index == [0]
+
+
+def test_fp16_is_looser_than_fp32():
+    expected = torch.full((4,), 2.0, dtype=torch.float16)
+    actual = expected + torch.tensor(0.02, dtype=torch.float16)
+    assert compare_tensors(
+        "o", expected, actual, resolve_tolerance(torch.float16, None, None)
+    ).passed
+    tight = Tolerance(1e-4, 1e-4)
+    assert not compare_tensors("o", expected, actual, tight).passed
+
+
+def test_integers_are_exact():
+    expected = torch.arange(10, dtype=torch.int32)
+    actual = expected.clone()
+    actual[7] += 1
+    result = compare_tensors("o", expected, actual, resolve_tolerance(torch.int32, None, None))
+    assert not result.passed and result.mismatch_count == 1
+    assert result.first_mismatch.expected == 7 and result.first_mismatch.actual == 8
+
+
+def test_nan_positions_must_match_and_nan_is_no_wildcard():
+    tol = Tolerance(1e-4, 1e-4)
+    nan = math.nan
+    expected = torch.tensor([1.0, nan, 3.0])
+    assert compare_tensors("o", expected, torch.tensor([1.0, nan, 3.0]), tol).passed
+    missing = compare_tensors("o", expected, torch.tensor([1.0, 2.0, 3.0]), tol)
+    extra = compare_tensors("o", expected, torch.tensor([nan, nan, 3.0]), tol)
+    assert not missing.passed and missing.first_mismatch.index == [1]
+    assert not extra.passed and extra.first_mismatch.index == [0]
+    assert math.isinf(extra.max_abs_error)
+    all_nan = compare_tensors("o", torch.ones(3), torch.full((3,), nan), tol)
+    assert not all_nan.passed and all_nan.mismatch_count == 3
+
+
+def test_infinities_must_match_in_position_and_sign():
+    tol = Tolerance(1e-4, 1e-4)
+    inf = math.inf
+    expected = torch.tensor([inf, -inf, 1.0])
+    assert compare_tensors("o", expected, torch.tensor([inf, -inf, 1.0]), tol).passed
+    assert not compare_tensors("o", expected, torch.tensor([-inf, -inf, 1.0]), tol).passed
+    assert not compare_tensors("o", expected, torch.tensor([1e30, -inf, 1.0]), tol).passed
+    assert not compare_tensors("o", expected, torch.tensor([inf, -inf, inf]), tol).passed
+
+
+def test_report_has_errors_and_first_multi_dim_index():
+    expected = torch.zeros(4, 8)
+    actual = expected.clone()
+    actual[1, 3] = 0.5
+    actual[2, 5] = 4.0
+    result = compare_tensors("out", expected, actual, Tolerance(1e-4, 1e-4))
+    assert result.mismatch_count == 2 and result.numel == 32
+    assert result.max_abs_error == pytest.approx(4.0)
+    assert result.first_mismatch.index == [1, 3]
+    assert result.first_mismatch.expected == 0.0 and result.first_mismatch.actual == 0.5
+    text = result.describe()
+    assert "output 'out': 2 of 32 elements differ" in text
+    assert "first at [1, 3]: expected 0, got 0.5" in text and "atol=0.0001" in text
+
+
+def test_relative_error_ignores_zero_expected():
+    result = compare_tensors(
+        "o", torch.tensor([2.0, 0.0]), torch.tensor([3.0, 0.0]), Tolerance(0, 0)
+    )
+    assert result.max_rel_error == pytest.approx(0.5)
+
+
+def test_dtype_and_shape_mismatch():
+    tol = Tolerance(1e-4, 1e-4)
+    dtype = compare_tensors("o", torch.zeros(3), torch.zeros(3, dtype=torch.float16), tol)
+    assert not dtype.passed and "expected float32, got float16" in dtype.reason
+    shape = compare_tensors("o", torch.zeros(3), torch.zeros(4), tol)
+    assert not shape.passed and "expected [3], got [4]" in shape.reason
+
+
+class LazyTensor(torch.Tensor):
+    pass
+
+
+def test_only_plain_dense_tensors_on_the_device():
+    assert plain_tensor_problem(torch.zeros(2), CPU) is None
+    assert "torch.Tensor" in plain_tensor_problem([1.0, 2.0], CPU)
+    lazy = torch.zeros(2).as_subclass(LazyTensor)
+    assert "subclass" in plain_tensor_problem(lazy, CPU)
+    assert "layout" in plain_tensor_problem(torch.zeros(2, 2).to_sparse(), CPU)
+    assert "meta" in plain_tensor_problem(torch.zeros(2, device="meta"), CPU)
+    result = compare_tensors("o", torch.zeros(2), lazy, Tolerance(1, 1))
+    assert not result.passed and "subclass" in result.reason
+
+
+def test_non_contiguous_outputs_compare_by_value():
+    expected = torch.arange(6.0).reshape(2, 3)
+    actual = torch.empty(3, 2).t()  # a (2, 3) view with transposed strides
+    actual.copy_(expected)
+    assert not actual.is_contiguous()
+    transposed = torch.arange(6.0).reshape(3, 2).t()  # values differ
+    assert compare_tensors("o", expected, actual, Tolerance(0, 0)).passed
+    assert not compare_tensors("o", expected, transposed, Tolerance(0, 0)).passed
+
+
+def test_same_bits_sees_nan_payloads_and_signed_zero():
+    a = torch.tensor([math.nan, 0.0])
+    assert same_bits(a, a.clone())
+    assert not same_bits(a, torch.tensor([math.nan, -0.0]))
+    assert not same_bits(torch.zeros(3), torch.zeros(4))

@@ -1,0 +1,263 @@
+"""The evaluate/compare pipeline end to end, in this process (as a child runs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import worker_kernels as K
+from worker_jobs import make_job, run
+
+from kforge_worker.devinfo import parse_device
+from kforge_worker.evaluate import run_job
+from kforge_worker.spec import parse_job
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def checks(result):
+    return {c["name"]: c for c in result["checks"]}
+
+
+def test_correct_triton_vadd_passes_and_is_timed(tmp_path):
+    job = make_job(
+        K.triton_vadd(), K.torch_add_reference(), tmp_path=tmp_path, measure_performance=True
+    )
+    result = run(job)
+    assert result["compiled"] and result["correctness"], result
+    assert result["error_kind"] is None
+    details = result["correctness_details"]
+    assert details["trials"] == 3 and details["trials_passed"] == 3
+    assert details["max_abs_error"] == 0.0 and details["numel"] == 3000
+    assert [t["trial"] for t in details["per_trial"]] == [0, 1, 2]
+    assert result["runtime"] > 0 and result["ref_runtime"] > 0
+    assert result["speedup"] == pytest.approx(result["ref_runtime"] / result["runtime"])
+    stats = result["runtime_stats"]
+    assert stats["method"] == "cpu_wall_clock" and stats["unit"] == "ms"
+    assert stats["trials"] >= 3 and stats["median"] == result["runtime"]
+    meta = result["metadata"]
+    assert meta["kernel_name"] == "add_kernel" and meta["kernel_type"] == "triton"
+    assert meta["ref_kernel_type"] == "torch" and meta["timing_method"] == "cpu_wall_clock"
+    assert meta["seed"] == job["seed"] and meta["device"] == "cpu"
+    assert [i["name"] for i in meta["inputs"]] == ["x", "y", "out", "n", "BLOCK"]
+    assert checks(result)["inputs_unchanged"]["passed"]
+
+
+def test_wrong_kernel_fails_with_max_error(tmp_path):
+    result = run(
+        make_job(
+            K.triton_vadd(K.VADD_WRONG),
+            K.torch_add_reference(),
+            tmp_path=tmp_path,
+            measure_performance=True,
+        )
+    )
+    assert result["compiled"] and not result["correctness"]
+    assert result["error_kind"] == "mismatch"
+    details = result["correctness_details"]
+    assert details["trials_passed"] == 0 and details["mismatch_count"] > 900
+    assert details["max_abs_error"] > 1.0
+    first = details["first_mismatch"]
+    assert first["trial"] == 0 and first["output"] == "out" and len(first["index"]) == 1
+    assert first["expected"] != pytest.approx(first["actual"])
+    assert result["validation_error"].startswith("trial 1/3, output 'out': ")
+    assert "elements differ (max abs error" in result["validation_error"]
+    assert result["runtime"] == -1.0 and result["speedup"] is None  # wrong kernels are not timed
+
+
+def test_unwritten_output_fails_compare(tmp_path):
+    result = run(
+        make_job(K.triton_vadd(K.VADD_PARTIAL), K.torch_add_reference(), tmp_path=tmp_path)
+    )
+    assert not result["correctness"] and result["error_kind"] == "mismatch"
+    details = result["correctness_details"]
+    assert details["mismatch_count"] == 500  # the poison never matches the expected values
+    assert details["first_mismatch"]["index"] == [500]
+    assert details["first_mismatch"]["actual"] == "NaN"
+
+
+def test_unwritten_output_fails_evaluate(tmp_path):
+    result = run(make_job(K.triton_vadd(K.VADD_PARTIAL), tmp_path=tmp_path))
+    assert not result["correctness"] and result["error_kind"] == "mismatch"
+    assert "500 of 1000 elements were never written" in result["validation_error"]
+    assert "first at [500]" in result["validation_error"]
+    assert not checks(result)["outputs_fully_written"]["passed"]
+
+
+@pytest.mark.parametrize("with_reference", [True, False])
+def test_input_mutating_kernel_fails(tmp_path, with_reference):
+    ref = K.torch_add_reference() if with_reference else None
+    result = run(make_job(K.triton_vadd(K.VADD_MUTATES), ref, tmp_path=tmp_path))
+    assert not result["correctness"] and result["error_kind"] == "mismatch"
+    assert "modified its input 'x'" in result["validation_error"]
+    assert checks(result)["inputs_unchanged"]["passed"] is False
+
+
+def test_inout_arguments_may_be_modified(tmp_path):
+    kernel = K.triton_vadd(K.VADD_MUTATES)
+    kernel["io"]["args"][0]["role"] = "inout"  # x is now an output too: zero is expected
+    ref = K.torch_kernel(
+        "import torch\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x, y):\n        return torch.zeros_like(x), x + y\n"
+    )
+    result = run(make_job(kernel, ref, tmp_path=tmp_path))
+    assert result["correctness"], result.get("validation_error")
+
+
+def test_kernelbench_model_vs_model_new_share_weights(tmp_path):
+    job = make_job(
+        K.torch_kernel(K.KB_CANDIDATE),
+        K.torch_kernel(K.KB_REFERENCE),
+        tmp_path=tmp_path,
+        measure_performance=True,
+    )
+    result = run(job)
+    assert result["correctness"], result.get("validation_error")
+    assert result["metadata"]["input_source"] == "get_inputs"
+    assert result["metadata"]["kernel_name"] == "ModelNew"
+    assert result["ref_runtime"] > 0 and result["runtime"] > 0
+
+
+def test_kernelbench_different_weights_fail(tmp_path):
+    job = make_job(
+        K.torch_kernel(K.KB_CANDIDATE_OTHER_WEIGHTS),
+        K.torch_kernel(K.KB_REFERENCE),
+        tmp_path=tmp_path,
+    )
+    result = run(job)
+    assert not result["correctness"] and result["error_kind"] == "mismatch"
+    assert "output 'output'" in result["validation_error"]
+
+
+def test_triton_wrapper_vs_torch_reference(tmp_path):
+    result = run(make_job(K.triton_wrapper(), K.torch_add_reference(), tmp_path=tmp_path))
+    assert result["correctness"], result.get("validation_error")
+    assert result["metadata"]["kernel_name"] == "triton_add"
+    doubled = K.triton_wrapper()
+    doubled["io"]["args"][2]["value"] = 2.0  # meta args go only to the candidate
+    result = run(make_job(doubled, K.torch_add_reference(), tmp_path=tmp_path))
+    assert not result["correctness"]
+
+
+def test_multi_kernel_vs_torch_reference(tmp_path):
+    result = run(
+        make_job(K.multi_kernel(), K.torch_kernel(K.TORCH_ADD_SCALE_REF), tmp_path=tmp_path)
+    )
+    assert result["correctness"], result.get("validation_error")
+
+
+def test_evaluate_passes_a_correct_kernel_and_times_it(tmp_path):
+    result = run(make_job(K.triton_vadd(), tmp_path=tmp_path, measure_performance=True))
+    assert result["correctness"] and result["runtime"] > 0
+    assert result["ref_runtime"] == -1.0 and result["speedup"] is None
+    names = {c["name"] for c in result["checks"] if c["passed"]}
+    assert {"inputs_unchanged", "outputs_fully_written", "deterministic"} <= names
+
+
+def test_evaluate_catches_nondeterminism(tmp_path):
+    source = (
+        K.TRITON_WRAPPER + "\n_calls = [0]\n\ndef flaky(x, y, alpha=1.0):\n"
+        "    _calls[0] += 1\n    return triton_add(x, y, alpha) + _calls[0]\n"
+    )
+    kernel = K.triton_wrapper(source)
+    kernel["metadata"]["entry_point"] = "flaky"
+    result = run(make_job(kernel, tmp_path=tmp_path))
+    assert not result["correctness"]
+    assert "a second run on identical inputs disagrees" in result["validation_error"]
+
+
+def test_lazy_tensor_subclass_output_fails(tmp_path):
+    source = (
+        "import torch\nclass Lazy(torch.Tensor):\n    pass\n\n"
+        "def triton_add(x, y, alpha=1.0):\n    return (x + alpha * y).as_subclass(Lazy)\n"
+    )
+    result = run(make_job(K.triton_wrapper(source), K.torch_add_reference(), tmp_path=tmp_path))
+    assert not result["correctness"] and "subclass" in result["validation_error"]
+    result = run(make_job(K.triton_wrapper(source), tmp_path=tmp_path))
+    assert not result["correctness"] and "subclass" in result["validation_error"]
+
+
+def test_nan_output_fails(tmp_path):
+    source = (
+        "import torch\ndef triton_add(x, y, alpha=1.0):\n    out = x + y\n"
+        "    out[3] = float('nan')\n    return out\n"
+    )
+    result = run(make_job(K.triton_wrapper(source), K.torch_add_reference(), tmp_path=tmp_path))
+    assert not result["correctness"]
+    assert result["correctness_details"]["first_mismatch"]["index"] == [3]
+    assert result["correctness_details"]["max_abs_error"] == "Infinity"
+
+
+def test_output_aliasing_an_input_is_flagged_not_failed(tmp_path):
+    ref = K.torch_kernel(
+        "import torch\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x, y):\n        return x.clone()\n"
+    )
+    cand = K.triton_wrapper("def triton_add(x, y, alpha=1.0):\n    return x\n")
+    result = run(make_job(cand, ref, tmp_path=tmp_path))
+    assert result["correctness"]
+    check = checks(result)["outputs_not_aliasing_inputs"]
+    assert check["passed"] is False and check["fatal"] is False
+    assert any("shares memory with input 'x'" in w for w in result["warnings"])
+
+
+def test_excessive_speedup_is_a_warning(tmp_path):
+    slow_ref = K.torch_kernel(
+        "import time, torch\nclass Model(torch.nn.Module):\n    def forward(self, x, y):\n"
+        "        time.sleep(0.02)\n        return x + y\n"
+    )
+    cand = K.triton_wrapper("def triton_add(x, y, alpha=1.0):\n    return x + y\n")
+    result = run(make_job(cand, slow_ref, tmp_path=tmp_path, measure_performance=True))
+    assert result["correctness"] and result["speedup"] > 10
+    assert checks(result)["speedup_plausible"]["passed"] is False
+    assert any("exceeds 10x" in w for w in result["warnings"])
+
+
+def test_progress_reports_each_phase_with_partial_results(tmp_path):
+    seen = []
+    job = make_job(
+        K.triton_vadd(), K.torch_add_reference(), tmp_path=tmp_path, measure_performance=True
+    )
+    run_job(parse_job(job), parse_device("cpu"), lambda p, m, partial: seen.append((p, partial)))
+    phases = [p for p, _ in seen]
+    assert phases == ["loading", "correctness", "timing_reference", "timing_candidate"]
+    assert seen[1][1]["compiled"] is True and seen[3][1]["ref_runtime"] > 0
+
+
+def test_timing_failure_is_a_runtime_error(tmp_path):
+    source = (
+        "_n = [0]\ndef triton_add(x, y, alpha=1.0):\n    _n[0] += 1\n"
+        "    if _n[0] > 3:\n        raise RuntimeError('only three calls')\n    return x + y\n"
+    )
+    result = run(
+        make_job(
+            K.triton_wrapper(source),
+            K.torch_add_reference(),
+            tmp_path=tmp_path,
+            measure_performance=True,
+        )
+    )
+    assert result["correctness"] is True and result["error_kind"] == "runtime"
+    assert "while being timed" in result["runtime_error"] and result["runtime"] == -1.0
+
+
+def test_run_job_command_prints_only_the_result(tmp_path):
+    job = make_job(K.triton_wrapper(K.NOISY_WRAPPER), K.torch_add_reference(), tmp_path=tmp_path)
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps({"type": "job", "job": job}))
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "kforge_worker", "run-job", str(spec), "--device", "cpu"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["correctness"] is True
+    assert b"to stderr" in proc.stderr and proc.stderr.count(b"x" * 1023) >= 5 * 1024

@@ -1,0 +1,239 @@
+"""GPU-only checks (skipped without CUDA). They run the worker in subprocesses: this test
+process has TRITON_INTERPRET=1 set, a GPU job must not."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import worker_kernels as K
+from fake_supervisor import FakeSupervisor
+from worker_jobs import make_job
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.gpu
+_ids = itertools.count(1)
+
+STREAM_INJECTION = """
+import torch
+
+_side = []
+
+
+def triton_add(x, y, alpha=1.0):
+    if not _side:
+        _side.append(torch.cuda.Stream())
+    out = torch.empty_like(x)
+    _side[0].wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(_side[0]):
+        for _ in range(30):
+            torch.add(x, y, out=out)
+    return out
+"""
+
+BROKEN_TRITON = K.VADD.replace("x + y, mask=mask)", "tl.no_such_function(x), mask=mask)")
+
+
+def run_job_gpu(job, tmp_path):
+    job["device"] = "cuda:0"
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(job))
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kforge_worker", "run-job", str(spec), "--device", "cuda:0"],
+        capture_output=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
+def gpu_timing(**overrides):
+    timing = {
+        "max_trials": 100,
+        "min_trials": 3,
+        "warmup_calls": 3,
+        "warmup_ms": 25.0,
+        "budget_ms": 2000.0,
+        "rse_target": 0.005,
+        "cuda_graph": False,
+        "l2_flush": True,
+    }
+    timing.update(overrides)
+    return timing
+
+
+def test_vadd_compare_on_gpu(tmp_path):
+    job = make_job(
+        K.triton_vadd(n=1 << 20),
+        K.torch_add_reference(),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(),
+    )
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    stats = result["runtime_stats"]
+    assert stats["method"] == "cuda_event" and stats["l2_flush"] is True
+    assert stats["device_sync_median"] is not None
+    meta = result["metadata"]
+    assert meta["gpu_type"] and meta["gpu_id"] == 0 and meta["cuda_version"]
+    print(
+        "vadd 1M:",
+        stats["median"],
+        "ms; ref",
+        result["ref_runtime"],
+        "ms; warnings",
+        result["warnings"],
+    )
+
+
+def test_wrong_and_partial_kernels_fail_on_gpu(tmp_path):
+    for source in (K.VADD_WRONG, K.VADD_PARTIAL, K.VADD_MUTATES):
+        job = make_job(K.triton_vadd(source, n=4096), K.torch_add_reference(), tmp_path=tmp_path)
+        result = run_job_gpu(job, tmp_path)
+        assert result["error_kind"] == "mismatch", (source, result)
+
+
+def test_triton_compile_error_at_first_launch(tmp_path):
+    job = make_job(K.triton_vadd(BROKEN_TRITON), K.torch_add_reference(), tmp_path=tmp_path)
+    result = run_job_gpu(job, tmp_path)
+    assert result["compiled"] is False and result["error_kind"] == "compile"
+    assert "no_such_function" in result["compilation_error"]
+
+
+def test_side_stream_work_is_flagged(tmp_path):
+    n = 1 << 24
+    job = make_job(
+        K.triton_wrapper(STREAM_INJECTION, n=n),
+        K.torch_add_reference(),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(budget_ms=500),
+    )
+    job["num_correct_trials"] = 1
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["launch_stream_only"]["passed"] is False, result["runtime_stats"]
+    assert any("outside the launch stream" in w for w in result["warnings"])
+
+
+def test_cuda_graph_timing(tmp_path):
+    job = make_job(
+        K.triton_vadd(n=1 << 16),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(cuda_graph=True),
+    )
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    assert result["runtime_stats"]["method"] == "cuda_graph", result["warnings"]
+
+
+def test_zygote_on_gpu_end_to_end(tmp_path):
+    sup = FakeSupervisor("cuda:0", tmp_path, ("--arch", "90"))
+    try:
+        hello = sup.hello
+        assert hello["warnings"] == [], hello
+        print("zygote hello:", hello["startup_ms"], "ms", hello["warmup_steps_ms"])
+        job = make_job(
+            K.triton_vadd(n=1 << 20),
+            K.torch_add_reference(),
+            tmp_path=tmp_path,
+            measure_performance=True,
+            timing=gpu_timing(),
+            device="cuda:0",
+            num_correct_trials=5,
+        )
+        for attempt in range(3):
+            child, ready = sup.ready_child(next(_ids))
+            assert ready["device"]["kind"] == "cuda" and ready["warmup_errors"] == {}, ready
+            print(f"child {attempt}: warm-up {ready['warmup_ms']} ms", ready["warmup_steps_ms"])
+            start = time.perf_counter()
+            message = child.run_job(job)
+            elapsed = (time.perf_counter() - start) * 1e3
+            assert message is not None, child.stderr.data()
+            result = message["result"]
+            assert result["correctness"] and result["runtime_stats"]["method"] == "cuda_event"
+            marks = [
+                (m.get("phase", m["type"]), round((t - start) * 1e3, 1))
+                for t, m in zip(child.arrivals, child.messages, strict=True)
+            ]
+            print(
+                f"job {attempt}: {elapsed:.1f} ms end to end, kernel {result['runtime']:.4f}"
+                f" ms, ref {result['ref_runtime']:.4f} ms, messages at {marks}"
+            )
+            assert sup.exited(child.pid)["exit_code"] == 0
+    finally:
+        assert sup.close() == 0
+
+
+TORCH_CUDA_ADD = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = """
+__global__ void add_kernel(const float* a, const float* b, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = a[i] + b[i];
+}
+
+torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b) {
+    auto out = torch::empty_like(a);
+    int n = a.numel();
+    add_kernel<<<(n + 255) / 256, 256>>>(a.data_ptr<float>(), b.data_ptr<float>(),
+                                         out.data_ptr<float>(), n);
+    return out;
+}
+"""
+
+ext = load_inline(name="kforge_test_add_ext",
+                  cpp_sources="torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b);",
+                  cuda_sources=CUDA_SRC, functions=["add_cuda"])
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, a, b):
+        return ext.add_cuda(a, b)
+'''
+
+KB_ADD_REFERENCE = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+def get_inputs():
+    return [torch.randn(4096), torch.randn(4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.slow
+def test_torch_cuda_extension_is_built_once_per_source(tmp_path):
+    cand = {"source_code": TORCH_CUDA_ADD, "kernel_type": "torch_cuda", "metadata": {}}
+    job = make_job(cand, K.torch_kernel(KB_ADD_REFERENCE), tmp_path=tmp_path)
+    first = run_job_gpu(job, tmp_path)
+    assert first["correctness"], first
+    libs = list((tmp_path / "cache" / "torch_extensions").rglob("kforge_test_add_ext*.so"))
+    assert len(libs) == 1
+    built_at = libs[0].stat().st_mtime_ns
+    second = run_job_gpu(job, tmp_path)
+    assert second["correctness"], second
+    assert libs[0].stat().st_mtime_ns == built_at  # loaded from the cache, not rebuilt

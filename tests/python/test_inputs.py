@@ -1,0 +1,167 @@
+"""Input construction: init kinds, seeds, literal data, KernelBench get_inputs."""
+
+from __future__ import annotations
+
+import base64
+import zlib
+
+import numpy as np
+import pytest
+import torch
+from worker_kernels import tensor_arg
+
+from kforge_worker.inputs import (
+    InputError,
+    derive_seed,
+    make_io_inputs,
+    make_kernelbench_inputs,
+    make_tensor,
+)
+from kforge_worker.spec import parse_io, parse_tensor_spec
+
+CPU = torch.device("cpu")
+
+
+def spec(shape, dtype="float32", **init):
+    body = {"shape": shape, "dtype": dtype}
+    if init:
+        body["init"] = init
+    return parse_tensor_spec(body, "t")
+
+
+def test_init_kinds():
+    assert torch.equal(make_tensor(spec([3], kind="zeros"), CPU, 1), torch.zeros(3))
+    assert torch.equal(make_tensor(spec([2, 2], kind="ones"), CPU, 1), torch.ones(2, 2))
+    full = make_tensor(spec([4], "int32", kind="full", fill_value=7), CPU, 1)
+    assert full.dtype == torch.int32 and full.tolist() == [7, 7, 7, 7]
+    ar = make_tensor(spec([2, 3], kind="arange", start=1.0, step=0.5), CPU, 1)
+    assert ar.tolist() == [[1.0, 1.5, 2.0], [2.5, 3.0, 3.5]]
+    uni = make_tensor(spec([10000], kind="uniform", low=-2.0, high=3.0), CPU, 1)
+    assert uni.min() >= -2.0 and uni.max() < 3.0 and uni.std() > 1.0
+    rn = make_tensor(spec([20000], "float64", kind="randn", mean=5.0, std=2.0), CPU, 1)
+    assert rn.dtype == torch.float64
+    assert abs(rn.mean().item() - 5.0) < 0.1 and abs(rn.std().item() - 2.0) < 0.1
+
+
+def test_integer_and_bool_tensors():
+    ints = make_tensor(spec([5000], "int64", kind="uniform", low=-3, high=3), CPU, 2)
+    assert set(ints.unique().tolist()) == {-3, -2, -1, 0, 1, 2, 3}  # both ends included
+    default_ints = make_tensor(spec([5000], "int8"), CPU, 2)
+    assert default_ints.min() == 0 and default_ints.max() == 9
+    flags = make_tensor(spec([1000], "bool"), CPU, 2)
+    assert flags.dtype == torch.bool and 300 < int(flags.sum()) < 700
+    with pytest.raises(InputError, match="floating"):
+        make_tensor(spec([3], "int32", kind="randn"), CPU, 2)
+    with pytest.raises(InputError, match="no integer"):
+        make_tensor(spec([3], "int32", kind="uniform", low=0.2, high=0.8), CPU, 2)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_default_floats_are_randn_in_dtype(dtype):
+    t = make_tensor(spec([4096], dtype), CPU, 3)
+    assert str(t.dtype) == f"torch.{dtype}"
+    assert abs(t.float().mean().item()) < 0.1 and abs(t.float().std().item() - 1.0) < 0.1
+
+
+def test_same_seed_same_tensor_other_seed_other_tensor():
+    s = spec([256], kind="randn")
+    assert torch.equal(make_tensor(s, CPU, 11), make_tensor(s, CPU, 11))
+    assert not torch.equal(make_tensor(s, CPU, 11), make_tensor(s, CPU, 12))
+
+
+def test_seeds_mix_server_seed_trial_name_and_init_seed():
+    base = derive_seed(42, "trial", 0, "arg", "x", "init", None)
+    assert base == derive_seed(42, "trial", 0, "arg", "x", "init", None)
+    others = {
+        derive_seed(43, "trial", 0, "arg", "x", "init", None),
+        derive_seed(42, "trial", 1, "arg", "x", "init", None),
+        derive_seed(42, "trial", 0, "arg", "y", "init", None),
+        derive_seed(42, "trial", 0, "arg", "x", "init", 5),
+    }
+    assert base not in others and len(others) == 4
+    assert 0 <= base < 2**63
+
+
+def test_io_inputs_are_deterministic_per_seed_and_differ_across_trials():
+    io = parse_io(
+        {
+            "args": [
+                tensor_arg("x", [64]),
+                tensor_arg("y", [64]),
+                tensor_arg("o", [64], role="output"),
+            ]
+        },
+        "io",
+    )
+    first = make_io_inputs(io, 7, 0, CPU)
+    again = make_io_inputs(io, 7, 0, CPU)
+    trial1 = make_io_inputs(io, 7, 1, CPU)
+    other_seed = make_io_inputs(io, 8, 0, CPU)
+    x0, y0 = first.args[0].value, first.args[1].value
+    assert torch.equal(x0, again.args[0].value)
+    assert not torch.equal(x0, y0)  # names are mixed in
+    assert not torch.equal(x0, trial1.args[0].value)
+    assert not torch.equal(x0, other_seed.args[0].value)
+    assert first.args[2].role == "output" and first.args[2].value.shape == (64,)
+
+
+def test_explicit_init_seed_changes_values():
+    def io(seed):
+        init = {"kind": "randn", "seed": seed}
+        return parse_io({"args": [tensor_arg("x", [32], init=init)]}, "io")
+
+    a = make_io_inputs(io(1), 7, 0, CPU).args[0].value
+    b = make_io_inputs(io(2), 7, 0, CPU).args[0].value
+    assert not torch.equal(a, b)
+
+
+def test_literal_data_base64_and_zlib():
+    values = np.arange(12, dtype="<f4").reshape(3, 4) * 0.5
+    raw = values.tobytes()
+    for compress, payload in (("none", raw), ("zlib", zlib.compress(raw))):
+        data = {
+            "data_b64": base64.b64encode(payload).decode(),
+            "dtype": "float32",
+            "shape": [3, 4],
+            "compress": compress,
+        }
+        t = make_tensor(parse_tensor_spec({"shape": [3, 4], "data": data}, "t"), CPU, 0)
+        assert t.tolist() == values.tolist()
+    bf16 = torch.tensor([1.0, -2.5, 3.0], dtype=torch.bfloat16)
+    data = {
+        "data_b64": base64.b64encode(bf16.view(torch.int16).numpy().tobytes()).decode(),
+        "dtype": "bfloat16",
+        "shape": [3],
+    }
+    t = make_tensor(
+        parse_tensor_spec({"shape": [3], "dtype": "bfloat16", "data": data}, "t"), CPU, 0
+    )
+    assert torch.equal(t, bf16)
+
+
+def test_literal_data_of_wrong_size_is_an_error():
+    data = {"data_b64": base64.b64encode(b"\0" * 8).decode(), "dtype": "float32", "shape": [3]}
+    with pytest.raises(InputError, match="needs 12"):
+        make_tensor(parse_tensor_spec({"shape": [3], "data": data}, "t"), CPU, 0)
+
+
+def test_kernelbench_inputs_are_seeded():
+    def get_inputs():
+        return [torch.randn(16), 3]
+
+    a = make_kernelbench_inputs(get_inputs, 5, 0, CPU)
+    b = make_kernelbench_inputs(get_inputs, 5, 0, CPU)
+    c = make_kernelbench_inputs(get_inputs, 5, 1, CPU)
+    assert torch.equal(a.args[0].value, b.args[0].value)
+    assert not torch.equal(a.args[0].value, c.args[0].value)
+    assert a.args[1].value == 3 and not a.from_io
+    with pytest.raises(InputError, match="must return a list"):
+        make_kernelbench_inputs(lambda: torch.ones(2), 5, 0, CPU)
+
+
+def test_clone_is_deep():
+    io = parse_io({"args": [tensor_arg("x", [8])]}, "io")
+    inputs = make_io_inputs(io, 1, 0, CPU)
+    copy = inputs.clone()
+    copy.args[0].value.zero_()
+    assert inputs.args[0].value.abs().sum() > 0

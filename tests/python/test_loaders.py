@@ -1,0 +1,194 @@
+"""Loading kernels from source: kernel types, entry points, error classes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import worker_kernels as K
+from worker_jobs import make_job, run
+
+from kforge_worker.correctness import report_exception
+from kforge_worker.loaders import (
+    LoadError,
+    entry_runnable,
+    import_source,
+    is_build_failure,
+    load_module,
+    model_class,
+)
+from kforge_worker.results import JobResult
+from kforge_worker.spec import parse_kernel
+
+
+def kernel(d):
+    return parse_kernel(d, "kernel")
+
+
+def test_torch_candidate_prefers_model_new(tmp_path):
+    both = K.KB_REFERENCE + K.KB_CANDIDATE
+    module = load_module(kernel(K.torch_kernel(both)), "candidate", str(tmp_path), "")
+    assert model_class(module, prefer_new=True).__name__ == "ModelNew"
+    assert model_class(module, prefer_new=False).__name__ == "Model"
+    with pytest.raises(LoadError, match="no class"):
+        model_class(import_source("x = 1\n", "empty", str(tmp_path)), prefer_new=True)
+
+
+def test_triton_jit_entry_launches_with_grid(tmp_path):
+    spec = kernel(K.triton_vadd())
+    module = load_module(spec, "candidate", str(tmp_path), "")
+    runnable = entry_runnable(spec, module)
+    assert runnable.name == "add_kernel" and runnable.passes_outputs
+    x, y, out = torch.randn(1000), torch.randn(1000), torch.zeros(1000)
+    runnable([x, y, out, 1000], {"BLOCK": 256})
+    assert torch.equal(out, x + y)
+    assert (tmp_path / "candidate.py").read_text() == K.VADD
+
+
+def test_triton_wrapper_returns_its_output(tmp_path):
+    spec = kernel(K.triton_wrapper())
+    runnable = entry_runnable(spec, load_module(spec, "candidate", str(tmp_path), ""))
+    x, y = torch.randn(300), torch.randn(300)
+    out = runnable([x, y], {"alpha": 2.0})
+    assert torch.allclose(out, x + 2.0 * y)
+
+
+def test_multi_kernel_entry_point(tmp_path):
+    spec = kernel(K.multi_kernel())
+    runnable = entry_runnable(spec, load_module(spec, "candidate", str(tmp_path), ""))
+    x, y, out = torch.randn(700), torch.randn(700), torch.zeros(700)
+    runnable([x, y, out, 3.0], {})
+    assert torch.allclose(out, (x + y) * 3.0)
+
+
+def test_entry_point_errors(tmp_path):
+    jit_twice = K.VADD + K.VADD.replace("def add_kernel", "def other_kernel")
+    two = kernel({**K.triton_vadd(), "source_code": jit_twice})
+    with pytest.raises(LoadError, match=r"several @triton\.jit"):
+        entry_runnable(two, load_module(two, "candidate", str(tmp_path), ""))
+    missing = kernel(K.triton_vadd(entry_point="nope"))
+    with pytest.raises(LoadError, match="'nope' is not defined"):
+        entry_runnable(missing, load_module(missing, "candidate", str(tmp_path), ""))
+    no_grid = K.triton_vadd()
+    del no_grid["io"]["launch"]
+    no_grid_spec = kernel(no_grid)
+    with pytest.raises(LoadError, match=r"io.launch.grid is required"):
+        entry_runnable(no_grid_spec, load_module(no_grid_spec, "candidate", str(tmp_path), ""))
+
+
+def test_cuda_kernels_belong_to_the_native_worker(tmp_path):
+    spec = kernel({"source_code": "__global__ void k() {}", "kernel_type": "cuda"})
+    with pytest.raises(LoadError, match="native CUDA worker"):
+        load_module(spec, "candidate", str(tmp_path), "")
+
+
+def test_syntax_error_is_a_compile_error(tmp_path):
+    result = run(make_job(K.triton_vadd(K.VADD_SYNTAX_ERROR), tmp_path=tmp_path))
+    assert result["compiled"] is False and result["correctness"] is False
+    assert result["error_kind"] == "compile"
+    text = result["compilation_error"]
+    assert "SyntaxError" in text and "candidate.py" in text
+    assert "kforge_worker" not in text  # the worker's own frames are hidden
+
+
+def test_import_time_exception_is_a_compile_error(tmp_path):
+    result = run(make_job(K.triton_vadd(K.VADD_IMPORT_ERROR), tmp_path=tmp_path))
+    assert result["compiled"] is False and result["error_kind"] == "compile"
+    text = result["compilation_error"]
+    assert "ValueError: boom at import" in text
+    line = K.VADD_IMPORT_ERROR.splitlines().index("raise ValueError('boom at import')") + 1
+    assert f'candidate.py", line {line}' in text
+
+
+def test_runtime_exception_is_a_runtime_error(tmp_path):
+    result = run(make_job(K.triton_wrapper(K.RUNTIME_ERROR_WRAPPER), tmp_path=tmp_path))
+    assert result["compiled"] is True and result["correctness"] is False
+    assert result["error_kind"] == "runtime"
+    text = result["runtime_error"]
+    assert "ValueError: bad things in the kernel" in text
+    assert 'candidate.py", line 3, in triton_add' in text
+    assert "compilation_error" not in result
+
+
+def test_reference_compile_error_is_labelled(tmp_path):
+    ref = K.torch_kernel("def broken(:\n")
+    result = run(make_job(K.triton_vadd(), ref, tmp_path=tmp_path))
+    assert result["error_kind"] == "compile" and result["compiled"] is True
+    assert result["compilation_error"].startswith("reference kernel")
+
+
+def test_model_constructor_failure_is_a_runtime_error(tmp_path):
+    source = (
+        "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n"
+        "        raise RuntimeError('no weights')\n\ndef get_inputs():\n    return [1]\n"
+    )
+    result = run(make_job(K.torch_kernel(source), tmp_path=tmp_path))
+    assert result["compiled"] is True and result["error_kind"] == "runtime"
+    assert "no weights" in result["runtime_error"]
+
+
+def _compilation_error(tmp_path):
+    """A real Triton CompilationError: compile a broken kernel for a CUDA target (no GPU)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    module = import_source(
+        "import triton.language as tl\n\ndef broken(x_ptr, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(x_ptr + offs, tl.no_such_function(offs))\n",
+        "broken",
+        str(tmp_path),
+    )
+    src = ASTSource(
+        JITFunction(module.broken),
+        {"x_ptr": "*fp32", "BLOCK": "constexpr"},
+        constexprs={"BLOCK": 16},
+    )
+    import triton
+
+    try:
+        triton.compile(src, target=GPUTarget("cuda", 90, 32))
+    except Exception as e:
+        return e
+    raise AssertionError("the broken kernel compiled")
+
+
+def test_triton_compilation_error_at_launch_is_a_compile_error(tmp_path):
+    error = _compilation_error(tmp_path)
+    assert is_build_failure(error)
+    assert not is_build_failure(ValueError("x"))
+    assert is_build_failure(RuntimeError("Error building extension 'ext': nvcc failed"))
+    result = JobResult(compiled=True)
+    report_exception(result, error, "the kernel raised in trial 1/1")
+    assert result.compiled is False and result.error_kind == "compile"
+    assert "no_such_function" in result.compilation_error
+
+
+TORCH_CUDA_BROKEN = """
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(name="kforge_test_broken_ext", cpp_sources="int twice(int x) { return x * ; }",
+                  functions=["twice"])
+
+
+class ModelNew:
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_torch_cuda_build_failure_is_a_compile_error_with_the_compiler_log(tmp_path):
+    import hashlib
+    import shutil
+
+    if shutil.which("c++") is None or shutil.which("ninja") is None:
+        pytest.skip("needs a C++ compiler and ninja")
+    ref = K.torch_kernel(K.KB_REFERENCE)
+    cand = {"source_code": TORCH_CUDA_BROKEN, "kernel_type": "torch_cuda", "metadata": {}}
+    result = run(make_job(cand, ref, tmp_path=tmp_path))
+    assert result["compiled"] is False and result["error_kind"] == "compile"
+    text = result["compilation_error"]
+    assert "Error building extension 'kforge_test_broken_ext'" in text
+    assert "error:" in text  # the compiler's own message
+    digest = hashlib.sha256(TORCH_CUDA_BROKEN.encode()).hexdigest()[:16]
+    build_dir = tmp_path / "cache" / "torch_extensions" / digest / "kforge_test_broken_ext"
+    assert build_dir.is_dir()

@@ -1,0 +1,98 @@
+"""Timing statistics and the adaptive stop rule (CPU timer)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+import pytest
+
+from kforge_worker.spec import TimingOptions
+from kforge_worker.timing import (
+    compute_stats,
+    percentile,
+    relative_standard_error,
+    stop_reason,
+    time_cpu,
+)
+
+
+def test_stats_match_numpy():
+    samples = [1.0, 2.0, 2.5, 3.0, 10.0, 4.0, 2.2]
+    stats = compute_stats(samples, "cpu_wall_clock")
+    assert stats.mean == pytest.approx(np.mean(samples))
+    assert stats.std == pytest.approx(np.std(samples, ddof=1))
+    assert stats.median == pytest.approx(np.median(samples))
+    for q, value in ((5, stats.percentile_5), (95, stats.percentile_95), (99, stats.percentile_99)):
+        assert value == pytest.approx(np.percentile(samples, q))
+    assert (stats.min, stats.max, stats.trials) == (1.0, 10.0, 7)
+    assert stats.rse == pytest.approx(np.std(samples, ddof=1) / math.sqrt(7) / np.mean(samples))
+    assert stats.unit == "ms" and stats.method == "cpu_wall_clock"
+
+
+def test_single_sample_and_empty():
+    stats = compute_stats([2.0], "cpu_wall_clock")
+    assert stats.std == 0.0 and stats.median == 2.0 and stats.percentile_99 == 2.0
+    with pytest.raises(ValueError):
+        compute_stats([], "cpu_wall_clock")
+    assert math.isnan(percentile([], 50))
+    assert relative_standard_error([1.0]) == math.inf
+
+
+def test_stop_rule():
+    opts = TimingOptions(max_trials=10, min_trials=3, budget_ms=100.0, rse_target=0.01)
+    steady = [1.0, 1.0, 1.0]
+    assert stop_reason(steady[:2], opts, 0.0) is None  # never fewer than min_trials
+    assert stop_reason(steady, opts, 0.0) == "rse_target"
+    noisy = [1.0, 5.0, 2.0]
+    assert stop_reason(noisy, opts, 0.0) is None
+    assert stop_reason(noisy, opts, 100.0) == "budget"
+    assert stop_reason(noisy * 4, opts, 0.0) == "max_trials"
+    # min_trials wins over an exhausted budget
+    assert stop_reason([1.0], TimingOptions(min_trials=3, budget_ms=0.0), 50.0) is None
+
+
+def test_time_cpu_stops_on_rse_for_steady_calls():
+    opts = TimingOptions(
+        max_trials=500,
+        min_trials=5,
+        warmup_calls=2,
+        warmup_ms=0.0,
+        budget_ms=5000.0,
+        rse_target=0.05,
+    )
+    report = time_cpu(lambda: time.sleep(0.002), opts)
+    stats = report.stats
+    assert stats.trials >= 5 and stats.stop_reason == "rse_target"
+    assert stats.rse < 0.05
+    assert 2.0 <= stats.median < 50.0
+    assert stats.warmup_calls >= 2 and not stats.l2_flush and stats.device_sync_median is None
+
+
+def test_time_cpu_respects_max_trials_and_warmup():
+    calls = []
+    opts = TimingOptions(
+        max_trials=7, min_trials=7, warmup_calls=4, warmup_ms=0.0, budget_ms=1e9, rse_target=0.0
+    )
+    report = time_cpu(lambda: calls.append(1), opts)
+    assert report.stats.trials == 7 and report.stats.stop_reason == "max_trials"
+    assert report.stats.warmup_calls == 4 and len(calls) == 11
+
+
+def test_time_cpu_respects_budget():
+    opts = TimingOptions(
+        max_trials=10_000,
+        min_trials=2,
+        warmup_calls=0,
+        warmup_ms=0.0,
+        budget_ms=30.0,
+        rse_target=0.0,
+    )
+    start = time.perf_counter()
+    report = time_cpu(lambda: time.sleep(0.005), opts)
+    assert report.stats.stop_reason == "budget"
+    assert 2 <= report.stats.trials < 20
+    assert time.perf_counter() - start < 1.0
+    assert statistics.median([report.stats.median]) >= 5.0

@@ -1,0 +1,56 @@
+"""Job specs for the worker tests, and running them in this process as a child would."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kforge_worker.devinfo import parse_device
+from kforge_worker.evaluate import run_job
+from kforge_worker.protocol import encode_json
+from kforge_worker.spec import parse_job
+
+FAST_TIMING = {
+    "max_trials": 10,
+    "min_trials": 3,
+    "warmup_calls": 1,
+    "warmup_ms": 0.0,
+    "budget_ms": 100.0,
+    "rse_target": 0.01,
+    "cuda_graph": False,
+    "l2_flush": True,
+}
+
+
+def make_job(
+    kernel: dict[str, Any],
+    reference: dict[str, Any] | None = None,
+    *,
+    tmp_path: Any,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A job spec in the supervisor's canonical form."""
+    job: dict[str, Any] = {
+        "job_id": "test-job",
+        "kind": "compare" if reference is not None else "evaluate",
+        "kernel": kernel,
+        "reference": reference,
+        "num_correct_trials": 3,
+        "measure_performance": False,
+        "timing": dict(FAST_TIMING),
+        "atol": None,
+        "rtol": None,
+        "seed": 1234567890123,
+        "device": "cpu",
+        "timeout_s": 60.0,
+        "scratch_dir": str(tmp_path / "scratch"),
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    job.update(overrides)
+    return job
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    """Runs a job in this process, as a child would, and returns the wire-form result."""
+    result = run_job(parse_job(job), parse_device(job["device"])).to_dict()
+    return json.loads(encode_json(result))
