@@ -1,0 +1,344 @@
+#include "kforge/workers/child_channel.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <vector>
+
+#include "kforge/common/log.h"
+
+namespace kforge::workers {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kMemoryCheckPeriod{200};
+constexpr milliseconds kDrainGrace{300};
+constexpr milliseconds kExitStatusWait{2000};
+
+enum class ReadResult { kData, kWouldBlock, kEof };
+
+// Reads what is available from a non-blocking descriptor into `sink`.
+template <typename Sink>
+ReadResult read_available(int fd, Sink&& sink) {
+  char buf[65536];
+  bool any = false;
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      sink(std::string_view(buf, static_cast<size_t>(n)));
+      any = true;
+      continue;
+    }
+    if (n == 0) return ReadResult::kEof;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return any ? ReadResult::kData : ReadResult::kWouldBlock;
+    return ReadResult::kEof;  // treat read errors as a closed stream
+  }
+}
+
+int poll_timeout_ms(Clock::time_point until) {
+  auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
+  if (left < 0) return 0;
+  return static_cast<int>(std::min<int64_t>(left, 1000));
+}
+
+double default_fraction(const std::string& phase) {
+  if (phase == "loading") return 0.1;
+  if (phase == "correctness") return 0.3;
+  if (phase == "timing_reference") return 0.6;
+  if (phase == "timing_candidate") return 0.8;
+  return 0.05;
+}
+
+// Waits (bounded) for the exit status of `pid` from the exit source.
+std::optional<ExitStatus> await_exit(ExitSource& exits, pid_t pid, milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (true) {
+    if (auto s = exits.exit_of(pid)) return s;
+    if (!exits.alive() || Clock::now() >= deadline) return std::nullopt;
+    int fd = exits.poll_fd();
+    if (fd < 0) {
+      ::usleep(5000);
+      continue;
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, poll_timeout_ms(deadline)) > 0) exits.on_readable();
+  }
+}
+
+std::string describe_exit(const std::optional<ExitStatus>& exit) {
+  if (!exit) return "ended (exit status unknown)";
+  std::string text = exit->describe();
+  if (exit->signal == SIGSEGV) {
+    text += ": an invalid memory access in host code (e.g. a bad pointer through ctypes)";
+  } else if (exit->signal == SIGABRT) {
+    text += ": the process aborted (an assertion or a fatal library error)";
+  } else if (exit->signal == SIGKILL) {
+    text += ": killed (out of memory, or by the operating system)";
+  } else if (exit->signal == SIGBUS || exit->signal == SIGFPE || exit->signal == SIGILL) {
+    text += ": a fatal fault in native code";
+  }
+  return text;
+}
+
+std::string phase_text(const std::string& phase) {
+  return phase.empty() ? std::string("before the job started") : "during '" + phase + "'";
+}
+
+}  // namespace
+
+Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_point deadline) {
+  OutputCapture noise(16 * 1024);
+  bool out_open = true;
+  bool err_open = true;
+  while (!child.ready) {
+    std::vector<pollfd> fds = {{child.proto.get(), POLLIN, 0}};
+    if (out_open) fds.push_back({child.out.get(), POLLIN, 0});
+    if (err_open) fds.push_back({child.err.get(), POLLIN, 0});
+    if (exits.poll_fd() >= 0) fds.push_back({exits.poll_fd(), POLLIN, 0});
+    if (Clock::now() >= deadline) {
+      return {ErrorCode::kDeadlineExceeded,
+              "worker child did not become ready in time; stderr: " + noise.text()};
+    }
+    int n = ::poll(fds.data(), fds.size(), poll_timeout_ms(deadline));
+    if (n < 0 && errno != EINTR) return errno_error("poll", errno);
+    for (const auto& p : fds) {
+      if (p.revents == 0) continue;
+      if (p.fd == exits.poll_fd()) {
+        exits.on_readable();
+      } else if (p.fd == child.out.get() || p.fd == child.err.get()) {
+        auto r = read_available(p.fd, [&](std::string_view s) { noise.append(s); });
+        if (r == ReadResult::kEof) (p.fd == child.out.get() ? out_open : err_open) = false;
+      } else if (p.fd == child.proto.get()) {
+        auto r = read_available(p.fd, [&](std::string_view s) { child.decoder.append(s); });
+        while (auto msg = child.decoder.next()) {
+          if (!msg->is_ok()) return msg->status();
+          const Json& m = msg->value();
+          if (m.value("type", "") == "ready") {
+            KF_RETURN_IF_ERROR(check_protocol_version(m));
+            child.ready = true;
+            child.ready_message = m;
+          }
+        }
+        if (r == ReadResult::kEof && !child.ready) {
+          // Collect what it said on its way out.
+          read_available(child.err.get(), [&](std::string_view s) { noise.append(s); });
+          auto exit = await_exit(exits, child.pid, milliseconds(500));
+          return unavailable("worker child " + describe_exit(exit) +
+                             " before it was ready; its output: " + noise.text());
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
+ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milliseconds timeout,
+                             CancelToken& cancel, const ProgressSink& progress, ExitSource& exits,
+                             const ChildLimits& limits) {
+  ChildJobEnd end;
+  end.stdout_capture = OutputCapture(limits.output_cap_bytes);
+  end.stderr_capture = OutputCapture(limits.output_cap_bytes);
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+
+  // Anything printed while the child waited belongs to its warm-up, not to this job.
+  read_available(child.out.get(), [](std::string_view) {});
+  read_available(child.err.get(), [](std::string_view) {});
+
+  bool got_result = false;
+  bool proto_open = true;
+  bool out_open = true;
+  bool err_open = true;
+  std::optional<ChildJobEnd::Kind> stop_reason;
+
+  Status sent = write_all(child.proto.get(), encode_frame(job_message),
+                          std::min(deadline, start + std::chrono::seconds(60)));
+  if (!sent) proto_open = false;  // the child is gone; the exit status tells why
+
+  auto next_memory_check = start + kMemoryCheckPeriod;
+  while (proto_open && !got_result && !stop_reason) {
+    std::vector<pollfd> fds = {{child.proto.get(), POLLIN, 0}, {cancel.wait_fd(), POLLIN, 0}};
+    if (out_open) fds.push_back({child.out.get(), POLLIN, 0});
+    if (err_open) fds.push_back({child.err.get(), POLLIN, 0});
+    if (exits.poll_fd() >= 0) fds.push_back({exits.poll_fd(), POLLIN, 0});
+    auto wake = std::min(deadline, next_memory_check);
+    int n = ::poll(fds.data(), fds.size(), poll_timeout_ms(wake));
+    if (n < 0 && errno != EINTR) {
+      end.detail = "poll failed";
+      stop_reason = ChildJobEnd::Kind::kProtocolError;
+      break;
+    }
+    for (const auto& p : fds) {
+      if (p.revents == 0) continue;
+      if (p.fd == child.out.get()) {
+        if (read_available(p.fd, [&](std::string_view s) { end.stdout_capture.append(s); }) ==
+            ReadResult::kEof) {
+          out_open = false;
+        }
+      } else if (p.fd == child.err.get()) {
+        if (read_available(p.fd, [&](std::string_view s) { end.stderr_capture.append(s); }) ==
+            ReadResult::kEof) {
+          err_open = false;
+        }
+      } else if (p.fd == exits.poll_fd()) {
+        exits.on_readable();
+      } else if (p.fd == cancel.wait_fd()) {
+        stop_reason = ChildJobEnd::Kind::kCancelled;
+      } else if (p.fd == child.proto.get()) {
+        auto r = read_available(p.fd, [&](std::string_view s) { child.decoder.append(s); });
+        while (auto msg = child.decoder.next()) {
+          if (!msg->is_ok()) {
+            end.detail = msg->status().message();
+            stop_reason = ChildJobEnd::Kind::kProtocolError;
+            break;
+          }
+          const Json& m = msg->value();
+          const std::string type = m.value("type", "");
+          if (type == "progress") {
+            end.phase = m.value("phase", end.phase);
+            if (m.contains("partial") && m["partial"].is_object()) end.partial = m["partial"];
+            if (progress) {
+              double fraction = m.contains("fraction") && m["fraction"].is_number()
+                                    ? m["fraction"].get<double>()
+                                    : default_fraction(end.phase);
+              progress(end.phase, m.value("message", ""), fraction);
+            }
+          } else if (type == "result") {
+            if (m.contains("result") && m["result"].is_object()) {
+              end.result = m["result"];
+              got_result = true;
+            } else {
+              end.detail = "worker sent a result message without a result object";
+              stop_reason = ChildJobEnd::Kind::kProtocolError;
+            }
+            break;
+          }
+        }
+        if (r == ReadResult::kEof && !got_result) proto_open = false;
+      }
+    }
+    auto now = Clock::now();
+    if (!got_result && !stop_reason && now >= deadline) stop_reason = ChildJobEnd::Kind::kTimeout;
+    if (now >= next_memory_check) {
+      int64_t rss = process_group_rss_bytes(child.pid);
+      end.peak_rss_bytes = std::max(end.peak_rss_bytes, rss);
+      if (limits.memory_limit_bytes > 0 && rss > limits.memory_limit_bytes && !got_result) {
+        stop_reason = ChildJobEnd::Kind::kMemoryLimit;
+      }
+      next_memory_check = now + kMemoryCheckPeriod;
+    }
+  }
+
+  // The child is done with (or failed) its one job: nothing it started may outlive it.
+  kill_process_group(child.pid);
+  auto drain_until = Clock::now() + kDrainGrace;
+  while ((out_open || err_open) && Clock::now() < drain_until) {
+    std::vector<pollfd> fds;
+    if (out_open) fds.push_back({child.out.get(), POLLIN, 0});
+    if (err_open) fds.push_back({child.err.get(), POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), poll_timeout_ms(drain_until)) <= 0) break;
+    for (const auto& p : fds) {
+      if (p.revents == 0) continue;
+      auto& capture = p.fd == child.out.get() ? end.stdout_capture : end.stderr_capture;
+      if (read_available(p.fd, [&](std::string_view s) { capture.append(s); }) ==
+          ReadResult::kEof) {
+        (p.fd == child.out.get() ? out_open : err_open) = false;
+      }
+    }
+  }
+
+  if (got_result) {
+    end.kind = ChildJobEnd::Kind::kResult;
+    end.exit = exits.exit_of(child.pid);
+  } else if (stop_reason) {
+    end.kind = *stop_reason;
+    end.exit = await_exit(exits, child.pid, milliseconds(500));
+  } else {
+    end.kind = ChildJobEnd::Kind::kCrashed;
+    end.exit = await_exit(exits, child.pid, kExitStatusWait);
+  }
+  end.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return end;
+}
+
+Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
+                     const Json& worker_info) {
+  Json r;
+  if (end.kind == ChildJobEnd::Kind::kResult) {
+    r = end.result;
+  } else if (end.partial.is_object()) {
+    r = end.partial;
+  } else {
+    r = Json::object();
+  }
+  if (!r.contains("compiled")) r["compiled"] = false;
+  if (!r.contains("correctness")) r["correctness"] = false;
+  if (!r.contains("runtime")) r["runtime"] = -1.0;
+  if (!r.contains("runtime_stats")) r["runtime_stats"] = Json::object();
+  if (!r.contains("metadata") || !r["metadata"].is_object()) r["metadata"] = Json::object();
+  Json& meta = r["metadata"];
+  const Json& kernel = spec.contains("kernel") ? spec["kernel"] : Json::object();
+  if (!meta.contains("kernel_type") && kernel.contains("kernel_type")) {
+    meta["kernel_type"] = kernel["kernel_type"];
+  }
+  if (!meta.contains("device") && spec.contains("device")) meta["device"] = spec["device"];
+  if (spec.contains("reference") && spec["reference"].is_object() &&
+      !meta.contains("ref_kernel_type")) {
+    meta["ref_kernel_type"] = spec["reference"].value("kernel_type", "");
+  }
+
+  auto fail = [&](std::string_view kind, const std::string& message) {
+    r["correctness"] = false;
+    r["error_kind"] = kind;
+    r["runtime_error"] = message;
+    if (!r.contains("runtime") || !r["runtime"].is_number()) r["runtime"] = -1.0;
+  };
+  const std::string when = phase_text(end.phase);
+  switch (end.kind) {
+    case ChildJobEnd::Kind::kResult:
+      break;
+    case ChildJobEnd::Kind::kTimeout: {
+      double secs = static_cast<double>(timeout.count()) / 1000.0;
+      std::string s = Json(secs).dump();
+      fail("timeout", "timed out after " + s + " s " + when +
+                          ": the kernel process group was killed (raise 'timeout' if the "
+                          "kernel is legitimately slow; look for an infinite loop otherwise)");
+      break;
+    }
+    case ChildJobEnd::Kind::kCancelled:
+      fail("cancelled", "cancelled " + when);
+      break;
+    case ChildJobEnd::Kind::kCrashed:
+      fail("crash", "the kernel process " + describe_exit(end.exit) + " " + when);
+      break;
+    case ChildJobEnd::Kind::kMemoryLimit:
+      fail("memory_limit", "the kernel process used " + std::to_string(end.peak_rss_bytes >> 20) +
+                               " MiB of host memory, over the limit, " + when +
+                               ": the process group was killed");
+      break;
+    case ChildJobEnd::Kind::kProtocolError:
+      fail("worker", "the worker broke the protocol " + when + ": " + end.detail);
+      break;
+  }
+  r["stdout"] = end.stdout_capture.text();
+  r["stderr"] = end.stderr_capture.text();
+  if (end.stdout_capture.truncated() || end.stderr_capture.truncated()) {
+    r["output_truncated"] = Json{{"stdout_bytes", end.stdout_capture.total_bytes()},
+                                 {"stderr_bytes", end.stderr_capture.total_bytes()}};
+  }
+  Json process = {{"wall_ms", end.wall_ms}, {"peak_rss_bytes", end.peak_rss_bytes}};
+  if (end.exit && end.exit->exit_code) process["exit_code"] = *end.exit->exit_code;
+  if (end.exit && end.exit->signal) process["signal"] = *end.exit->signal;
+  r["process"] = std::move(process);
+  r["worker"] = worker_info;
+  return r;
+}
+
+}  // namespace kforge::workers

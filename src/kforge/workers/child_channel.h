@@ -1,0 +1,93 @@
+// One worker child process as the supervisor sees it: its protocol socket, its captured
+// stdout/stderr, and the loop that runs one job on it (send the job, collect progress and
+// the result, enforce the timeout, the memory limit and cancellation).
+//
+// Shared by both workers: Python children (forked by the zygote) and native CUDA worker
+// processes (started directly). How the exit status of the process is learned differs, so
+// it is abstracted by ExitSource.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "kforge/common/json.h"
+#include "kforge/common/status.h"
+#include "kforge/workers/cancel_token.h"
+#include "kforge/workers/output_capture.h"
+#include "kforge/workers/process.h"
+#include "kforge/workers/protocol.h"
+#include "kforge/workers/unique_fd.h"
+#include "kforge/workers/worker.h"
+
+namespace kforge::workers {
+
+// Where exit statuses of children come from (the zygote's `exited` messages, or a pidfd).
+class ExitSource {
+ public:
+  virtual ~ExitSource() = default;
+  // A descriptor to poll for readability, or -1.
+  virtual int poll_fd() const = 0;
+  // Called when poll_fd() is readable; processes whatever arrived.
+  virtual void on_readable() = 0;
+  // The exit status of `pid` once known.
+  virtual std::optional<ExitStatus> exit_of(pid_t pid) = 0;
+  // False once the source itself is gone (zygote died): no exit status will come.
+  virtual bool alive() const = 0;
+};
+
+struct ChildChannel {
+  int child_id = 0;
+  pid_t pid = -1;
+  UniqueFd proto;  // our end of the protocol socket (non-blocking)
+  UniqueFd out;    // read end of the child's stdout pipe (non-blocking)
+  UniqueFd err;    // read end of the child's stderr pipe (non-blocking)
+  FrameDecoder decoder;
+  bool ready = false;
+  Json ready_message;
+  std::chrono::steady_clock::time_point started_at;
+};
+
+struct ChildLimits {
+  size_t output_cap_bytes = 64 * 1024;
+  int64_t memory_limit_bytes = 0;  // RSS of the child's process group; 0 = unlimited
+};
+
+// How a job on a child ended, before it is turned into a result.
+struct ChildJobEnd {
+  enum class Kind { kResult, kTimeout, kCancelled, kCrashed, kMemoryLimit, kProtocolError };
+  Kind kind = Kind::kCrashed;
+  Json result;        // the `result` message's result (kind kResult)
+  Json partial;       // last `partial` from a progress message, or null
+  std::string phase;  // last phase reported ("" before any progress)
+  std::optional<ExitStatus> exit;
+  std::string detail;  // protocol error text
+  OutputCapture stdout_capture;
+  OutputCapture stderr_capture;
+  double wall_ms = 0;
+  int64_t peak_rss_bytes = 0;
+};
+
+// Waits until the child sends `ready` (checking its protocol version). Output the child
+// writes meanwhile is discarded (it is warm-up noise, not the job's). kUnavailable with the
+// child's stderr when it dies first; kDeadlineExceeded on timeout.
+Status wait_child_ready(ChildChannel& child, ExitSource& exits,
+                        std::chrono::steady_clock::time_point deadline);
+
+// Sends the job and runs the loop until the child returns a result, dies, times out, hits
+// the memory limit or is cancelled. The child's process group is killed before return in
+// every case, and its pipes drained.
+ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message,
+                             std::chrono::milliseconds timeout, CancelToken& cancel,
+                             const ProgressSink& progress, ExitSource& exits,
+                             const ChildLimits& limits);
+
+// Turns a ChildJobEnd into kernel_exec_result: the worker's result (or the last partial
+// result, or a skeleton), plus the failure reason, captured output and process facts.
+// `spec` is the job spec (for kernel types in the metadata); `timeout` for the message.
+Json assemble_result(const Json& spec, ChildJobEnd& end, std::chrono::milliseconds timeout,
+                     const Json& worker_info);
+
+}  // namespace kforge::workers

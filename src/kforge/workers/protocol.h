@@ -1,0 +1,59 @@
+// The supervisor side of the worker protocol (docs/worker-protocol.md): versions, framing
+// of the child's stream socket and the zygote's SEQPACKET control socket.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kforge/common/json.h"
+#include "kforge/common/status.h"
+
+namespace kforge::workers {
+
+inline constexpr int kProtocolMajor = 1;
+inline constexpr int kProtocolMinor = 0;
+inline constexpr size_t kMaxFrameBytes = size_t{256} << 20;
+inline constexpr size_t kMaxControlBytes = size_t{64} << 10;
+
+// OK when `message["protocol"]` has our major version; kFailedPrecondition otherwise,
+// naming both versions.
+Status check_protocol_version(const Json& message);
+
+// 4-byte big-endian length + compact JSON.
+std::string encode_frame(const Json& message);
+
+// Incremental decoder for a byte stream of frames.
+class FrameDecoder {
+ public:
+  void append(std::string_view bytes) { buffer_.append(bytes); }
+  // The next complete message; nullopt when more bytes are needed; an error for a bad
+  // length or bad JSON (the stream is then unusable).
+  std::optional<StatusOr<Json>> next();
+  size_t buffered() const { return buffer_.size() - offset_; }
+
+ private:
+  std::string buffer_;
+  size_t offset_ = 0;
+};
+
+// Writes all of `data` to a (possibly non-blocking) descriptor, waiting with poll until
+// `deadline`. kDeadlineExceeded on timeout, kIo when the peer is gone.
+Status write_all(int fd, std::string_view data, std::chrono::steady_clock::time_point deadline);
+
+// Control socket (SOCK_SEQPACKET): one JSON object per datagram, optional SCM_RIGHTS fds.
+Status send_control(int fd, const Json& message, std::span<const int> fds_to_pass = {});
+// One read from the (non-blocking) control socket.
+struct ControlRead {
+  enum class Kind { kMessage, kWouldBlock, kClosed };
+  Kind kind = Kind::kWouldBlock;
+  Json message;  // for kMessage
+};
+// Reads one datagram. kIo on a socket error; kInvalidArgument on a datagram that is not a
+// JSON object.
+StatusOr<ControlRead> recv_control(int fd);
+
+}  // namespace kforge::workers

@@ -1,0 +1,400 @@
+#include "kforge/workers/python_worker.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+
+#include "kforge/common/files.h"
+#include "kforge/common/log.h"
+#include "kforge/workers/worker_env.h"
+
+namespace kforge::workers {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kMaxRememberedExits = 1024;
+constexpr std::chrono::seconds kForkReplyTimeout{30};
+
+Status set_nonblocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return errno_error("fcntl(O_NONBLOCK)", errno);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+PythonWorker::PythonWorker(PythonWorkerOptions options) : options_(std::move(options)) {}
+
+PythonWorker::~PythonWorker() {
+  shutdown();
+}
+
+void PythonWorker::set_state(std::string state, std::string error) {
+  std::lock_guard lock(mu_);
+  state_ = std::move(state);
+  if (!error.empty()) last_error_ = std::move(error);
+}
+
+std::map<std::string, std::string> PythonWorker::zygote_env() const {
+  auto env = base_worker_env(options_.extra_env_names);
+  std::string pythonpath = options_.worker_path.string();
+  env["PYTHONPATH"] = pythonpath;
+  env["PYTHONUNBUFFERED"] = "1";
+  env["PYTHONDONTWRITEBYTECODE"] = "1";
+  env["PYTHONHASHSEED"] = "0";
+  env["TRITON_CACHE_DIR"] = (options_.data_dir / "cache" / "triton").string();
+  env["TORCH_EXTENSIONS_DIR"] = (options_.data_dir / "cache" / "torch_extensions").string();
+  if (options_.device == "cpu") {
+    env["TRITON_INTERPRET"] = "1";
+    env["CUDA_VISIBLE_DEVICES"] = "";
+  } else {
+    env["CUDA_VISIBLE_DEVICES"] = options_.cuda_visible_device;
+    env["CUDA_MODULE_LOADING"] = "LAZY";
+  }
+  if (options_.child_address_space_bytes) {
+    env["KFORGE_CHILD_AS_BYTES"] = std::to_string(*options_.child_address_space_bytes);
+  }
+  return env;
+}
+
+Status PythonWorker::start_zygote() {
+  set_state("starting");
+  KF_RETURN_IF_ERROR(make_dirs(options_.data_dir / "cache" / "triton"));
+  KF_RETURN_IF_ERROR(make_dirs(options_.data_dir / "scratch"));
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    return errno_error("socketpair", errno);
+  }
+  UniqueFd ours(pair[0]);
+  UniqueFd theirs(pair[1]);
+  UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  LaunchOptions launch;
+  launch.argv = {options_.python, "-m", "kforge_worker", "zygote", "--device", options_.device};
+  if (!options_.triton_arch.empty()) {
+    launch.argv.push_back("--arch");
+    launch.argv.push_back(options_.triton_arch);
+  }
+  launch.env = zygote_env();
+  launch.working_dir = options_.data_dir.string();
+  // The zygote's own diagnostics go to the server's stderr; kernels' output never does
+  // (children get their own pipes).
+  launch.fds = {{0, devnull.get()}, {1, STDERR_FILENO}, {2, STDERR_FILENO}, {3, theirs.get()}};
+  KF_ASSIGN_OR_RETURN(Process zygote, launch_process(launch));
+  theirs.reset();
+  KF_RETURN_IF_ERROR(set_nonblocking(ours.get()));
+  control_ = std::move(ours);
+  pid_t pid = zygote.pid();
+  zygote_ = std::move(zygote);
+  KF_LOG_INFO("worker device={} starting zygote pid={} ({})", options_.device, pid,
+              options_.python);
+
+  auto deadline = Clock::now() + options_.zygote_start_timeout;
+  while (true) {
+    pollfd p{control_.get(), POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      stop_zygote();
+      return {ErrorCode::kDeadlineExceeded,
+              "the Python worker did not start within " +
+                  std::to_string(options_.zygote_start_timeout.count()) + " s"};
+    }
+    int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (n <= 0) {
+      if (auto exit = zygote_->try_wait()) {
+        stop_zygote();
+        return unavailable("the Python worker (" + options_.python + " -m kforge_worker) " +
+                           exit->describe() +
+                           " while starting; check that torch and triton are installed (make "
+                           "setup) — its output is in the server log");
+      }
+      continue;
+    }
+    auto msg = recv_control(control_.get());
+    if (!msg.is_ok()) {
+      stop_zygote();
+      return msg.status();
+    }
+    if (msg->kind == ControlRead::Kind::kWouldBlock) continue;
+    if (msg->kind == ControlRead::Kind::kClosed) {
+      auto exit = zygote_->wait_for(std::chrono::milliseconds(2000));
+      stop_zygote();
+      return unavailable("the Python worker " +
+                         (exit ? exit->describe() : std::string("closed its socket")) +
+                         " while starting — its output is in the server log");
+    }
+    const Json& m = msg->message;
+    if (m.value("type", "") != "hello") {
+      KF_RETURN_IF_ERROR(handle_control_message(m));
+      continue;
+    }
+    if (Status v = check_protocol_version(m); !v) {
+      stop_zygote();
+      return v;
+    }
+    std::lock_guard lock(mu_);
+    hello_ = m;
+    zygote_pid_ = pid;
+    if (zygote_starts_++ > 0) ++restarts_;
+    state_ = "ready";
+    KF_LOG_INFO("worker device={} zygote ready pid={} startup_ms={}", options_.device, pid,
+                m.value("startup_ms", 0.0));
+    return Status::ok();
+  }
+}
+
+void PythonWorker::stop_zygote() {
+  next_child_.reset();
+  if (control_.valid()) {
+    (void)send_control(control_.get(), Json{{"type", "shutdown"}});
+  }
+  control_.reset();
+  if (zygote_) {
+    if (!zygote_->wait_for(std::chrono::milliseconds(200))) zygote_->kill_group();
+    (void)zygote_->wait_for(std::chrono::milliseconds(2000));
+    zygote_.reset();
+  }
+  std::lock_guard lock(mu_);
+  zygote_pid_ = -1;
+}
+
+Status PythonWorker::handle_control_message(const Json& m) {
+  const std::string type = m.value("type", "");
+  if (type == "forked") {
+    forked_[m.value("child_id", 0)] = m.value("pid", -1);
+  } else if (type == "fork_failed") {
+    fork_failures_[m.value("child_id", 0)] = m.value("error", "fork failed");
+  } else if (type == "exited") {
+    ExitStatus s;
+    if (m.contains("exit_code") && m["exit_code"].is_number_integer()) {
+      s.exit_code = m["exit_code"].get<int>();
+    }
+    if (m.contains("signal") && m["signal"].is_number_integer()) s.signal = m["signal"].get<int>();
+    if (exits_.size() >= kMaxRememberedExits) exits_.erase(exits_.begin());
+    exits_[m.value("pid", -1)] = s;
+  }
+  return Status::ok();
+}
+
+void PythonWorker::on_readable() {
+  while (control_.valid()) {
+    auto msg = recv_control(control_.get());
+    if (!msg.is_ok()) {
+      KF_LOG_WARN("worker device={} control socket error: {}", options_.device,
+                  msg.status().message());
+      control_.reset();
+      return;
+    }
+    if (msg->kind == ControlRead::Kind::kWouldBlock) return;
+    if (msg->kind == ControlRead::Kind::kClosed) {
+      KF_LOG_WARN("worker device={} zygote exited", options_.device);
+      control_.reset();
+      return;
+    }
+    (void)handle_control_message(msg->message);
+  }
+}
+
+std::optional<ExitStatus> PythonWorker::exit_of(pid_t pid) {
+  auto it = exits_.find(pid);
+  if (it == exits_.end()) return std::nullopt;
+  return it->second;
+}
+
+StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
+  if (!control_.valid()) KF_RETURN_IF_ERROR(start_zygote());
+  int proto[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0) {
+    return errno_error("socketpair", errno);
+  }
+  UniqueFd proto_ours(proto[0]);
+  UniqueFd proto_theirs(proto[1]);
+  std::array<int, 2> out{};
+  std::array<int, 2> err{};
+  if (::pipe2(out.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
+  UniqueFd out_r(out[0]);
+  UniqueFd out_w(out[1]);
+  if (::pipe2(err.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
+  UniqueFd err_r(err[0]);
+  UniqueFd err_w(err[1]);
+  const int child_id = next_child_id_++;
+  std::array<int, 3> pass = {proto_theirs.get(), out_w.get(), err_w.get()};
+  KF_RETURN_IF_ERROR(
+      send_control(control_.get(), Json{{"type", "fork"}, {"child_id", child_id}}, pass));
+  // Our copies of the child's ends must close, or we would never see EOF on them.
+  proto_theirs.reset();
+  out_w.reset();
+  err_w.reset();
+  auto deadline = Clock::now() + kForkReplyTimeout;
+  while (!forked_.contains(child_id)) {
+    if (auto f = fork_failures_.find(child_id); f != fork_failures_.end()) {
+      std::string why = f->second;
+      fork_failures_.erase(f);
+      return unavailable("the zygote could not fork a child: " + why);
+    }
+    if (!control_.valid()) return unavailable("the Python worker zygote exited");
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) {
+      return Status(ErrorCode::kDeadlineExceeded, "the zygote did not fork in time");
+    }
+    pollfd p{control_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) > 0) on_readable();
+  }
+  auto child = std::make_unique<ChildChannel>();
+  child->child_id = child_id;
+  child->pid = forked_[child_id];
+  forked_.erase(child_id);
+  child->started_at = Clock::now();
+  KF_RETURN_IF_ERROR(set_nonblocking(proto_ours.get()));
+  KF_RETURN_IF_ERROR(set_nonblocking(out_r.get()));
+  KF_RETURN_IF_ERROR(set_nonblocking(err_r.get()));
+  child->proto = std::move(proto_ours);
+  child->out = std::move(out_r);
+  child->err = std::move(err_r);
+  return child;
+}
+
+void PythonWorker::prefork_next_child() {
+  auto child = fork_child();
+  if (!child.is_ok()) {
+    KF_LOG_WARN("worker device={} could not pre-fork a child: {}", options_.device,
+                child.status().message());
+    return;
+  }
+  next_child_ = std::move(child).value();
+}
+
+StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::take_ready_child() {
+  Status last = Status::ok();
+  // A pre-forked child can die while it waits (or the zygote with it): try a few fresh ones.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (!control_.valid()) {
+      next_child_.reset();
+      if (zygote_) stop_zygote();
+      KF_RETURN_IF_ERROR(start_zygote());
+    }
+    std::unique_ptr<ChildChannel> child = std::move(next_child_);
+    if (!child) {
+      auto forked = fork_child();
+      if (!forked.is_ok()) {
+        last = forked.status();
+        continue;
+      }
+      child = std::move(forked).value();
+    }
+    Status ready = wait_child_ready(*child, *this, Clock::now() + options_.child_ready_timeout);
+    if (ready) {
+      std::lock_guard lock(mu_);
+      child_device_ = child->ready_message.value("device", Json());
+      last_child_warmup_ms_ = child->ready_message.value("warmup_ms", 0.0);
+      return child;
+    }
+    last = ready;
+    KF_LOG_WARN("worker device={} child pid={} failed before ready: {}", options_.device,
+                child->pid, ready.message());
+    kill_process_group(child->pid);
+    std::lock_guard lock(mu_);
+    ++child_crashes_;
+  }
+  return last;
+}
+
+void PythonWorker::prepare() {
+  if (Status s = start_zygote(); !s) {
+    set_state("failed", s.message());
+    KF_LOG_ERROR("worker device={} failed to start: {}", options_.device, s.message());
+    return;
+  }
+  // Warm the first child now, so the first job finds it ready (and status() can say so).
+  prefork_next_child();
+  if (next_child_) {
+    Status ready =
+        wait_child_ready(*next_child_, *this, Clock::now() + options_.child_ready_timeout);
+    if (!ready) {
+      KF_LOG_WARN("worker device={} first child failed: {}", options_.device, ready.message());
+      kill_process_group(next_child_->pid);
+      next_child_.reset();
+      return;
+    }
+    std::lock_guard lock(mu_);
+    child_device_ = next_child_->ready_message.value("device", Json());
+    last_child_warmup_ms_ = next_child_->ready_message.value("warmup_ms", 0.0);
+  }
+}
+
+WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
+                                const ProgressSink& progress) {
+  set_state("busy");
+  if (progress) progress("starting", "waiting for a warm worker process", 0.02);
+  auto child = take_ready_child();
+  if (!child.is_ok()) {
+    set_state(control_.valid() ? "ready" : "failed", child.status().message());
+    return {WorkerOutcome::Kind::kWorkerFailure, Json(),
+            "the Python worker for " + options_.device +
+                " is unavailable: " + child.status().message()};
+  }
+  std::unique_ptr<ChildChannel> active = std::move(child).value();
+
+  const auto scratch = options_.data_dir / "scratch" / job.job_id;
+  if (Status s = make_dirs(scratch); !s) {
+    kill_process_group(active->pid);
+    set_state("ready");
+    return {WorkerOutcome::Kind::kWorkerFailure, Json(), s.message()};
+  }
+  Json spec = job.spec;
+  spec["scratch_dir"] = scratch.string();
+  spec["cache_dir"] = (options_.data_dir / "cache").string();
+  Json message = {{"type", "job"}, {"job", spec}};
+
+  // Warm the next child while this job runs: the next job then starts at once.
+  prefork_next_child();
+
+  ChildJobEnd end =
+      run_job_on_child(*active, message, job.timeout, cancel, progress, *this, options_.limits);
+  Json worker_info = {{"type", "python"},
+                      {"pid", active->pid},
+                      {"warmup_ms", active->ready_message.value("warmup_ms", 0.0)}};
+  Json result = assemble_result(spec, end, job.timeout, worker_info);
+  if (Status s = remove_tree(scratch); !s) {
+    KF_LOG_WARN("job={} could not remove scratch dir: {}", job.job_id, s.message());
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++jobs_run_;
+    if (end.kind == ChildJobEnd::Kind::kCrashed || end.kind == ChildJobEnd::Kind::kMemoryLimit ||
+        end.kind == ChildJobEnd::Kind::kProtocolError) {
+      ++child_crashes_;
+    }
+    if (end.kind == ChildJobEnd::Kind::kTimeout) ++timeouts_;
+    state_ = control_.valid() ? "ready" : "failed";
+  }
+  if (end.kind == ChildJobEnd::Kind::kCancelled) {
+    return {WorkerOutcome::Kind::kCancelled, std::move(result), "cancelled"};
+  }
+  return {WorkerOutcome::Kind::kResult, std::move(result), {}};
+}
+
+Json PythonWorker::status() const {
+  std::lock_guard lock(mu_);
+  Json s = {{"type", "python"},      {"device", options_.device},
+            {"state", state_},       {"restarts", restarts_},
+            {"jobs_run", jobs_run_}, {"child_crashes", child_crashes_},
+            {"timeouts", timeouts_}, {"child_warmup_ms", last_child_warmup_ms_}};
+  if (zygote_pid_ > 0) s["zygote_pid"] = zygote_pid_;
+  if (!last_error_.empty()) s["last_error"] = last_error_;
+  if (hello_.contains("versions")) s["versions"] = hello_["versions"];
+  if (hello_.contains("startup_ms")) s["zygote_startup_ms"] = hello_["startup_ms"];
+  if (!child_device_.is_null()) s["child_device"] = child_device_;
+  return s;
+}
+
+void PythonWorker::shutdown() {
+  stop_zygote();
+  set_state("stopped");
+}
+
+}  // namespace kforge::workers

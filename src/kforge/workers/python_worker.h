@@ -1,0 +1,97 @@
+// The Python worker of one device: a zygote process (`python -m kforge_worker zygote`) that
+// has imported torch and triton, and one forked child per job. The next child is forked
+// and warmed (CUDA context, Triton launcher, torch ops) while the current job runs, so a
+// job finds a ready process (docs/worker-protocol.md, DESIGN.md "Isolation").
+//
+// Thread-safety: run()/prepare()/shutdown() are called by the device's runner thread only;
+// status() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/common/json.h"
+#include "kforge/workers/child_channel.h"
+#include "kforge/workers/process.h"
+#include "kforge/workers/worker.h"
+
+namespace kforge::workers {
+
+struct PythonWorkerOptions {
+  std::string device;                        // "cpu" or "cuda:N" (server-side name)
+  std::string python = "python3";            // interpreter that has torch and triton
+  std::filesystem::path worker_path;         // directory that contains kforge_worker/
+  std::filesystem::path data_dir;            // scratch/ and cache/ are created below it
+  std::string cuda_visible_device;           // GPU uuid for CUDA_VISIBLE_DEVICES (GPU only)
+  std::string triton_arch;                   // "90" etc. so the zygote can warm Triton's compiler
+  Json device_info = Json::object();         // inventory facts, reported in status()
+  std::vector<std::string> extra_env_names;  // --worker-env
+  ChildLimits limits;
+  std::optional<uint64_t> child_address_space_bytes;  // RLIMIT_AS for cpu children
+  std::chrono::seconds zygote_start_timeout{300};
+  std::chrono::seconds child_ready_timeout{180};
+};
+
+class PythonWorker final : public Worker, private ExitSource {
+ public:
+  explicit PythonWorker(PythonWorkerOptions options);
+  ~PythonWorker() override;
+
+  std::string_view type() const override { return "python"; }
+  void prepare() override;
+  WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
+                    const ProgressSink& progress) override;
+  Json status() const override;
+  void shutdown() override;
+
+ private:
+  // ExitSource: exit statuses come from the zygote's `exited` messages.
+  int poll_fd() const override { return control_.get(); }
+  void on_readable() override;
+  std::optional<ExitStatus> exit_of(pid_t pid) override;
+  bool alive() const override { return control_.valid(); }
+
+  Status start_zygote();
+  void stop_zygote();
+  Status handle_control_message(const Json& message);
+  // Forks a child through the zygote and waits for its `forked` reply.
+  StatusOr<std::unique_ptr<ChildChannel>> fork_child();
+  // A ready child: the pre-forked one when it is healthy, else a new one.
+  StatusOr<std::unique_ptr<ChildChannel>> take_ready_child();
+  void prefork_next_child();
+  std::map<std::string, std::string> zygote_env() const;
+  void set_state(std::string state, std::string error = {});
+
+  const PythonWorkerOptions options_;
+
+  // Owned by the runner thread.
+  std::optional<Process> zygote_;
+  UniqueFd control_;
+  std::unique_ptr<ChildChannel> next_child_;
+  std::map<int, pid_t> forked_;               // child_id -> pid, from `forked`
+  std::map<int, std::string> fork_failures_;  // child_id -> error, from `fork_failed`
+  std::map<pid_t, ExitStatus> exits_;         // from `exited`, pruned
+  int next_child_id_ = 1;
+
+  mutable std::mutex mu_;
+  std::string state_ = "stopped";    // guarded by mu_: stopped|starting|ready|busy|failed
+  std::string last_error_;           // guarded by mu_
+  Json hello_ = Json::object();      // guarded by mu_
+  Json child_device_ = Json();       // guarded by mu_: `device` of the last ready child
+  int64_t restarts_ = 0;             // guarded by mu_: zygote (re)starts after the first
+  int64_t zygote_starts_ = 0;        // guarded by mu_
+  int64_t jobs_run_ = 0;             // guarded by mu_
+  int64_t child_crashes_ = 0;        // guarded by mu_
+  int64_t timeouts_ = 0;             // guarded by mu_
+  double last_child_warmup_ms_ = 0;  // guarded by mu_
+  pid_t zygote_pid_ = -1;            // guarded by mu_
+};
+
+}  // namespace kforge::workers

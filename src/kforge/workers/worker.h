@@ -1,0 +1,62 @@
+// Worker seam: something that runs one job at a time on one device, each job in a fresh
+// isolated process. Implementations: PythonWorker (zygote + forked children), the native
+// CUDA worker (`kforge worker cuda` processes).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "kforge/common/json.h"
+#include "kforge/workers/cancel_token.h"
+
+namespace kforge::workers {
+
+struct WorkerJob {
+  std::string job_id;
+  Json spec;  // the job spec of docs/worker-protocol.md, without scratch_dir/cache_dir
+  std::chrono::milliseconds timeout{120000};
+};
+
+struct WorkerOutcome {
+  enum class Kind {
+    kResult,         // `result` holds kernel_exec_result (kernel failures included)
+    kCancelled,      // cancelled by the client; `error` says so
+    kWorkerFailure,  // the worker could not run the job at all; `error` says why
+  };
+  Kind kind = Kind::kResult;
+  Json result;
+  std::string error;
+};
+
+// Called from the worker's thread with the child's progress.
+using ProgressSink =
+    std::function<void(const std::string& phase, const std::string& message, double fraction)>;
+
+class Worker {
+ public:
+  virtual ~Worker() = default;
+
+  // "python" or "cuda".
+  virtual std::string_view type() const = 0;
+
+  // Starts the long-lived parts (zygote, a pre-started child) so the first job is warm.
+  // Failures are logged and retried by run(); never throws.
+  virtual void prepare() = 0;
+
+  // Runs one job to completion, blocking the calling thread. Thread-compatible: one
+  // caller at a time (the device's runner thread). `cancel` may be signalled from any
+  // thread.
+  virtual WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
+                            const ProgressSink& progress) = 0;
+
+  // State for /health and /stats: {"type","state","pid","restarts","jobs_run",
+  // "child_crashes","device":{...}}. Thread-safe.
+  virtual Json status() const = 0;
+
+  // Stops every process it owns. Idempotent.
+  virtual void shutdown() = 0;
+};
+
+}  // namespace kforge::workers

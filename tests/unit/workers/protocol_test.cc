@@ -1,0 +1,81 @@
+#include "kforge/workers/protocol.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+
+namespace kforge::workers {
+namespace {
+
+TEST(ProtocolTest, FramesRoundTripInPieces) {
+  Json a = {{"type", "progress"}, {"phase", "loading"}};
+  Json b = {{"type", "result"}, {"result", {{"compiled", true}}}};
+  std::string bytes = encode_frame(a) + encode_frame(b);
+  FrameDecoder d;
+  std::vector<Json> got;
+  for (char c : bytes) {  // one byte at a time
+    d.append(std::string_view(&c, 1));
+    while (auto m = d.next()) {
+      ASSERT_TRUE(m->is_ok());
+      got.push_back(m->value());
+    }
+  }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], a);
+  EXPECT_EQ(got[1], b);
+  EXPECT_EQ(d.buffered(), 0u);
+}
+
+TEST(ProtocolTest, RejectsBadFrames) {
+  FrameDecoder zero;
+  zero.append(std::string("\0\0\0\0", 4));
+  auto m = zero.next();
+  ASSERT_TRUE(m.has_value());
+  EXPECT_FALSE(m->is_ok());
+  FrameDecoder bad_json;
+  bad_json.append(std::string("\0\0\0\3{x}", 7));
+  m = bad_json.next();
+  ASSERT_TRUE(m.has_value());
+  EXPECT_FALSE(m->is_ok());
+  FrameDecoder huge;
+  huge.append(std::string("\x7f\xff\xff\xff", 4));
+  m = huge.next();
+  ASSERT_TRUE(m.has_value());
+  EXPECT_FALSE(m->is_ok());
+}
+
+TEST(ProtocolTest, VersionCheck) {
+  EXPECT_TRUE(check_protocol_version({{"protocol", {{"major", 1}, {"minor", 7}}}}).is_ok());
+  Status s = check_protocol_version({{"protocol", {{"major", 2}, {"minor", 0}}}});
+  EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("2.0"), std::string::npos);
+  EXPECT_FALSE(check_protocol_version({{"type", "ready"}}).is_ok());
+}
+
+TEST(ProtocolTest, ControlMessagesCarryDescriptors) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  std::array<int, 1> fds = {p[1]};
+  ASSERT_TRUE(send_control(sv[0], {{"type", "fork"}, {"child_id", 3}}, fds).is_ok());
+  auto got = recv_control(sv[1]);
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ(got->kind, ControlRead::Kind::kMessage);
+  EXPECT_EQ(got->message["child_id"], 3);
+  auto empty = recv_control(sv[1]);
+  ASSERT_TRUE(empty.is_ok());
+  EXPECT_EQ(empty->kind, ControlRead::Kind::kWouldBlock);
+  close(sv[0]);
+  auto closed = recv_control(sv[1]);
+  ASSERT_TRUE(closed.is_ok());
+  EXPECT_EQ(closed->kind, ControlRead::Kind::kClosed);
+  close(sv[1]);
+  close(p[0]);
+  close(p[1]);
+}
+
+}  // namespace
+}  // namespace kforge::workers
