@@ -1,0 +1,180 @@
+#include "kforge/jobs/engine.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "kforge/common/clock.h"
+#include "kforge/common/files.h"
+#include "kforge/common/log.h"
+#include "kforge/cuda/device_inventory.h"
+#include "kforge/store/sqlite/sqlite_store.h"
+#include "kforge/workers/python_worker.h"
+
+namespace kforge::jobs {
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+int64_t physical_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{8} << 30;
+}
+
+std::string cpu_model() {
+  auto text = read_file("/proc/cpuinfo");
+  if (!text.is_ok()) return "cpu";
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("model name")) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "cpu";
+}
+
+}  // namespace
+
+std::string default_python() {
+  if (const char* p = std::getenv("KFORGE_PYTHON"); p != nullptr && *p != '\0') return p;  // NOLINT
+  if (const char* home = std::getenv("HOME"); home != nullptr) {                           // NOLINT
+    std::filesystem::path venv = std::filesystem::path(home) / ".cache/kforge/venv/bin/python";
+    if (::access(venv.c_str(), X_OK) == 0) return venv.string();
+  }
+  return "python3";
+}
+
+StatusOr<std::filesystem::path> find_worker_path() {
+  if (const char* p = std::getenv("KFORGE_WORKER_PATH"); p != nullptr && *p != '\0') {  // NOLINT
+    return std::filesystem::path(p);
+  }
+  KF_ASSIGN_OR_RETURN(auto exe, self_executable());
+  for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
+       dir = dir.parent_path()) {
+    auto candidate = dir / "python";
+    if (std::filesystem::exists(candidate / "kforge_worker" / "__init__.py")) return candidate;
+  }
+  return not_found("cannot find python/kforge_worker next to " + exe.string() +
+                   "; set --worker-path or KFORGE_WORKER_PATH");
+}
+
+StatusOr<std::unique_ptr<JobServiceImpl>> build_engine(const EngineOptions& options) {
+  std::error_code ec;
+  auto data_dir = std::filesystem::absolute(options.data_dir, ec);
+  if (ec) return invalid_argument("bad data directory: " + ec.message(), "--data-dir");
+  KF_RETURN_IF_ERROR(make_dirs(data_dir));
+
+  std::filesystem::path worker_path = options.worker_path;
+  if (worker_path.empty()) {
+    KF_ASSIGN_OR_RETURN(worker_path, find_worker_path());
+  }
+  const std::string python = options.python.empty() ? default_python() : options.python;
+
+  std::string why_no_gpu;
+  std::vector<cuda::GpuInfo> gpus = cuda::list_gpus(&why_no_gpu);
+  if (gpus.empty()) KF_LOG_INFO("no GPU: {}", why_no_gpu);
+
+  // Which devices to serve.
+  std::set<std::string> wanted;
+  bool want_cpu = false;
+  bool want_all_gpus = false;
+  for (const auto& d : split_list(options.devices)) {
+    if (d == "all") {
+      want_cpu = true;
+      want_all_gpus = true;
+    } else if (d == "cpu") {
+      want_cpu = true;
+    } else if (d == "gpus" || d == "gpu") {
+      want_all_gpus = true;
+    } else if (d.starts_with("cuda:")) {
+      wanted.insert(d);
+    } else {
+      return invalid_argument("unknown device '" + d + "' (expected all, cpu, gpus or cuda:N)",
+                              "--devices");
+    }
+  }
+  for (const auto& name : wanted) {
+    bool found = false;
+    for (const auto& g : gpus)
+      found = found || name == "cuda:" + std::to_string(g.index);
+    if (!found) {
+      return invalid_argument(
+          "device " + name + " is not visible (" +
+              (gpus.empty() ? why_no_gpu : std::to_string(gpus.size()) + " GPU(s) found") + ")",
+          "--devices");
+    }
+  }
+
+  workers::ChildLimits limits;
+  limits.output_cap_bytes = options.output_cap_bytes;
+  limits.memory_limit_bytes =
+      options.child_memory_bytes > 0 ? options.child_memory_bytes : physical_memory_bytes() / 4 * 3;
+  std::vector<DeviceWorkers> devices;
+  auto make_python = [&](const std::string& device, const cuda::GpuInfo* gpu) {
+    workers::PythonWorkerOptions o;
+    o.device = device;
+    o.python = python;
+    o.worker_path = worker_path;
+    o.data_dir = data_dir;
+    o.extra_env_names = options.worker_env;
+    o.limits = limits;
+    if (gpu != nullptr) {
+      o.cuda_visible_device = gpu->uuid;
+      o.triton_arch = std::to_string(gpu->cc_major * 10 + gpu->cc_minor);
+      o.device_info = gpu->to_json();
+    } else {
+      o.child_address_space_bytes = static_cast<uint64_t>(limits.memory_limit_bytes) * 2;
+    }
+    return std::make_unique<workers::PythonWorker>(std::move(o));
+  };
+  if (want_cpu) {
+    DeviceWorkers d;
+    d.device = {"cpu", false};
+    d.facts = Json{{"kind", "cpu"},
+                   {"name", cpu_model()},
+                   {"threads", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))},
+                   {"memory_bytes", physical_memory_bytes()}};
+    d.by_type["python"] = make_python("cpu", nullptr);
+    devices.push_back(std::move(d));
+  }
+  for (const auto& g : gpus) {
+    std::string name = "cuda:" + std::to_string(g.index);
+    if (!want_all_gpus && !wanted.contains(name)) continue;
+    DeviceWorkers d;
+    d.device = {name, true};
+    d.facts = g.to_json();
+    d.facts["kind"] = "gpu";
+    d.by_type["python"] = make_python(name, &g);
+    devices.push_back(std::move(d));
+  }
+  if (devices.empty()) return invalid_argument("no devices to serve", "--devices");
+
+  store::SqliteStore::Options store_options;
+  store_options.path = data_dir / "kforge.db";
+  KF_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(store_options));
+
+  JobServiceImpl::Options service_options;
+  service_options.max_attempts = options.max_attempts;
+  service_options.version = options.version;
+  for (const auto& d : devices)
+    KF_LOG_INFO("device {} ready to serve", d.device.name);
+  return std::make_unique<JobServiceImpl>(service_options, std::move(store), std::move(devices),
+                                          SystemClock::instance());
+}
+
+}  // namespace kforge::jobs

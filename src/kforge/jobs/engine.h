@@ -1,0 +1,37 @@
+// Builds a ready-to-start JobServiceImpl from configuration: opens the store in the data
+// directory, finds the devices (cpu and the visible GPUs), and creates their workers.
+// Used by `kforge serve` and by `kforge mcp` (embedded engine).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kforge/common/status.h"
+#include "kforge/jobs/job_service_impl.h"
+
+namespace kforge::jobs {
+
+struct EngineOptions {
+  std::filesystem::path data_dir = ".kforge";
+  // "all" (cpu + every visible GPU), "gpus", "cpu", or a comma list ("cpu,cuda:1").
+  std::string devices = "all";
+  std::string python;                   // empty: KFORGE_PYTHON, the set-up venv, python3
+  std::filesystem::path worker_path;    // empty: found next to the executable
+  int64_t child_memory_bytes = 0;       // RSS limit per job; 0: 3/4 of physical memory
+  size_t output_cap_bytes = 64 * 1024;  // per stream
+  std::vector<std::string> worker_env;  // extra variable names passed to workers
+  int max_attempts = 3;
+  std::string version = "dev";
+};
+
+StatusOr<std::unique_ptr<JobServiceImpl>> build_engine(const EngineOptions& options);
+
+// The interpreter workers use when none is configured (see EngineOptions::python).
+std::string default_python();
+// The directory holding python/kforge_worker, searched upward from the executable.
+StatusOr<std::filesystem::path> find_worker_path();
+
+}  // namespace kforge::jobs

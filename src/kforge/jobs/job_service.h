@@ -1,0 +1,78 @@
+// JobService: the facade every frontend (REST, MCP, CLI) talks to. Frontends never touch
+// the store, the scheduler or the workers directly.
+//
+// Thread-safety: all methods are thread-safe. Methods marked "blocks" may wait on disk
+// I/O: call them from a thread pool, never on an io (network) thread. Callbacks run on an
+// engine thread (or on the calling thread when the job is already finished): they must be
+// quick and must not call back into the JobService while holding their own locks.
+//
+// Example (in a frontend, on a pool thread):
+//   KF_ASSIGN_OR_RETURN(auto job, service.submit(std::move(request)));
+//   auto sub = service.when_done(job.id, [](const jobs::JobRecord& done) { ... });
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "kforge/common/json.h"
+#include "kforge/common/status.h"
+#include "kforge/jobs/job.h"
+#include "kforge/model/request.h"
+
+namespace kforge::jobs {
+
+// What a running job is doing (from the worker's progress messages).
+struct JobProgress {
+  std::string job_id;
+  std::string phase;    // "queued", "starting", "loading", "correctness", "timing_reference",
+                        // "timing_candidate", "finished"
+  std::string message;  // human-readable detail
+  double fraction = 0;  // 0..1, monotonically increasing per job
+};
+
+class JobService {
+ public:
+  using DoneCallback = std::function<void(const JobRecord&)>;
+  using ProgressCallback = std::function<void(const JobProgress&)>;
+
+  virtual ~JobService() = default;
+
+  // Checks the requested device, assigns an id and a seed (when absent), persists the job
+  // and queues it. On return the job is durable. Blocks. kInvalidArgument (field "device")
+  // for an unknown device; kUnavailable while shutting down.
+  virtual StatusOr<JobRecord> submit(model::JobRequest request) = 0;
+
+  // The job as it is now; kNotFound when unknown. Blocks.
+  virtual StatusOr<JobRecord> get(const std::string& id) = 0;
+
+  // Calls `done` once when the job reaches a terminal state: immediately (on this thread)
+  // if it already has. Returns a subscription id for `unsubscribe`. kNotFound when unknown.
+  // Blocks (may read the store).
+  virtual StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) = 0;
+
+  // Calls `progress` for every progress event of a queued or running job until it is
+  // terminal. kNotFound when the job is unknown, kFailedPrecondition when it has finished.
+  virtual StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) = 0;
+
+  // Drops a subscription made by when_done/on_progress; unknown ids are ignored.
+  virtual void unsubscribe(uint64_t subscription) = 0;
+
+  // Cancels a queued or running job (a running job's process group is killed). Returns OK
+  // if the job is cancelled or already terminal; kNotFound when unknown. Blocks.
+  virtual Status cancel(const std::string& id, const std::string& reason) = 0;
+
+  // Operational counters: queue depth, jobs by state, per-device utilisation and current
+  // job, worker restarts, uptime. Blocks (reads the store).
+  virtual Json stats() = 0;
+
+  // Liveness and the devices with their worker state; never blocks on the store.
+  virtual Json health() = 0;
+
+  // Deletes finished jobs that finished more than `older_than` ago; returns the count.
+  // Blocks.
+  virtual StatusOr<int64_t> cleanup(std::chrono::seconds older_than) = 0;
+};
+
+}  // namespace kforge::jobs

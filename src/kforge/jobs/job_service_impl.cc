@@ -1,0 +1,463 @@
+#include "kforge/jobs/job_service_impl.h"
+
+#include <algorithm>
+
+#include "kforge/common/log.h"
+#include "kforge/common/random.h"
+#include "kforge/model/parse.h"
+#include "kforge/model/serialize.h"
+
+namespace kforge::jobs {
+namespace {
+
+std::vector<scheduler::DeviceSlotInfo> slot_infos(const std::vector<DeviceWorkers>& devices) {
+  std::vector<scheduler::DeviceSlotInfo> out;
+  out.reserve(devices.size());
+  for (const auto& d : devices)
+    out.push_back(d.device);
+  return out;
+}
+
+bool uses_only_cuda(const model::JobRequest& r) {
+  bool cuda = r.kernel.kernel_type == model::KernelType::kCuda;
+  if (r.reference) cuda = cuda && r.reference->kernel_type == model::KernelType::kCuda;
+  return cuda;
+}
+
+}  // namespace
+
+JobServiceImpl::JobServiceImpl(Options options, std::unique_ptr<store::Store> store,
+                               std::vector<DeviceWorkers> devices, const Clock& clock)
+    : options_(std::move(options)),
+      store_(std::move(store)),
+      devices_(std::move(devices)),
+      clock_(clock),
+      started_at_(clock.now()) {
+  scheduler_ = std::make_unique<scheduler::Scheduler>(
+      slot_infos(devices_),
+      [this](const std::string& id, const std::string& device) { run_job(id, device); },
+      [this](const std::string& device) { prepare_device(device); });
+}
+
+JobServiceImpl::~JobServiceImpl() {
+  stop();
+}
+
+StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(const JobRecord& record) const {
+  model::RequestLimits limits;
+  limits.max_timeout_s = 1e9;  // a stored request was valid when it was accepted
+  return record.kind == model::JobKind::kCompare
+             ? model::parse_compare_request(record.request, limits)
+             : model::parse_evaluate_request(record.request, limits);
+}
+
+Status JobServiceImpl::start() {
+  KF_ASSIGN_OR_RETURN(auto unfinished, store_->unfinished_jobs());
+  for (auto& record : unfinished) {
+    auto request = parse_stored_request(record);
+    if (!request.is_ok()) {
+      (void)store_->finish_job(
+          record.id, JobState::kFailed, Json(),
+          "stored request can no longer be read: " + request.status().to_string(),
+          clock_.unix_ms());
+      continue;
+    }
+    if (record.attempts >= options_.max_attempts) {
+      std::string why = "interrupted " + std::to_string(record.attempts) +
+                        " times by server restarts; not retried";
+      KF_LOG_WARN("job={} {}", record.id, why);
+      (void)store_->finish_job(record.id, JobState::kFailed, Json(), why, clock_.unix_ms());
+      continue;
+    }
+    if (record.state == JobState::kRunning) KF_RETURN_IF_ERROR(store_->requeue(record.id));
+    auto target = scheduler_->resolve_target(request->device);
+    if (!target.is_ok()) {
+      (void)store_->finish_job(record.id, JobState::kFailed, Json(),
+                               "device no longer available: " + target.status().message(),
+                               clock_.unix_ms());
+      continue;
+    }
+    Active active;
+    record.state = JobState::kQueued;
+    active.record = record;
+    active.request = std::move(request).value();
+    active.target = *target;
+    {
+      std::lock_guard lock(mu_);
+      active_[record.id] = std::move(active);
+    }
+    scheduler_->enqueue(record.id, *target);
+    ++recovered_;
+    KF_LOG_INFO("job={} recovered after restart (attempt {} of {})", record.id, record.attempts + 1,
+                options_.max_attempts);
+  }
+  scheduler_->start();
+  return Status::ok();
+}
+
+void JobServiceImpl::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& [id, a] : active_) {
+      if (a.cancel) {
+        a.cancel_reason = "server shutting down";
+        a.cancel->cancel();
+      }
+    }
+  }
+  scheduler_->stop();
+  for (auto& d : devices_) {
+    for (auto& [type, w] : d.by_type)
+      w->shutdown();
+  }
+}
+
+void JobServiceImpl::prepare_device(const std::string& device) {
+  for (auto& d : devices_) {
+    if (d.device.name != device) continue;
+    for (auto& [type, w] : d.by_type)
+      w->prepare();
+  }
+}
+
+workers::Worker* JobServiceImpl::pick_worker(const std::string& device,
+                                             const model::JobRequest& request) {
+  for (auto& d : devices_) {
+    if (d.device.name != device) continue;
+    if (uses_only_cuda(request)) {
+      if (auto it = d.by_type.find("cuda"); it != d.by_type.end()) return it->second.get();
+    }
+    if (auto it = d.by_type.find("python"); it != d.by_type.end()) return it->second.get();
+  }
+  return nullptr;
+}
+
+StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request) {
+  KF_ASSIGN_OR_RETURN(std::string target, scheduler_->resolve_target(request.device));
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return unavailable("the server is shutting down");
+    if (active_.size() >= options_.max_active_jobs) {
+      return Status(ErrorCode::kResourceExhausted,
+                    "too many jobs queued (" + std::to_string(active_.size()) + "); retry later");
+    }
+  }
+  if (!request.seed) request.seed = secure_random_u64() >> 1;  // fits a JSON int64
+  JobRecord record;
+  record.id = new_job_id();
+  record.kind = request.kind;
+  record.state = JobState::kQueued;
+  record.request = model::to_request_json(request);
+  record.device = target;
+  record.created_ms = clock_.unix_ms();
+  KF_RETURN_IF_ERROR(store_->insert_job(record));
+  {
+    std::lock_guard lock(mu_);
+    Active active;
+    active.record = record;
+    active.request = std::move(request);
+    active.target = target;
+    active_[record.id] = std::move(active);
+  }
+  scheduler_->enqueue(record.id, target);
+  ++submitted_;
+  KF_LOG_DEBUG("job={} accepted kind={} target={}", record.id, model::to_string(record.kind),
+               target);
+  return record;
+}
+
+Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobRequest& r,
+                                 const std::string& device) const {
+  Json spec = {{"job_id", record.id},
+               {"kind", model::to_string(r.kind)},
+               {"kernel", model::to_json(r.kernel)},
+               {"reference", r.reference ? model::to_json(*r.reference) : Json()},
+               {"num_correct_trials", r.num_correct_trials},
+               {"measure_performance", r.measure_performance},
+               {"timing", model::to_json(r.timing)},
+               {"atol", r.atol ? Json(*r.atol) : Json()},
+               {"rtol", r.rtol ? Json(*r.rtol) : Json()},
+               {"seed", r.seed.value_or(0)},
+               {"device", device},
+               {"timeout_s", r.timeout_s}};
+  return spec;
+}
+
+void JobServiceImpl::run_job(const std::string& job_id, const std::string& device) {
+  JobRecord record;
+  model::JobRequest request;
+  auto cancel = std::make_shared<workers::CancelToken>();
+  std::string cancelled_before_start;
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(job_id);
+    if (it == active_.end()) return;  // cancelled while queued
+    if (it->second.cancel && it->second.cancel->cancelled()) {
+      cancelled_before_start = it->second.cancel_reason;
+    }
+    it->second.cancel = cancel;
+    it->second.record.state = JobState::kRunning;
+    it->second.record.device = device;
+    it->second.record.started_ms = clock_.unix_ms();
+    ++it->second.record.attempts;
+    record = it->second.record;
+    request = it->second.request;
+  }
+  if (!cancelled_before_start.empty()) {
+    finish(job_id, JobState::kCancelled, Json(), cancelled_before_start);
+    return;
+  }
+  if (Status s = store_->mark_running(job_id, device, record.started_ms); !s) {
+    KF_LOG_ERROR("job={} cannot be marked running: {}", job_id, s.message());
+    finish(job_id, JobState::kFailed, Json(), "store error: " + s.message());
+    return;
+  }
+  publish_progress(job_id, {job_id, "starting", "running on " + device, 0.01});
+  workers::Worker* worker = pick_worker(device, request);
+  if (worker == nullptr) {
+    finish(job_id, JobState::kFailed, Json(), "no worker can run this job on " + device);
+    return;
+  }
+  KF_LOG_INFO("job={} device={} worker={} started", job_id, device, worker->type());
+  workers::WorkerJob job;
+  job.job_id = job_id;
+  job.spec = worker_spec(record, request, device);
+  job.timeout = std::chrono::milliseconds(static_cast<int64_t>(request.timeout_s * 1000.0));
+  auto started = clock_.now();
+  workers::WorkerOutcome outcome = worker->run(
+      job, *cancel, [this, &job_id](const std::string& phase, const std::string& msg, double f) {
+        publish_progress(job_id, {job_id, phase, msg, f});
+      });
+  double ms = std::chrono::duration<double, std::milli>(clock_.now() - started).count();
+  switch (outcome.kind) {
+    case workers::WorkerOutcome::Kind::kResult:
+      KF_LOG_INFO("job={} device={} finished in {:.0f} ms compiled={} correct={}", job_id, device,
+                  ms, outcome.result.value("compiled", false),
+                  outcome.result.value("correctness", false));
+      finish(job_id, JobState::kSucceeded, std::move(outcome.result), {});
+      break;
+    case workers::WorkerOutcome::Kind::kCancelled: {
+      std::string reason;
+      {
+        std::lock_guard lock(mu_);
+        auto it = active_.find(job_id);
+        if (it != active_.end()) reason = it->second.cancel_reason;
+      }
+      if (reason == "server shutting down") {
+        // Not the client's doing: leave it queued in the store for the next start.
+        std::lock_guard lock(mu_);
+        active_.erase(job_id);
+        (void)store_->requeue(job_id);
+        return;
+      }
+      finish(job_id, JobState::kCancelled, std::move(outcome.result),
+             reason.empty() ? "cancelled" : reason);
+      break;
+    }
+    case workers::WorkerOutcome::Kind::kWorkerFailure:
+      KF_LOG_ERROR("job={} device={} worker failure: {}", job_id, device, outcome.error);
+      finish(job_id, JobState::kFailed, Json(), outcome.error);
+      break;
+  }
+}
+
+void JobServiceImpl::finish(const std::string& id, JobState state, Json result, std::string error) {
+  int64_t now = clock_.unix_ms();
+  if (Status s = store_->finish_job(id, state, result, error, now); !s) {
+    KF_LOG_ERROR("job={} result could not be stored: {}", id, s.message());
+  }
+  std::map<uint64_t, DoneCallback> subs;
+  JobRecord record;
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    record = std::move(it->second.record);
+    subs = std::move(it->second.done_subs);
+    for (const auto& [sub, _] : subs)
+      subscription_.erase(sub);
+    for (const auto& [sub, _] : it->second.progress_subs)
+      subscription_.erase(sub);
+    active_.erase(it);
+  }
+  record.state = state;
+  record.result = std::move(result);
+  record.error = std::move(error);
+  record.finished_ms = now;
+  ++finished_;
+  for (auto& [sub, cb] : subs)
+    cb(record);
+}
+
+void JobServiceImpl::publish_progress(const std::string& id, JobProgress progress) {
+  std::vector<ProgressCallback> subs;
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    // Progress only moves forward, whatever order phases report in.
+    progress.fraction = std::max(progress.fraction, it->second.last_fraction);
+    it->second.last_fraction = progress.fraction;
+    for (const auto& [sub, cb] : it->second.progress_subs)
+      subs.push_back(cb);
+  }
+  for (auto& cb : subs)
+    cb(progress);
+}
+
+StatusOr<JobRecord> JobServiceImpl::get(const std::string& id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it != active_.end()) return it->second.record;
+  }
+  KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
+  if (!stored) return not_found("no job with id '" + id + "'");
+  return *stored;
+}
+
+StatusOr<uint64_t> JobServiceImpl::when_done(const std::string& id, DoneCallback done) {
+  uint64_t sub = 0;
+  {
+    std::lock_guard lock(mu_);
+    sub = next_subscription_++;
+    auto it = active_.find(id);
+    if (it != active_.end()) {
+      it->second.done_subs[sub] = std::move(done);
+      subscription_[sub] = id;
+      return sub;
+    }
+  }
+  // Not active: finished (or unknown). finish() stores before it removes from active_.
+  KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
+  if (!stored) return not_found("no job with id '" + id + "'");
+  if (!is_terminal(stored->state)) {
+    return failed_precondition("job '" + id + "' is " + std::string(to_string(stored->state)) +
+                               " but not scheduled on this server");
+  }
+  done(*stored);
+  return sub;
+}
+
+StatusOr<uint64_t> JobServiceImpl::on_progress(const std::string& id, ProgressCallback progress) {
+  std::lock_guard lock(mu_);
+  auto it = active_.find(id);
+  if (it == active_.end()) {
+    return failed_precondition("job '" + id + "' is not queued or running");
+  }
+  uint64_t sub = next_subscription_++;
+  it->second.progress_subs[sub] = std::move(progress);
+  subscription_[sub] = id;
+  return sub;
+}
+
+void JobServiceImpl::unsubscribe(uint64_t subscription) {
+  std::lock_guard lock(mu_);
+  auto s = subscription_.find(subscription);
+  if (s == subscription_.end()) return;
+  auto it = active_.find(s->second);
+  if (it != active_.end()) {
+    it->second.done_subs.erase(subscription);
+    it->second.progress_subs.erase(subscription);
+  }
+  subscription_.erase(s);
+}
+
+Status JobServiceImpl::cancel(const std::string& id, const std::string& reason) {
+  bool was_queued = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it == active_.end()) {
+      // Finished or unknown.
+    } else if (it->second.cancel) {
+      it->second.cancel_reason = reason.empty() ? "cancelled by client" : reason;
+      it->second.cancel->cancel();
+      return Status::ok();
+    } else {
+      was_queued = scheduler_->remove(id);
+      if (!was_queued) {
+        // Between dequeue and start: the runner will see the token.
+        it->second.cancel_reason = reason.empty() ? "cancelled by client" : reason;
+        it->second.cancel = std::make_shared<workers::CancelToken>();
+        it->second.cancel->cancel();
+        return Status::ok();
+      }
+    }
+  }
+  if (was_queued) {
+    finish(id, JobState::kCancelled, Json(), reason.empty() ? "cancelled by client" : reason);
+    return Status::ok();
+  }
+  KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
+  if (!stored) return not_found("no job with id '" + id + "'");
+  return Status::ok();
+}
+
+Json JobServiceImpl::health() {
+  Json devices = Json::array();
+  bool degraded = false;
+  for (const auto& d : devices_) {
+    Json workers = Json::object();
+    for (const auto& [type, w] : d.by_type) {
+      Json s = w->status();
+      if (s.value("state", "") == "failed") degraded = true;
+      workers[type] = s.value("state", "unknown");
+    }
+    devices.push_back(Json{{"name", d.device.name}, {"workers", workers}, {"facts", d.facts}});
+  }
+  double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
+  return Json{{"status", degraded ? "degraded" : "healthy"},
+              {"version", options_.version},
+              {"uptime_s", uptime},
+              {"devices", devices}};
+}
+
+Json JobServiceImpl::stats() {
+  Json by_state = Json::object();
+  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
+                     JobState::kCancelled}) {
+    by_state[std::string(to_string(s))] = 0;
+  }
+  if (auto counts = store_->count_by_state(); counts.is_ok()) {
+    for (const auto& [s, n] : *counts)
+      by_state[std::string(to_string(s))] = n;
+  }
+  Json devices = scheduler_->device_status();
+  int64_t restarts = 0;
+  int64_t crashes = 0;
+  for (auto& d : devices) {
+    for (const auto& dw : devices_) {
+      if (dw.device.name != d["name"].get<std::string>()) continue;
+      d["facts"] = dw.facts;
+      Json workers = Json::object();
+      for (const auto& [type, w] : dw.by_type) {
+        Json s = w->status();
+        restarts += s.value("restarts", int64_t{0});
+        crashes += s.value("child_crashes", int64_t{0});
+        workers[type] = std::move(s);
+      }
+      d["workers"] = std::move(workers);
+    }
+  }
+  double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
+  return Json{{"uptime_s", uptime},
+              {"version", options_.version},
+              {"queue_depth", scheduler_->queue_depth()},
+              {"jobs", by_state},
+              {"jobs_submitted", submitted_.load()},
+              {"jobs_finished", finished_.load()},
+              {"jobs_recovered", recovered_.load()},
+              {"worker_restarts", restarts},
+              {"child_crashes", crashes},
+              {"devices", devices}};
+}
+
+StatusOr<int64_t> JobServiceImpl::cleanup(std::chrono::seconds older_than) {
+  int64_t cutoff = clock_.unix_ms() - older_than.count() * 1000;
+  return store_->delete_finished_before(cutoff);
+}
+
+}  // namespace kforge::jobs

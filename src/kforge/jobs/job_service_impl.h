@@ -1,0 +1,99 @@
+// The engine behind the JobService facade: store + scheduler + per-device workers.
+//
+// Durability: a job is written to the store before submit() returns. At start(), jobs the
+// store still has as queued or running (the server died) are queued again, up to
+// `max_attempts` starts each; past that they fail with the reason.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kforge/common/clock.h"
+#include "kforge/jobs/job_service.h"
+#include "kforge/scheduler/scheduler.h"
+#include "kforge/store/store.h"
+#include "kforge/workers/worker.h"
+
+namespace kforge::jobs {
+
+// The workers of one device, by type ("python", "cuda").
+struct DeviceWorkers {
+  scheduler::DeviceSlotInfo device;
+  std::map<std::string, std::unique_ptr<workers::Worker>> by_type;
+  Json facts = Json::object();  // inventory (GPU name, memory, ...), reported by stats/health
+};
+
+class JobServiceImpl final : public JobService {
+ public:
+  struct Options {
+    int max_attempts = 3;             // starts per job across restarts
+    size_t max_active_jobs = 100000;  // queued + running; submit() fails beyond
+    std::string version = "dev";
+  };
+
+  JobServiceImpl(Options options, std::unique_ptr<store::Store> store,
+                 std::vector<DeviceWorkers> devices, const Clock& clock);
+  ~JobServiceImpl() override;
+
+  // Recovers unfinished jobs from the store and starts the device runners.
+  Status start();
+  // Stops taking jobs, cancels running ones' processes and stops the workers. Jobs still
+  // queued stay queued in the store and run after the next start.
+  void stop();
+
+  StatusOr<JobRecord> submit(model::JobRequest request) override;
+  StatusOr<JobRecord> get(const std::string& id) override;
+  StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
+  StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
+  void unsubscribe(uint64_t subscription) override;
+  Status cancel(const std::string& id, const std::string& reason) override;
+  Json stats() override;
+  Json health() override;
+  StatusOr<int64_t> cleanup(std::chrono::seconds older_than) override;
+
+ private:
+  struct Active {
+    JobRecord record;  // current state (no result)
+    model::JobRequest request;
+    std::string target;                            // scheduler target
+    std::shared_ptr<workers::CancelToken> cancel;  // set while running
+    std::string cancel_reason;
+    double last_fraction = 0;
+    std::map<uint64_t, DoneCallback> done_subs;
+    std::map<uint64_t, ProgressCallback> progress_subs;
+  };
+
+  void run_job(const std::string& job_id, const std::string& device);
+  void prepare_device(const std::string& device);
+  workers::Worker* pick_worker(const std::string& device, const model::JobRequest& request);
+  Json worker_spec(const JobRecord& record, const model::JobRequest& request,
+                   const std::string& device) const;
+  // Writes the terminal state, removes the job from active_ and notifies subscribers.
+  void finish(const std::string& id, JobState state, Json result, std::string error);
+  void publish_progress(const std::string& id, JobProgress progress);
+  StatusOr<model::JobRequest> parse_stored_request(const JobRecord& record) const;
+
+  const Options options_;
+  const std::unique_ptr<store::Store> store_;
+  std::vector<DeviceWorkers> devices_;
+  const Clock& clock_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  const std::chrono::steady_clock::time_point started_at_;
+
+  std::mutex mu_;
+  std::map<std::string, Active> active_;          // guarded by mu_: queued + running jobs
+  std::map<uint64_t, std::string> subscription_;  // guarded by mu_: id -> job id
+  uint64_t next_subscription_ = 1;                // guarded by mu_
+  bool stopping_ = false;                         // guarded by mu_
+  std::atomic<int64_t> submitted_{0};
+  std::atomic<int64_t> finished_{0};
+  std::atomic<int64_t> recovered_{0};
+};
+
+}  // namespace kforge::jobs

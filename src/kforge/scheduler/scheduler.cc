@@ -1,0 +1,159 @@
+#include "kforge/scheduler/scheduler.h"
+
+#include <algorithm>
+
+#include "kforge/common/log.h"
+
+namespace kforge::scheduler {
+
+Scheduler::Scheduler(std::vector<DeviceSlotInfo> devices, RunFn run, PrepareFn prepare)
+    : devices_(std::move(devices)),
+      run_(std::move(run)),
+      prepare_(std::move(prepare)),
+      slots_(devices_.size()) {}
+
+Scheduler::~Scheduler() {
+  stop();
+}
+
+StatusOr<std::string> Scheduler::resolve_target(std::string_view requested) const {
+  bool any_gpu = std::any_of(devices_.begin(), devices_.end(),
+                             [](const DeviceSlotInfo& d) { return d.is_gpu; });
+  std::string r(requested);
+  for (char& c : r)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (r.empty() || r == "auto") {
+    if (any_gpu) return std::string(kAnyGpu);
+    for (const auto& d : devices_) {
+      if (d.name == "cpu") return std::string("cpu");
+    }
+  } else if (r == "gpu" || r == "cuda") {
+    if (any_gpu) return std::string(kAnyGpu);
+  } else {
+    if (r.starts_with("gpu:")) r = "cuda:" + r.substr(4);
+    for (const auto& d : devices_) {
+      if (d.name == r) return r;
+    }
+  }
+  std::string available;
+  for (const auto& d : devices_)
+    available += (available.empty() ? "" : ", ") + d.name;
+  if (available.empty()) available = "none";
+  return invalid_argument("unknown or unavailable device '" + std::string(requested) +
+                              "' (this server has: " + available +
+                              (any_gpu ? "; 'gpu' picks any GPU" : "") + ")",
+                          "device");
+}
+
+void Scheduler::enqueue(const std::string& job_id, const std::string& target) {
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back({next_seq_++, job_id, target});
+  }
+  cv_.notify_all();
+}
+
+bool Scheduler::remove(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [&](const Queued& q) { return q.job_id == job_id; });
+  if (it == queue_.end()) return false;
+  queue_.erase(it);
+  return true;
+}
+
+long Scheduler::pick_locked(size_t slot) const {
+  const auto& device = devices_[slot];
+  for (size_t i = 0; i < queue_.size(); ++i) {  // queue_ is in arrival order
+    const auto& q = queue_[i];
+    if (q.target == device.name || (device.is_gpu && q.target == kAnyGpu)) {
+      return static_cast<long>(i);
+    }
+  }
+  return -1;
+}
+
+void Scheduler::runner_loop(size_t slot) {
+  const std::string device = devices_[slot].name;
+  if (prepare_) prepare_(device);
+  std::unique_lock lock(mu_);
+  while (true) {
+    long index = -1;
+    cv_.wait(lock, [&] {
+      if (stopping_) return true;
+      index = pick_locked(slot);
+      return index >= 0;
+    });
+    if (stopping_) return;
+    Queued job = queue_[static_cast<size_t>(index)];
+    queue_.erase(queue_.begin() + index);
+    auto& s = slots_[slot];
+    s.busy = true;
+    s.current_job = job.job_id;
+    s.busy_since = std::chrono::steady_clock::now();
+    lock.unlock();
+    try {
+      run_(job.job_id, device);
+    } catch (const std::exception& e) {
+      // run_ reports job failures itself; an exception here is a bug, not a job result.
+      KF_LOG_ERROR("job={} device={} runner caught exception: {}", job.job_id, device, e.what());
+    }
+    lock.lock();
+    s.busy = false;
+    s.current_job.clear();
+    s.busy_time += std::chrono::steady_clock::now() - s.busy_since;
+    ++s.jobs_run;
+  }
+}
+
+void Scheduler::start() {
+  std::lock_guard lock(mu_);
+  if (!runners_.empty()) return;
+  stopping_ = false;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    runners_.emplace_back([this, i] { runner_loop(i); });
+  }
+}
+
+void Scheduler::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : runners_) {
+    if (t.joinable()) t.join();
+  }
+  runners_.clear();
+}
+
+size_t Scheduler::queue_depth() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+Json Scheduler::device_status() const {
+  std::lock_guard lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  double uptime_ms = std::chrono::duration<double, std::milli>(now - created_).count();
+  Json out = Json::array();
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const auto& s = slots_[i];
+    auto busy = s.busy_time + (s.busy ? now - s.busy_since : std::chrono::steady_clock::duration{});
+    double busy_ms = std::chrono::duration<double, std::milli>(busy).count();
+    size_t queued = 0;
+    for (const auto& q : queue_) {
+      if (q.target == devices_[i].name) ++queued;
+    }
+    Json d = {
+        {"name", devices_[i].name}, {"kind", devices_[i].is_gpu ? "gpu" : "cpu"},
+        {"busy", s.busy},           {"jobs_run", s.jobs_run},
+        {"busy_ms", busy_ms},       {"utilisation", uptime_ms > 0 ? busy_ms / uptime_ms : 0.0},
+        {"queued", queued}};
+    if (s.busy) d["current_job"] = s.current_job;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace kforge::scheduler

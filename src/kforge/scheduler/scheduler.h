@@ -1,0 +1,96 @@
+// Scheduler: one slot per device, one runner thread per slot.
+//
+// A job is queued for a target: a concrete device ("cpu", "cuda:1") or "gpu" (whichever
+// GPU frees first). Each runner takes the oldest job it may run (its own queue, and for
+// GPUs the shared "gpu" queue) and calls the run function on its own thread, so waiting
+// jobs never block a network thread.
+//
+// Thread-safety: all public methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kforge/common/json.h"
+#include "kforge/common/status.h"
+
+namespace kforge::scheduler {
+
+inline constexpr std::string_view kAnyGpu = "gpu";
+
+struct DeviceSlotInfo {
+  std::string name;  // "cpu" or "cuda:N"
+  bool is_gpu = false;
+};
+
+class Scheduler {
+ public:
+  // Runs one job on `device`; blocks the runner thread until the job is finished.
+  using RunFn = std::function<void(const std::string& job_id, const std::string& device)>;
+  // Called once on each runner thread before it takes jobs (to warm the device's workers).
+  using PrepareFn = std::function<void(const std::string& device)>;
+
+  Scheduler(std::vector<DeviceSlotInfo> devices, RunFn run, PrepareFn prepare);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Maps a requested device to a queue target: "" / "auto" -> "gpu" when there is a GPU,
+  // else "cpu"; "gpu"/"cuda" -> "gpu"; "cuda:N"/"cpu" must exist. kInvalidArgument
+  // (field "device") naming the available devices otherwise.
+  StatusOr<std::string> resolve_target(std::string_view requested) const;
+
+  // Queues a job for a target returned by resolve_target.
+  void enqueue(const std::string& job_id, const std::string& target);
+  // Removes a job that has not started; false if it is not queued (running or unknown).
+  bool remove(const std::string& job_id);
+
+  void start();
+  // Stops taking jobs and joins the runners (after their current job).
+  void stop();
+
+  size_t queue_depth() const;
+  // Per device: {name, busy, current_job, jobs_run, busy_ms, utilisation, queued}.
+  Json device_status() const;
+  const std::vector<DeviceSlotInfo>& devices() const { return devices_; }
+
+ private:
+  struct Queued {
+    uint64_t seq;
+    std::string job_id;
+    std::string target;
+  };
+  struct SlotState {
+    bool busy = false;
+    std::string current_job;
+    int64_t jobs_run = 0;
+    std::chrono::steady_clock::duration busy_time{};
+    std::chrono::steady_clock::time_point busy_since{};
+  };
+
+  void runner_loop(size_t slot);
+  // The index in queue_ of the oldest job slot `slot` may run, or -1. Requires mu_.
+  long pick_locked(size_t slot) const;
+
+  const std::vector<DeviceSlotInfo> devices_;
+  const RunFn run_;
+  const PrepareFn prepare_;
+  const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Queued> queue_;          // guarded by mu_
+  std::vector<SlotState> slots_;      // guarded by mu_
+  uint64_t next_seq_ = 0;             // guarded by mu_
+  bool stopping_ = false;             // guarded by mu_
+  std::vector<std::thread> runners_;  // touched by start/stop only
+};
+
+}  // namespace kforge::scheduler

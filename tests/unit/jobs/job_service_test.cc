@@ -1,0 +1,207 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+
+#include "fakes/fake_worker.h"
+#include "kforge/common/clock.h"
+#include "kforge/jobs/job_service_impl.h"
+#include "kforge/model/parse.h"
+#include "kforge/model/serialize.h"
+#include "kforge/store/sqlite/sqlite_store.h"
+
+namespace kforge::jobs {
+namespace {
+
+using testing::FakeWorker;
+
+model::JobRequest torch_request(const std::string& device = "") {
+  Json body = {{"kernel", {{"source_code", "class Model: pass"}, {"kernel_type", "torch"}}}};
+  if (!device.empty()) body["device"] = device;
+  auto r = model::parse_evaluate_request(body, model::RequestLimits{});
+  EXPECT_TRUE(r.is_ok());
+  return *r;
+}
+
+class JobServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/kforge-jobs-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    service_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::unique_ptr<store::SqliteStore> open_store() {
+    store::SqliteStore::Options o;
+    o.path = dir_ / "kforge.db";
+    auto s = store::SqliteStore::open(o);
+    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
+    return std::move(s).value();
+  }
+
+  void start_service(int max_attempts = 3) {
+    std::vector<DeviceWorkers> devices;
+    DeviceWorkers cpu;
+    cpu.device = {"cpu", false};
+    auto worker = std::make_unique<FakeWorker>();
+    worker_ = worker.get();
+    cpu.by_type["python"] = std::move(worker);
+    devices.push_back(std::move(cpu));
+    JobServiceImpl::Options o;
+    o.max_attempts = max_attempts;
+    service_ = std::make_unique<JobServiceImpl>(o, open_store(), std::move(devices),
+                                                SystemClock::instance());
+    ASSERT_TRUE(service_->start().is_ok());
+  }
+
+  JobRecord wait_done(const std::string& id) {
+    std::promise<JobRecord> done;
+    auto sub = service_->when_done(id, [&](const JobRecord& r) { done.set_value(r); });
+    EXPECT_TRUE(sub.is_ok());
+    auto f = done.get_future();
+    EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+    return f.get();
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<JobServiceImpl> service_;
+  FakeWorker* worker_ = nullptr;
+};
+
+TEST_F(JobServiceTest, RunsAJobAndStoresItsResult) {
+  start_service();
+  auto job = service_->submit(torch_request());
+  ASSERT_TRUE(job.is_ok()) << job.status().to_string();
+  EXPECT_EQ(job->state, JobState::kQueued);
+  JobRecord done = wait_done(job->id);
+  EXPECT_EQ(done.state, JobState::kSucceeded);
+  EXPECT_EQ(done.result["runtime"], 1.5);
+  // The worker got the canonical spec with a server-drawn seed and the device.
+  EXPECT_EQ(done.result["echo"]["device"], "cpu");
+  EXPECT_EQ(done.result["echo"]["kernel"]["kernel_type"], "torch");
+  EXPECT_TRUE(done.result["echo"]["seed"].is_number_integer());
+  auto again = service_->get(job->id);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->state, JobState::kSucceeded);
+  EXPECT_EQ(again->attempts, 1);
+  EXPECT_EQ(again->device, "cpu");
+}
+
+TEST_F(JobServiceTest, UnknownDeviceIsRejectedNamingTheField) {
+  start_service();
+  auto job = service_->submit(torch_request("cuda:7"));
+  ASSERT_FALSE(job.is_ok());
+  EXPECT_EQ(job.status().field_path(), "device");
+  EXPECT_NE(job.status().message().find("cpu"), std::string::npos);
+  EXPECT_EQ(service_->get("nope").status().code(), ErrorCode::kNotFound);
+}
+
+TEST_F(JobServiceTest, CancelsQueuedAndRunningJobs) {
+  start_service();
+  worker_->hold(true);
+  auto running = service_->submit(torch_request());
+  auto queued = service_->submit(torch_request());
+  ASSERT_TRUE(running.is_ok() && queued.is_ok());
+  ASSERT_TRUE(worker_->wait_started(1));
+  ASSERT_TRUE(service_->cancel(queued->id, "").is_ok());
+  ASSERT_TRUE(service_->cancel(running->id, "user asked").is_ok());
+  EXPECT_EQ(wait_done(queued->id).state, JobState::kCancelled);
+  JobRecord r = wait_done(running->id);
+  EXPECT_EQ(r.state, JobState::kCancelled);
+  EXPECT_EQ(r.error, "user asked");
+  EXPECT_EQ(worker_->started_jobs().size(), 1u);
+}
+
+TEST_F(JobServiceTest, ProgressIsDeliveredAndMonotonic) {
+  start_service();
+  worker_->hold(true);
+  auto job = service_->submit(torch_request());
+  ASSERT_TRUE(job.is_ok());
+  std::mutex mu;
+  std::vector<JobProgress> seen;
+  auto sub = service_->on_progress(job->id, [&](const JobProgress& p) {
+    std::lock_guard lock(mu);
+    seen.push_back(p);
+  });
+  ASSERT_TRUE(sub.is_ok());
+  worker_->release_all();
+  worker_->hold(false);
+  wait_done(job->id);
+  std::lock_guard lock(mu);
+  ASSERT_GE(seen.size(), 2u);
+  for (size_t i = 1; i < seen.size(); ++i)
+    EXPECT_GE(seen[i].fraction, seen[i - 1].fraction);
+}
+
+TEST_F(JobServiceTest, WorkerFailureFailsTheJob) {
+  start_service();
+  worker_->fail_next = true;
+  auto job = service_->submit(torch_request());
+  ASSERT_TRUE(job.is_ok());
+  JobRecord r = wait_done(job->id);
+  EXPECT_EQ(r.state, JobState::kFailed);
+  EXPECT_EQ(r.error, "fake worker failure");
+}
+
+TEST_F(JobServiceTest, RecoversInterruptedJobsAfterARestart) {
+  // Jobs a previous server accepted and never finished: one queued, one running, and
+  // one that was already started max_attempts times.
+  {
+    auto store = open_store();
+    auto request = model::to_request_json(torch_request());
+    int i = 0;
+    for (JobState state : {JobState::kQueued, JobState::kRunning, JobState::kRunning}) {
+      JobRecord r;
+      r.id = "job" + std::to_string(i);
+      r.request = request;
+      r.device = "gpu";
+      r.created_ms = 1000 + i;
+      ASSERT_TRUE(store->insert_job(r).is_ok());
+      int starts = (i == 2) ? 3 : (state == JobState::kRunning ? 1 : 0);
+      for (int s = 0; s < starts; ++s) {
+        if (s > 0) {
+          ASSERT_TRUE(store->requeue(r.id).is_ok());
+        }
+        ASSERT_TRUE(store->mark_running(r.id, "cpu", 2000).is_ok());
+      }
+      ++i;
+    }
+  }
+  start_service(/*max_attempts=*/3);
+  EXPECT_EQ(wait_done("job0").state, JobState::kSucceeded);
+  JobRecord second = wait_done("job1");
+  EXPECT_EQ(second.state, JobState::kSucceeded);
+  auto stored = service_->get("job1");
+  ASSERT_TRUE(stored.is_ok());
+  EXPECT_EQ(stored->attempts, 2);
+  auto third = service_->get("job2");
+  ASSERT_TRUE(third.is_ok());
+  EXPECT_EQ(third->state, JobState::kFailed);
+  EXPECT_NE(third->error.find("interrupted 3 times"), std::string::npos);
+  Json stats = service_->stats();
+  EXPECT_EQ(stats["jobs_recovered"], 2);
+  EXPECT_EQ(stats["jobs"]["success"], 2);
+  EXPECT_EQ(stats["jobs"]["failed"], 1);
+}
+
+TEST_F(JobServiceTest, CleanupDropsOldFinishedJobs) {
+  start_service();
+  auto job = service_->submit(torch_request());
+  ASSERT_TRUE(job.is_ok());
+  wait_done(job->id);
+  auto kept = service_->cleanup(std::chrono::hours(1));
+  ASSERT_TRUE(kept.is_ok());
+  EXPECT_EQ(*kept, 0);
+  auto dropped = service_->cleanup(std::chrono::seconds(-1));
+  ASSERT_TRUE(dropped.is_ok());
+  EXPECT_EQ(*dropped, 1);
+  EXPECT_EQ(service_->get(job->id).status().code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kforge::jobs
