@@ -1,0 +1,156 @@
+// The REST routes table and the small resources: jobs, health, stats, admin cleanup.
+// The submit endpoints live in submit_handlers.cc.
+#include "kforge/frontends/http/rest_handlers.h"
+
+#include <cmath>
+#include <memory>
+
+#include "kforge/common/json.h"
+#include "kforge/frontends/http/rest_context.h"
+#include "kforge/jobs/job_view.h"
+
+namespace kforge::frontends::http {
+namespace {
+
+// GET /job/{id}
+void handle_get_job(const RestContextPtr& ctx, const HttpRequest& request, Responder responder) {
+  const std::string* id = request.path_param("id");
+  ctx->blocking([ctx, id = id == nullptr ? std::string() : *id, responder = std::move(responder)] {
+    auto job = ctx->service.get(id);
+    if (!job.is_ok()) {
+      responder.send(HttpResponse::error(job.status()));
+      return;
+    }
+    responder.send(HttpResponse::json(200, jobs::job_response(*job)));
+  });
+}
+
+// GET /health: JobService::health never touches the store, so it is answered inline.
+void handle_health(const RestContextPtr& ctx, const HttpRequest&, const Responder& responder) {
+  responder.send(HttpResponse::json(200, ctx->service.health()));
+}
+
+// GET /stats
+void handle_stats(const RestContextPtr& ctx, const HttpRequest&, Responder responder) {
+  ctx->blocking([ctx, responder = std::move(responder)] {
+    responder.send(HttpResponse::json(200, ctx->service.stats()));
+  });
+}
+
+// One age given as hours (number) or seconds (integer), from the body or the query.
+StatusOr<std::optional<double>> read_age(const Json* value, const std::string& field,
+                                         bool integral) {
+  if (value == nullptr || value->is_null()) return std::optional<double>();
+  if (!value->is_number() || (integral && !value->is_number_integer())) {
+    return invalid_argument(std::string("must be ") + (integral ? "an integer" : "a number") +
+                                ", got " + std::string(json_type_name(*value)),
+                            field);
+  }
+  double v = value->get<double>();
+  constexpr double kMaxSeconds = 100.0 * 365 * 24 * 3600;
+  double seconds = integral ? v : v * 3600.0;
+  if (!std::isfinite(v) || v < 0 || seconds > kMaxSeconds) {
+    return invalid_argument("must be between 0 and 100 years, got " + value->dump(), field);
+  }
+  return std::optional<double>(seconds);
+}
+
+// A query parameter as a JSON number (so it goes through the same checks as the body).
+StatusOr<std::optional<Json>> query_number(const HttpRequest& request, const char* name) {
+  const std::string* text = request.query_param(name);
+  if (text == nullptr) return std::optional<Json>();
+  Json value = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded() || !value.is_number()) {
+    return invalid_argument("must be a number, got '" + *text + "'", std::string("query.") + name);
+  }
+  return std::optional<Json>(std::move(value));
+}
+
+// The cleanup age: body {"max_age_hours": h} or {"older_than_seconds": s}, or the same
+// names as query parameters; exactly one may be given; default RestOptions.
+StatusOr<std::chrono::seconds> cleanup_age(const RestContext& ctx, const HttpRequest& request) {
+  Json body = Json::object();
+  if (request.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+    KF_ASSIGN_OR_RETURN(body, parse_json(request.body));
+    if (!body.is_object()) {
+      return invalid_argument("must be an object, got " + std::string(json_type_name(body)),
+                              "<root>");
+    }
+  }
+  KF_ASSIGN_OR_RETURN(auto q_hours, query_number(request, "max_age_hours"));
+  KF_ASSIGN_OR_RETURN(auto q_seconds, query_number(request, "older_than_seconds"));
+  auto member = [&body](const char* key) -> const Json* {
+    auto it = body.find(key);
+    return it == body.end() ? nullptr : &*it;
+  };
+  std::optional<double> seconds;
+  int given = 0;
+  struct Source {
+    const Json* value;
+    std::string field;
+    bool integral;
+  };
+  for (const Source& s :
+       {Source{member("max_age_hours"), "max_age_hours", false},
+        Source{member("older_than_seconds"), "older_than_seconds", true},
+        Source{q_hours ? &*q_hours : nullptr, "query.max_age_hours", false},
+        Source{q_seconds ? &*q_seconds : nullptr, "query.older_than_seconds", true}}) {
+    KF_ASSIGN_OR_RETURN(auto age, read_age(s.value, s.field, s.integral));
+    if (!age) continue;
+    if (++given > 1) {
+      return invalid_argument("give only one of max_age_hours and older_than_seconds", s.field);
+    }
+    seconds = age;
+  }
+  if (!seconds) return ctx.options.default_cleanup_age;
+  return std::chrono::seconds(static_cast<int64_t>(std::floor(*seconds)));
+}
+
+// POST /admin/cleanup-jobs
+void handle_cleanup(const RestContextPtr& ctx, HttpRequest request, Responder responder) {
+  ctx->blocking([ctx, request = std::move(request), responder = std::move(responder)] {
+    auto age = cleanup_age(*ctx, request);
+    if (!age.is_ok()) {
+      responder.send(HttpResponse::error(age.status()));
+      return;
+    }
+    auto deleted = ctx->service.cleanup(*age);
+    if (!deleted.is_ok()) {
+      responder.send(HttpResponse::error(deleted.status()));
+      return;
+    }
+    responder.send(
+        HttpResponse::json(200, Json{{"deleted", *deleted}, {"older_than_seconds", age->count()}}));
+  });
+}
+
+}  // namespace
+
+Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecutor blocking,
+                       RestOptions options) {
+  auto ctx =
+      std::make_shared<const RestContext>(RestContext{service, std::move(blocking), options});
+  auto submit = [ctx](SubmitKind kind) {
+    return [ctx, kind](HttpRequest request, Responder responder) {
+      handle_submit(ctx, kind, std::move(request), std::move(responder));
+    };
+  };
+  KF_RETURN_IF_ERROR(router.add("POST", "/evaluate", submit(SubmitKind::kEvaluate)));
+  KF_RETURN_IF_ERROR(router.add("POST", "/compare", submit(SubmitKind::kCompare)));
+  KF_RETURN_IF_ERROR(router.add("POST", "/", submit(SubmitKind::kCompare)));
+  KF_RETURN_IF_ERROR(router.add("GET", "/job/{id}", [ctx](const HttpRequest& r, Responder s) {
+    handle_get_job(ctx, r, std::move(s));
+  }));
+  KF_RETURN_IF_ERROR(router.add("GET", "/health", [ctx](const HttpRequest& r, const Responder& s) {
+    handle_health(ctx, r, s);
+  }));
+  KF_RETURN_IF_ERROR(router.add("GET", "/stats", [ctx](const HttpRequest& r, Responder s) {
+    handle_stats(ctx, r, std::move(s));
+  }));
+  KF_RETURN_IF_ERROR(router.add("POST", "/admin/cleanup-jobs", [ctx](HttpRequest r, Responder s) {
+    handle_cleanup(ctx, std::move(r), std::move(s));
+  }));
+  return Status::ok();
+}
+
+}  // namespace kforge::frontends::http

@@ -1,0 +1,109 @@
+// Internal to the HTTP frontend. ServerCore owns the listening socket, the io_context and its
+// threads, the registry of live connections and the graceful stop (http_server.cc, Asio
+// only). A Connection is one accepted socket, served by the Beast session in
+// http_session.cc, the only translation unit that includes Beast.
+//
+// Stop sequence: stop() closes the acceptor, calls on_server_stop() on every connection (on
+// its strand) and arms the drain timer; when the last connection ends the timer is cancelled
+// and run() returns; if it fires first, force_close() ends the stragglers.
+//
+// Gate: exchanges may outlive the server (a JobService callback may hold one), so their
+// wake-ups go through a Gate that ServerCore closes before its io_context is destroyed.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kforge/common/status.h"
+#include "kforge/frontends/http/access_policy.h"
+#include "kforge/frontends/http/http_server.h"
+#include "kforge/frontends/http/router.h"
+
+namespace kforge::frontends::http {
+
+// Closes the path from exchanges to the io_context once the server is being destroyed.
+struct Gate {
+  std::mutex mu;
+  bool open = true;  // guarded by mu
+};
+
+class ServerCore;
+
+// One accepted connection. Every method but executor() and start() runs on executor().
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  // The connection's strand.
+  virtual boost::asio::any_io_executor executor() = 0;
+  // Begins serving (spawns the session coroutine). Called once.
+  virtual void start() = 0;
+  // Graceful stop: close when idle; in-flight exchanges are told (kServerStopping) and may
+  // still be answered.
+  virtual void on_server_stop() = 0;
+  // The drain is over: close the socket now.
+  virtual void force_close() = 0;
+};
+
+// Implemented in http_session.cc. The connection calls server.unregister_connection(id)
+// when it is destroyed.
+std::shared_ptr<Connection> make_connection(boost::asio::ip::tcp::socket socket, ServerCore& server,
+                                            uint64_t id);
+
+class ServerCore {
+ public:
+  ServerCore(HttpServer::Options options, Router router, bool loopback_bind);
+  ~ServerCore();
+  ServerCore(const ServerCore&) = delete;
+  ServerCore& operator=(const ServerCore&) = delete;
+
+  // Opens, binds and listens (kUnavailable on failure); then start() spawns the accept loop.
+  Status listen(const boost::asio::ip::tcp::endpoint& endpoint);
+  void start();
+  void run();
+  void stop();
+  uint16_t port() const { return port_; }
+
+  // For connections (thread-safe).
+  const HttpServer::Options& options() const { return options_; }
+  const Router& router() const { return router_; }
+  const AccessPolicy& policy() const { return policy_; }
+  const std::shared_ptr<Gate>& gate() const { return gate_; }
+  void unregister_connection(uint64_t id);
+
+ private:
+  boost::asio::awaitable<void> accept_loop();
+  void start_connection(boost::asio::ip::tcp::socket socket);
+  std::vector<std::shared_ptr<Connection>> live_connections();
+  bool no_connections();
+  void force_close_all();
+
+  const HttpServer::Options options_;
+  const Router router_;
+  const AccessPolicy policy_;
+  const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
+  std::atomic<uint16_t> port_{0};
+
+  std::mutex mu_;
+  bool stopping_ = false;                                      // guarded by mu_
+  bool destroying_ = false;                                    // guarded by mu_
+  uint64_t next_connection_id_ = 0;                            // guarded by mu_
+  std::map<uint64_t, std::weak_ptr<Connection>> connections_;  // guarded by mu_
+
+  // Asio objects last: destroyed first, while the registry above still exists.
+  boost::asio::io_context ioc_;
+  boost::asio::strand<boost::asio::io_context::executor_type> control_;  // acceptor, drain timer
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer drain_timer_;
+};
+
+}  // namespace kforge::frontends::http
