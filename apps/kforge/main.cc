@@ -1,0 +1,20 @@
+// kforge: GPU kernel workbench and evaluation service. main() only wires subcommands.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "serve_command.h"
+#include "version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kforge: compile, check and time GPU kernels (Triton, CUDA, PyTorch)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(kforge::app::kVersion));
+
+  kforge::app::ServeConfig serve;
+  CLI::App* serve_cmd = kforge::app::add_serve_command(app, serve);
+
+  CLI11_PARSE(app, argc, argv);
+  if (serve_cmd->parsed()) return kforge::app::run_serve(serve);
+  std::cerr << app.help() << '\n';
+  return 2;
+}

@@ -1,0 +1,159 @@
+#include "serve_command.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio/thread_pool.hpp>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "kforge/common/log.h"
+#include "kforge/frontends/http/http_server.h"
+#include "kforge/jobs/engine.h"
+#include "version.h"
+
+namespace kforge::app {
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+}  // namespace
+
+CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
+  CLI::App* cmd = app.add_subcommand("serve", "Run the evaluation server (REST API)");
+  cmd->add_option("--host", c.host, "Address to bind (non-loopback needs --token)")
+      ->envname("KFORGE_HOST")
+      ->capture_default_str();
+  cmd->add_option("--port", c.port, "TCP port; 0 picks a free one (see --port-file)")
+      ->envname("KFORGE_PORT")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", c.data_dir, "Jobs database, caches and scratch space")
+      ->envname("KFORGE_DATA_DIR")
+      ->capture_default_str();
+  cmd->add_option("--devices", c.devices,
+                  "Devices to serve: all (cpu + every visible GPU), gpus, cpu, or a list "
+                  "such as cpu,cuda:0")
+      ->envname("KFORGE_DEVICES")
+      ->capture_default_str();
+  cmd->add_option("--mode", c.mode, "Frontends: rest, mcp or both")
+      ->envname("KFORGE_MODE")
+      ->check(CLI::IsMember({"rest", "mcp", "both"}))
+      ->capture_default_str();
+  cmd->add_option("--token", c.token,
+                  "API token; when set every request needs 'Authorization: Bearer <token>'")
+      ->envname("KFORGE_TOKEN");
+  cmd->add_option("--log-level", c.log_level, "trace, debug, info, warning, error")
+      ->envname("KFORGE_LOG_LEVEL")
+      ->capture_default_str();
+  cmd->add_option("--python", c.python,
+                  "Python interpreter with torch and triton (default: KFORGE_PYTHON, "
+                  "~/.cache/kforge/venv/bin/python, python3)");
+  cmd->add_option("--worker-path", c.worker_path,
+                  "Directory containing kforge_worker/ (default: found next to the binary)")
+      ->envname("KFORGE_WORKER_PATH");
+  cmd->add_option("--port-file", c.port_file, "Write the bound port to this file when listening");
+  cmd->add_option("--max-body-mb", c.max_body_mb, "Largest request body accepted (MiB)")
+      ->envname("KFORGE_MAX_BODY_MB")
+      ->capture_default_str();
+  cmd->add_option("--child-memory-mb", c.child_memory_mb,
+                  "Host memory limit per job process (MiB; 0 = 3/4 of RAM)")
+      ->envname("KFORGE_CHILD_MEMORY_MB")
+      ->capture_default_str();
+  cmd->add_option("--output-cap-kb", c.output_cap_kb,
+                  "Captured stdout/stderr per job and stream (KiB)")
+      ->capture_default_str();
+  cmd->add_option("--max-attempts", c.max_attempts,
+                  "Starts per job across server restarts before it is failed")
+      ->capture_default_str();
+  cmd->add_option("--io-threads", c.io_threads, "Network threads")->capture_default_str();
+  cmd->add_option("--worker-env", c.worker_env,
+                  "Extra environment variable to pass to workers (repeatable; secrets never)");
+  return cmd;
+}
+
+int run_serve(const ServeConfig& c) {
+  if (Status s = log::init(c.log_level); !s) {
+    std::cerr << "kforge: " << s.to_string() << '\n';
+    return 2;
+  }
+  if (c.mode != "rest") {
+    KF_LOG_ERROR("--mode {}: the MCP frontend is not built yet; use --mode rest", c.mode);
+    return 2;
+  }
+  if (!is_loopback(c.host) && c.token.empty()) {
+    KF_LOG_ERROR(
+        "refusing to bind {} without an API token: set --token or KFORGE_TOKEN "
+        "(kforge runs arbitrary code by design)",
+        c.host);
+    return 2;
+  }
+  // Signals are taken by a dedicated thread (sigwait); every other thread blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  jobs::EngineOptions eo;
+  eo.data_dir = c.data_dir;
+  eo.devices = c.devices;
+  eo.python = c.python;
+  eo.worker_path = c.worker_path;
+  eo.child_memory_bytes = c.child_memory_mb << 20;
+  eo.output_cap_bytes = c.output_cap_kb << 10;
+  eo.worker_env = c.worker_env;
+  eo.max_attempts = c.max_attempts;
+  eo.version = std::string(kVersion);
+  auto engine = jobs::build_engine(eo);
+  if (!engine.is_ok()) {
+    KF_LOG_ERROR("cannot start: {}", engine.status().to_string());
+    return 2;
+  }
+  jobs::JobServiceImpl& service = **engine;
+  if (Status s = service.start(); !s) {
+    KF_LOG_ERROR("cannot start the job service: {}", s.to_string());
+    return 2;
+  }
+
+  boost::asio::thread_pool blocking_pool(4);
+  frontends::http::HttpServer::Options ho;
+  ho.host = c.host;
+  ho.port = c.port;
+  ho.token = c.token;
+  ho.max_body_bytes = c.max_body_mb << 20;
+  ho.io_threads = c.io_threads;
+  auto server = frontends::http::HttpServer::create(ho, service, blocking_pool);
+  if (!server.is_ok()) {
+    KF_LOG_ERROR("cannot listen on {}:{}: {}", c.host, c.port, server.status().to_string());
+    service.stop();
+    return 2;
+  }
+  uint16_t port = (*server)->bound_port();
+  if (!c.port_file.empty()) {
+    std::ofstream(c.port_file + ".tmp") << port << '\n';
+    std::rename((c.port_file + ".tmp").c_str(), c.port_file.c_str());
+  }
+  KF_LOG_INFO("kforge {} listening on http://{}:{} (data dir {})", kVersion, c.host, port,
+              c.data_dir);
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    KF_LOG_INFO("received signal {}, shutting down", sig);
+    (*server)->stop();
+  });
+  (*server)->run();
+  // run() returned: either a signal stopped it or it failed; make sure the signal thread ends.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  blocking_pool.join();  // handlers still running on the pool may call into the service
+  service.stop();
+  KF_LOG_INFO("kforge stopped");
+  return 0;
+}
+
+}  // namespace kforge::app

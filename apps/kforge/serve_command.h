@@ -1,0 +1,36 @@
+// `kforge serve`: the evaluation server (REST now; MCP on the same port later).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kforge::app {
+
+struct ServeConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;
+  std::string data_dir = ".kforge";
+  std::string devices = "all";  // "all", "cpu", "gpus", or a list "cpu,cuda:0"
+  std::string mode = "rest";
+  std::string token;
+  std::string log_level = "info";
+  std::string python;       // empty: KFORGE_PYTHON, the set-up venv, then python3
+  std::string worker_path;  // empty: found next to the executable
+  std::string port_file;    // write the bound port here once listening
+  size_t max_body_mb = 16;
+  int64_t child_memory_mb = 0;  // 0: 3/4 of the host's RAM
+  size_t output_cap_kb = 64;
+  int max_attempts = 3;
+  int io_threads = 2;
+  std::vector<std::string> worker_env;
+};
+
+// Registers the subcommand and its flags (each also read from a KFORGE_* variable).
+CLI::App* add_serve_command(CLI::App& app, ServeConfig& config);
+
+// Runs the server until SIGINT/SIGTERM; returns the process exit code.
+int run_serve(const ServeConfig& config);
+
+}  // namespace kforge::app
