@@ -1,0 +1,161 @@
+"""End-to-end latency of one small evaluation: kforge vs a fresh Python process per job.
+
+The job: a Triton vector add (its compiled kernel already cached), 1 correctness trial and a
+20 ms timing budget, evaluated through kforge's REST API, sequentially, ~30 times. The
+baseline does the same job the old way, in the same run: a fresh `python` process per job
+that imports torch and triton and runs the identical job spec (`python -m kforge_worker
+run-job`), so the only difference is the process model.
+
+    python bench/eval_latency.py [--device cuda:0|cpu] [--jobs 30] [--baseline-jobs 5]
+
+Prints a table and writes the raw numbers as JSON (--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from integration.kernels import triton_add  # noqa: E402
+from integration.kforge_server import KforgeServer  # noqa: E402
+
+
+def default_device() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], check=False, capture_output=True, text=True, timeout=20
+        )
+        if out.returncode == 0 and "GPU" in out.stdout:
+            return "cuda:0"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return "cpu"
+
+
+def request_body(device: str) -> dict[str, Any]:
+    return {
+        "kernel": triton_add(),
+        "num_correct_trials": 1,
+        "timing": {"budget_ms": 20, "warmup_ms": 1, "max_trials": 100},
+        "device": device,
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def run_kforge(device: str, jobs: int) -> tuple[list[float], dict[str, Any]]:
+    srv = KforgeServer(devices=device).start()
+    try:
+        srv.wait_ready(device)
+        body = request_body(device)
+        latencies = []
+        with srv.client() as c:
+            first = c.post("/evaluate", json=body).json()  # compiles and caches the kernel
+            res = first["kernel_exec_result"]
+            assert res["compiled"] and res["correctness"], res
+            for _ in range(jobs):
+                t0 = time.perf_counter()
+                r = c.post("/evaluate", json=body)
+                latencies.append(time.perf_counter() - t0)
+                res = r.json()["kernel_exec_result"]
+                assert res["correctness"], res
+            stats = c.get("/stats").json()
+        return latencies, {"last_result": res, "stats": stats}
+    finally:
+        srv.stop()
+
+
+def run_baseline(device: str, jobs: int, python: str) -> list[float]:
+    spec = {
+        "job_id": "baseline",
+        "kind": "evaluate",
+        "kernel": triton_add(),
+        "reference": None,
+        "num_correct_trials": 1,
+        "measure_performance": True,
+        "timing": {
+            "max_trials": 100,
+            "min_trials": 3,
+            "warmup_calls": 3,
+            "warmup_ms": 1.0,
+            "budget_ms": 20.0,
+            "rse_target": 0.005,
+            "cuda_graph": False,
+            "l2_flush": True,
+        },
+        "atol": None,
+        "rtol": None,
+        "seed": 1234,
+        "device": device,
+        "timeout_s": 600,
+    }
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    latencies = []
+    with tempfile.TemporaryDirectory() as tmp:
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        for i in range(jobs + 1):
+            t0 = time.perf_counter()
+            out = subprocess.run(
+                [python, "-m", "kforge_worker", "run-job", str(spec_path)],
+                check=False, capture_output=True, text=True, env=env, timeout=900,
+            )  # fmt: skip
+            elapsed = time.perf_counter() - t0
+            assert out.returncode == 0, out.stderr[-3000:]
+            result = json.loads(out.stdout)
+            assert result["correctness"], result
+            if i > 0:  # the first run fills Triton's cache, like kforge's first job
+                latencies.append(elapsed)
+    return latencies
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--jobs", type=int, default=30)
+    parser.add_argument("--baseline-jobs", type=int, default=5)
+    parser.add_argument("--python", default=os.environ.get("KFORGE_PYTHON", sys.executable))
+    parser.add_argument("--out", default=None, help="write raw numbers as JSON here")
+    args = parser.parse_args()
+    device = args.device or default_device()
+
+    kforge, info = run_kforge(device, args.jobs)
+    baseline = run_baseline(device, args.baseline_jobs, args.python)
+    rows = {
+        "kforge (warm zygote, fresh process per job)": kforge,
+        "baseline (fresh python per job)": baseline,
+    }
+    print(f"\neval latency, device {device}: Triton vector add, 1 correctness trial, 20 ms budget")
+    print(f"{'':46s} {'jobs':>5s} {'p50 s':>8s} {'p95 s':>8s} {'mean s':>8s}")
+    for name, v in rows.items():
+        print(f"{name:46s} {len(v):5d} {percentile(v, 0.5):8.3f} {percentile(v, 0.95):8.3f} "
+              f"{statistics.mean(v):8.3f}")  # fmt: skip
+    ratio = percentile(baseline, 0.5) / percentile(kforge, 0.5)
+    print(f"{'p50 ratio baseline / kforge':46s} {'':5s} {ratio:8.1f}x")
+    gpu = info["last_result"].get("metadata", {}).get("gpu_type", "")
+    if args.out:
+        Path(args.out).write_text(json.dumps({
+            "device": device, "gpu_type": gpu, "kforge_s": kforge, "baseline_s": baseline,
+            "p50_ratio": ratio, "worker": info["stats"]["devices"],
+        }, indent=2))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every GPU test and GPU benchmark in one command, for the GPU host (H100). Prints a short
+# table last. Uses the host's python3 (torch, triton) and a kforge binary built elsewhere:
+#   KFORGE_BIN   the binary (default: build/gpu/kforge, made by `scripts/package-gpu.sh`)
+#   OUT          where logs and raw numbers go (default: ./gpu-check-out)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
+export KFORGE_PYTHON="${KFORGE_PYTHON:-python3}"
+export KFORGE_TEST_DEVICE="${KFORGE_TEST_DEVICE:-cuda:0}"
+export PYTHONUNBUFFERED=1
+out="${OUT:-$PWD/gpu-check-out}"
+mkdir -p "$out"
+py="$KFORGE_PYTHON"
+
+declare -a names results
+record() { names+=("$1"); results+=("$2"); }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+"$KFORGE_BIN" --version
+
+echo "== worker package tests (GPU tests included)"
+if "$py" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$out/pytest-worker.log" | tail -3; then :; fi
+record "worker pytest (tests/python)" "$(grep -E 'passed|failed' "$out/pytest-worker.log" | tail -1)"
+
+echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
+"$py" -m pytest -q -p no:cacheprovider tests/integration 2>&1 | tee "$out/pytest-integration.log" | tail -15
+record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
+
+echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
+"$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \
+  --out "$out/eval_latency.json" 2>&1 | tee "$out/bench.log" | tail -8
+record "bench kforge p50 / p95 (s)" "$(grep '^kforge' "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
+record "bench baseline p50 / p95 (s)" "$(grep '^baseline' "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
+record "bench p50 ratio" "$(grep '^p50 ratio' "$out/bench.log" | awk '{print $NF}')"
+
+echo
+echo "== gpu-check summary ($(head -1 "$out/gpu.txt"))"
+for i in "${!names[@]}"; do printf '%-44s %s\n' "${names[$i]}" "${results[$i]}"; done

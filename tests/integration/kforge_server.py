@@ -1,0 +1,130 @@
+"""Start and drive a real `kforge serve` process for integration tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def kforge_binary() -> Path:
+    """The binary under test: $KFORGE_BIN, else the release build, else the dev build."""
+    if env := os.environ.get("KFORGE_BIN"):
+        return Path(env)
+    for preset in ("release", "dev"):
+        candidate = REPO / "build" / preset / "bin" / "kforge"
+        if candidate.exists():
+            return candidate
+    raise RuntimeError("kforge is not built: run `make build` (or set KFORGE_BIN)")
+
+
+def device_under_test() -> str:
+    """Device the suite runs on: $KFORGE_TEST_DEVICE (cpu by default; cuda:0 on the GPU host)."""
+    return os.environ.get("KFORGE_TEST_DEVICE", "cpu")
+
+
+class KforgeServer:
+    """A `kforge serve` child on 127.0.0.1 with an ephemeral port and its own data dir."""
+
+    def __init__(
+        self,
+        data_dir: Path | None = None,
+        devices: str | None = None,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        token: str | None = None,
+    ) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kforge-it-"))
+        self.devices = devices or device_under_test()
+        self.extra_args = extra_args or []
+        self.env = env or {}
+        self.token = token
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.log_path = self.data_dir / "server.log"
+
+    def start(self, timeout_s: float = 300.0) -> KforgeServer:
+        port_file = self.data_dir / "port"
+        port_file.unlink(missing_ok=True)
+        args = [
+            str(kforge_binary()),
+            "serve",
+            "--port", "0",
+            "--port-file", str(port_file),
+            "--data-dir", str(self.data_dir),
+            "--devices", self.devices,
+            "--log-level", "debug",
+            *self.extra_args,
+        ]  # fmt: skip
+        env = {**os.environ, **self.env}
+        if python := os.environ.get("KFORGE_PYTHON"):
+            env["KFORGE_PYTHON"] = python
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(args, stdout=log, stderr=log, env=env)
+        deadline = time.monotonic() + timeout_s
+        while not port_file.exists():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kforge exited with {self.proc.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"kforge did not start:\n{self.log()}")
+            time.sleep(0.05)
+        self.port = int(port_file.read_text().strip())
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, timeout_s: float = 600.0) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return httpx.Client(base_url=self.url, timeout=timeout_s, headers=headers)
+
+    def wait_ready(self, device: str | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
+        """Waits until the device's worker has a warm child (health says ready)."""
+        device = device or self.devices.split(",")[0]
+        deadline = time.monotonic() + timeout_s
+        with self.client() as c:
+            while True:
+                stats = c.get("/stats").json()
+                for d in stats["devices"]:
+                    python = d.get("workers", {}).get("python", {})
+                    if (
+                        d["name"] == device
+                        and python.get("state") == "ready"
+                        and python.get("child_device")
+                    ):
+                        return stats
+                    if d["name"] == device and python.get("state") == "failed":
+                        raise RuntimeError(f"worker failed: {python}\n{self.log()}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"worker not ready: {stats}\n{self.log()}")
+                time.sleep(0.1)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except OSError:
+            return ""
