@@ -59,8 +59,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def run_kforge(device: str, jobs: int) -> tuple[list[float], dict[str, Any]]:
-    srv = KforgeServer(devices=device).start()
+def run_kforge(device: str, jobs: int, warm: int) -> tuple[list[float], dict[str, Any]]:
+    flag = "--warm-children-cpu" if device == "cpu" else "--warm-children"
+    srv = KforgeServer(devices=device, extra_args=[flag, str(warm)]).start()
     try:
         srv.wait_ready(device)
         body = request_body(device)
@@ -130,30 +131,36 @@ def main() -> int:
     parser.add_argument("--device", default=None)
     parser.add_argument("--jobs", type=int, default=30)
     parser.add_argument("--baseline-jobs", type=int, default=5)
+    parser.add_argument(
+        "--warm-children",
+        default="3",
+        help="comma list: run kforge once per value of --warm-children (e.g. 1,2,3)",
+    )
     parser.add_argument("--python", default=os.environ.get("KFORGE_PYTHON", sys.executable))
     parser.add_argument("--out", default=None, help="write raw numbers as JSON here")
     args = parser.parse_args()
     device = args.device or default_device()
 
-    kforge, info = run_kforge(device, args.jobs)
+    runs = {}
+    info: dict[str, Any] = {}
+    for warm in [int(w) for w in args.warm_children.split(",")]:
+        runs[warm], info[str(warm)] = run_kforge(device, args.jobs, warm)
     baseline = run_baseline(device, args.baseline_jobs, args.python)
-    rows = {
-        "kforge (warm zygote, fresh process per job)": kforge,
-        "baseline (fresh python per job)": baseline,
-    }
+    rows = {f"kforge, {w} warm child(ren), process per job": v for w, v in runs.items()}
+    rows["baseline (fresh python per job)"] = baseline
     print(f"\neval latency, device {device}: Triton vector add, 1 correctness trial, 20 ms budget")
     print(f"{'':46s} {'jobs':>5s} {'p50 s':>8s} {'p95 s':>8s} {'mean s':>8s}")
     for name, v in rows.items():
         print(f"{name:46s} {len(v):5d} {percentile(v, 0.5):8.3f} {percentile(v, 0.95):8.3f} "
               f"{statistics.mean(v):8.3f}")  # fmt: skip
-    ratio = percentile(baseline, 0.5) / percentile(kforge, 0.5)
-    print(f"{'p50 ratio baseline / kforge':46s} {'':5s} {ratio:8.1f}x")
-    gpu = info["last_result"].get("metadata", {}).get("gpu_type", "")
+    for warm, v in runs.items():
+        ratio = percentile(baseline, 0.5) / percentile(v, 0.5)
+        print(f"{f'p50 ratio baseline / kforge ({warm} warm)':46s} {'':5s} {ratio:8.1f}x")
     if args.out:
         Path(args.out).write_text(json.dumps({
-            "device": device, "gpu_type": gpu, "kforge_s": kforge, "baseline_s": baseline,
-            "p50_ratio": ratio, "worker": info["stats"]["devices"],
-        }, indent=2))  # fmt: skip
+            "device": device, "kforge_s": {str(w): v for w, v in runs.items()},
+            "baseline_s": baseline, "runs": info,
+        }, indent=2, default=str))  # fmt: skip
     return 0
 
 

@@ -69,6 +69,14 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
                   "Starts per job across server restarts before it is failed")
       ->capture_default_str();
   cmd->add_option("--io-threads", c.io_threads, "Network threads")->capture_default_str();
+  cmd->add_option("--warm-children", c.warm_children_gpu,
+                  "Job processes kept forked and warm per GPU (each holds a CUDA context)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  cmd->add_option("--warm-children-cpu", c.warm_children_cpu,
+                  "Job processes kept forked and warm for the cpu device")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   cmd->add_option("--worker-env", c.worker_env,
                   "Extra environment variable to pass to workers (repeatable; secrets never)");
   return cmd;
@@ -107,6 +115,8 @@ int run_serve(const ServeConfig& c) {
   eo.output_cap_bytes = c.output_cap_kb << 10;
   eo.worker_env = c.worker_env;
   eo.max_attempts = c.max_attempts;
+  eo.warm_children_gpu = c.warm_children_gpu;
+  eo.warm_children_cpu = c.warm_children_cpu;
   eo.version = std::string(kVersion);
   auto engine = jobs::build_engine(eo);
   if (!engine.is_ok()) {

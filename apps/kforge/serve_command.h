@@ -24,6 +24,8 @@ struct ServeConfig {
   size_t output_cap_kb = 64;
   int max_attempts = 3;
   int io_threads = 2;
+  int warm_children_gpu = 3;
+  int warm_children_cpu = 1;
   std::vector<std::string> worker_env;
 };
 

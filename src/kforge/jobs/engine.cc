@@ -133,6 +133,7 @@ StatusOr<std::unique_ptr<JobServiceImpl>> build_engine(const EngineOptions& opti
     o.data_dir = data_dir;
     o.extra_env_names = options.worker_env;
     o.limits = limits;
+    o.warm_children = gpu != nullptr ? options.warm_children_gpu : options.warm_children_cpu;
     if (gpu != nullptr) {
       o.cuda_visible_device = gpu->uuid;
       o.triton_arch = std::to_string(gpu->cc_major * 10 + gpu->cc_minor);

@@ -24,6 +24,8 @@ struct EngineOptions {
   size_t output_cap_bytes = 64 * 1024;  // per stream
   std::vector<std::string> worker_env;  // extra variable names passed to workers
   int max_attempts = 3;
+  int warm_children_gpu = 3;  // warm child processes kept per GPU (see PythonWorkerOptions)
+  int warm_children_cpu = 1;  // and on the cpu device
   std::string version = "dev";
 };
 

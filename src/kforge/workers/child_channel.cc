@@ -236,6 +236,8 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
     }
   }
 
+  // One last sample, so short jobs (under one sampling period) report their memory too.
+  end.peak_rss_bytes = std::max(end.peak_rss_bytes, process_group_rss_bytes(child.pid));
   // The child is done with (or failed) its one job: nothing it started may outlive it.
   kill_process_group(child.pid);
   auto drain_until = Clock::now() + kDrainGrace;
@@ -281,7 +283,9 @@ Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
   if (!r.contains("compiled")) r["compiled"] = false;
   if (!r.contains("correctness")) r["correctness"] = false;
   if (!r.contains("runtime")) r["runtime"] = -1.0;
-  if (!r.contains("runtime_stats")) r["runtime_stats"] = Json::object();
+  if (!r.contains("runtime_stats") || r["runtime_stats"].is_null()) {
+    r["runtime_stats"] = Json::object();  // clients of the old server expect an object
+  }
   if (!r.contains("metadata") || !r["metadata"].is_object()) r["metadata"] = Json::object();
   Json& meta = r["metadata"];
   const Json& kernel = spec.contains("kernel") ? spec["kernel"] : Json::object();

@@ -148,7 +148,7 @@ Status PythonWorker::start_zygote() {
 }
 
 void PythonWorker::stop_zygote() {
-  next_child_.reset();
+  warm_.clear();
   if (control_.valid()) {
     (void)send_control(control_.get(), Json{{"type", "shutdown"}});
   }
@@ -258,14 +258,23 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
   return child;
 }
 
-void PythonWorker::prefork_next_child() {
-  auto child = fork_child();
-  if (!child.is_ok()) {
-    KF_LOG_WARN("worker device={} could not pre-fork a child: {}", options_.device,
-                child.status().message());
-    return;
+void PythonWorker::top_up_warm_children() {
+  while (static_cast<int>(warm_.size()) < options_.warm_children) {
+    auto child = fork_child();
+    if (!child.is_ok()) {
+      KF_LOG_WARN("worker device={} could not pre-fork a child: {}", options_.device,
+                  child.status().message());
+      return;
+    }
+    warm_.push_back(std::move(child).value());
   }
-  next_child_ = std::move(child).value();
+}
+
+void PythonWorker::note_ready(const ChildChannel& child) {
+  std::lock_guard lock(mu_);
+  child_device_ = child.ready_message.value("device", Json());
+  last_child_warmup_ms_ = child.ready_message.value("warmup_ms", 0.0);
+  last_child_warmup_steps_ = child.ready_message.value("warmup_steps_ms", Json::object());
 }
 
 StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::take_ready_child() {
@@ -273,12 +282,15 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::take_ready_child() {
   // A pre-forked child can die while it waits (or the zygote with it): try a few fresh ones.
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (!control_.valid()) {
-      next_child_.reset();
+      warm_.clear();
       if (zygote_) stop_zygote();
       KF_RETURN_IF_ERROR(start_zygote());
     }
-    std::unique_ptr<ChildChannel> child = std::move(next_child_);
-    if (!child) {
+    std::unique_ptr<ChildChannel> child;
+    if (!warm_.empty()) {
+      child = std::move(warm_.front());  // the oldest: the one most likely to be ready
+      warm_.pop_front();
+    } else {
       auto forked = fork_child();
       if (!forked.is_ok()) {
         last = forked.status();
@@ -288,9 +300,7 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::take_ready_child() {
     }
     Status ready = wait_child_ready(*child, *this, Clock::now() + options_.child_ready_timeout);
     if (ready) {
-      std::lock_guard lock(mu_);
-      child_device_ = child->ready_message.value("device", Json());
-      last_child_warmup_ms_ = child->ready_message.value("warmup_ms", 0.0);
+      note_ready(*child);
       return child;
     }
     last = ready;
@@ -309,20 +319,19 @@ void PythonWorker::prepare() {
     KF_LOG_ERROR("worker device={} failed to start: {}", options_.device, s.message());
     return;
   }
-  // Warm the first child now, so the first job finds it ready (and status() can say so).
-  prefork_next_child();
-  if (next_child_) {
-    Status ready =
-        wait_child_ready(*next_child_, *this, Clock::now() + options_.child_ready_timeout);
+  // Warm the children now, so the first jobs find them ready (and status() can say so).
+  top_up_warm_children();
+  for (auto it = warm_.begin(); it != warm_.end();) {
+    Status ready = wait_child_ready(**it, *this, Clock::now() + options_.child_ready_timeout);
     if (!ready) {
-      KF_LOG_WARN("worker device={} first child failed: {}", options_.device, ready.message());
-      kill_process_group(next_child_->pid);
-      next_child_.reset();
-      return;
+      KF_LOG_WARN("worker device={} child failed while warming: {}", options_.device,
+                  ready.message());
+      kill_process_group((*it)->pid);
+      it = warm_.erase(it);
+      continue;
     }
-    std::lock_guard lock(mu_);
-    child_device_ = next_child_->ready_message.value("device", Json());
-    last_child_warmup_ms_ = next_child_->ready_message.value("warmup_ms", 0.0);
+    note_ready(**it);
+    ++it;
   }
 }
 
@@ -350,8 +359,8 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   spec["cache_dir"] = (options_.data_dir / "cache").string();
   Json message = {{"type", "job"}, {"job", spec}};
 
-  // Warm the next child while this job runs: the next job then starts at once.
-  prefork_next_child();
+  // Replace the child just taken while this job runs: the next job then starts at once.
+  top_up_warm_children();
 
   ChildJobEnd end =
       run_job_on_child(*active, message, job.timeout, cancel, progress, *this, options_.limits);
@@ -384,6 +393,8 @@ Json PythonWorker::status() const {
             {"state", state_},       {"restarts", restarts_},
             {"jobs_run", jobs_run_}, {"child_crashes", child_crashes_},
             {"timeouts", timeouts_}, {"child_warmup_ms", last_child_warmup_ms_}};
+  s["warm_children_target"] = options_.warm_children;
+  s["child_warmup_steps_ms"] = last_child_warmup_steps_;
   if (zygote_pid_ > 0) s["zygote_pid"] = zygote_pid_;
   if (!last_error_.empty()) s["last_error"] = last_error_;
   if (hello_.contains("versions")) s["versions"] = hello_["versions"];

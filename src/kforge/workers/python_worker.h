@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -34,6 +35,11 @@ struct PythonWorkerOptions {
   Json device_info = Json::object();         // inventory facts, reported in status()
   std::vector<std::string> extra_env_names;  // --worker-env
   ChildLimits limits;
+  // Children kept forked and warm ahead of jobs. A GPU child's warm-up (CUDA context, first
+  // Triton launch) takes longer than a small job, so a GPU keeps 3 (measured on an
+  // H200: p50 0.64 s with 1, 0.35 s with 2, 0.23 s with 3 for back-to-back small jobs); each
+  // waiting child holds a CUDA context (a few hundred MiB).
+  int warm_children = 1;
   std::optional<uint64_t> child_address_space_bytes;  // RLIMIT_AS for cpu children
   std::chrono::seconds zygote_start_timeout{300};
   std::chrono::seconds child_ready_timeout{180};
@@ -65,7 +71,9 @@ class PythonWorker final : public Worker, private ExitSource {
   StatusOr<std::unique_ptr<ChildChannel>> fork_child();
   // A ready child: the pre-forked one when it is healthy, else a new one.
   StatusOr<std::unique_ptr<ChildChannel>> take_ready_child();
-  void prefork_next_child();
+  // Forks children until `warm_children` are waiting.
+  void top_up_warm_children();
+  void note_ready(const ChildChannel& child);
   std::map<std::string, std::string> zygote_env() const;
   void set_state(std::string state, std::string error = {});
 
@@ -74,10 +82,10 @@ class PythonWorker final : public Worker, private ExitSource {
   // Owned by the runner thread.
   std::optional<Process> zygote_;
   UniqueFd control_;
-  std::unique_ptr<ChildChannel> next_child_;
-  std::map<int, pid_t> forked_;               // child_id -> pid, from `forked`
-  std::map<int, std::string> fork_failures_;  // child_id -> error, from `fork_failed`
-  std::map<pid_t, ExitStatus> exits_;         // from `exited`, pruned
+  std::deque<std::unique_ptr<ChildChannel>> warm_;  // oldest first
+  std::map<int, pid_t> forked_;                     // child_id -> pid, from `forked`
+  std::map<int, std::string> fork_failures_;        // child_id -> error, from `fork_failed`
+  std::map<pid_t, ExitStatus> exits_;               // from `exited`, pruned
   int next_child_id_ = 1;
 
   mutable std::mutex mu_;
@@ -91,7 +99,8 @@ class PythonWorker final : public Worker, private ExitSource {
   int64_t child_crashes_ = 0;        // guarded by mu_
   int64_t timeouts_ = 0;             // guarded by mu_
   double last_child_warmup_ms_ = 0;  // guarded by mu_
-  pid_t zygote_pid_ = -1;            // guarded by mu_
+  Json last_child_warmup_steps_ = Json::object();  // guarded by mu_
+  pid_t zygote_pid_ = -1;                          // guarded by mu_
 };
 
 }  // namespace kforge::workers
