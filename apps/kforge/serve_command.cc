@@ -123,7 +123,7 @@ int run_serve(const ServeConfig& c) {
     KF_LOG_ERROR("cannot start: {}", engine.status().to_string());
     return 2;
   }
-  jobs::JobServiceImpl& service = **engine;
+  jobs::JobServiceImpl& service = *engine->service;
   if (Status s = service.start(); !s) {
     KF_LOG_ERROR("cannot start the job service: {}", s.to_string());
     return 2;

@@ -50,3 +50,16 @@ def test_sigkill_mid_batch_then_restart_finishes_every_job(tmp_path: Path) -> No
             assert recovered >= 1
     finally:
         again.stop()
+
+
+def test_a_data_directory_serves_one_server_at_a_time(tmp_path: Path) -> None:
+    first = KforgeServer(data_dir=tmp_path).start()
+    try:
+        second = KforgeServer(data_dir=tmp_path)
+        try:
+            second.start(timeout_s=60)
+            raise AssertionError("a second server started on the same data directory")
+        except RuntimeError as e:
+            assert "is in use by pid" in str(e)
+    finally:
+        first.stop()

@@ -1,6 +1,7 @@
 #include "kforge/common/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,6 +65,34 @@ StatusOr<std::filesystem::path> self_executable() {
   auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return io_error("cannot resolve /proc/self/exe: " + ec.message());
   return p;
+}
+
+StatusOr<std::unique_ptr<DataDirLock>> DataDirLock::acquire(const std::filesystem::path& dir) {
+  KF_RETURN_IF_ERROR(make_dirs(dir));
+  auto path = dir / "kforge.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_error("cannot open " + path.string(), errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    std::string holder = "another process";
+    char buf[32] = {};
+    if (::pread(fd, buf, sizeof(buf) - 1, 0) > 0) holder = "pid " + std::string(buf);
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return failed_precondition("data directory " + dir.string() + " is in use by " + holder +
+                                 " (another kforge serve/mcp); use a different --data-dir");
+    }
+    return errno_error("cannot lock " + path.string(), err);
+  }
+  std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The lock itself is what matters; the pid is only for the message above.
+  }
+  return std::unique_ptr<DataDirLock>(new DataDirLock(fd));
+}
+
+DataDirLock::~DataDirLock() {
+  ::close(fd_);
 }
 
 }  // namespace kforge

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -18,5 +19,20 @@ Status remove_tree(const std::filesystem::path& path);
 
 // Absolute path of the running executable (/proc/self/exe).
 StatusOr<std::filesystem::path> self_executable();
+
+// An exclusive advisory lock (flock) on `dir/kforge.lock`, held for the object's lifetime, so
+// two kforge processes never share one data directory (the second would re-run the first's
+// running jobs as "interrupted"). kFailedPrecondition naming the holder's pid when taken.
+class DataDirLock {
+ public:
+  static StatusOr<std::unique_ptr<DataDirLock>> acquire(const std::filesystem::path& dir);
+  ~DataDirLock();
+  DataDirLock(const DataDirLock&) = delete;
+  DataDirLock& operator=(const DataDirLock&) = delete;
+
+ private:
+  explicit DataDirLock(int fd) : fd_(fd) {}
+  int fd_;
+};
 
 }  // namespace kforge

@@ -73,11 +73,12 @@ StatusOr<std::filesystem::path> find_worker_path() {
                    "; set --worker-path or KFORGE_WORKER_PATH");
 }
 
-StatusOr<std::unique_ptr<JobServiceImpl>> build_engine(const EngineOptions& options) {
+StatusOr<Engine> build_engine(const EngineOptions& options) {
   std::error_code ec;
   auto data_dir = std::filesystem::absolute(options.data_dir, ec);
   if (ec) return invalid_argument("bad data directory: " + ec.message(), "--data-dir");
-  KF_RETURN_IF_ERROR(make_dirs(data_dir));
+  Engine engine;
+  KF_ASSIGN_OR_RETURN(engine.data_dir_lock, DataDirLock::acquire(data_dir));
 
   std::filesystem::path worker_path = options.worker_path;
   if (worker_path.empty()) {
@@ -174,8 +175,9 @@ StatusOr<std::unique_ptr<JobServiceImpl>> build_engine(const EngineOptions& opti
   service_options.version = options.version;
   for (const auto& d : devices)
     KF_LOG_INFO("device {} ready to serve", d.device.name);
-  return std::make_unique<JobServiceImpl>(service_options, std::move(store), std::move(devices),
-                                          SystemClock::instance());
+  engine.service = std::make_unique<JobServiceImpl>(service_options, std::move(store),
+                                                    std::move(devices), SystemClock::instance());
+  return engine;
 }
 
 }  // namespace kforge::jobs

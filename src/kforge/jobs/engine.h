@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kforge/common/files.h"
 #include "kforge/common/status.h"
 #include "kforge/jobs/job_service_impl.h"
 
@@ -29,7 +30,13 @@ struct EngineOptions {
   std::string version = "dev";
 };
 
-StatusOr<std::unique_ptr<JobServiceImpl>> build_engine(const EngineOptions& options);
+// The job service and the lock on its data directory; destroy the service first.
+struct Engine {
+  std::unique_ptr<DataDirLock> data_dir_lock;
+  std::unique_ptr<JobServiceImpl> service;
+};
+
+StatusOr<Engine> build_engine(const EngineOptions& options);
 
 // The interpreter workers use when none is configured (see EngineOptions::python).
 std::string default_python();
