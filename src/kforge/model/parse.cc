@@ -319,13 +319,12 @@ StatusOr<std::optional<Dim3>> parse_dim3(const Json& obj, std::string_view key,
   Dim3 d;
   if (v->is_array()) {  // [x, y?, z?] is accepted as a convenience
     if (v->empty() || v->size() > 3) return field_error(p, "must have 1 to 3 dimensions");
-    int64_t* dims[3] = {&d.x, &d.y, &d.z};
     for (size_t i = 0; i < v->size(); ++i) {
       const Json& e = (*v)[i];
       if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > max) {
         return field_error(p.index(i), "must be an integer between 1 and " + std::to_string(max));
       }
-      *dims[i] = e.get<int64_t>();
+      (i == 0 ? d.x : i == 1 ? d.y : d.z) = e.get<int64_t>();
     }
     return std::optional<Dim3>(d);
   }

@@ -75,14 +75,23 @@ std::optional<ExitStatus> await_exit(ExitSource& exits, pid_t pid, milliseconds 
 std::string describe_exit(const std::optional<ExitStatus>& exit) {
   if (!exit) return "ended (exit status unknown)";
   std::string text = exit->describe();
-  if (exit->signal == SIGSEGV) {
-    text += ": an invalid memory access in host code (e.g. a bad pointer through ctypes)";
-  } else if (exit->signal == SIGABRT) {
-    text += ": the process aborted (an assertion or a fatal library error)";
-  } else if (exit->signal == SIGKILL) {
-    text += ": killed (out of memory, or by the operating system)";
-  } else if (exit->signal == SIGBUS || exit->signal == SIGFPE || exit->signal == SIGILL) {
-    text += ": a fatal fault in native code";
+  switch (exit->signal.value_or(0)) {
+    case SIGSEGV:
+      text += ": an invalid memory access in host code (e.g. a bad pointer through ctypes)";
+      break;
+    case SIGABRT:
+      text += ": the process aborted (an assertion or a fatal library error)";
+      break;
+    case SIGKILL:
+      text += ": killed (out of memory, or by the operating system)";
+      break;
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+      text += ": a fatal fault in native code";
+      break;
+    default:
+      break;
   }
   return text;
 }
@@ -94,7 +103,7 @@ std::string phase_text(const std::string& phase) {
 }  // namespace
 
 Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_point deadline) {
-  OutputCapture noise(16 * 1024);
+  OutputCapture noise(size_t{16} * 1024);
   bool out_open = true;
   bool err_open = true;
   while (!child.ready) {

@@ -51,7 +51,7 @@ struct ChildChannel {
 };
 
 struct ChildLimits {
-  size_t output_cap_bytes = 64 * 1024;
+  size_t output_cap_bytes = size_t{64} * 1024;
   int64_t memory_limit_bytes = 0;  // RSS of the child's process group; 0 = unlimited
 };
 

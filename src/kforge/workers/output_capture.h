@@ -11,7 +11,7 @@ namespace kforge::workers {
 
 class OutputCapture {
  public:
-  explicit OutputCapture(size_t cap_bytes = 64 * 1024) : cap_(cap_bytes) {}
+  explicit OutputCapture(size_t cap_bytes = size_t{64} * 1024) : cap_(cap_bytes) {}
 
   void append(std::string_view bytes);
   // The captured text: head, then "\n[... N bytes omitted ...]\n", then tail.

@@ -60,9 +60,10 @@ struct PreparedLaunch {
 }
 
 [[noreturn]] void run_child(const LaunchOptions& o, PreparedLaunch& p, int report_fd) {
+  // After fork only this thread exists, so the process-wide calls below are safe.
   sigset_t all;
   sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
+  sigprocmask(SIG_SETMASK, &all, nullptr);  // NOLINT(concurrency-mt-unsafe)
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
   }
@@ -204,8 +205,12 @@ StatusOr<Process> launch_process(const LaunchOptions& o) {
   for (auto& a : argv_storage)
     p.argv.push_back(a.data());
   p.argv.push_back(nullptr);
-  for (const auto& [k, v] : o.env)
-    p.env_storage.push_back(k + "=" + v);
+  for (const auto& [k, v] : o.env) {
+    std::string entry = k;
+    entry += '=';
+    entry += v;
+    p.env_storage.push_back(std::move(entry));
+  }
   for (auto& e : p.env_storage)
     p.envp.push_back(e.data());
   p.envp.push_back(nullptr);
@@ -253,7 +258,7 @@ int64_t process_group_rss_bytes(pid_t pgid) {
   int64_t total = 0;
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return 0;
-  while (dirent* e = ::readdir(proc)) {
+  while (dirent* e = ::readdir(proc)) {  // NOLINT(concurrency-mt-unsafe): DIR* is ours
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     std::string base = std::string("/proc/") + e->d_name;
     std::ifstream stat(base + "/stat");
@@ -287,7 +292,9 @@ std::string find_program(const std::string& program) {
   std::string dir;
   while (std::getline(ss, dir, ':')) {
     if (dir.empty()) continue;
-    std::string candidate = dir + "/" + program;
+    std::string candidate = dir;
+    candidate += '/';
+    candidate += program;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return {};
