@@ -1,7 +1,7 @@
 # kforge — the two commands a fresh machine needs:
 #   make serve   install what is missing, build, start the server on 127.0.0.1:8000
 #   make test    install what is missing, build, run every test
-# Other targets: make setup | build | lint | format | bench | gpu-check | clean
+# Other targets: make setup | build | lint | format | bench | bench-mcp | gpu-check | clean
 
 VENV     ?= $(HOME)/.cache/kforge/venv
 PRESET   ?= release
@@ -15,7 +15,7 @@ export KFORGE_VENV := $(VENV)
 
 CXX_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.cc' '*.h' 2>/dev/null)
 
-.PHONY: setup build serve test unit-test py-test lint format bench gpu-check clean tidy
+.PHONY: setup build serve test unit-test py-test lint format bench bench-mcp gpu-check clean tidy
 
 setup:
 	@scripts/setup.sh
@@ -48,6 +48,9 @@ format: setup
 
 bench: build
 	KFORGE_BIN=$(abspath $(KFORGE)) $(PY) bench/eval_latency.py
+
+bench-mcp: build
+	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) bench/mcp_overhead.py
 
 gpu-check: build
 	scripts/gpu-check.sh

@@ -2,7 +2,8 @@
 # Installs what kforge needs on a fresh Debian 12 machine, idempotently:
 #   1. Debian packages (compiler tool chain and C++ libraries),
 #   2. a Python venv with torch, triton and the test tools (outside the checkout, so
-#      every clone reuses it): $KFORGE_VENV, default ~/.cache/kforge/venv.
+#      every clone reuses it): $KFORGE_VENV, default ~/.cache/kforge/venv,
+#   3. the Node tooling of the MCP tests in tests/mcp-node (npm ci, pinned by its lockfile).
 # Re-running it when everything is present takes about a second.
 set -euo pipefail
 
@@ -46,5 +47,24 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q -r "$requirements"
   echo "$want" > "$stamp"
+fi
+# Node: the MCP conformance suite and the TypeScript SDK client, reinstalled only when
+# tests/mcp-node/package-lock.json changes.
+node_dir="$here/tests/mcp-node"
+node_stamp="$node_dir/node_modules/.kforge-lock.sha256"
+node_want="$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)"
+if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_want" ||
+      ! -x "$node_dir/node_modules/.bin/node" ]]; then
+  if ! command -v npm >/dev/null; then
+    echo "setup: installing Debian packages: nodejs npm"
+    sudo_cmd=()
+    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  echo "setup: installing the MCP test tooling into tests/mcp-node (npm ci)"
+  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$node_want" > "$node_stamp"
 fi
 echo "setup: ok (venv $venv)"

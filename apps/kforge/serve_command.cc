@@ -10,6 +10,9 @@
 
 #include "kforge/common/log.h"
 #include "kforge/frontends/http/http_server.h"
+#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/http_transport.h"
+#include "kforge/frontends/mcp/server_catalog.h"
 #include "kforge/jobs/engine.h"
 #include "version.h"
 
@@ -23,7 +26,8 @@ bool is_loopback(const std::string& host) {
 }  // namespace
 
 CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
-  CLI::App* cmd = app.add_subcommand("serve", "Run the evaluation server (REST API)");
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Run the evaluation server: REST API and MCP (Streamable HTTP on /mcp), one port");
   cmd->add_option("--host", c.host, "Address to bind (non-loopback needs --token)")
       ->envname("KFORGE_HOST")
       ->capture_default_str();
@@ -38,9 +42,16 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
                   "such as cpu,cuda:0")
       ->envname("KFORGE_DEVICES")
       ->capture_default_str();
-  cmd->add_option("--mode", c.mode, "Frontends: rest, mcp or both")
+  cmd->add_option("--mode", c.mode, "Frontends: rest (the REST API), mcp (MCP on /mcp) or both")
       ->envname("KFORGE_MODE")
       ->check(CLI::IsMember({"rest", "mcp", "both"}))
+      ->capture_default_str();
+  cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
+                "MCP: also serve the fixture tools, resources and prompts of the official MCP "
+                "conformance suite (for testing MCP conformance only)");
+  cmd->add_option("--mcp-session-ttl-hours", c.mcp_session_ttl_hours,
+                  "MCP: an idle session is forgotten after this many hours")
+      ->check(CLI::Range(1, 24 * 365))
       ->capture_default_str();
   cmd->add_option("--token", c.token,
                   "API token; when set every request needs 'Authorization: Bearer <token>'")
@@ -85,10 +96,6 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
 int run_serve(const ServeConfig& c) {
   if (Status s = log::init(c.log_level); !s) {
     std::cerr << "kforge: " << s.to_string() << '\n';
-    return 2;
-  }
-  if (c.mode != "rest") {
-    KF_LOG_ERROR("--mode {}: the MCP frontend is not built yet; use --mode rest", c.mode);
     return 2;
   }
   if (!is_loopback(c.host) && c.token.empty()) {
@@ -136,7 +143,39 @@ int run_serve(const ServeConfig& c) {
   ho.token = c.token;
   ho.max_body_bytes = c.max_body_mb << 20;
   ho.io_threads = c.io_threads;
-  auto server = frontends::http::HttpServer::create(ho, service, blocking_pool);
+  const auto blocking = frontends::http::make_blocking_executor(blocking_pool);
+  frontends::http::Router router;
+  if (c.mode != "mcp") {
+    if (Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest); !s) {
+      KF_LOG_ERROR("cannot set up the REST API: {}", s.to_string());
+      service.stop();
+      return 2;
+    }
+  }
+  // The MCP catalog and dispatcher outlive the server and the pool's tasks (declared first).
+  std::unique_ptr<frontends::mcp::Catalog> catalog;
+  std::unique_ptr<frontends::mcp::Dispatcher> dispatcher;
+  if (c.mode != "rest") {
+    frontends::mcp::ServerCatalogOptions mo;
+    mo.version = std::string(kVersion);
+    mo.conformance_fixtures = c.conformance_fixtures;
+    mo.kernel_tools.limits = ho.rest.limits;
+    auto built = frontends::mcp::build_server_catalog(service, blocking, mo);
+    Status s = built.is_ok() ? Status::ok() : built.status();
+    if (s.is_ok()) {
+      catalog = std::move(built).value();
+      dispatcher = std::make_unique<frontends::mcp::Dispatcher>(*catalog, blocking);
+      frontends::mcp::HttpTransportOptions to;
+      to.sessions.idle_ttl = std::chrono::hours(c.mcp_session_ttl_hours);
+      s = frontends::mcp::add_mcp_routes(router, *dispatcher, blocking, to);
+    }
+    if (!s.is_ok()) {
+      KF_LOG_ERROR("cannot set up MCP: {}", s.to_string());
+      service.stop();
+      return 2;
+    }
+  }
+  auto server = frontends::http::HttpServer::create(ho, std::move(router));
   if (!server.is_ok()) {
     KF_LOG_ERROR("cannot listen on {}:{}: {}", c.host, c.port, server.status().to_string());
     service.stop();
@@ -147,7 +186,10 @@ int run_serve(const ServeConfig& c) {
     std::ofstream(c.port_file + ".tmp") << port << '\n';
     std::rename((c.port_file + ".tmp").c_str(), c.port_file.c_str());
   }
-  KF_LOG_INFO("kforge {} listening on http://{}:{} (data dir {})", kVersion, c.host, port,
+  KF_LOG_INFO("kforge {} listening on http://{}:{} ({}; data dir {})", kVersion, c.host, port,
+              c.mode == "both"  ? "REST API and MCP on /mcp"
+              : c.mode == "mcp" ? "MCP on /mcp"
+                                : "REST API",
               c.data_dir);
 
   std::thread signal_thread([&] {

@@ -1,4 +1,5 @@
-// `kforge serve`: the evaluation server (REST now; MCP on the same port later).
+// `kforge serve`: the evaluation server: the REST API and MCP (Streamable HTTP on /mcp) on one
+// port, or either alone (--mode rest|mcp|both).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,8 +13,10 @@ struct ServeConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;
   std::string data_dir = ".kforge";
-  std::string devices = "all";  // "all", "cpu", "gpus", or a list "cpu,cuda:0"
-  std::string mode = "rest";
+  std::string devices = "all";        // "all", "cpu", "gpus", or a list "cpu,cuda:0"
+  std::string mode = "both";          // "rest", "mcp" or "both"
+  bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
+  int mcp_session_ttl_hours = 24;
   std::string token;
   std::string log_level = "info";
   std::string python;       // empty: KFORGE_PYTHON, the set-up venv, then python3

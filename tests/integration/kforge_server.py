@@ -41,6 +41,7 @@ class KforgeServer:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         token: str | None = None,
+        log_level: str = "debug",
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kforge-it-"))
@@ -48,6 +49,7 @@ class KforgeServer:
         self.extra_args = extra_args or []
         self.env = env or {}
         self.token = token
+        self.log_level = log_level
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.log_path = self.data_dir / "server.log"
@@ -62,7 +64,7 @@ class KforgeServer:
             "--port-file", str(port_file),
             "--data-dir", str(self.data_dir),
             "--devices", self.devices,
-            "--log-level", "debug",
+            "--log-level", self.log_level,
             *self.extra_args,
         ]  # fmt: skip
         env = {**os.environ, **self.env}

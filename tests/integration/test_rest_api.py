@@ -240,6 +240,30 @@ def test_invalid_json_unknown_job_and_polling(server: KforgeServer) -> None:
         assert job["kernel_exec_result"]["correctness"] is True
 
 
+def test_cancel_a_running_job(server: KforgeServer) -> None:
+    sleepy = model_source("time.sleep(120)\n        return x", prelude="import time")
+    with server.client() as c:
+        assert c.post("/job/0123456789abcdef/cancel").status_code == 404
+        r = c.post("/evaluate", params={"wait": "false"}, json={"kernel": torch_kernel(sleepy)})
+        assert r.status_code == 202
+        job_id = r.json()["job_id"]
+        r = c.post(f"/job/{job_id}/cancel", json={"reason": 7})
+        assert r.status_code == 400 and r.json()["error"]["field"] == "reason"
+        deadline = time.monotonic() + 120
+        while c.get(f"/job/{job_id}").json()["status"] == "queued":  # let it start running
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        started = time.monotonic()
+        r = c.post(f"/job/{job_id}/cancel", json={"reason": "test says stop"})
+        assert r.status_code == 200, r.text
+        job = r.json()
+        assert job["status"] == "cancelled" and "test says stop" in job["error"], job
+        assert time.monotonic() - started < 30  # the process was killed, not waited for
+        # Cancelling a finished job changes nothing.
+        again = c.post(f"/job/{job_id}/cancel")
+        assert again.status_code == 200 and again.json()["status"] == "cancelled"
+
+
 def test_legacy_root_route_is_compare(server: KforgeServer) -> None:
     body = {
         "ref_kernel": torch_kernel(TORCH_ADD_REF),

@@ -10,6 +10,7 @@
 // Wake-ups: a handler answering from any thread updates the Exchange and calls its `wake`
 // function, which posts Session::wake() to this connection's strand through the server's
 // Gate (server_core.h), so late answers after the server is gone are dropped safely.
+#include <algorithm>
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -496,8 +497,12 @@ net::awaitable<bool> Session::write_response(const RequestMeta& meta, HttpRespon
   res.set(bhttp::field::server, "kforge");
   res.set(bhttp::field::content_type, response.content_type);
   res.set("X-Request-Id", meta.request_id);
-  for (const auto& [name, value] : meta.cors)
-    res.insert(name, value);
+  for (const auto& [name, value] : meta.cors) {
+    // A CORS preflight answer already carries them; a repeated Allow-Origin fails in browsers.
+    bool present = std::any_of(response.headers.begin(), response.headers.end(),
+                               [&name](const auto& h) { return iequals(h.first, name); });
+    if (!present) res.insert(name, value);
+  }
   for (const auto& [name, value] : response.headers)
     res.insert(name, value);
   res.body() = std::move(response.body);

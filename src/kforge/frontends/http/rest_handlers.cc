@@ -25,6 +25,46 @@ void handle_get_job(const RestContextPtr& ctx, const HttpRequest& request, Respo
   });
 }
 
+// POST /job/{id}/cancel, body optional {"reason": "..."}: cancels a queued or running job
+// (its process group is killed) and answers the job once it has ended; a job that had
+// already finished is left as it was (its state says so).
+void handle_cancel_job(const RestContextPtr& ctx, HttpRequest request, Responder responder) {
+  const std::string* id = request.path_param("id");
+  ctx->blocking([ctx, id = id == nullptr ? std::string() : *id, request = std::move(request),
+                 responder = std::move(responder)] {
+    std::string reason = "cancelled through the REST API";
+    if (request.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+      auto body = parse_json(request.body);
+      if (!body.is_ok()) {
+        responder.send(HttpResponse::error(body.status()));
+        return;
+      }
+      if (!body->is_object()) {
+        responder.send(HttpResponse::error(invalid_argument(
+            "must be an object, got " + std::string(json_type_name(*body)), "<root>")));
+        return;
+      }
+      if (auto it = body->find("reason"); it != body->end()) {
+        if (!it->is_string() || it->get<std::string>().size() > 1024) {
+          responder.send(HttpResponse::error(
+              invalid_argument("must be a string of at most 1024 characters", "reason")));
+          return;
+        }
+        reason = it->get<std::string>();
+      }
+    }
+    if (Status s = ctx->service.cancel(id, reason); !s.is_ok()) {
+      responder.send(HttpResponse::error(s));
+      return;
+    }
+    // A running job ends once its process group is gone: answer then, with the final state.
+    auto subscribed = ctx->service.when_done(id, [responder](const jobs::JobRecord& job) {
+      responder.send(HttpResponse::json(200, jobs::job_response(job)));
+    });
+    if (!subscribed.is_ok()) responder.send(HttpResponse::error(subscribed.status()));
+  });
+}
+
 // GET /health: JobService::health never touches the store, so it is answered inline.
 void handle_health(const RestContextPtr& ctx, const HttpRequest&, const Responder& responder) {
   responder.send(HttpResponse::json(200, ctx->service.health()));
@@ -140,6 +180,9 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
   KF_RETURN_IF_ERROR(router.add("POST", "/", submit(SubmitKind::kCompare)));
   KF_RETURN_IF_ERROR(router.add("GET", "/job/{id}", [ctx](const HttpRequest& r, Responder s) {
     handle_get_job(ctx, r, std::move(s));
+  }));
+  KF_RETURN_IF_ERROR(router.add("POST", "/job/{id}/cancel", [ctx](HttpRequest r, Responder s) {
+    handle_cancel_job(ctx, std::move(r), std::move(s));
   }));
   KF_RETURN_IF_ERROR(router.add("GET", "/health", [ctx](const HttpRequest& r, const Responder& s) {
     handle_health(ctx, r, s);

@@ -138,6 +138,34 @@ TEST_F(RestHandlersTest, AlreadyFinishedJobIsAnsweredFromTheCallback) {
   EXPECT_EQ(Json::parse(r->body)["error"], "no worker could start");
 }
 
+TEST_F(RestHandlersTest, CancelEndsAQueuedJobAndAnswersTheJob) {
+  start();
+  auto r = post("/evaluate?wait=false", evaluate_body());
+  ASSERT_TRUE(r);
+  const std::string id = Json::parse(r->body)["job_id"];
+
+  auto bad = post("/job/" + id + "/cancel", Json{{"reason", 7}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(Json::parse(bad->body)["error"]["field"], "reason");
+
+  auto cancelled = post("/job/" + id + "/cancel", Json{{"reason", "user asked"}});
+  ASSERT_TRUE(cancelled);
+  ASSERT_EQ(cancelled->status, 200) << cancelled->body;
+  Json job = Json::parse(cancelled->body);
+  EXPECT_EQ(job["status"], "cancelled");
+  EXPECT_EQ(job["error"], "user asked");
+
+  auto again = http_call(port_, "POST", "/job/" + id + "/cancel");  // no body: fine
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+  EXPECT_EQ(Json::parse(again->body)["status"], "cancelled");
+
+  auto unknown = http_call(port_, "POST", "/job/0123456789abcdef/cancel");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+}
+
 TEST_F(RestHandlersTest, LegacyRootIsCompare) {
   start();
   auto r = post("/?wait=false", compare_body());

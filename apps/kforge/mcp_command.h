@@ -1,0 +1,34 @@
+// `kforge mcp`: an MCP server on stdin/stdout (for clients that start their servers as a
+// command, e.g. Cursor's `command: kforge, args: [mcp]`). It runs jobs with an embedded
+// engine (no server needed), or forwards the tool calls to a running `kforge serve` with
+// --server URL. Logs go to stderr; stdout carries only MCP messages; it exits at end of input.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace kforge::app {
+
+struct McpConfig {
+  std::string data_dir;  // empty: ~/.cache/kforge/mcp-data (or -2..-8 when taken)
+  std::string devices = "all";
+  std::string python;
+  std::string worker_path;
+  std::string log_level = "info";
+  std::string server;  // forward to this kforge serve instead of running an engine
+  std::string token;   // its API token
+  bool conformance_fixtures = false;
+  size_t max_message_mb = 16;
+  int warm_children_gpu = 3;
+  int warm_children_cpu = 1;
+  std::vector<std::string> worker_env;
+};
+
+CLI::App* add_mcp_command(CLI::App& app, McpConfig& config);
+
+// Serves until stdin closes or SIGINT/SIGTERM; returns the process exit code.
+int run_mcp(const McpConfig& config);
+
+}  // namespace kforge::app

@@ -1,0 +1,66 @@
+// Internal to the Streamable HTTP transport: the ReplyChannel of one POSTed request, and the
+// MessageSink of a session's GET stream.
+//
+// HttpReplyChannel answers with application/json unless the request needs a stream: it
+// switches to text/event-stream when started eagerly (start_stream) or when a related
+// message (progress, logging, a sampling request) must go out before the response — if the
+// client accepts SSE. Without SSE, related messages go to the session's GET stream, or are
+// dropped when there is none. A cancelled request ends its stream, or gets 202 when nothing
+// was sent yet.
+//
+// Thread-safety: all methods are thread-safe.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "kforge/frontends/http/responder.h"
+#include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/session.h"
+
+namespace kforge::frontends::mcp {
+
+class HttpReplyChannel : public ReplyChannel {
+ public:
+  // `announce_session`: add Mcp-Session-Id to the response once the session is initialized
+  // (the answer to `initialize`).
+  HttpReplyChannel(http::Responder responder, bool sse_accepted, std::shared_ptr<Session> session,
+                   bool announce_session, std::chrono::milliseconds keepalive_interval);
+
+  // Starts the event stream now (a long request), if the client accepts SSE.
+  void start_stream();
+
+  void send_related(const Json& message) override;
+  void send_response(const Json& response) override;
+  void abandon() override;
+
+ private:
+  bool ensure_stream_locked();
+  http::HeaderList session_headers() const;
+
+  const http::Responder responder_;
+  const bool sse_accepted_;
+  const std::shared_ptr<Session> session_;
+  const bool announce_session_;
+  const std::chrono::milliseconds keepalive_interval_;
+  std::mutex mu_;
+  std::optional<http::EventStream> stream_;  // guarded by mu_
+  bool done_ = false;                        // guarded by mu_
+};
+
+// A session's GET stream as its standalone MessageSink.
+class StreamSink : public MessageSink {
+ public:
+  explicit StreamSink(http::EventStream stream) : stream_(std::move(stream)) {}
+  bool send(const Json& message) override;
+  void close() override { stream_.close(); }
+
+ private:
+  const http::EventStream stream_;
+};
+
+// The SSE event that carries one JSON-RPC message.
+http::SseEvent sse_message(const Json& message);
+
+}  // namespace kforge::frontends::mcp

@@ -1,0 +1,53 @@
+// The Streamable HTTP transport (MCP 2025-11-25, also serving 2025-06-18 and 2025-03-26) on
+// one path of kforge's HTTP server, next to the REST routes on the same port.
+//
+//   POST   one JSON-RPC message (or, in 2025-03-26 sessions, a batch). A request is answered
+//          with application/json, or with a text/event-stream when the client accepts it and
+//          the request carries a progressToken, calls a long-running tool, or produces
+//          notifications (logging, sampling) before its response. Notifications and
+//          responses get 202 with an empty body.
+//   GET    an SSE stream for messages outside any request (a second GET replaces the first
+//          stream instead of answering 409).
+//   DELETE ends the session (200).
+//
+// Sessions: `initialize` creates one and its response carries `Mcp-Session-Id` (a stale id on
+// an initialize is ignored, a new one is minted). Other requests need the header: missing ->
+// 400 (-32000), unknown or ended -> 404 (-32001).
+// `MCP-Protocol-Version`: a present, unsupported value -> 400; any supported value is accepted
+// (absent means 2025-03-26); the session keeps what `initialize` negotiated.
+// Accept is read leniently: missing, `*/*` or JSON-only gets JSON; 406 only when it excludes
+// both JSON and SSE. A Content-Type other than JSON -> 415. Malformed JSON -> 400 (-32700);
+// an invalid message -> 400 (-32600). Origin/Host checks, CORS, the token and the body limit
+// are the HTTP server's (access_policy.h); they apply before these handlers run.
+// A client disconnect is not a cancellation: only notifications/cancelled cancels.
+// SSE events are `event: message` with one compact JSON `data:` line; idle streams get
+// `: keep-alive` comments. No event ids are sent: streams are not resumable.
+//
+// Threading: handlers run on the io thread only to check headers; parsing and dispatch run on
+// the blocking executor.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "kforge/common/status.h"
+#include "kforge/frontends/http/blocking_executor.h"
+#include "kforge/frontends/http/router.h"
+#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/session_store.h"
+
+namespace kforge::frontends::mcp {
+
+struct HttpTransportOptions {
+  std::string path = "/mcp";
+  SessionStore::Options sessions;
+  std::chrono::milliseconds keepalive_interval{std::chrono::seconds(15)};
+};
+
+// Registers POST, GET and DELETE on `options.path`. `dispatcher` and the pool behind
+// `blocking` must outlive the server and every task it posted. Fails only if the routes
+// already exist.
+Status add_mcp_routes(http::Router& router, const Dispatcher& dispatcher,
+                      http::BlockingExecutor blocking, HttpTransportOptions options = {});
+
+}  // namespace kforge::frontends::mcp

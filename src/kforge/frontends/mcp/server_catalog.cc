@@ -1,0 +1,23 @@
+#include "kforge/frontends/mcp/server_catalog.h"
+
+#include "kforge/frontends/mcp/fixtures/conformance_fixtures.h"
+
+namespace kforge::frontends::mcp {
+
+StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& service,
+                                                        http::BlockingExecutor blocking,
+                                                        const ServerCatalogOptions& options) {
+  auto catalog = std::make_unique<Catalog>();
+  catalog->info.version = options.version;
+  catalog->info.description =
+      "Compile, check and time GPU kernels (Triton, CUDA, PyTorch) in isolated processes.";
+  catalog->info.instructions = kernel_tools_instructions();
+  KF_RETURN_IF_ERROR(
+      add_kernel_tools(catalog->tools, service, std::move(blocking), options.kernel_tools));
+  if (options.conformance_fixtures) {
+    KF_RETURN_IF_ERROR(fixtures::add_conformance_fixtures(*catalog));
+  }
+  return catalog;
+}
+
+}  // namespace kforge::frontends::mcp

@@ -1,0 +1,29 @@
+// The catalog an MCP frontend serves (the same for Streamable HTTP and stdio): kforge's
+// identity and instructions, the kernel tools on a JobService, and — only when asked for
+// with --conformance-fixtures — the conformance suite's fixtures next to them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kforge/common/status.h"
+#include "kforge/frontends/http/blocking_executor.h"
+#include "kforge/frontends/mcp/catalog.h"
+#include "kforge/frontends/mcp/kernel_tools.h"
+#include "kforge/jobs/job_service.h"
+
+namespace kforge::frontends::mcp {
+
+struct ServerCatalogOptions {
+  std::string version = "dev";
+  bool conformance_fixtures = false;
+  KernelToolsOptions kernel_tools;
+};
+
+// The catalog is heap-allocated because its entries keep pointers into it; it must outlive
+// the dispatcher. `service` and the pool behind `blocking` must outlive every tool call.
+StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& service,
+                                                        http::BlockingExecutor blocking,
+                                                        const ServerCatalogOptions& options);
+
+}  // namespace kforge::frontends::mcp

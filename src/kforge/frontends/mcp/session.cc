@@ -1,0 +1,174 @@
+#include "kforge/frontends/mcp/session.h"
+
+#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/request_context.h"
+
+namespace kforge::frontends::mcp {
+
+Session::Session(std::string id)
+    : id_(std::move(id)), last_active_(std::chrono::steady_clock::now()) {}
+
+Session::~Session() = default;
+
+void Session::set_initialized(std::string version, Json client_capabilities, Json client_info) {
+  std::lock_guard lock(mu_);
+  version_ = std::move(version);
+  client_capabilities_ =
+      client_capabilities.is_object() ? std::move(client_capabilities) : Json::object();
+  client_info_ = std::move(client_info);
+}
+
+std::optional<std::string> Session::protocol_version() const {
+  std::lock_guard lock(mu_);
+  return version_;
+}
+
+std::string Session::effective_version() const {
+  std::lock_guard lock(mu_);
+  return version_.value_or(std::string(kLatestProtocolVersion));
+}
+
+bool Session::client_has_capability(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  auto it = client_capabilities_.find(name);
+  return it != client_capabilities_.end() && it->is_object();
+}
+
+void Session::mark_initialized_notification() {
+  std::lock_guard lock(mu_);
+  initialized_notification_ = true;
+}
+
+void Session::set_log_level(LogLevel level) {
+  std::lock_guard lock(mu_);
+  log_level_ = level;
+}
+
+bool Session::log_enabled(LogLevel level) const {
+  std::lock_guard lock(mu_);
+  return level >= log_level_.value_or(LogLevel::kWarning);
+}
+
+Status Session::begin_request(const Json& id, std::shared_ptr<RequestContext> context) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = in_flight_.emplace(jsonrpc::id_key(id), std::move(context));
+  if (!inserted) {
+    return Status(ErrorCode::kAlreadyExists,
+                  "request id " + id.dump() + " is already in use by a request in flight");
+  }
+  return Status::ok();
+}
+
+void Session::end_request(const Json& id) {
+  std::shared_ptr<RequestContext> ended;  // released outside the lock
+  std::lock_guard lock(mu_);
+  auto it = in_flight_.find(jsonrpc::id_key(id));
+  if (it == in_flight_.end()) return;
+  ended = std::move(it->second);
+  in_flight_.erase(it);
+}
+
+std::shared_ptr<RequestContext> Session::find_request(const Json& id) const {
+  std::lock_guard lock(mu_);
+  auto it = in_flight_.find(jsonrpc::id_key(id));
+  return it == in_flight_.end() ? nullptr : it->second;
+}
+
+size_t Session::requests_in_flight() const {
+  std::lock_guard lock(mu_);
+  return in_flight_.size();
+}
+
+Json Session::expect_client_response(ClientResponseCallback done) {
+  bool closed = false;
+  Json id;
+  {
+    std::lock_guard lock(mu_);
+    id = "kforge-" + std::to_string(next_client_request_id_++);
+    closed = closed_;
+    if (!closed) awaiting_client_.emplace(jsonrpc::id_key(id), std::move(done));
+  }
+  if (closed) done(unavailable("the MCP session has ended"));
+  return id;
+}
+
+bool Session::deliver_client_response(const Json& id, StatusOr<Json> result) {
+  ClientResponseCallback done;
+  {
+    std::lock_guard lock(mu_);
+    auto it = awaiting_client_.find(jsonrpc::id_key(id));
+    if (it == awaiting_client_.end()) return false;
+    done = std::move(it->second);
+    awaiting_client_.erase(it);
+  }
+  done(std::move(result));
+  return true;
+}
+
+void Session::abandon_client_request(const Json& id, const Status& why) {
+  deliver_client_response(id, why);
+}
+
+std::shared_ptr<MessageSink> Session::set_standalone_sink(std::shared_ptr<MessageSink> sink) {
+  std::lock_guard lock(mu_);
+  if (closed_) return sink;  // the caller closes it: a closed session takes no stream
+  return std::exchange(standalone_, std::move(sink));
+}
+
+void Session::clear_standalone_sink(const MessageSink* sink) {
+  std::shared_ptr<MessageSink> old;
+  std::lock_guard lock(mu_);
+  if (standalone_.get() == sink) old = std::move(standalone_);
+}
+
+bool Session::has_standalone_sink() const {
+  std::lock_guard lock(mu_);
+  return standalone_ != nullptr;
+}
+
+bool Session::send_standalone(const Json& message) {
+  std::shared_ptr<MessageSink> sink;
+  {
+    std::lock_guard lock(mu_);
+    sink = standalone_;
+  }
+  return sink != nullptr && sink->send(message);
+}
+
+void Session::touch(std::chrono::steady_clock::time_point now) {
+  std::lock_guard lock(mu_);
+  if (now > last_active_) last_active_ = now;
+}
+
+std::chrono::steady_clock::time_point Session::last_active() const {
+  std::lock_guard lock(mu_);
+  return last_active_;
+}
+
+bool Session::idle() const {
+  std::lock_guard lock(mu_);
+  return in_flight_.empty() && awaiting_client_.empty() && standalone_ == nullptr;
+}
+
+void Session::close() {
+  std::shared_ptr<MessageSink> sink;
+  std::map<std::string, ClientResponseCallback> awaiting;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+    sink = std::move(standalone_);
+    awaiting.swap(awaiting_client_);
+  }
+  if (sink) sink->close();
+  for (auto& [key, done] : awaiting) {
+    done(unavailable("the MCP session has ended"));
+  }
+}
+
+bool Session::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
+
+}  // namespace kforge::frontends::mcp

@@ -1,0 +1,118 @@
+// Session: the protocol state of one MCP client connection, whatever the transport (a
+// Streamable HTTP session identified by Mcp-Session-Id, or the single stdio session).
+//
+// It holds what `initialize` negotiated (protocol version, client capabilities), the logging
+// level, the requests in flight (so `notifications/cancelled` can find them), the requests the
+// server sent to the client and awaits answers for (sampling, elicitation), and the channel
+// for messages that belong to no request (the HTTP GET stream, or stdout).
+//
+// Thread-safety: every method is thread-safe. Callbacks run without the lock held.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/common/json.h"
+#include "kforge/common/status.h"
+#include "kforge/frontends/mcp/protocol.h"
+
+namespace kforge::frontends::mcp {
+
+class RequestContext;
+
+// Where messages go that belong to no request. send() returns false if the channel is gone.
+class MessageSink {
+ public:
+  virtual ~MessageSink() = default;
+  virtual bool send(const Json& message) = 0;
+  // Ends the channel (e.g. closes the GET stream). Idempotent.
+  virtual void close() = 0;
+};
+
+class Session {
+ public:
+  using ClientResponseCallback = std::function<void(StatusOr<Json>)>;
+
+  // `id` is the Mcp-Session-Id (empty for stdio).
+  explicit Session(std::string id);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& id() const { return id_; }
+
+  // ---- lifecycle ----
+  // Records the outcome of `initialize`.
+  void set_initialized(std::string version, Json client_capabilities, Json client_info);
+  // The negotiated version; nullopt until `initialize` was answered.
+  std::optional<std::string> protocol_version() const;
+  // The negotiated version, or the latest before initialize (for formatting replies).
+  std::string effective_version() const;
+  // True when the client declared capability `name` (e.g. "sampling", "elicitation").
+  bool client_has_capability(std::string_view name) const;
+  void mark_initialized_notification();
+
+  // ---- logging/setLevel ----
+  void set_log_level(LogLevel level);
+  // Whether a notifications/message of `level` may be sent (at or above the set level;
+  // before any setLevel, warning and above).
+  bool log_enabled(LogLevel level) const;
+
+  // ---- requests in flight ----
+  // kAlreadyExists when a request with the same id is still in flight.
+  Status begin_request(const Json& id, std::shared_ptr<RequestContext> context);
+  void end_request(const Json& id);
+  std::shared_ptr<RequestContext> find_request(const Json& id) const;
+  size_t requests_in_flight() const;
+
+  // ---- server -> client requests ----
+  // Registers a request the server is about to send; returns its id. `done` is called once
+  // with the client's result or an error (client error response, session closed).
+  Json expect_client_response(ClientResponseCallback done);
+  // Delivers a response message from the client; false if no request awaited it.
+  bool deliver_client_response(const Json& id, StatusOr<Json> result);
+  // Fails an awaited client request (e.g. its reply channel closed).
+  void abandon_client_request(const Json& id, const Status& why);
+
+  // ---- messages outside any request ----
+  // Installs the channel; returns the previous one (the caller closes it).
+  std::shared_ptr<MessageSink> set_standalone_sink(std::shared_ptr<MessageSink> sink);
+  // Removes `sink` if it is still the installed one.
+  void clear_standalone_sink(const MessageSink* sink);
+  bool has_standalone_sink() const;
+  // Sends on the standalone channel; false when there is none or it is gone.
+  bool send_standalone(const Json& message);
+
+  // ---- activity and end ----
+  void touch(std::chrono::steady_clock::time_point now);
+  std::chrono::steady_clock::time_point last_active() const;
+  // No requests in flight, no awaited client responses and no open stream.
+  bool idle() const;
+  // Ends the session: closes the standalone channel and fails awaited client requests.
+  // Requests in flight still answer on their own channels (a session end is not a cancel).
+  void close();
+  bool closed() const;
+
+ private:
+  const std::string id_;
+  mutable std::mutex mu_;
+  std::optional<std::string> version_;                                // guarded by mu_
+  Json client_capabilities_ = Json::object();                         // guarded by mu_
+  Json client_info_ = Json::object();                                 // guarded by mu_
+  bool initialized_notification_ = false;                             // guarded by mu_
+  std::optional<LogLevel> log_level_;                                 // guarded by mu_
+  std::map<std::string, std::shared_ptr<RequestContext>> in_flight_;  // guarded by mu_
+  std::map<std::string, ClientResponseCallback> awaiting_client_;     // guarded by mu_
+  int64_t next_client_request_id_ = 1;                                // guarded by mu_
+  std::shared_ptr<MessageSink> standalone_;                           // guarded by mu_
+  std::chrono::steady_clock::time_point last_active_;                 // guarded by mu_
+  bool closed_ = false;                                               // guarded by mu_
+};
+
+}  // namespace kforge::frontends::mcp

@@ -1,0 +1,73 @@
+// The stdio transport: newline-delimited JSON-RPC on a pair of file descriptors (stdin and
+// stdout of `kforge mcp`), one session for the process.
+//
+// - Each line is one message (or, in a 2025-03-26 session, a batch array). Every message
+//   written is compact JSON on one line, flushed at once; nothing else is ever written to
+//   the output (logs go to stderr).
+// - The reader never waits for a tool: tools/call runs on the dispatcher's executor, so
+//   requests are served concurrently and `notifications/cancelled` is read while a tool runs.
+// - run() returns at end of input (the client closed stdin), on a read error, or after stop()
+//   (e.g. from a signal-handling thread).
+// - A line longer than `max_message_bytes` is skipped and answered with -32600 (id null);
+//   invalid JSON with -32700.
+//
+// Example:
+//   StdioTransport transport(dispatcher, STDIN_FILENO, STDOUT_FILENO, {});
+//   Status s = transport.run();  // blocks until EOF
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kforge/common/status.h"
+#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/session.h"
+
+namespace kforge::frontends::mcp {
+
+// Writes one JSON message per line to a file descriptor; thread-safe. After a write error
+// (the reader went away) every later send returns false.
+class LineWriter : public MessageSink {
+ public:
+  explicit LineWriter(int fd) : fd_(fd) {}
+  bool send(const Json& message) override;
+  void close() override {}
+
+ private:
+  const int fd_;
+  std::mutex mu_;
+  bool broken_ = false;  // guarded by mu_
+};
+
+class StdioTransport {
+ public:
+  struct Options {
+    size_t max_message_bytes = size_t{16} << 20;
+  };
+
+  StdioTransport(const Dispatcher& dispatcher, int in_fd, int out_fd, Options options);
+  ~StdioTransport();
+  StdioTransport(const StdioTransport&) = delete;
+  StdioTransport& operator=(const StdioTransport&) = delete;
+
+  // Serves until end of input or stop(). kIo for a read error.
+  Status run();
+  // Makes run() return soon; thread-safe, idempotent.
+  void stop();
+
+  const std::shared_ptr<Session>& session() const { return session_; }
+
+ private:
+  void handle_line(std::string_view line);
+
+  const Dispatcher& dispatcher_;
+  const int in_fd_;
+  const Options options_;
+  const std::shared_ptr<LineWriter> writer_;
+  const std::shared_ptr<Session> session_;
+  int wake_pipe_[2] = {-1, -1};  // stop() writes to [1]; run() polls [0]
+};
+
+}  // namespace kforge::frontends::mcp

@@ -1,0 +1,201 @@
+"""`kforge mcp` over raw stdio: one JSON message per line and nothing else on stdout, requests
+served concurrently (a running tool never blocks the reader), cancellation, batches in
+2025-03-26, errors for bad lines, and exit at end of input."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from integration.kforge_server import device_under_test, kforge_binary
+from integration.mcp_support import sleepy_args, stdio_command, worker_env
+
+
+class StdioPeer:
+    """A `kforge mcp` child with a reader thread collecting every stdout line."""
+
+    def __init__(
+        self, data_dir: Path | None, *extra: str, env: dict[str, str] | None = None
+    ) -> None:
+        """`kforge mcp --data-dir DATA_DIR EXTRA...`; with no data_dir, the default one."""
+        if data_dir is not None:
+            command, args = stdio_command(data_dir, *extra)
+        else:
+            command, args = str(kforge_binary()), ["mcp", "--devices", device_under_test(), *extra]
+        self.proc = subprocess.Popen(
+            [command, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **worker_env(), **(env or {})},
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.raw: list[bytes] = []
+        threading.Thread(target=self._read, daemon=True).start()
+        self.stderr: list[bytes] = []
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout
+        for line in self.proc.stdout:
+            self.raw.append(line)
+            self.lines.put(line)
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+
+    def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message: Any) -> None:
+        self.send_raw(json.dumps(message).encode() + b"\n")
+
+    def next_message(self, timeout_s: float = 60) -> Any:
+        return json.loads(self.lines.get(timeout=timeout_s))
+
+    def answer_to(self, request_id: Any, timeout_s: float = 60) -> dict[str, Any]:
+        """The response to `request_id`, skipping notifications."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            m = self.next_message(max(0.1, deadline - time.monotonic()))
+            if isinstance(m, dict) and m.get("id") == request_id and "method" not in m:
+                return m
+
+    def initialize(self, version: str = "2025-11-25") -> dict[str, Any]:
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": version,
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        answer = self.answer_to(0)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return answer
+
+    def close_and_wait(self, timeout_s: float = 60) -> int:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        return self.proc.wait(timeout=timeout_s)
+
+
+def call(peer: StdioPeer, request_id: Any, name: str, args: dict[str, Any], **meta: Any) -> None:
+    params: dict[str, Any] = {"name": name, "arguments": args}
+    if meta:
+        params["_meta"] = meta
+    peer.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+
+def test_stdio_protocol(tmp_path: Path) -> None:
+    peer = StdioPeer(tmp_path / "data", "--max-message-mb", "1")
+    try:
+        peer.send({"jsonrpc": "2.0", "id": "early", "method": "tools/list"})
+        early = peer.answer_to("early")
+        assert early["error"]["code"] == -32600 and "initialize" in early["error"]["message"]
+        assert peer.initialize()["result"]["protocolVersion"] == "2025-11-25"
+
+        peer.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method":\n')
+        assert peer.next_message()["error"]["code"] == -32700
+        peer.send_raw(
+            b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"p":"' + b"x" * (2 << 20) + b'"}}\n'
+        )
+        too_big = peer.next_message()
+        assert (
+            too_big["error"]["code"] == -32600
+            and "exceeds the limit" in too_big["error"]["message"]
+        )
+        peer.send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+        assert peer.answer_to(3)["result"] == {}
+        peer.send([{"jsonrpc": "2.0", "id": 4, "method": "ping"}])
+        assert "only 2025-03-26" in peer.next_message()["error"]["message"]
+
+        # A long tool call does not block the reader: ping is answered while it runs, and
+        # notifications/cancelled reaches it.
+        call(peer, 10, "evaluate_kernel", sleepy_args(), progressToken="p10")
+        job_id, phase = None, ""
+        while job_id is None or "correctness" not in phase:
+            message = peer.next_message(120)
+            assert message.get("id") != 10, message
+            if message.get("method") == "notifications/progress":
+                job_id = message["params"]["_meta"]["kforge/job_id"]
+                phase = message["params"].get("message", "")
+        peer.send({"jsonrpc": "2.0", "id": 11, "method": "ping"})
+        assert peer.answer_to(11, timeout_s=5)["result"] == {}
+        peer.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 10}}
+        )
+        status = "running"
+        for attempt in range(100):
+            call(peer, 100 + attempt, "get_job_status", {"job_id": job_id})
+            status = peer.answer_to(100 + attempt)["result"]["structuredContent"]["status"]
+            if status not in ("queued", "running"):
+                break
+            time.sleep(0.1)
+        assert status == "cancelled"
+        assert peer.close_and_wait() == 0
+        # The cancelled request got no response, and stdout held only JSON-RPC messages.
+        messages = [json.loads(line) for line in peer.raw]
+        assert all(m.get("jsonrpc") == "2.0" for m in messages)
+        assert not any(m.get("id") == 10 for m in messages)
+    finally:
+        if peer.proc.poll() is None:
+            peer.proc.kill()
+
+
+def test_stdio_batches_in_2025_03_26(tmp_path: Path) -> None:
+    peer = StdioPeer(tmp_path / "data")
+    try:
+        peer.initialize("2025-03-26")
+        peer.send(
+            [
+                {"jsonrpc": "2.0", "id": "a", "method": "ping"},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": "b", "method": "tools/call",
+                 "params": {"name": "get_server_stats", "arguments": {}}},
+            ]
+        )  # fmt: skip
+        answers = peer.next_message()
+        assert sorted(a["id"] for a in answers) == ["a", "b"]
+        stats = next(a for a in answers if a["id"] == "b")["result"]
+        assert "structuredContent" not in stats  # 2025-03-26 has no structured content
+        started = time.monotonic()
+        assert peer.close_and_wait() == 0
+        assert time.monotonic() - started < 30
+    finally:
+        if peer.proc.poll() is None:
+            peer.proc.kill()
+
+
+def test_default_data_dirs_of_concurrent_processes(tmp_path: Path) -> None:
+    """Without --data-dir, `kforge mcp` keeps its jobs in ~/.cache/kforge/mcp-data
+    ($XDG_CACHE_HOME/kforge); a second process (another editor window) takes mcp-data-2."""
+    peers = []
+    try:
+        for _ in range(2):
+            peer = StdioPeer(None, env={"XDG_CACHE_HOME": str(tmp_path)})
+            assert peer.initialize()["result"]["serverInfo"]["name"] == "kforge"
+            peers.append(peer)
+        root = tmp_path / "kforge"
+        assert (root / "mcp-data" / "kforge.db").exists()
+        assert (root / "mcp-data-2" / "kforge.db").exists()
+        for peer in peers:
+            assert peer.close_and_wait() == 0
+    finally:
+        for peer in peers:
+            if peer.proc.poll() is None:
+                peer.proc.kill()

@@ -1,0 +1,116 @@
+#include "kforge/frontends/mcp/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include "kforge/frontends/mcp/kernel_tool_schemas.h"
+
+namespace kforge::frontends::mcp {
+namespace {
+
+const Json kSchema = Json::parse(R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "minLength": 1},
+    "count": {"type": "integer", "minimum": 1, "maximum": 10},
+    "ratio": {"type": "number", "exclusiveMinimum": 0},
+    "mode": {"type": "string", "enum": ["fast", "slow"]},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+    "nested": {"type": "object", "properties": {"flag": {"type": "boolean"}}, "required": ["flag"]},
+    "either": {"type": ["string", "null"]},
+    "anything": {"description": "no constraint"}
+  },
+  "required": ["name"],
+  "additionalProperties": false
+})");
+
+std::string error_of(const Json& value) {
+  Status s = validate_json(kSchema, value);
+  return s.is_ok() ? std::string("ok") : s.to_string();
+}
+
+TEST(JsonSchemaTest, AcceptsConformingValues) {
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x"})")), "ok");
+  EXPECT_EQ(error_of(Json::parse(
+                R"({"name":"x","count":5.0,"ratio":0.5,"mode":"fast","tags":["a"],
+                    "nested":{"flag":true},"either":null,"anything":[1,{"a":2}]})")),
+            "ok");
+}
+
+TEST(JsonSchemaTest, ReportsThePathAndTheReason) {
+  EXPECT_EQ(error_of(Json::array()), "arguments: must be an object, got array");
+  EXPECT_EQ(error_of(Json::object()), "name: is required");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":""})")), "name: must not be empty");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","count":0})")), "count: must be at least 1, got 0");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","count":2.5})")),
+            "count: must be an integer, got number");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","ratio":0})")),
+            "ratio: must be greater than 0, got 0");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","mode":"warp"})")),
+            "mode: must be one of \"fast\", \"slow\", got \"warp\"");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","tags":["a",3]})")),
+            "tags[1]: must be a string, got integer");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","tags":["a","b","c"]})")),
+            "tags: must have at most 2 items");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","nested":{}})")), "nested.flag: is required");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","either":1})")),
+            "either: must be a string or null, got integer");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","nmae":"y"})")),
+            "nmae: is not a known field (expected one of: anything, count, either, mode, name, "
+            "nested, ratio, tags)");
+}
+
+TEST(JsonSchemaTest, RefusesKeywordsItCannotCheck) {
+  EXPECT_TRUE(check_supported_schema(kSchema).is_ok());
+  Status s = check_supported_schema(
+      Json::parse(R"({"type":"object","properties":{"a":{"anyOf":[{"type":"string"}]}}})"));
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.field_path(), "schema.properties.a.anyOf");
+  EXPECT_FALSE(check_supported_schema(Json::parse(R"({"type":"strnig"})")).is_ok());
+  EXPECT_FALSE(check_supported_schema(Json::parse(R"({"minLength":-1})")).is_ok());
+  EXPECT_FALSE(check_supported_schema(Json::parse(R"({"pattern":"^a"})")).is_ok());
+}
+
+TEST(JsonSchemaTest, LocalReferencesToDefs) {
+  const Json schema = Json::parse(R"({
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"address": {"type": "object", "properties": {"city": {"type": "string"}}}},
+    "properties": {"home": {"$ref": "#/$defs/address"}},
+    "additionalProperties": false
+  })");
+  ASSERT_TRUE(check_supported_schema(schema).is_ok());
+  EXPECT_TRUE(validate_json(schema, Json::parse(R"({"home":{"city":"Paris"}})")).is_ok());
+  EXPECT_EQ(validate_json(schema, Json::parse(R"({"home":{"city":7}})")).to_string(),
+            "home.city: must be a string, got integer");
+  EXPECT_EQ(check_supported_schema(Json::parse(R"({"$ref":"#/$defs/missing"})")).field_path(),
+            "schema.$ref");
+  EXPECT_FALSE(check_supported_schema(Json::parse(R"({"$ref":"http://x/schema"})")).is_ok());
+}
+
+TEST(JsonSchemaTest, TheKernelToolSchemasAreFullySupported) {
+  for (KernelTool tool : {KernelTool::kEvaluate, KernelTool::kCompare, KernelTool::kValidate}) {
+    EXPECT_TRUE(check_supported_schema(kernel_tool_input_schema(tool)).is_ok());
+  }
+  EXPECT_TRUE(check_supported_schema(job_view_schema()).is_ok());
+  EXPECT_TRUE(check_supported_schema(server_stats_schema()).is_ok());
+  EXPECT_TRUE(check_supported_schema(job_status_input_schema()).is_ok());
+}
+
+TEST(JsonSchemaTest, KernelToolSchemaChecksNestedIoContracts) {
+  const Json& schema = kernel_tool_input_schema(KernelTool::kCompare);
+  Json args = {
+      {"ref_kernel_source", "x"},
+      {"ref_kernel_type", "torch"},
+      {"custom_kernel_source", "y"},
+      {"custom_kernel_type", "triton"},
+      {"custom_kernel_io", {{"args", Json::array({{{"name", "x"}, {"role", "sideways"}}})}}}};
+  Status s = validate_json(schema, args);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.field_path(), "custom_kernel_io.args[0].role");
+  args["custom_kernel_io"]["args"][0]["role"] = "output";
+  args["custom_kernel_type"] = "julia";
+  EXPECT_EQ(validate_json(schema, args).field_path(), "custom_kernel_type");
+}
+
+}  // namespace
+}  // namespace kforge::frontends::mcp

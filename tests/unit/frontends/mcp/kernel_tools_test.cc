@@ -1,0 +1,162 @@
+#include "kforge/frontends/mcp/kernel_tools.h"
+
+#include <gtest/gtest.h>
+
+#include "fakes/fake_job_service.h"
+#include "frontends/mcp/mcp_test_support.h"
+#include "kforge/frontends/mcp/dispatcher.h"
+
+namespace kforge::frontends::mcp {
+namespace {
+
+using std::chrono::seconds;
+using testing::message_of;
+using testing::RecordingChannel;
+using testing::rpc_request;
+
+const char* kTorch =
+    "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x): return x\n";
+
+class KernelToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(add_kernel_tools(catalog_.tools, jobs_, threads_.executor()).is_ok());
+    dispatcher_ = std::make_unique<Dispatcher>(catalog_, threads_.executor());
+    auto init = std::make_shared<RecordingChannel>();
+    dispatcher_->handle(
+        session_, message_of(rpc_request(0, "initialize", testing::initialize_params())), init);
+    ASSERT_TRUE(init->response());
+  }
+
+  std::shared_ptr<RecordingChannel> call(const Json& id, const std::string& tool, Json args,
+                                         bool progress = false) {
+    auto channel = std::make_shared<RecordingChannel>();
+    Json params = {{"name", tool}, {"arguments", std::move(args)}};
+    if (progress) params["_meta"] = {{"progressToken", "p"}};
+    dispatcher_->handle(session_, message_of(rpc_request(id, "tools/call", params)), channel);
+    return channel;
+  }
+
+  Json torch_args() { return Json{{"kernel_source", kTorch}, {"kernel_type", "torch"}}; }
+
+  Catalog catalog_;
+  testing::FakeJobService jobs_;
+  testing::ThreadExecutor threads_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::shared_ptr<Session> session_ = std::make_shared<Session>("k");
+};
+
+TEST_F(KernelToolsTest, RegistersTheCompatibleToolsInOrder) {
+  std::vector<std::string> names;
+  for (const Tool& t : catalog_.tools.tools())
+    names.push_back(t.spec.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"evaluate_kernel", "compare_kernels", "validate_kernel",
+                                      "get_job_status", "get_server_stats"}));
+  const Tool* evaluate = catalog_.tools.find("evaluate_kernel");
+  for (const char* arg :
+       {"kernel_source", "kernel_type", "reference_kernel_source", "reference_kernel_type",
+        "io_contract", "num_trials", "num_warmup", "enable_device_metrics", "rtol", "atol",
+        "timeout", "metadata", "reference_kernel_metadata"}) {
+    EXPECT_TRUE(evaluate->spec.input_schema["properties"].contains(arg)) << arg;
+  }
+  EXPECT_TRUE(evaluate->spec.long_running);
+}
+
+TEST_F(KernelToolsTest, EvaluateSubmitsReportsProgressAndAnswersWithTheJob) {
+  auto channel = call(1, "evaluate_kernel", torch_args(), /*progress=*/true);
+  ASSERT_TRUE(jobs_.wait_for_waiters(1, seconds(5)));
+  const std::string id = jobs_.job_ids().at(0);
+  auto submitted = jobs_.submitted_request(id);
+  EXPECT_EQ(submitted->timing.max_trials, 100);
+  EXPECT_EQ(submitted->timing.warmup_calls, 10);
+  ASSERT_TRUE(jobs_.start(id).is_ok());
+  ASSERT_TRUE(jobs_.report_progress(id, "correctness", 0.5).is_ok());
+  ASSERT_TRUE(jobs_
+                  .finish(id, Json{{"compiled", true},
+                                   {"correctness", true},
+                                   {"runtime_stats", {{"median", 0.25}, {"method", "cuda_event"}}}})
+                  .is_ok());
+  auto r = channel->response();
+  ASSERT_TRUE(r);
+  const Json& result = (*r)["result"];
+  EXPECT_FALSE(result.contains("isError"));
+  EXPECT_EQ(result["structuredContent"]["job_id"], id);
+  EXPECT_EQ(result["structuredContent"]["status"], "success");
+  EXPECT_EQ(result["content"][0]["text"].get<std::string>().rfind("Correct (job " + id, 0), 0u)
+      << result["content"][0];
+  std::vector<double> values;
+  for (const Json& m : channel->related()) {
+    if (m["method"] != "notifications/progress") continue;
+    values.push_back(m["params"]["progress"]);
+    EXPECT_EQ(m["params"]["_meta"]["kforge/job_id"], id);
+  }
+  ASSERT_GE(values.size(), 3u);
+  EXPECT_EQ(values.front(), 0);
+  EXPECT_EQ(values.back(), 100);
+  EXPECT_TRUE(std::is_sorted(values.begin(), values.end()));
+  EXPECT_TRUE(jobs_.wait_for_waiters(0, seconds(5)));
+}
+
+TEST_F(KernelToolsTest, KernelFailuresAreToolErrorsWithTheReason) {
+  auto channel = call(1, "evaluate_kernel", torch_args());
+  ASSERT_TRUE(jobs_.wait_for_waiters(1, seconds(5)));
+  const std::string id = jobs_.job_ids().at(0);
+  ASSERT_TRUE(jobs_
+                  .finish(id, Json{{"compiled", false},
+                                   {"correctness", false},
+                                   {"error_kind", "compile"},
+                                   {"compilation_error", "SyntaxError: line 3"}})
+                  .is_ok());
+  auto r = channel->response();
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["result"]["isError"], true);
+  EXPECT_EQ((*r)["result"]["content"][0]["text"],
+            "The kernel did not compile (job " + id + " on cpu) [compile]: SyntaxError: line 3");
+  EXPECT_EQ((*r)["result"]["structuredContent"]["kernel_exec_result"]["compiled"], false);
+
+  auto failed = call(2, "validate_kernel", torch_args());
+  ASSERT_TRUE(jobs_.wait_for_jobs(2, seconds(5)));
+  ASSERT_TRUE(jobs_.wait_for_waiters(1, seconds(5)));
+  ASSERT_TRUE(jobs_.fail(jobs_.job_ids().at(1), "no worker could start").is_ok());
+  EXPECT_EQ((*failed->response())["result"]["isError"], true);
+}
+
+TEST_F(KernelToolsTest, CancellingTheRequestCancelsTheJob) {
+  auto channel = call(7, "compare_kernels",
+                      Json{{"ref_kernel_source", kTorch},
+                           {"ref_kernel_type", "torch"},
+                           {"custom_kernel_source", kTorch},
+                           {"custom_kernel_type", "torch"}});
+  ASSERT_TRUE(jobs_.wait_for_waiters(1, seconds(5)));
+  const std::string id = jobs_.job_ids().at(0);
+  dispatcher_->handle(
+      session_,
+      message_of(jsonrpc::make_notification("notifications/cancelled", Json{{"requestId", 7}})),
+      nullptr);
+  EXPECT_TRUE(channel->wait_abandoned());
+  for (int i = 0; i < 500; ++i) {
+    if (jobs_.get(id)->state == jobs::JobState::kCancelled) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(jobs_.get(id)->state, jobs::JobState::kCancelled);
+  EXPECT_NE(jobs_.get(id)->error.find("notifications/cancelled"), std::string::npos);
+  EXPECT_TRUE(jobs_.wait_for_waiters(0, seconds(5)));
+  EXPECT_EQ(channel->response_count(), 0);
+}
+
+TEST_F(KernelToolsTest, RejectedSubmitsAndUnknownJobsAreToolErrors) {
+  jobs_.set_submit_error(invalid_argument("unknown device 'cuda:9'", "device"));
+  auto r = call(1, "evaluate_kernel", torch_args())->response();
+  EXPECT_EQ((*r)["result"]["isError"], true);
+  EXPECT_NE((*r)["result"]["content"][0]["text"].get<std::string>().find("device: unknown device"),
+            std::string::npos);
+  auto missing = call(2, "get_job_status", Json{{"job_id", "nope"}})->response();
+  EXPECT_EQ((*missing)["result"]["isError"], true);
+  auto stats = call(3, "get_server_stats", Json::object())->response();
+  EXPECT_FALSE((*stats)["result"].contains("isError"));
+  EXPECT_TRUE((*stats)["result"]["structuredContent"].is_object());
+}
+
+}  // namespace
+}  // namespace kforge::frontends::mcp

@@ -1,0 +1,123 @@
+#include "kforge/frontends/mcp/remote_job_service.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/thread_pool.hpp>
+#include <future>
+
+#include "fakes/fake_job_service.h"
+#include "frontends/http/server_harness.h"
+#include "kforge/jobs/job_view.h"
+
+namespace kforge::frontends::mcp {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST(RemoteJobServiceTest, JobViewsRoundTrip) {
+  jobs::JobRecord job;
+  job.id = "abc";
+  job.kind = model::JobKind::kCompare;
+  job.state = jobs::JobState::kSucceeded;
+  job.device = "cpu";
+  job.attempts = 1;
+  job.created_ms = 1790000000123;
+  job.finished_ms = 1790000001456;
+  job.result = {{"compiled", true}, {"speedup", 2.5}, {"ref_runtime", 1.0}};
+  auto back = job_record_from_view(jobs::job_response(job));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->id, "abc");
+  EXPECT_EQ(back->kind, model::JobKind::kCompare);
+  EXPECT_EQ(back->state, jobs::JobState::kSucceeded);
+  EXPECT_EQ(back->created_ms, job.created_ms);
+  EXPECT_EQ(back->finished_ms, job.finished_ms);
+  EXPECT_EQ(back->result["speedup"], 2.5);
+  EXPECT_EQ(jobs::job_response(*back)["speedup"], 2.5);
+  EXPECT_EQ(parse_iso8601_ms("yesterday"), 0);
+  EXPECT_FALSE(job_record_from_view(Json{{"status", "success"}}).is_ok());
+}
+
+TEST(RemoteJobServiceTest, ErrorBodiesBecomeTheSameStatus) {
+  Status s = status_from_error_body(
+      400, R"({"error":{"code":"invalid_argument","message":"bad","field":"kernel.io"}})");
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(s.field_path(), "kernel.io");
+  EXPECT_EQ(status_from_error_body(404, "").code(), ErrorCode::kNotFound);
+  EXPECT_EQ(status_from_error_body(502, "<html>").code(), ErrorCode::kUnavailable);
+}
+
+TEST(RemoteJobServiceTest, RefusesUrlsItCannotUse) {
+  EXPECT_FALSE(RestClient::create({"https://x", "", seconds(1)}).is_ok());
+  EXPECT_FALSE(RestClient::create({"http://", "", seconds(1)}).is_ok());
+  EXPECT_TRUE(RestClient::create({"http://[::1]:8000/prefix/", "", seconds(1)}).is_ok());
+}
+
+// The forwarding path end to end: RemoteJobService -> RestClient -> a real HttpServer with the
+// REST routes -> FakeJobService.
+TEST(RemoteJobServiceTest, ForwardsToTheRestApi) {
+  testing::FakeJobService backend;
+  boost::asio::thread_pool pool(2);
+  http::HttpServer::Options options;
+  options.port = 0;
+  options.token = "secret";
+  testing::ServerHarness harness(http::HttpServer::create(options, backend, pool));
+  ASSERT_TRUE(harness.ok());
+  const std::string url = "http://127.0.0.1:" + std::to_string(harness.port());
+
+  auto unauthorized = RestClient::create({url, "", seconds(5)});
+  RemoteJobService anonymous(std::move(unauthorized).value());
+  EXPECT_EQ(anonymous.get("x").status().code(), ErrorCode::kUnauthenticated);
+
+  RemoteJobService remote(RestClient::create({url, "secret", seconds(5)}).value(),
+                          milliseconds(20));
+  model::JobRequest request;
+  request.kernel.source_code = "import torch";
+  request.device = "cpu";
+  auto job = remote.submit(request);
+  ASSERT_TRUE(job.is_ok()) << job.status().to_string();
+  EXPECT_EQ(job->state, jobs::JobState::kQueued);
+  request.device = "tpu:0";
+  EXPECT_EQ(remote.submit(request).status().field_path(), "device");
+
+  std::promise<jobs::JobRecord> done;
+  std::promise<std::string> running;
+  bool running_set = false;
+  ASSERT_TRUE(remote
+                  .on_progress(job->id,
+                               [&](const jobs::JobProgress& p) {
+                                 if (!running_set && p.phase == "running") {
+                                   running_set = true;
+                                   running.set_value(p.job_id);
+                                 }
+                               })
+                  .is_ok());
+  ASSERT_TRUE(
+      remote.when_done(job->id, [&](const jobs::JobRecord& r) { done.set_value(r); }).is_ok());
+  ASSERT_TRUE(backend.start(job->id).is_ok());
+  auto running_future = running.get_future();
+  ASSERT_EQ(running_future.wait_for(seconds(5)), std::future_status::ready);
+  ASSERT_TRUE(backend.finish(job->id, Json{{"compiled", true}, {"correctness", true}}).is_ok());
+  auto done_future = done.get_future();
+  ASSERT_EQ(done_future.wait_for(seconds(5)), std::future_status::ready);
+  jobs::JobRecord finished = done_future.get();
+  EXPECT_EQ(finished.state, jobs::JobState::kSucceeded);
+  EXPECT_EQ(finished.result["correctness"], true);
+  EXPECT_TRUE(remote.cancel(job->id, "x").is_ok());  // finished: left as it was
+  EXPECT_EQ(remote.cancel("0123456789abcdef", "x").code(), ErrorCode::kNotFound);
+  request.device = "cpu";
+  auto second = remote.submit(request);
+  ASSERT_TRUE(second.is_ok());
+  ASSERT_TRUE(remote.cancel(second->id, "the agent gave up").is_ok());
+  auto cancelled = remote.get(second->id);
+  ASSERT_TRUE(cancelled.is_ok());
+  EXPECT_EQ(cancelled->state, jobs::JobState::kCancelled);
+  EXPECT_EQ(cancelled->error, "the agent gave up");
+  EXPECT_TRUE(remote.stats().is_object());
+  harness.stop();
+  pool.join();
+  EXPECT_TRUE(remote.stats().contains("error"));  // the server is gone
+}
+
+}  // namespace
+}  // namespace kforge::frontends::mcp

@@ -1,0 +1,123 @@
+#include "kforge/frontends/mcp/session_store.h"
+
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+
+#include "frontends/mcp/mcp_test_support.h"
+#include "kforge/frontends/mcp/request_context.h"
+
+namespace kforge::frontends::mcp {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::minutes;
+
+class SessionStoreTest : public ::testing::Test {
+ protected:
+  SessionStore::Options options(size_t max = 100) {
+    SessionStore::Options o;
+    o.idle_ttl = hours(24);
+    o.max_sessions = max;
+    o.clock = [this] { return now_; };
+    return o;
+  }
+  std::chrono::steady_clock::time_point now_ = std::chrono::steady_clock::now();
+};
+
+class NullSink : public MessageSink {
+ public:
+  bool send(const Json&) override { return true; }
+  void close() override { closed = true; }
+  bool closed = false;
+};
+
+TEST_F(SessionStoreTest, IdsAreRandomVisibleAscii) {
+  SessionStore store(options());
+  std::set<std::string> ids;
+  for (int i = 0; i < 50; ++i) {
+    auto s = store.create();
+    ASSERT_TRUE(s.is_ok());
+    EXPECT_TRUE(std::regex_match((*s)->id(), std::regex("[0-9a-f]{32}")));
+    ids.insert((*s)->id());
+  }
+  EXPECT_EQ(ids.size(), 50u);
+  EXPECT_EQ(store.size(), 50u);
+}
+
+TEST_F(SessionStoreTest, UnknownAndRemovedSessionsAreNotFound) {
+  SessionStore store(options());
+  auto s = store.create();
+  ASSERT_TRUE(s.is_ok());
+  const std::string id = (*s)->id();
+  EXPECT_TRUE(store.find(id).is_ok());
+  EXPECT_EQ(store.find("nope").status().code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(store.remove(id));
+  EXPECT_TRUE((*s)->closed());
+  EXPECT_EQ(store.find(id).status().code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(store.remove(id));
+}
+
+TEST_F(SessionStoreTest, IdleSessionsExpireButBusyOnesDoNot) {
+  SessionStore store(options());
+  auto idle = store.create();
+  auto busy = store.create();
+  auto streaming = store.create();
+  ASSERT_TRUE(idle.is_ok() && busy.is_ok() && streaming.is_ok());
+  auto ctx = std::make_shared<RequestContext>(*busy, 1, "tools/call", nullptr,
+                                              std::make_shared<testing::RecordingChannel>());
+  ASSERT_TRUE((*busy)->begin_request(1, ctx).is_ok());
+  auto sink = std::make_shared<NullSink>();
+  (*streaming)->set_standalone_sink(sink);
+
+  now_ += hours(23);
+  EXPECT_TRUE(store.find((*idle)->id()).is_ok());  // activity restarts the clock
+  now_ += hours(23) + minutes(59);
+  EXPECT_TRUE(store.find((*idle)->id()).is_ok());
+  now_ += hours(25);
+  EXPECT_EQ(store.find((*idle)->id()).status().code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(store.find((*busy)->id()).is_ok());
+  EXPECT_TRUE(store.find((*streaming)->id()).is_ok());
+  EXPECT_FALSE(sink->closed);
+}
+
+TEST_F(SessionStoreTest, WhenFullTheLeastRecentlyUsedIdleSessionMakesRoom) {
+  SessionStore store(options(2));
+  auto a = store.create();
+  now_ += minutes(1);
+  auto b = store.create();
+  now_ += minutes(1);
+  ASSERT_TRUE(store.find((*a)->id()).is_ok());  // a is now more recent than b
+  auto c = store.create();
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(store.size(), 2u);
+  EXPECT_TRUE(store.find((*a)->id()).is_ok());
+  EXPECT_FALSE(store.find((*b)->id()).is_ok());
+  EXPECT_TRUE((*b)->closed());
+}
+
+TEST_F(SessionStoreTest, WhenEverySessionIsBusyCreationFails) {
+  SessionStore store(options(1));
+  auto a = store.create();
+  auto sink = std::make_shared<NullSink>();
+  (*a)->set_standalone_sink(sink);
+  auto b = store.create();
+  EXPECT_EQ(b.status().code(), ErrorCode::kResourceExhausted);
+}
+
+TEST_F(SessionStoreTest, DestroyingTheStoreClosesSessionsAndTheirStreams) {
+  auto sink = std::make_shared<NullSink>();
+  std::shared_ptr<Session> kept;
+  {
+    SessionStore store(options());
+    kept = *store.create();
+    kept->set_standalone_sink(sink);
+  }
+  EXPECT_TRUE(kept->closed());
+  EXPECT_TRUE(sink->closed);
+  EXPECT_FALSE(kept->send_standalone(Json::object()));
+}
+
+}  // namespace
+}  // namespace kforge::frontends::mcp
