@@ -4,6 +4,7 @@
 #   KFORGE_BIN   the binary (default: build/gpu/kforge, made by `scripts/package-gpu.sh`)
 #   OUT          where logs and raw numbers go (default: ./gpu-check-out)
 #   SKIP_WORKER_TESTS=1  skip tests/python (the worker package's own suite, ~2 min)
+#   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -20,14 +21,16 @@ record() { names+=("$1"); results+=("$2"); }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$KFORGE_BIN" --version
 
-if [[ -z "${SKIP_WORKER_TESTS:-}" ]]; then
+if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" ]]; then
   echo "== worker package tests (GPU tests included)"
   "$py" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$out/pytest-worker.log" | tail -3
   record "worker pytest (tests/python)" "$(grep -E 'passed|failed' "$out/pytest-worker.log" | tail -1)"
 fi
 
+if [[ -z "${ONLY_CUDA:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
-"$py" -m pytest -q -p no:cacheprovider tests/integration 2>&1 | tee "$out/pytest-integration.log" | tail -15
+"$py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' 2>&1 |
+  tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
@@ -40,6 +43,37 @@ record "bench p50 ratio" "$(grep '^p50 ratio' "$out/bench.log" | awk '{print $NF
 echo "== benchmark: does warming the next job processes disturb a running job's timing?"
 "$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 | tee "$out/interference.log" | tail -5
 record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/interference.log" | awk '{print $NF}')"
+
+fi
+
+echo "== cuda kernels (native worker, NVRTC, C ABI) against the real server on $KFORGE_TEST_DEVICE"
+"$py" -m pytest -q -p no:cacheprovider tests/integration/test_cuda_*.py 2>&1 |
+  tee "$out/pytest-cuda.log" | tail -15
+record "cuda pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-cuda.log" | tail -1)"
+"$py" -m pytest -q -p no:cacheprovider tests/python/test_cuda_abi.py 2>&1 |
+  tee "$out/pytest-cuda-abi.log" | tail -5
+record "cuda C ABI pytest (tests/python)" "$(grep -E 'passed|failed' "$out/pytest-cuda-abi.log" | tail -1)"
+
+echo "== benchmark: cuda evaluation latency (NVRTC, native worker) vs the Python paths"
+"$py" bench/cuda_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --out "$out/cuda_latency.json" 2>&1 |
+  tee "$out/cuda-latency.log" | tail -10
+cuda_row() { grep "^$1" "$out/cuda-latency.log" | awk '{print $(NF-2)" / "$(NF-1)" / "$NF}'; }
+record "cuda eval first/cached p50/cached p95 (s)" "$(cuda_row 'cuda (native')"
+record "cupy eval first/cached p50/p95 (s)" "$(cuda_row 'cupy')"
+record "torch_cuda eval first/cached p50/p95 (s)" "$(cuda_row 'torch_cuda')"
+record "cuda cached p50 (back to back) vs 0.15 s" "$(grep '^cuda cached p50' "$out/cuda-latency.log" | awk '{print $4" s "$NF}')"
+"$py" bench/cuda_latency.py --device "$KFORGE_TEST_DEVICE" --n 1048576 --jobs 20 --skip-load-inline \
+  2>&1 | tee "$out/cuda-latency-1m.log" | tail -6
+record "1M-element cuda eval first/p50/p95 (s)" "$(grep '^cuda (native' "$out/cuda-latency-1m.log" | awk '{print $(NF-2)" / "$(NF-1)" / "$NF}')"
+record "1M-element cupy eval first/p50/p95 (s)" "$(grep '^cupy' "$out/cuda-latency-1m.log" | awk '{print $(NF-2)" / "$(NF-1)" / "$NF}')"
+"$py" bench/cuda_latency.py --device "$KFORGE_TEST_DEVICE" --pause-s 0.5 --jobs 20 --python-jobs 10 \
+  --skip-load-inline 2>&1 | tee "$out/cuda-latency-paused.log" | tail -6
+record "cuda eval 0.5 s apart first/p50/p95 (s)" "$(grep '^cuda (native' "$out/cuda-latency-paused.log" | awk '{print $(NF-2)" / "$(NF-1)" / "$NF}')"
+record "cupy eval 0.5 s apart first/p50/p95 (s)" "$(grep '^cupy' "$out/cuda-latency-paused.log" | awk '{print $(NF-2)" / "$(NF-1)" / "$NF}')"
+
+echo "== kforge timing vs ncu gpu__time_duration (memory-bound cuda kernel)"
+"$py" bench/cuda_ncu_check.py --kforge "$KFORGE_BIN" 2>&1 | tee "$out/ncu.log" | tail -5
+record "memory-bound kernel kforge / ncu (us)" "$(grep '^kforge vs ncu (us):' "$out/ncu.log" | cut -d: -f2-)"
 
 echo
 echo "== gpu-check summary ($(head -1 "$out/gpu.txt"))"

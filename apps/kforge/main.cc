@@ -5,6 +5,7 @@
 #include "mcp_command.h"
 #include "serve_command.h"
 #include "version.h"
+#include "worker_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kforge: compile, check and time GPU kernels (Triton, CUDA, PyTorch)"};
@@ -15,10 +16,13 @@ int main(int argc, char** argv) {
   CLI::App* serve_cmd = kforge::app::add_serve_command(app, serve);
   kforge::app::McpConfig mcp;
   CLI::App* mcp_cmd = kforge::app::add_mcp_command(app, mcp);
+  kforge::app::WorkerConfig worker;
+  CLI::App* worker_cuda_cmd = kforge::app::add_worker_command(app, worker);
 
   CLI11_PARSE(app, argc, argv);
   if (serve_cmd->parsed()) return kforge::app::run_serve(serve);
   if (mcp_cmd->parsed()) return kforge::app::run_mcp(mcp);
+  if (worker_cuda_cmd->parsed()) return kforge::app::run_worker_cuda(worker);
   std::cerr << app.help() << '\n';
   return 2;
 }

@@ -21,7 +21,7 @@ from kforge_worker.correctness import report_exception, run_correctness
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError
 from kforge_worker.kernels import ReferenceLoadError, SetupError, load_kernels
-from kforge_worker.loaders import LoadError, Runnable
+from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
 from kforge_worker.timing import TimingReport, time_cpu, time_cuda
@@ -80,7 +80,7 @@ def _run(job: JobSpec, device: WorkerDevice, result: JobResult, report: Progress
         result.compiled = True
         report_exception(result, e.cause, str(e))
         return
-    except InputError as e:
+    except (InputError, DeviceUnavailable) as e:
         result.compiled = True
         result.fail("runtime", str(e))
         return

@@ -30,6 +30,7 @@ from kforge_worker.inputs import (
 from kforge_worker.loaders import (
     LoadError,
     Runnable,
+    cuda_runnable,
     entry_runnable,
     load_module,
     model_class,
@@ -169,6 +170,8 @@ def load_kernels(job: JobSpec, device: torch.device) -> JobKernels:
             return _build_model(
                 kernel, module, init_inputs, model_seed, prefer_new=prefer_new, device=device
             )
+        if kernel.kernel_type == "cuda":
+            return cuda_runnable(kernel, module, cache, device)
         return entry_runnable(kernel, module)
 
     reference = None

@@ -13,7 +13,10 @@ user's file and line). Per kernel_type:
   num_warps=.., num_stages=..)` with the grid from io.launch.grid; a plain Python function
   (a wrapper) is called as `fn(*args, **meta)`.
 - multi_kernel: metadata.entry_point, called like a Triton wrapper.
-- cuda: runs in the native CUDA worker, not here.
+- cuda: jobs whose kernels are all `cuda` run in the native CUDA worker. In a compare with
+  a Python kernel (a torch reference, say) the cuda kernel runs here, through the native
+  backend's C ABI (cuda_abi.py): compiled with NVRTC and launched on the torch tensors of
+  its IOContract's tensor arguments, in declared order, on torch's current stream.
 
 Errors while importing (syntax, import-time exceptions, extension builds) raise LoadError,
 which the pipeline reports as `compiled=false`.
@@ -37,6 +40,10 @@ import triton
 from kforge_worker.spec import KernelSpec
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
+
+
+class DeviceUnavailable(Exception):
+    """The kernel compiled but cannot run on this device (a `cuda` kernel without a GPU)."""
 
 
 class LoadError(Exception):
@@ -109,7 +116,8 @@ def import_source(source: str, role: str, scratch_dir: str) -> ModuleType:
 def load_module(kernel: KernelSpec, role: str, scratch_dir: str, cache_dir: str) -> ModuleType:
     """Imports the kernel's source (step 1 of loading). Raises LoadError."""
     if kernel.kernel_type == "cuda":
-        raise LoadError("kernel_type 'cuda' runs in the native CUDA worker")
+        # CUDA C++ source is compiled by cuda_runnable, not imported.
+        return ModuleType(f"kforge_cuda_{role}")
     if kernel.kernel_type not in ("torch", "torch_cuda", "triton", "multi_kernel"):
         raise LoadError(f"unknown kernel_type {kernel.kernel_type!r}")
     if kernel.kernel_type == "torch_cuda":
@@ -230,3 +238,42 @@ def entry_runnable(kernel: KernelSpec, module: ModuleType) -> Runnable:
         return launcher(*args, **kwargs, **options)
 
     return Runnable(kernel.kernel_type, name, call_kernel, True, module, warnings)
+
+
+def cuda_runnable(kernel: KernelSpec, module: ModuleType, cache_dir: str, device: Any) -> Runnable:
+    """A `cuda` kernel compiled and loaded through the C ABI. Raises LoadError (NVRTC's log)
+    or DeviceUnavailable (it compiled, but there is no CUDA device here)."""
+    from kforge_worker import cuda_abi
+
+    try:
+        compiled = cuda_abi.CudaKernel(kernel, cache_dir)
+    except cuda_abi.CudaCompileError as e:
+        raise LoadError("NVRTC could not compile the cuda kernel", str(e)) from e
+    except cuda_abi.CudaUnavailable as e:
+        if e.code == cuda_abi.ERROR_NO_DEVICE:
+            raise DeviceUnavailable(str(e)) from e
+        raise LoadError(f"cannot compile the cuda kernel: {e}") from e
+    except cuda_abi.CudaAbiError as e:
+        raise LoadError(f"the cuda kernel could not be loaded: {e}") from e
+    import torch
+
+    def invoke(args: list[Any], kwargs: dict[str, Any]) -> Any:
+        ptrs = []
+        for a in args:
+            if not isinstance(a, torch.Tensor):
+                continue
+            if a.device != device or not a.is_contiguous():
+                raise RuntimeError(
+                    f"a cuda kernel needs contiguous tensors on {device}, got one on {a.device}"
+                )
+            ptrs.append(a.data_ptr())
+        compiled.launch(ptrs, torch.cuda.current_stream(device).cuda_stream)
+        return None
+
+    name = kernel.entry_point or "kernel"
+    runnable = Runnable("cuda", name, invoke, passes_outputs=True, module=module)
+    runnable.module.__dict__["kforge_cuda_kernel"] = compiled  # lives as long as the job
+    log = compiled.info.get("log") or ""
+    if log:
+        runnable.warnings.append(f"NVRTC: {log}")
+    return runnable

@@ -17,7 +17,9 @@ std::string format_uuid(const CUuuid& u) {
   return buf;
 }
 
-StatusOr<GpuInfo> query(const DriverApi& api, int ordinal) {
+}  // namespace
+
+StatusOr<GpuInfo> query_gpu(const DriverApi& api, int ordinal) {
   GpuInfo info;
   info.index = ordinal;
   CUdevice dev = 0;
@@ -48,7 +50,9 @@ StatusOr<GpuInfo> query(const DriverApi& api, int ordinal) {
   return info;
 }
 
-}  // namespace
+std::string cuda_version_string(int driver_version) {
+  return std::to_string(driver_version / 1000) + "." + std::to_string((driver_version % 1000) / 10);
+}
 
 std::string GpuInfo::arch() const {
   std::string a = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
@@ -85,7 +89,7 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
   }
   std::vector<GpuInfo> gpus;
   for (int i = 0; i < count; ++i) {
-    auto info = query(**api, i);
+    auto info = query_gpu(**api, i);
     if (!info) {
       if (why_none != nullptr) *why_none = info.status().message();
       continue;

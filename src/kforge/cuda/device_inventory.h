@@ -29,6 +29,13 @@ struct GpuInfo {
   Json to_json() const;
 };
 
+// Facts about the GPU of driver ordinal `ordinal` (cuInit must have run: DriverApi::load).
+class DriverApi;
+StatusOr<GpuInfo> query_gpu(const DriverApi& api, int ordinal);
+
+// "13.0" for a driver version of 13000.
+std::string cuda_version_string(int driver_version);
+
 // Lists the visible GPUs. An empty list (not an error) when there is no driver or no
 // device; the reason is returned in `why_none`.
 std::vector<GpuInfo> list_gpus(std::string* why_none);

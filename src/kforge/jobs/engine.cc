@@ -10,7 +10,9 @@
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
 #include "kforge/cuda/device_inventory.h"
+#include "kforge/cuda/nvrtc_locator.h"
 #include "kforge/store/sqlite/sqlite_store.h"
+#include "kforge/workers/native_cuda_worker.h"
 #include "kforge/workers/python_worker.h"
 
 namespace kforge::jobs {
@@ -73,6 +75,19 @@ StatusOr<std::filesystem::path> find_worker_path() {
                    "; set --worker-path or KFORGE_WORKER_PATH");
 }
 
+std::filesystem::path find_cuda_abi_library(const std::filesystem::path& executable) {
+  if (const char* p = std::getenv("KFORGE_CUDA_ABI"); p != nullptr && *p != '\0') {  // NOLINT
+    return p;
+  }
+  const auto dir = executable.parent_path();
+  for (const auto& candidate :
+       {dir / "libkforge_cuda.so", dir.parent_path() / "lib" / "libkforge_cuda.so"}) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
+  }
+  return {};
+}
+
 StatusOr<Engine> build_engine(const EngineOptions& options) {
   std::error_code ec;
   auto data_dir = std::filesystem::absolute(options.data_dir, ec);
@@ -89,6 +104,15 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   std::string why_no_gpu;
   std::vector<cuda::GpuInfo> gpus = cuda::list_gpus(&why_no_gpu);
   if (gpus.empty()) KF_LOG_INFO("no GPU: {}", why_no_gpu);
+  std::filesystem::path executable = options.executable;
+  if (executable.empty()) {
+    KF_ASSIGN_OR_RETURN(executable, self_executable());
+  }
+  // Both workers find NVRTC through KFORGE_NVRTC_LIB: the worker Python's CUDA wheels first.
+  const std::string nvrtc_library = cuda::find_nvrtc_library(python).string();
+  const std::string cuda_abi = find_cuda_abi_library(executable).string();
+  KF_LOG_INFO("cuda: nvrtc={} c_abi={}", nvrtc_library.empty() ? "(library path)" : nvrtc_library,
+              cuda_abi.empty() ? "(not built)" : cuda_abi);
 
   // Which devices to serve.
   std::set<std::string> wanted;
@@ -135,6 +159,8 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     o.extra_env_names = options.worker_env;
     o.limits = limits;
     o.warm_children = gpu != nullptr ? options.warm_children_gpu : options.warm_children_cpu;
+    o.cuda_abi_library = cuda_abi;
+    o.nvrtc_library = nvrtc_library;
     if (gpu != nullptr) {
       o.cuda_visible_device = gpu->uuid;
       o.triton_arch = std::to_string(gpu->cc_major * 10 + gpu->cc_minor);
@@ -144,6 +170,24 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     }
     return std::make_unique<workers::PythonWorker>(std::move(o));
   };
+  auto make_native = [&](const std::string& device, const cuda::GpuInfo* gpu) {
+    workers::NativeCudaWorkerOptions o;
+    o.device = device;
+    o.executable = executable;
+    o.data_dir = data_dir;
+    o.nvrtc_library = nvrtc_library;
+    o.extra_env_names = options.worker_env;
+    o.limits = limits;
+    o.warm_children =
+        gpu != nullptr ? options.warm_cuda_workers_gpu : options.warm_cuda_workers_cpu;
+    if (gpu != nullptr) {
+      o.cuda_visible_device = gpu->uuid;
+      o.device_info = gpu->to_json();
+    } else {
+      o.why_no_gpu = gpus.empty() ? why_no_gpu : std::string();
+    }
+    return std::make_unique<workers::NativeCudaWorker>(std::move(o));
+  };
   if (want_cpu) {
     DeviceWorkers d;
     d.device = {"cpu", false};
@@ -152,6 +196,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
                    {"threads", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))},
                    {"memory_bytes", physical_memory_bytes()}};
     d.by_type["python"] = make_python("cpu", nullptr);
+    d.by_type["cuda"] = make_native("cpu", nullptr);
     devices.push_back(std::move(d));
   }
   for (const auto& g : gpus) {
@@ -162,6 +207,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     d.facts = g.to_json();
     d.facts["kind"] = "gpu";
     d.by_type["python"] = make_python(name, &g);
+    d.by_type["cuda"] = make_native(name, &g);
     devices.push_back(std::move(d));
   }
   if (devices.empty()) return invalid_argument("no devices to serve", "--devices");

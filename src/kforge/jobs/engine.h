@@ -27,6 +27,10 @@ struct EngineOptions {
   int max_attempts = 3;
   int warm_children_gpu = 3;  // warm child processes kept per GPU (see PythonWorkerOptions)
   int warm_children_cpu = 1;  // and on the cpu device
+  // Native CUDA worker processes (`kforge worker cuda`) kept started per GPU / on cpu.
+  int warm_cuda_workers_gpu = 3;
+  int warm_cuda_workers_cpu = 1;
+  std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
   std::string version = "dev";
 };
 
@@ -42,5 +46,8 @@ StatusOr<Engine> build_engine(const EngineOptions& options);
 std::string default_python();
 // The directory holding python/kforge_worker, searched upward from the executable.
 StatusOr<std::filesystem::path> find_worker_path();
+// libkforge_cuda.so (the C ABI the Python worker loads for `cuda` kernels): KFORGE_CUDA_ABI,
+// else next to the executable or in ../lib (the build tree); empty when absent.
+std::filesystem::path find_cuda_abi_library(const std::filesystem::path& executable);
 
 }  // namespace kforge::jobs

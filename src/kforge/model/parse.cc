@@ -7,6 +7,7 @@
 #include <set>
 
 #include "kforge/common/base64.h"
+#include "kforge/model/cuda_options.h"
 
 namespace kforge::model {
 namespace {
@@ -428,6 +429,27 @@ std::string describe_inputs(const IOContract& io) {
   return out + "]";
 }
 
+// A `cuda` kernel is launched by kforge itself: it needs its name, launch dimensions and
+// arguments a C function can take, and only allow-listed NVRTC options.
+Status check_cuda_rules(const KernelCode& k, const JsonPath& p) {
+  if (k.entry_point().empty()) {
+    return field_error(p.key("metadata").key("kernel_name"),
+                       "is required for kernel_type 'cuda' (the __global__ function to launch)");
+  }
+  const LaunchConfig launch = k.io && k.io->launch ? *k.io->launch : LaunchConfig{};
+  if (!launch.grid || !launch.block) {
+    return field_error(p.key("io").key("launch").key(launch.grid ? "block" : "grid"),
+                       "is required for kernel_type 'cuda' ({x, y, z} or [x, y, z])");
+  }
+  for (size_t i = 0; k.io && i < k.io->args.size(); ++i) {
+    if (k.io->args[i].type == ArgType::kStr) {
+      return field_error(p.key("io").key("args").index(i).key("type"),
+                         "a cuda kernel cannot take a 'str' argument");
+    }
+  }
+  return parse_cuda_compile_options(k.metadata, p.key("metadata")).status();
+}
+
 Status check_kernel_rules(const KernelCode& k, std::string_view field) {
   JsonPath p(std::string{field});
   switch (k.kernel_type) {
@@ -452,10 +474,7 @@ Status check_kernel_rules(const KernelCode& k, std::string_view field) {
     case KernelType::kTorchCuda:
       break;
   }
-  if (k.kernel_type == KernelType::kCuda && k.entry_point().empty()) {
-    return field_error(p.key("metadata").key("kernel_name"),
-                       "is required for kernel_type 'cuda' (the __global__ function to launch)");
-  }
+  if (k.kernel_type == KernelType::kCuda) KF_RETURN_IF_ERROR(check_cuda_rules(k, p));
   if (k.io && !k.io->args.empty()) {
     // A Triton or multi_kernel wrapper may return its outputs; a CUDA kernel cannot.
     if (k.io->output_tensors().empty() && k.kernel_type == KernelType::kCuda) {

@@ -56,6 +56,8 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
     env["CUDA_VISIBLE_DEVICES"] = options_.cuda_visible_device;
     env["CUDA_MODULE_LOADING"] = "LAZY";
   }
+  if (!options_.cuda_abi_library.empty()) env["KFORGE_CUDA_ABI"] = options_.cuda_abi_library;
+  if (!options_.nvrtc_library.empty()) env["KFORGE_NVRTC_LIB"] = options_.nvrtc_library;
   if (options_.child_address_space_bytes) {
     env["KFORGE_CHILD_AS_BYTES"] = std::to_string(*options_.child_address_space_bytes);
   }

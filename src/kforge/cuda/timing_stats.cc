@@ -1,0 +1,88 @@
+#include "kforge/cuda/timing_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace kforge::cuda {
+
+Json TimingStats::to_json() const {
+  Json j = {{"mean", mean},
+            {"std", std},
+            {"min", min},
+            {"max", max},
+            {"median", median},
+            {"percentile_5", percentile_5},
+            {"percentile_95", percentile_95},
+            {"percentile_99", percentile_99},
+            {"trials", trials},
+            {"rse", rse},
+            {"method", method},
+            {"unit", "ms"},
+            {"l2_flush", l2_flush},
+            {"warmup_calls", warmup_calls},
+            {"stop_reason", stop_reason},
+            {"device_sync_median", nullptr}};
+  if (device_sync_median) j["device_sync_median"] = *device_sync_median;
+  return j;
+}
+
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double pos = static_cast<double>(sorted.size() - 1) * q / 100.0;
+  auto lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+double relative_standard_error(const std::vector<double>& samples) {
+  const size_t n = samples.size();
+  if (n < 2) return std::numeric_limits<double>::infinity();
+  double mean = std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(n);
+  if (mean <= 0) {
+    bool all_same =
+        std::all_of(samples.begin(), samples.end(), [&](double s) { return s == mean; });
+    return all_same ? 0.0 : std::numeric_limits<double>::infinity();
+  }
+  double var = 0;
+  for (double s : samples)
+    var += (s - mean) * (s - mean);
+  var /= static_cast<double>(n - 1);
+  return std::sqrt(var) / std::sqrt(static_cast<double>(n)) / mean;
+}
+
+std::string stop_reason(const std::vector<double>& samples, const model::TimingOptions& options,
+                        double elapsed_ms) {
+  const int n = static_cast<int>(samples.size());
+  if (n < std::max(1, options.min_trials)) return "";
+  if (n >= options.max_trials) return "max_trials";
+  if (elapsed_ms >= options.budget_ms) return "budget";
+  if (n >= 2 && relative_standard_error(samples) < options.rse_target) return "rse_target";
+  return "";
+}
+
+TimingStats compute_stats(const std::vector<double>& samples_ms, std::string method) {
+  TimingStats s;
+  s.method = std::move(method);
+  if (samples_ms.empty()) return s;
+  std::vector<double> v = samples_ms;
+  std::sort(v.begin(), v.end());
+  const auto n = static_cast<double>(v.size());
+  s.trials = static_cast<int>(v.size());
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / n;
+  double var = 0;
+  for (double x : v)
+    var += (x - s.mean) * (x - s.mean);
+  s.std = v.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;
+  s.rse = v.size() > 1 ? relative_standard_error(v) : 0.0;
+  s.min = v.front();
+  s.max = v.back();
+  s.median = percentile(v, 50);
+  s.percentile_5 = percentile(v, 5);
+  s.percentile_95 = percentile(v, 95);
+  s.percentile_99 = percentile(v, 99);
+  return s;
+}
+
+}  // namespace kforge::cuda

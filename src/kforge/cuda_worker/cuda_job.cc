@@ -1,0 +1,273 @@
+#include "kforge/cuda_worker/cuda_job.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "kforge/cuda/compile_request.h"
+#include "kforge/cuda/device_inventory.h"
+#include "kforge/cuda/nvrtc_compiler.h"
+#include "kforge/cuda_worker/correctness.h"
+#include "kforge/cuda_worker/job_kernel.h"
+#include "kforge/cuda_worker/job_spec.h"
+
+namespace kforge::cuda_worker {
+namespace {
+
+constexpr double kExcessiveSpeedup = 10.0;
+
+Json base_metadata(const Json& spec, const WorkerRuntime& rt) {
+  Json kernel = spec.is_object() ? spec.value("kernel", Json::object()) : Json::object();
+  Json meta = {{"device",
+                spec.is_object() ? spec.value("device", rt.options().device) : rt.options().device},
+               {"gpu_type", nullptr},
+               {"gpu_id", nullptr},
+               {"cuda_version", nullptr},
+               {"kernel_type", kernel.value("kernel_type", "cuda")},
+               {"kernel_name", nullptr},
+               {"timing_method", nullptr},
+               {"seed", spec.is_object() ? spec.value("seed", Json()) : Json()},
+               {"inputs", Json::array()},
+               {"worker_runtime", "native"},
+               {"compile_arch", rt.arch()}};
+  if (kernel.contains("metadata") && kernel["metadata"].is_object()) {
+    const Json& m = kernel["metadata"];
+    if (m.contains("kernel_name")) meta["kernel_name"] = m["kernel_name"];
+    if (m.contains("entry_point") && m["entry_point"].is_string()) {
+      meta["kernel_name"] = m["entry_point"];
+    }
+  }
+  if (rt.device() != nullptr) {
+    const cuda::GpuInfo& g = rt.device()->info();
+    meta["gpu_type"] = g.name;
+    meta["gpu_id"] = std::atoi(rt.options().device.c_str() + 5);
+    meta["cuda_version"] = cuda::cuda_version_string(g.driver_version);
+  }
+  if (rt.nvrtc()) meta["nvrtc_version"] = rt.nvrtc()->version();
+  if (spec.is_object() && spec.contains("reference") && spec["reference"].is_object()) {
+    meta["ref_kernel_type"] = spec["reference"].value("kernel_type", "");
+  }
+  return meta;
+}
+
+class Pipeline {
+ public:
+  Pipeline(const NativeJob& job, WorkerRuntime& rt, JobResult& result, const ProgressFn& progress)
+      : job_(job), rt_(rt), result_(result), progress_(progress) {}
+
+  void run();
+
+ private:
+  void report(const std::string& phase, const std::string& message) {
+    if (progress_) progress_(phase, message, result_.to_json());
+  }
+  // Adds the time since the previous lap to metadata.phases_ms[name] (milliseconds).
+  void lap(const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    Json& phases = result_.metadata["phases_ms"];
+    if (!phases.is_object()) phases = Json::object();
+    phases[name] = phases.value(name, 0.0) +
+                   std::chrono::duration<double, std::milli>(now - last_lap_).count();
+    last_lap_ = now;
+  }
+  // Compiles one kernel; false (with the error in the result) when it does not compile.
+  bool compile(JobKernel& kernel, const std::string& field);
+  bool load(JobKernel& kernel);
+  std::optional<cuda::TimingReport> time(JobKernel& kernel, const std::vector<cuda::HostTensor>& t,
+                                         const std::string& who);
+  void timing();
+
+  const NativeJob& job_;
+  WorkerRuntime& rt_;
+  JobResult& result_;
+  const ProgressFn& progress_;
+  std::unique_ptr<cuda::NvrtcCompiler> compiler_;
+  JobKernel candidate_;
+  JobKernel reference_;
+  bool has_reference_ = false;
+  std::chrono::steady_clock::time_point last_lap_ = std::chrono::steady_clock::now();
+};
+
+bool Pipeline::compile(JobKernel& kernel, const std::string& field) {
+  const bool is_reference = kernel.role == "reference";
+  const std::string prefix = is_reference ? "reference kernel: " : "";
+  auto request = cuda::make_compile_request(*kernel.code, rt_.arch(), field);
+  if (!request.is_ok()) {
+    result_.compiled = is_reference;
+    result_.fail("compile", prefix + request.status().to_string());
+    return false;
+  }
+  auto compiled = compiler_->compile(*request);
+  if (!compiled.is_ok()) {
+    const Status& s = compiled.status();
+    if (s.code() == ErrorCode::kInvalidArgument) {
+      result_.compiled = is_reference;
+      result_.fail("compile", prefix + s.message());
+    } else {
+      result_.fail("worker", prefix + "NVRTC failed: " + s.message());
+    }
+    return false;
+  }
+  kernel.compiled = std::move(compiled).value();
+  Json info = {{"arch", kernel.compiled.kernel.arch},
+               {"format", kernel.compiled.kernel.format},
+               {"cache", kernel.compiled.cache_hit ? "hit" : "miss"},
+               {"compile_ms", kernel.compiled.compile_ms},
+               {"options", request->options},
+               {"log", kernel.compiled.kernel.log}};
+  result_.metadata[is_reference ? "ref_compile" : "compile"] = info;
+  if (!kernel.compiled.kernel.log.empty() && !is_reference) {
+    result_.warn("NVRTC: " + kernel.compiled.kernel.log);
+  }
+  return true;
+}
+
+bool Pipeline::load(JobKernel& kernel) {
+  const unsigned smem = static_cast<unsigned>(
+      kernel.io().launch ? kernel.io().launch->shared_mem_bytes.value_or(0) : 0);
+  auto loaded = cuda::LoadedKernel::load(rt_.device()->api_ptr(), kernel.compiled.kernel, smem);
+  if (!loaded.is_ok()) {
+    result_.fail("runtime", (kernel.role == "reference" ? "the reference kernel: " : "") +
+                                loaded.status().message());
+    return false;
+  }
+  kernel.loaded = std::move(loaded).value();
+  if (kernel.role == "candidate")
+    result_.metadata["kernel_attributes"] = kernel.loaded->attributes();
+  return true;
+}
+
+void Pipeline::run() {
+  if (!rt_.nvrtc()) {
+    result_.fail("worker", "NVRTC is unavailable in the native CUDA worker: " + rt_.nvrtc_error());
+    return;
+  }
+  std::filesystem::path cache;
+  if (!job_.cache_dir.empty()) cache = std::filesystem::path(job_.cache_dir) / "cuda";
+  auto compiler = cuda::NvrtcCompiler::create({rt_.nvrtc(), cache});
+  if (!compiler.is_ok()) {
+    result_.fail("worker", compiler.status().message());
+    return;
+  }
+  compiler_ = std::move(compiler).value();
+  candidate_ = {"candidate", &job_.request.kernel, {}, nullptr};
+  has_reference_ = job_.request.reference.has_value();
+  if (has_reference_) reference_ = {"reference", &*job_.request.reference, {}, nullptr};
+
+  report("loading", "compiling the kernel with NVRTC");
+  lap("setup");
+  const bool compiled = compile(candidate_, "kernel");
+  lap("compile");
+  if (!compiled) return;
+  if (has_reference_ && !compile(reference_, "reference")) {
+    result_.compiled = true;
+    return;
+  }
+  result_.compiled = true;
+  result_.metadata["input_source"] = "candidate_io";
+  result_.metadata["inputs"] = describe_inputs(candidate_.io());
+  if (rt_.device() == nullptr) {
+    result_.fail("runtime", rt_.no_device_reason() + "; the kernel compiled for " + rt_.arch() +
+                                " with NVRTC " + rt_.nvrtc()->version() +
+                                ", but kernel_type 'cuda' runs only on a GPU");
+    return;
+  }
+  const bool loaded = load(candidate_) && (!has_reference_ || load(reference_));
+  lap("load");
+  if (!loaded) return;
+
+  report("correctness", std::to_string(job_.request.num_correct_trials) + " correctness trial(s)");
+  CorrectnessContext ctx{*rt_.device(), candidate_, has_reference_ ? &reference_ : nullptr, job_,
+                         result_};
+  result_.correctness = run_correctness(ctx);
+  lap("correctness");
+  if (!result_.correctness || !job_.request.measure_performance) return;
+  timing();
+  lap("timing");
+}
+
+std::optional<cuda::TimingReport> Pipeline::time(JobKernel& kernel,
+                                                 const std::vector<cuda::HostTensor>& tensors,
+                                                 const std::string& who) {
+  auto bound = BoundLaunch::bind(*rt_.device(), kernel, tensors);
+  if (!bound.is_ok()) {
+    result_.fail("runtime", who + " could not be prepared for timing: " + bound.status().message());
+    return std::nullopt;
+  }
+  auto report =
+      rt_.timer()->time([&](CUstream s) { return bound->launch(s); }, job_.request.timing);
+  if (!report.is_ok()) {
+    result_.fail("runtime", who + " failed while being timed: " + report.status().message());
+    return std::nullopt;
+  }
+  return std::move(report).value();
+}
+
+void Pipeline::timing() {
+  const int trial = job_.request.num_correct_trials;  // a fresh input set, not a checked one
+  auto inputs = cuda::make_host_inputs(candidate_.io(), *job_.request.seed, trial);
+  lap("timing_inputs");
+  if (!inputs.is_ok()) {
+    result_.fail("runtime", "could not build the timing inputs: " + inputs.status().message());
+    return;
+  }
+  std::vector<cuda::HostTensor> tensors;
+  for (const auto& a : *inputs)
+    tensors.push_back(a.data);
+  if (has_reference_) {
+    report("timing_reference", "timing the reference");
+    auto ref_tensors = bind_reference_tensors(reference_.io(), *inputs);
+    if (!ref_tensors.is_ok()) {
+      result_.fail("runtime", ref_tensors.status().message());
+      return;
+    }
+    auto ref = time(reference_, *ref_tensors, "the reference kernel");
+    if (!ref) return;
+    result_.ref_runtime_stats = ref->stats;
+    result_.ref_runtime = ref->stats.median;
+  }
+  report("timing_candidate", "timing the kernel");
+  auto cand = time(candidate_, tensors, "the kernel");
+  if (!cand) return;
+  result_.runtime_stats = cand->stats;
+  result_.runtime = cand->stats.median;
+  result_.metadata["timing_method"] = cand->stats.method;
+  result_.metadata["l2_flush_bytes"] = rt_.timer()->flush_bytes();
+  for (const auto& w : cand->warnings)
+    result_.warn(w);
+  result_.add_check("launch_stream_only", cand->stream_skew.empty(), cand->stream_skew, false);
+  if (result_.ref_runtime_stats && cand->stats.median > 0) {
+    double speedup = result_.ref_runtime_stats->median / cand->stats.median;
+    result_.speedup = speedup;
+    bool plausible = speedup <= kExcessiveSpeedup;
+    std::string message;
+    if (!plausible) {
+      message = "speedup " + cuda::format_number(speedup) +
+                "x over the reference exceeds 10x: "
+                "check that the kernel does the full work (no cached results, no skipped "
+                "elements)";
+      result_.warn(message);
+    }
+    result_.add_check("speedup_plausible", plausible, message, false);
+  }
+}
+
+}  // namespace
+
+JobResult run_cuda_job(const Json& spec, WorkerRuntime& runtime, const ProgressFn& progress) {
+  JobResult result;
+  result.metadata = base_metadata(spec, runtime);
+  auto job = parse_native_job(spec);
+  if (!job.is_ok()) {
+    result.fail("worker", "bad job spec: " + job.status().to_string());
+    return result;
+  }
+  if (job->device != runtime.options().device && !job->device.empty()) {
+    result.fail("worker",
+                "job is for " + job->device + ", worker runs on " + runtime.options().device);
+    return result;
+  }
+  Pipeline(*job, runtime, result, progress).run();
+  return result;
+}
+
+}  // namespace kforge::cuda_worker

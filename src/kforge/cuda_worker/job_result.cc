@@ -1,0 +1,112 @@
+#include "kforge/cuda_worker/job_result.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kforge::cuda_worker {
+namespace {
+
+Json optional_string(const std::optional<std::string>& s) {
+  return s ? Json(*s) : Json(nullptr);
+}
+
+Json to_json(const CorrectnessDetails& d) {
+  Json per_trial = Json::array();
+  for (const auto& t : d.per_trial) {
+    per_trial.push_back({{"trial", t.trial},
+                         {"passed", t.passed},
+                         {"max_abs_error", t.max_abs_error},
+                         {"max_rel_error", t.max_rel_error},
+                         {"mismatch_count", t.mismatch_count},
+                         {"message", t.message}});
+  }
+  Json first = nullptr;
+  if (d.first_mismatch) {
+    first = {{"trial", d.first_mismatch->trial},
+             {"output", d.first_mismatch->output},
+             {"index", d.first_mismatch->index},
+             {"expected", d.first_mismatch->expected},
+             {"actual", d.first_mismatch->actual}};
+  }
+  return {{"trials", d.trials},
+          {"trials_passed", d.trials_passed},
+          {"atol", d.atol ? Json(*d.atol) : Json(nullptr)},
+          {"rtol", d.rtol ? Json(*d.rtol) : Json(nullptr)},
+          {"max_abs_error", d.max_abs_error},
+          {"max_rel_error", d.max_rel_error},
+          {"mismatch_count", d.mismatch_count},
+          {"numel", d.numel},
+          {"first_mismatch", first},
+          {"per_trial", per_trial}};
+}
+
+}  // namespace
+
+void JobResult::fail(const std::string& kind, const std::string& message) {
+  if (!error_kind) error_kind = kind;
+  if (kind == "compile") {
+    if (!compilation_error) compilation_error = message;
+  } else if (kind == "mismatch") {
+    if (!validation_error) validation_error = message;
+  } else if (!runtime_error) {
+    runtime_error = message;
+  }
+}
+
+void JobResult::add_check(const std::string& name, bool passed, const std::string& message,
+                          bool fatal) {
+  for (auto& c : checks) {
+    if (c.name != name) continue;
+    if (c.passed && !passed) c = Check{name, passed, message, fatal};
+    return;
+  }
+  checks.push_back(Check{name, passed, message, fatal});
+}
+
+void JobResult::warn(const std::string& message) {
+  if (std::find(warnings.begin(), warnings.end(), message) == warnings.end()) {
+    warnings.push_back(message);
+  }
+}
+
+Json JobResult::to_json() const {
+  Json checks_json = Json::array();
+  for (const auto& c : checks) {
+    checks_json.push_back(
+        {{"name", c.name}, {"passed", c.passed}, {"message", c.message}, {"fatal", c.fatal}});
+  }
+  Json out = {
+      {"compiled", compiled},
+      {"correctness", correctness},
+      {"runtime", runtime},
+      {"runtime_stats", runtime_stats ? runtime_stats->to_json() : Json(nullptr)},
+      {"ref_runtime", ref_runtime},
+      {"ref_runtime_stats", ref_runtime_stats ? ref_runtime_stats->to_json() : Json(nullptr)},
+      {"speedup", speedup ? Json(*speedup) : Json(nullptr)},
+      {"error_kind", optional_string(error_kind)},
+      {"correctness_details",
+       correctness_details ? cuda_worker::to_json(*correctness_details) : Json(nullptr)},
+      {"checks", checks_json},
+      {"warnings", warnings},
+      {"metadata", metadata}};
+  if (compilation_error) out["compilation_error"] = *compilation_error;
+  if (runtime_error) out["runtime_error"] = *runtime_error;
+  if (validation_error) out["validation_error"] = *validation_error;
+  return encode_non_finite(std::move(out));
+}
+
+Json encode_non_finite(Json value) {
+  if (value.is_number_float()) {
+    double v = value.get<double>();
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+    return value;
+  }
+  if (value.is_object() || value.is_array()) {
+    for (auto& item : value)
+      item = encode_non_finite(std::move(item));
+  }
+  return value;
+}
+
+}  // namespace kforge::cuda_worker

@@ -1,0 +1,28 @@
+// The process behind `kforge worker cuda`: the native CUDA worker child of
+// docs/worker-protocol.md. Started by the supervisor with the protocol socket as fd 3
+// (stdout/stderr are the supervisor's capture pipes); it warms up (NVRTC, the CUDA context,
+// the L2 flush buffer, one launch), sends `ready`, runs exactly one `job`, sends its
+// `result` and exits. An illegal address or a trap in a kernel therefore costs this process
+// only; the next job runs in a fresh one.
+//
+// Without a supervisor (`--job spec.json`) it runs one job spec from a file and prints the
+// result as JSON on stdout: for debugging and for profilers (ncu) that need a plain process.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "kforge/common/json.h"
+#include "kforge/common/status.h"
+#include "kforge/cuda_worker/worker_runtime.h"
+
+namespace kforge::cuda_worker {
+
+// Serves one job over `protocol_fd`; returns the process exit code.
+int run_worker_process(const WorkerRuntimeOptions& options, int protocol_fd);
+
+// One job spec from a file (the `job` object of the protocol); the result object.
+StatusOr<Json> run_job_file(const WorkerRuntimeOptions& options,
+                            const std::filesystem::path& spec_path);
+
+}  // namespace kforge::cuda_worker

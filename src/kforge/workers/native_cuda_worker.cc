@@ -1,0 +1,268 @@
+#include "kforge/workers/native_cuda_worker.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+
+#include "kforge/common/files.h"
+#include "kforge/common/log.h"
+#include "kforge/workers/worker_env.h"
+
+namespace kforge::workers {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status set_nonblocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return errno_error("fcntl(O_NONBLOCK)", errno);
+  }
+  return Status::ok();
+}
+
+// Exit statuses of a directly started process, from its pidfd (waitpid when it is readable).
+class ProcessExits final : public ExitSource {
+ public:
+  explicit ProcessExits(Process& process) : process_(process) {}
+  int poll_fd() const override { return process_.exit_fd(); }
+  void on_readable() override { (void)process_.try_wait(); }
+  std::optional<ExitStatus> exit_of(pid_t pid) override {
+    if (pid != process_.pid()) return std::nullopt;
+    return process_.try_wait();
+  }
+  bool alive() const override { return true; }
+
+ private:
+  Process& process_;
+};
+
+}  // namespace
+
+NativeCudaWorker::NativeCudaWorker(NativeCudaWorkerOptions options)
+    : options_(std::move(options)) {}
+
+NativeCudaWorker::~NativeCudaWorker() {
+  shutdown();
+}
+
+void NativeCudaWorker::set_state(std::string state, std::string error) {
+  std::lock_guard lock(mu_);
+  state_ = std::move(state);
+  if (!error.empty()) last_error_ = std::move(error);
+}
+
+std::map<std::string, std::string> NativeCudaWorker::child_env() const {
+  auto env = base_worker_env(options_.extra_env_names);
+  env["CUDA_VISIBLE_DEVICES"] = options_.device == "cpu" ? "" : options_.cuda_visible_device;
+  env["CUDA_CACHE_PATH"] = (options_.data_dir / "cache" / "cuda_jit").string();
+  if (!options_.nvrtc_library.empty()) env["KFORGE_NVRTC_LIB"] = options_.nvrtc_library;
+  if (const char* inc = std::getenv("KFORGE_CUDA_INCLUDE"); inc != nullptr && *inc != '\0') {
+    env["KFORGE_CUDA_INCLUDE"] = inc;
+  }
+  return env;
+}
+
+StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child() {
+  int proto[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0) {
+    return errno_error("socketpair", errno);
+  }
+  UniqueFd proto_ours(proto[0]);
+  UniqueFd proto_theirs(proto[1]);
+  std::array<int, 2> out{};
+  std::array<int, 2> err{};
+  if (::pipe2(out.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
+  UniqueFd out_r(out[0]);
+  UniqueFd out_w(out[1]);
+  if (::pipe2(err.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
+  UniqueFd err_r(err[0]);
+  UniqueFd err_w(err[1]);
+  UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+
+  LaunchOptions launch;
+  launch.argv = {options_.executable.string(), "worker", "cuda", "--device", options_.device};
+  if (options_.device == "cpu" && !options_.why_no_gpu.empty()) {
+    launch.argv.push_back("--why-no-gpu");
+    launch.argv.push_back(options_.why_no_gpu);
+  }
+  launch.env = child_env();
+  launch.working_dir = options_.data_dir.string();
+  launch.fds = {{0, devnull.get()}, {1, out_w.get()}, {2, err_w.get()}, {3, proto_theirs.get()}};
+  launch.rlimit_nofile = 4096;
+  KF_ASSIGN_OR_RETURN(Process process, launch_process(launch));
+  // Our copies of the child's ends must close, or we would never see EOF on them.
+  proto_theirs.reset();
+  out_w.reset();
+  err_w.reset();
+  KF_RETURN_IF_ERROR(set_nonblocking(proto_ours.get()));
+  KF_RETURN_IF_ERROR(set_nonblocking(out_r.get()));
+  KF_RETURN_IF_ERROR(set_nonblocking(err_r.get()));
+  auto child = std::make_unique<Child>();
+  child->channel.child_id = next_child_id_++;
+  child->channel.pid = process.pid();
+  child->channel.started_at = Clock::now();
+  child->channel.proto = std::move(proto_ours);
+  child->channel.out = std::move(out_r);
+  child->channel.err = std::move(err_r);
+  child->process = std::move(process);
+  {
+    std::lock_guard lock(mu_);
+    ++started_;
+  }
+  return child;
+}
+
+Status NativeCudaWorker::wait_ready(Child& child) {
+  if (child.channel.ready) return Status::ok();
+  ProcessExits exits(child.process);
+  KF_RETURN_IF_ERROR(
+      wait_child_ready(child.channel, exits, Clock::now() + options_.child_ready_timeout));
+  const Json& ready = child.channel.ready_message;
+  std::lock_guard lock(mu_);
+  child_device_ = ready.value("device", Json());
+  child_warmup_ms_ = ready.value("warmup_ms", 0.0);
+  child_warmup_steps_ = ready.value("warmup_steps_ms", Json::object());
+  if (ready.contains("warmup_errors") && ready["warmup_errors"].is_object() &&
+      !ready["warmup_errors"].empty()) {
+    last_error_ = "warm-up: " + ready["warmup_errors"].dump();
+  }
+  return Status::ok();
+}
+
+void NativeCudaWorker::top_up_warm_children() {
+  while (static_cast<int>(warm_.size()) < options_.warm_children) {
+    auto child = start_child();
+    if (!child.is_ok()) {
+      KF_LOG_WARN("worker=cuda device={} could not start a worker process: {}", options_.device,
+                  child.status().message());
+      set_state("failed", child.status().message());
+      return;
+    }
+    warm_.push_back(std::move(child).value());
+  }
+}
+
+StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::take_ready_child() {
+  Status last = Status::ok();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::unique_ptr<Child> child;
+    if (!warm_.empty()) {
+      child = std::move(warm_.front());  // the oldest: the one most likely to be ready
+      warm_.pop_front();
+    } else {
+      auto started = start_child();
+      if (!started.is_ok()) {
+        last = started.status();
+        continue;
+      }
+      child = std::move(started).value();
+    }
+    Status ready = wait_ready(*child);
+    if (ready) return child;
+    last = ready;
+    KF_LOG_WARN("worker=cuda device={} process pid={} failed before ready: {}", options_.device,
+                child->channel.pid, ready.message());
+    std::lock_guard lock(mu_);
+    ++child_crashes_;
+  }
+  return last;
+}
+
+void NativeCudaWorker::prepare() {
+  set_state("starting");
+  if (Status s = make_dirs(options_.data_dir / "scratch"); !s) {
+    set_state("failed", s.message());
+    return;
+  }
+  top_up_warm_children();
+  for (auto it = warm_.begin(); it != warm_.end();) {
+    if (Status ready = wait_ready(**it); !ready) {
+      KF_LOG_WARN("worker=cuda device={} process failed while warming: {}", options_.device,
+                  ready.message());
+      set_state("failed", ready.message());
+      it = warm_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  if (!warm_.empty()) set_state("ready");
+  KF_LOG_INFO("worker=cuda device={} {} warm process(es) ready", options_.device, warm_.size());
+}
+
+WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
+                                    const ProgressSink& progress) {
+  set_state("busy");
+  if (progress) progress("starting", "waiting for a warm native CUDA worker process", 0.02);
+  auto taken = take_ready_child();
+  if (!taken.is_ok()) {
+    set_state("failed", taken.status().message());
+    return {WorkerOutcome::Kind::kWorkerFailure, Json(),
+            "the native CUDA worker for " + options_.device +
+                " is unavailable: " + taken.status().message()};
+  }
+  std::unique_ptr<Child> active = std::move(taken).value();
+  const auto scratch = options_.data_dir / "scratch" / job.job_id;
+  Json spec = job.spec;
+  spec["scratch_dir"] = scratch.string();
+  spec["cache_dir"] = (options_.data_dir / "cache").string();
+  Json message = {{"type", "job"}, {"job", spec}};
+
+  // The process taken is replaced once this job is done, not while it runs: a starting
+  // process creates a CUDA context, which stalls the driver calls of the running job (on an
+  // H100 that doubled the timing phase of a small job). The other warm processes serve the
+  // next jobs.
+  ProcessExits exits(active->process);
+  ChildJobEnd end = run_job_on_child(active->channel, message, job.timeout, cancel, progress, exits,
+                                     options_.limits);
+  top_up_warm_children();
+  Json worker_info = {{"type", "cuda"},
+                      {"pid", active->channel.pid},
+                      {"warmup_ms", active->channel.ready_message.value("warmup_ms", 0.0)}};
+  Json result = assemble_result(spec, end, job.timeout, worker_info);
+  if (Status s = remove_tree(scratch); !s) {
+    KF_LOG_WARN("job={} could not remove scratch dir: {}", job.job_id, s.message());
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++jobs_run_;
+    if (end.kind == ChildJobEnd::Kind::kCrashed || end.kind == ChildJobEnd::Kind::kMemoryLimit ||
+        end.kind == ChildJobEnd::Kind::kProtocolError) {
+      ++child_crashes_;
+    }
+    if (end.kind == ChildJobEnd::Kind::kTimeout) ++timeouts_;
+    state_ = "ready";
+  }
+  if (end.kind == ChildJobEnd::Kind::kCancelled) {
+    return {WorkerOutcome::Kind::kCancelled, std::move(result), "cancelled"};
+  }
+  return {WorkerOutcome::Kind::kResult, std::move(result), {}};
+}
+
+Json NativeCudaWorker::status() const {
+  std::lock_guard lock(mu_);
+  Json s = {{"type", "cuda"},
+            {"device", options_.device},
+            {"state", state_},
+            {"processes_started", started_},
+            {"jobs_run", jobs_run_},
+            {"child_crashes", child_crashes_},
+            {"timeouts", timeouts_},
+            {"child_warmup_ms", child_warmup_ms_},
+            {"child_warmup_steps_ms", child_warmup_steps_},
+            {"warm_children_target", options_.warm_children}};
+  if (!last_error_.empty()) s["last_error"] = last_error_;
+  if (!child_device_.is_null()) s["child_device"] = child_device_;
+  return s;
+}
+
+void NativeCudaWorker::shutdown() {
+  // Closing the protocol socket makes a waiting process exit; ~Process kills and reaps.
+  warm_.clear();
+  set_state("stopped");
+}
+
+}  // namespace kforge::workers

@@ -1,0 +1,89 @@
+// The native CUDA worker of one device: `kforge worker cuda --device D` processes started
+// directly by the supervisor (no zygote: CUDA state cannot survive fork), each with the
+// protocol socket as fd 3. Like the Python worker it keeps `warm_children` processes
+// started and ready (NVRTC warm, CUDA context, L2 flush buffer) ahead of the jobs; each
+// process runs one job, so a kernel fault or a hang costs only that process.
+//
+// On the cpu device (no GPU on the server) the processes compile with NVRTC and answer
+// `cuda` jobs with "no CUDA device on this server".
+//
+// Thread-safety: run()/prepare()/shutdown() are called by the device's runner thread only;
+// status() may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kforge/common/json.h"
+#include "kforge/workers/child_channel.h"
+#include "kforge/workers/process.h"
+#include "kforge/workers/worker.h"
+
+namespace kforge::workers {
+
+struct NativeCudaWorkerOptions {
+  std::string device;                 // "cpu" or "cuda:N" (server-side name)
+  std::filesystem::path executable;   // the kforge binary (`worker cuda` subcommand)
+  std::filesystem::path data_dir;     // scratch/ and cache/ are below it
+  std::string cuda_visible_device;    // GPU uuid for CUDA_VISIBLE_DEVICES (GPU only)
+  std::string nvrtc_library;          // KFORGE_NVRTC_LIB for the processes ("" = search)
+  std::string why_no_gpu;             // cpu device: why the server has no GPU
+  Json device_info = Json::object();  // inventory facts, reported in status()
+  std::vector<std::string> extra_env_names;
+  ChildLimits limits;
+  // Processes kept started and ready ahead of jobs. Each GPU one holds a CUDA context and
+  // the L2 flush buffer (a few hundred MiB of GPU memory).
+  int warm_children = 1;
+  std::chrono::seconds child_ready_timeout{120};
+};
+
+class NativeCudaWorker final : public Worker {
+ public:
+  explicit NativeCudaWorker(NativeCudaWorkerOptions options);
+  ~NativeCudaWorker() override;
+
+  std::string_view type() const override { return "cuda"; }
+  void prepare() override;
+  WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
+                    const ProgressSink& progress) override;
+  Json status() const override;
+  void shutdown() override;
+
+ private:
+  // A started process and the supervisor's end of its channel.
+  struct Child {
+    Process process;
+    ChildChannel channel;
+  };
+
+  StatusOr<std::unique_ptr<Child>> start_child();
+  // A ready process: a pre-started one when healthy, else a new one.
+  StatusOr<std::unique_ptr<Child>> take_ready_child();
+  void top_up_warm_children();
+  Status wait_ready(Child& child);
+  std::map<std::string, std::string> child_env() const;
+  void set_state(std::string state, std::string error = {});
+
+  const NativeCudaWorkerOptions options_;
+  std::deque<std::unique_ptr<Child>> warm_;  // runner thread only; oldest first
+  int next_child_id_ = 1;                    // runner thread only
+
+  mutable std::mutex mu_;
+  std::string state_ = "stopped";             // guarded by mu_: stopped|starting|ready|busy|failed
+  std::string last_error_;                    // guarded by mu_
+  Json child_device_ = Json();                // guarded by mu_: `device` of the last ready process
+  Json child_warmup_steps_ = Json::object();  // guarded by mu_
+  double child_warmup_ms_ = 0;                // guarded by mu_
+  int64_t started_ = 0;                       // guarded by mu_
+  int64_t jobs_run_ = 0;                      // guarded by mu_
+  int64_t child_crashes_ = 0;                 // guarded by mu_
+  int64_t timeouts_ = 0;                      // guarded by mu_
+};
+
+}  // namespace kforge::workers
