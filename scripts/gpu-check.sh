@@ -5,6 +5,7 @@
 #   OUT          where logs and raw numbers go (default: ./gpu-check-out)
 #   SKIP_WORKER_TESTS=1  skip tests/python (the worker package's own suite, ~2 min)
 #   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
+#   SKIP_CUDA=1          skip them (with ONLY_CUDA, the two halves fit the 10-minute call limit)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -27,11 +28,30 @@ if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" ]]; then
   record "worker pytest (tests/python)" "$(grep -E 'passed|failed' "$out/pytest-worker.log" | tail -1)"
 fi
 
+# The MCP client tooling: no Node here (its tests run on CI only); the Python SDK from the
+# wheels scripts/package-gpu.sh carries, in a venv over the host's packages.
+[[ -x tests/mcp-node/node_modules/.bin/node ]] || export KFORGE_NO_NODE=1
+# The venv sees the host's whole sys.path (user site included) through a .pth file, after its
+# own site-packages, so pip adds only what the host lacks.
+test_py="$py"
+test_venv="${TMPDIR:-/tmp}/kforge-test-venv"
+if [[ -d build/gpu/wheels ]] && "$py" -m venv --system-site-packages "$test_venv" >/dev/null 2>&1 &&
+  "$py" -c 'import sys; print("\n".join(p for p in sys.path if p))' \
+    >"$("$test_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/host.pth" &&
+  "$test_venv/bin/python" -m pip install -q --no-index --find-links build/gpu/wheels \
+    "$(grep -E '^mcp==' python/requirements.txt)" >"$out/mcp-sdk-install.log" 2>&1; then
+  test_py="$test_venv/bin/python"
+else
+  echo "(no MCP Python SDK here: its tests run on CI only)"
+  export KFORGE_NO_MCP_SDK=1
+fi
+
 if [[ -z "${ONLY_CUDA:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
-"$py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' 2>&1 |
+"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' 2>&1 |
   tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
+record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
 
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \
@@ -46,6 +66,7 @@ record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/
 
 fi
 
+if [[ -z "${SKIP_CUDA:-}" ]]; then
 echo "== cuda kernels (native worker, NVRTC, C ABI) against the real server on $KFORGE_TEST_DEVICE"
 "$py" -m pytest -q -p no:cacheprovider tests/integration/test_cuda_*.py 2>&1 |
   tee "$out/pytest-cuda.log" | tail -15
@@ -74,6 +95,7 @@ record "cupy eval 0.5 s apart first/p50/p95 (s)" "$(grep '^cupy' "$out/cuda-late
 echo "== kforge timing vs ncu gpu__time_duration (memory-bound cuda kernel)"
 "$py" bench/cuda_ncu_check.py --kforge "$KFORGE_BIN" 2>&1 | tee "$out/ncu.log" | tail -5
 record "memory-bound kernel kforge / ncu (us)" "$(grep '^kforge vs ncu (us):' "$out/ncu.log" | cut -d: -f2-)"
+fi
 
 echo
 echo "== gpu-check summary ($(head -1 "$out/gpu.txt"))"

@@ -175,7 +175,8 @@ def test_stdio_forwards_to_a_server(server: KforgeServer, tmp_path: Path) -> Non
         async with Client(params) as client:
             stats = await client.call_tool("get_server_stats", {})
             assert not stats.is_error
-            assert any(d["name"] == "cpu" for d in stats.structured_content["devices"])
+            devices = [d["name"] for d in stats.structured_content["devices"]]
+            assert server.devices in devices, devices
             progress = Progress()
             r = await client.call_tool(
                 "compare_kernels", compare_args(), progress_callback=progress
