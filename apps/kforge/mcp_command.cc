@@ -34,22 +34,10 @@ std::filesystem::path default_data_root() {
   return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "kforge";
 }
 
-jobs::EngineOptions engine_options(const McpConfig& c) {
-  jobs::EngineOptions eo;
-  eo.devices = c.devices;
-  eo.python = c.python;
-  eo.worker_path = c.worker_path;
-  eo.worker_env = c.worker_env;
-  eo.warm_children_gpu = c.warm_children_gpu;
-  eo.warm_children_cpu = c.warm_children_cpu;
-  eo.version = std::string(kVersion);
-  return eo;
-}
-
 // The embedded engine. A data directory is locked by one process at a time: with the default
 // directory, a second `kforge mcp` (another editor window) takes mcp-data-2, and so on.
 StatusOr<jobs::Engine> start_engine(const McpConfig& c) {
-  jobs::EngineOptions eo = engine_options(c);
+  jobs::EngineOptions eo = engine_options(c.engine);
   std::vector<std::filesystem::path> candidates;
   if (!c.data_dir.empty()) {
     candidates.emplace_back(c.data_dir);
@@ -84,16 +72,8 @@ CLI::App* add_mcp_command(CLI::App& app, McpConfig& c) {
                   "Jobs database of the embedded engine (default ~/.cache/kforge/mcp-data; "
                   "mcp-data-2.. when another kforge mcp holds it)")
       ->envname("KFORGE_MCP_DATA_DIR");
-  cmd->add_option("--devices", c.devices,
-                  "Devices of the embedded engine: all, gpus, cpu, or a list such as cpu,cuda:0")
-      ->envname("KFORGE_DEVICES")
-      ->capture_default_str();
-  cmd->add_option("--python", c.python,
-                  "Python interpreter with torch and triton (default: KFORGE_PYTHON, "
-                  "~/.cache/kforge/venv/bin/python, python3)");
-  cmd->add_option("--worker-path", c.worker_path,
-                  "Directory containing kforge_worker/ (default: found next to the binary)")
-      ->envname("KFORGE_WORKER_PATH");
+  add_engine_flags(*cmd, c.engine,
+                   "Devices of the embedded engine: all, gpus, cpu, or a list such as cpu,cuda:0");
   cmd->add_option("--log-level", c.log_level, "trace, debug, info, warning, error (to stderr)")
       ->envname("KFORGE_LOG_LEVEL")
       ->capture_default_str();
@@ -107,14 +87,6 @@ CLI::App* add_mcp_command(CLI::App& app, McpConfig& c) {
   cmd->add_option("--max-message-mb", c.max_message_mb, "Largest message accepted (MiB)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  cmd->add_option("--warm-children", c.warm_children_gpu, "Warm job processes per GPU")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  cmd->add_option("--warm-children-cpu", c.warm_children_cpu, "Warm job processes for cpu")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  cmd->add_option("--worker-env", c.worker_env,
-                  "Extra environment variable to pass to workers (repeatable; secrets never)");
   return cmd;
 }
 
@@ -123,12 +95,7 @@ int run_mcp(const McpConfig& c) {
     std::cerr << "kforge mcp: " << s.to_string() << '\n';
     return 2;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);  // a client that goes away makes writes fail, not the process
+  const sigset_t signals = block_termination_signals();
 
   std::unique_ptr<jobs::JobService> remote;
   std::optional<jobs::Engine> engine;

@@ -9,21 +9,18 @@
 #include <string>
 #include <vector>
 
+#include "engine_flags.h"
+
 namespace kforge::app {
 
 struct McpConfig {
   std::string data_dir;  // empty: ~/.cache/kforge/mcp-data (or -2..-8 when taken)
-  std::string devices = "all";
-  std::string python;
-  std::string worker_path;
+  EngineFlags engine;    // of the embedded engine
   std::string log_level = "info";
   std::string server;  // forward to this kforge serve instead of running an engine
   std::string token;   // its API token
   bool conformance_fixtures = false;
   size_t max_message_mb = 16;
-  int warm_children_gpu = 3;
-  int warm_children_cpu = 1;
-  std::vector<std::string> worker_env;
 };
 
 CLI::App* add_mcp_command(CLI::App& app, McpConfig& config);

@@ -37,11 +37,9 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   cmd->add_option("--data-dir", c.data_dir, "Jobs database, caches and scratch space")
       ->envname("KFORGE_DATA_DIR")
       ->capture_default_str();
-  cmd->add_option("--devices", c.devices,
-                  "Devices to serve: all (cpu + every visible GPU), gpus, cpu, or a list "
-                  "such as cpu,cuda:0")
-      ->envname("KFORGE_DEVICES")
-      ->capture_default_str();
+  add_engine_flags(*cmd, c.engine,
+                   "Devices to serve: all (cpu + every visible GPU), gpus, cpu, or a list "
+                   "such as cpu,cuda:0");
   cmd->add_option("--mode", c.mode, "Frontends: rest (the REST API), mcp (MCP on /mcp) or both")
       ->envname("KFORGE_MODE")
       ->check(CLI::IsMember({"rest", "mcp", "both"}))
@@ -59,12 +57,6 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   cmd->add_option("--log-level", c.log_level, "trace, debug, info, warning, error")
       ->envname("KFORGE_LOG_LEVEL")
       ->capture_default_str();
-  cmd->add_option("--python", c.python,
-                  "Python interpreter with torch and triton (default: KFORGE_PYTHON, "
-                  "~/.cache/kforge/venv/bin/python, python3)");
-  cmd->add_option("--worker-path", c.worker_path,
-                  "Directory containing kforge_worker/ (default: found next to the binary)")
-      ->envname("KFORGE_WORKER_PATH");
   cmd->add_option("--port-file", c.port_file, "Write the bound port to this file when listening");
   cmd->add_option("--max-body-mb", c.max_body_mb, "Largest request body accepted (MiB)")
       ->envname("KFORGE_MAX_BODY_MB")
@@ -80,16 +72,6 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
                   "Starts per job across server restarts before it is failed")
       ->capture_default_str();
   cmd->add_option("--io-threads", c.io_threads, "Network threads")->capture_default_str();
-  cmd->add_option("--warm-children", c.warm_children_gpu,
-                  "Job processes kept forked and warm per GPU (each holds a CUDA context)")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  cmd->add_option("--warm-children-cpu", c.warm_children_cpu,
-                  "Job processes kept forked and warm for the cpu device")
-      ->check(CLI::Range(1, 16))
-      ->capture_default_str();
-  cmd->add_option("--worker-env", c.worker_env,
-                  "Extra environment variable to pass to workers (repeatable; secrets never)");
   return cmd;
 }
 
@@ -106,25 +88,13 @@ int run_serve(const ServeConfig& c) {
     return 2;
   }
   // Signals are taken by a dedicated thread (sigwait); every other thread blocks them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  const sigset_t signals = block_termination_signals();
 
-  jobs::EngineOptions eo;
+  jobs::EngineOptions eo = engine_options(c.engine);
   eo.data_dir = c.data_dir;
-  eo.devices = c.devices;
-  eo.python = c.python;
-  eo.worker_path = c.worker_path;
   eo.child_memory_bytes = c.child_memory_mb << 20;
   eo.output_cap_bytes = c.output_cap_kb << 10;
-  eo.worker_env = c.worker_env;
   eo.max_attempts = c.max_attempts;
-  eo.warm_children_gpu = c.warm_children_gpu;
-  eo.warm_children_cpu = c.warm_children_cpu;
-  eo.version = std::string(kVersion);
   auto engine = jobs::build_engine(eo);
   if (!engine.is_ok()) {
     KF_LOG_ERROR("cannot start: {}", engine.status().to_string());

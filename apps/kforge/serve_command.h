@@ -7,29 +7,26 @@
 #include <string>
 #include <vector>
 
+#include "engine_flags.h"
+
 namespace kforge::app {
 
 struct ServeConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;
   std::string data_dir = ".kforge";
-  std::string devices = "all";        // "all", "cpu", "gpus", or a list "cpu,cuda:0"
+  EngineFlags engine;
   std::string mode = "both";          // "rest", "mcp" or "both"
   bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
   int mcp_session_ttl_hours = 24;
   std::string token;
   std::string log_level = "info";
-  std::string python;       // empty: KFORGE_PYTHON, the set-up venv, then python3
-  std::string worker_path;  // empty: found next to the executable
-  std::string port_file;    // write the bound port here once listening
+  std::string port_file;  // write the bound port here once listening
   size_t max_body_mb = 16;
   int64_t child_memory_mb = 0;  // 0: 3/4 of the host's RAM
   size_t output_cap_kb = 64;
   int max_attempts = 3;
   int io_threads = 2;
-  int warm_children_gpu = 3;
-  int warm_children_cpu = 1;
-  std::vector<std::string> worker_env;
 };
 
 // Registers the subcommand and its flags (each also read from a KFORGE_* variable).

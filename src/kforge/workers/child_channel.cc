@@ -1,9 +1,11 @@
 #include "kforge/workers/child_channel.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <vector>
@@ -101,6 +103,41 @@ std::string phase_text(const std::string& phase) {
 }
 
 }  // namespace
+
+StatusOr<ChildPipes> ChildPipes::create() {
+  ChildPipes p;
+  std::array<int, 2> proto{};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto.data()) != 0) {
+    return errno_error("socketpair", errno);
+  }
+  p.proto_ours = UniqueFd(proto[0]);
+  p.proto_theirs = UniqueFd(proto[1]);
+  std::array<int, 2> out{};
+  if (::pipe2(out.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
+  p.out_r = UniqueFd(out[0]);
+  p.out_w = UniqueFd(out[1]);
+  std::array<int, 2> err{};
+  if (::pipe2(err.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
+  p.err_r = UniqueFd(err[0]);
+  p.err_w = UniqueFd(err[1]);
+  return p;
+}
+
+Status ChildPipes::attach(ChildChannel& channel) {
+  proto_theirs.reset();
+  out_w.reset();
+  err_w.reset();
+  for (const UniqueFd* fd : {&proto_ours, &out_r, &err_r}) {
+    int flags = ::fcntl(fd->get(), F_GETFL);
+    if (flags < 0 || ::fcntl(fd->get(), F_SETFL, flags | O_NONBLOCK) < 0) {
+      return errno_error("fcntl(O_NONBLOCK)", errno);
+    }
+  }
+  channel.proto = std::move(proto_ours);
+  channel.out = std::move(out_r);
+  channel.err = std::move(err_r);
+  return Status::ok();
+}
 
 Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_point deadline) {
   OutputCapture noise(size_t{16} * 1024);

@@ -50,6 +50,18 @@ struct ChildChannel {
   std::chrono::steady_clock::time_point started_at;
 };
 
+// The descriptors a new child gets: a protocol socket pair and stdout/stderr pipes. The
+// "theirs" ends go to the child (by exec or SCM_RIGHTS); attach() then closes them here (or
+// EOF would never come) and moves our ends, non-blocking, into a ChildChannel.
+struct ChildPipes {
+  UniqueFd proto_ours, proto_theirs;
+  UniqueFd out_r, out_w;
+  UniqueFd err_r, err_w;
+
+  static StatusOr<ChildPipes> create();
+  Status attach(ChildChannel& channel);
+};
+
 struct ChildLimits {
   size_t output_cap_bytes = size_t{64} * 1024;
   int64_t memory_limit_bytes = 0;  // RSS of the child's process group; 0 = unlimited

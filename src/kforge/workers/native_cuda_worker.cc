@@ -16,14 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Status set_nonblocking(int fd) {
-  int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    return errno_error("fcntl(O_NONBLOCK)", errno);
-  }
-  return Status::ok();
-}
-
 // Exit statuses of a directly started process, from its pidfd (waitpid when it is readable).
 class ProcessExits final : public ExitSource {
  public:
@@ -67,20 +59,7 @@ std::map<std::string, std::string> NativeCudaWorker::child_env() const {
 }
 
 StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child() {
-  int proto[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0) {
-    return errno_error("socketpair", errno);
-  }
-  UniqueFd proto_ours(proto[0]);
-  UniqueFd proto_theirs(proto[1]);
-  std::array<int, 2> out{};
-  std::array<int, 2> err{};
-  if (::pipe2(out.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
-  UniqueFd out_r(out[0]);
-  UniqueFd out_w(out[1]);
-  if (::pipe2(err.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
-  UniqueFd err_r(err[0]);
-  UniqueFd err_w(err[1]);
+  KF_ASSIGN_OR_RETURN(ChildPipes pipes, ChildPipes::create());
   UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 
   LaunchOptions launch;
@@ -91,23 +70,17 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child
   }
   launch.env = child_env();
   launch.working_dir = options_.data_dir.string();
-  launch.fds = {{0, devnull.get()}, {1, out_w.get()}, {2, err_w.get()}, {3, proto_theirs.get()}};
+  launch.fds = {{0, devnull.get()},
+                {1, pipes.out_w.get()},
+                {2, pipes.err_w.get()},
+                {3, pipes.proto_theirs.get()}};
   launch.rlimit_nofile = 4096;
   KF_ASSIGN_OR_RETURN(Process process, launch_process(launch));
-  // Our copies of the child's ends must close, or we would never see EOF on them.
-  proto_theirs.reset();
-  out_w.reset();
-  err_w.reset();
-  KF_RETURN_IF_ERROR(set_nonblocking(proto_ours.get()));
-  KF_RETURN_IF_ERROR(set_nonblocking(out_r.get()));
-  KF_RETURN_IF_ERROR(set_nonblocking(err_r.get()));
   auto child = std::make_unique<Child>();
+  KF_RETURN_IF_ERROR(pipes.attach(child->channel));
   child->channel.child_id = next_child_id_++;
   child->channel.pid = process.pid();
   child->channel.started_at = Clock::now();
-  child->channel.proto = std::move(proto_ours);
-  child->channel.out = std::move(out_r);
-  child->channel.err = std::move(err_r);
   child->process = std::move(process);
   {
     std::lock_guard lock(mu_);

@@ -209,28 +209,15 @@ std::optional<ExitStatus> PythonWorker::exit_of(pid_t pid) {
 
 StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
   if (!control_.valid()) KF_RETURN_IF_ERROR(start_zygote());
-  int proto[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0) {
-    return errno_error("socketpair", errno);
-  }
-  UniqueFd proto_ours(proto[0]);
-  UniqueFd proto_theirs(proto[1]);
-  std::array<int, 2> out{};
-  std::array<int, 2> err{};
-  if (::pipe2(out.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
-  UniqueFd out_r(out[0]);
-  UniqueFd out_w(out[1]);
-  if (::pipe2(err.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
-  UniqueFd err_r(err[0]);
-  UniqueFd err_w(err[1]);
+  KF_ASSIGN_OR_RETURN(ChildPipes pipes, ChildPipes::create());
   const int child_id = next_child_id_++;
-  std::array<int, 3> pass = {proto_theirs.get(), out_w.get(), err_w.get()};
+  std::array<int, 3> pass = {pipes.proto_theirs.get(), pipes.out_w.get(), pipes.err_w.get()};
   KF_RETURN_IF_ERROR(
       send_control(control_.get(), Json{{"type", "fork"}, {"child_id", child_id}}, pass));
   // Our copies of the child's ends must close, or we would never see EOF on them.
-  proto_theirs.reset();
-  out_w.reset();
-  err_w.reset();
+  pipes.proto_theirs.reset();
+  pipes.out_w.reset();
+  pipes.err_w.reset();
   auto deadline = Clock::now() + kForkReplyTimeout;
   while (!forked_.contains(child_id)) {
     if (auto f = fork_failures_.find(child_id); f != fork_failures_.end()) {
@@ -251,12 +238,7 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
   child->pid = forked_[child_id];
   forked_.erase(child_id);
   child->started_at = Clock::now();
-  KF_RETURN_IF_ERROR(set_nonblocking(proto_ours.get()));
-  KF_RETURN_IF_ERROR(set_nonblocking(out_r.get()));
-  KF_RETURN_IF_ERROR(set_nonblocking(err_r.get()));
-  child->proto = std::move(proto_ours);
-  child->out = std::move(out_r);
-  child->err = std::move(err_r);
+  KF_RETURN_IF_ERROR(pipes.attach(*child));
   return child;
 }
 
