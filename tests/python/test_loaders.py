@@ -75,10 +75,12 @@ def test_entry_point_errors(tmp_path):
         entry_runnable(no_grid_spec, load_module(no_grid_spec, "candidate", str(tmp_path), ""))
 
 
-def test_cuda_kernels_belong_to_the_native_worker(tmp_path):
-    spec = kernel({"source_code": "__global__ void k() {}", "kernel_type": "cuda"})
-    with pytest.raises(LoadError, match="native CUDA worker"):
-        load_module(spec, "candidate", str(tmp_path), "")
+def test_cuda_source_is_compiled_not_imported(tmp_path):
+    # CUDA C++ is compiled by cuda_runnable (NVRTC through the C ABI), never run as Python.
+    spec = kernel({"source_code": "__global__ void k() {}\nimport os", "kernel_type": "cuda"})
+    module = load_module(spec, "candidate", str(tmp_path), "")
+    assert module.__name__ == "kforge_cuda_candidate"
+    assert "os" not in vars(module) and "k" not in vars(module)
 
 
 def test_syntax_error_is_a_compile_error(tmp_path):
