@@ -183,10 +183,18 @@ def main() -> int:
     )
     parser.add_argument("--skip-load-inline", action="store_true")
     parser.add_argument("--skip-cupy", action="store_true")
+    parser.add_argument(
+        "--warm-cuda-workers", type=int, default=None, help="the server's --warm-cuda-workers"
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
-    srv = KforgeServer(devices=args.device, log_level="info").start()
+    extra = (
+        []
+        if args.warm_cuda_workers is None
+        else ["--warm-cuda-workers", str(args.warm_cuda_workers)]
+    )
+    srv = KforgeServer(devices=args.device, log_level="info", extra_args=extra).start()
     rows: dict[str, dict[str, Any]] = {}
     try:
         srv.wait_ready(args.device)

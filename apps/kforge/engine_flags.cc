@@ -24,6 +24,14 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "Job processes kept forked and warm for the cpu device")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  cmd.add_option("--warm-cuda-workers", f.warm_cuda_workers_gpu,
+                 "Native CUDA worker processes (for `cuda` kernels) kept started per GPU")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  cmd.add_option("--warm-cuda-workers-cpu", f.warm_cuda_workers_cpu,
+                 "Native CUDA worker processes kept started for the cpu device")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   cmd.add_option("--worker-env", f.worker_env,
                  "Extra environment variable to pass to workers (repeatable; secrets never)");
 }
@@ -36,6 +44,8 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.worker_env = f.worker_env;
   eo.warm_children_gpu = f.warm_children_gpu;
   eo.warm_children_cpu = f.warm_children_cpu;
+  eo.warm_cuda_workers_gpu = f.warm_cuda_workers_gpu;
+  eo.warm_cuda_workers_cpu = f.warm_cuda_workers_cpu;
   eo.version = std::string(kVersion);
   return eo;
 }

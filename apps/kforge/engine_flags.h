@@ -19,11 +19,13 @@ struct EngineFlags {
   std::string worker_path;      // empty: found next to the executable
   int warm_children_gpu = 3;
   int warm_children_cpu = 1;
+  int warm_cuda_workers_gpu = 3;  // started `kforge worker cuda` processes per GPU
+  int warm_cuda_workers_cpu = 1;
   std::vector<std::string> worker_env;
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
-// --warm-children, --warm-children-cpu and --worker-env.
+// --warm-children[-cpu], --warm-cuda-workers[-cpu] and --worker-env.
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view devices_help);
 
 // The engine options the flags give (data directory and the serve-only limits left default).
