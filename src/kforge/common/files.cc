@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -93,6 +94,24 @@ StatusOr<std::unique_ptr<DataDirLock>> DataDirLock::acquire(const std::filesyste
 
 DataDirLock::~DataDirLock() {
   ::close(fd_);
+}
+
+std::string find_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) {
+    return ::access(program.c_str(), X_OK) == 0 ? program : std::string();
+  }
+  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only use
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::istringstream ss(dirs);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir;
+    candidate += '/';
+    candidate += program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
 }
 
 }  // namespace kforge

@@ -20,6 +20,9 @@ Status remove_tree(const std::filesystem::path& path);
 // Absolute path of the running executable (/proc/self/exe).
 StatusOr<std::filesystem::path> self_executable();
 
+// Resolves `program` against PATH when it has no '/'; empty when it is not an executable.
+std::string find_program(const std::string& program);
+
 // An exclusive advisory lock (flock) on `dir/kforge.lock`, held for the object's lifetime, so
 // two kforge processes never share one data directory (the second would re-run the first's
 // running jobs as "interrupted"). kFailedPrecondition naming the holder's pid when taken.

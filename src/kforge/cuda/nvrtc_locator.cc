@@ -1,26 +1,14 @@
 #include "kforge/cuda/nvrtc_locator.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
-#include <sstream>
 #include <system_error>
+
+#include "kforge/common/files.h"
 
 namespace kforge::cuda {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path which(const std::string& program) {
-  if (program.find('/') != std::string::npos) return fs::absolute(program);
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    fs::path candidate = fs::path(dir) / program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return {};
-}
 
 // <prefix>/lib/python3.*/{site,dist}-packages/nvidia/cu13/lib for each prefix.
 void add_wheel_dirs(const fs::path& prefix, std::vector<fs::path>& out) {
@@ -41,7 +29,7 @@ void add_wheel_dirs(const fs::path& prefix, std::vector<fs::path>& out) {
 
 std::vector<fs::path> nvrtc_search_dirs(const std::string& python) {
   std::vector<fs::path> out;
-  fs::path exe = which(python);
+  fs::path exe = find_program(python);
   if (!exe.empty()) {
     // A venv's bin/python is a symlink to the base interpreter: the venv's own prefix comes
     // first, then the resolved interpreter's.

@@ -16,6 +16,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kforge/common/files.h"
+
 namespace kforge::workers {
 namespace {
 
@@ -280,24 +282,6 @@ int64_t process_group_rss_bytes(pid_t pgid) {
   }
   ::closedir(proc);
   return total;
-}
-
-std::string find_program(const std::string& program) {
-  if (program.find('/') != std::string::npos) {
-    return ::access(program.c_str(), X_OK) == 0 ? program : std::string();
-  }
-  const char* path = std::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only use
-  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  std::istringstream ss(dirs);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = dir;
-    candidate += '/';
-    candidate += program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return {};
 }
 
 }  // namespace kforge::workers

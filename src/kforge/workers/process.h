@@ -81,7 +81,4 @@ void kill_process_group(pid_t pgid);
 // Resident memory of every process whose process group is `pgid`, in bytes (0 if none).
 int64_t process_group_rss_bytes(pid_t pgid);
 
-// Resolves `program` against PATH when it has no '/'; empty on failure.
-std::string find_program(const std::string& program);
-
 }  // namespace kforge::workers
