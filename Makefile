@@ -32,18 +32,18 @@ unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 py-test: build
-	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/python tests/integration
+	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/python tests/kernels tests/integration
 
 lint: setup
-	$(PY) -m ruff check python tests bench
-	$(PY) -m ruff format --check python tests bench
+	$(PY) -m ruff check python tests bench kernels
+	$(PY) -m ruff format --check python tests bench kernels
 	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "clang-format: ok"
 
 test: build lint unit-test py-test
 
 format: setup
-	$(PY) -m ruff format python tests bench
-	$(PY) -m ruff check --fix python tests bench
+	$(PY) -m ruff format python tests bench kernels
+	$(PY) -m ruff check --fix python tests bench kernels
 	clang-format -i $(CXX_SOURCES)
 
 bench: build
