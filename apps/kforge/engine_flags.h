@@ -1,5 +1,5 @@
-// What `kforge serve` and `kforge mcp` (its embedded engine) share: the job engine's flags
-// and the process's signal set-up.
+// What `kforge serve`, `kforge mcp` and `kforge bench` (their embedded engines) share: the job
+// engine's flags, starting an embedded engine, and the process's signal set-up.
 #pragma once
 
 #include <signal.h>
@@ -30,6 +30,13 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view device
 
 // The engine options the flags give (data directory and the serve-only limits left default).
 jobs::EngineOptions engine_options(const EngineFlags& flags);
+
+// The embedded engine of a client command (`kforge mcp`, `kforge bench`), with its job service
+// not yet started. Without `data_dir`: ~/.cache/kforge/<default_name> (XDG_CACHE_HOME
+// respected); a data directory is locked by one process at a time, so a second process takes
+// <default_name>-2, and so on up to -8.
+StatusOr<jobs::Engine> start_embedded_engine(const EngineFlags& flags, const std::string& data_dir,
+                                             const std::string& default_name);
 
 // Blocks SIGINT and SIGTERM in this thread and every thread it starts afterwards (one thread
 // takes them with sigwait on the returned set), and ignores SIGPIPE, so a client that goes

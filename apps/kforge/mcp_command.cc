@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <boost/asio/thread_pool.hpp>
-#include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -24,42 +22,6 @@ namespace kforge::app {
 namespace {
 
 namespace mcp = frontends::mcp;
-
-// ~/.cache/kforge/mcp-data (XDG_CACHE_HOME respected).
-std::filesystem::path default_data_root() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return std::filesystem::path(xdg) / "kforge";
-  }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "kforge";
-}
-
-// The embedded engine. A data directory is locked by one process at a time: with the default
-// directory, a second `kforge mcp` (another editor window) takes mcp-data-2, and so on.
-StatusOr<jobs::Engine> start_engine(const McpConfig& c) {
-  jobs::EngineOptions eo = engine_options(c.engine);
-  std::vector<std::filesystem::path> candidates;
-  if (!c.data_dir.empty()) {
-    candidates.emplace_back(c.data_dir);
-  } else {
-    const auto root = default_data_root();
-    candidates.push_back(root / "mcp-data");
-    for (int i = 2; i <= 8; ++i)
-      candidates.push_back(root / ("mcp-data-" + std::to_string(i)));
-  }
-  Status last;
-  for (const auto& dir : candidates) {
-    eo.data_dir = dir;
-    auto engine = jobs::build_engine(eo);
-    if (engine.is_ok()) {
-      KF_LOG_INFO("kforge mcp: data dir {}", dir.string());
-      return engine;
-    }
-    last = engine.status();
-    if (last.code() != ErrorCode::kFailedPrecondition) break;  // not merely "in use"
-  }
-  return last;
-}
 
 }  // namespace
 
@@ -110,7 +72,7 @@ int run_mcp(const McpConfig& c) {
     service = remote.get();
     KF_LOG_INFO("kforge mcp: forwarding tool calls to {}", c.server);
   } else {
-    auto started = start_engine(c);
+    auto started = start_embedded_engine(c.engine, c.data_dir, "mcp-data");
     if (!started.is_ok()) {
       KF_LOG_ERROR("kforge mcp: cannot start the engine: {}", started.status().to_string());
       return 2;
