@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "bench_command.h"
 #include "mcp_command.h"
 #include "serve_command.h"
 #include "version.h"
@@ -16,12 +17,15 @@ int main(int argc, char** argv) {
   CLI::App* serve_cmd = kforge::app::add_serve_command(app, serve);
   kforge::app::McpConfig mcp;
   CLI::App* mcp_cmd = kforge::app::add_mcp_command(app, mcp);
+  kforge::app::BenchConfig bench;
+  CLI::App* bench_cmd = kforge::app::add_bench_command(app, bench);
   kforge::app::WorkerConfig worker;
   CLI::App* worker_cuda_cmd = kforge::app::add_worker_command(app, worker);
 
   CLI11_PARSE(app, argc, argv);
   if (serve_cmd->parsed()) return kforge::app::run_serve(serve);
   if (mcp_cmd->parsed()) return kforge::app::run_mcp(mcp);
+  if (bench_cmd->parsed()) return kforge::app::run_bench(bench);
   if (worker_cuda_cmd->parsed()) return kforge::app::run_worker_cuda(worker);
   std::cerr << app.help() << '\n';
   return 2;
