@@ -92,6 +92,8 @@ int run_mcp(const McpConfig& c) {
     mcp::ServerCatalogOptions options;
     options.version = std::string(kVersion);
     options.conformance_fixtures = c.conformance_fixtures;
+    options.bench.allow_local_paths = true;  // the user on stdio owns the files
+    options.bench.kforge_version = options.version;
     auto catalog = mcp::build_server_catalog(*service, blocking, options);
     if (!catalog.is_ok()) {
       KF_LOG_ERROR("kforge mcp: {}", catalog.status().to_string());

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kforge/common/log.h"
+#include "kforge/frontends/http/bench_route.h"
 #include "kforge/frontends/http/http_server.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
@@ -116,7 +117,11 @@ int run_serve(const ServeConfig& c) {
   const auto blocking = frontends::http::make_blocking_executor(blocking_pool);
   frontends::http::Router router;
   if (c.mode != "mcp") {
-    if (Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest); !s) {
+    bench::BenchPolicy bench_policy;
+    bench_policy.kforge_version = std::string(kVersion);
+    Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest);
+    if (s.is_ok()) s = frontends::http::add_bench_route(router, service, blocking, bench_policy);
+    if (!s.is_ok()) {
       KF_LOG_ERROR("cannot set up the REST API: {}", s.to_string());
       service.stop();
       return 2;
@@ -130,6 +135,7 @@ int run_serve(const ServeConfig& c) {
     mo.version = std::string(kVersion);
     mo.conformance_fixtures = c.conformance_fixtures;
     mo.kernel_tools.limits = ho.rest.limits;
+    mo.bench.kforge_version = std::string(kVersion);
     auto built = frontends::mcp::build_server_catalog(service, blocking, mo);
     Status s = built.is_ok() ? Status::ok() : built.status();
     if (s.is_ok()) {
