@@ -124,8 +124,8 @@ constexpr Words kEnglish = {
     "| Op | Best kernel | Final (ms) | Speedup vs torch | vs torch.compile | Large: % of peak | "
     "Correct versions |",
     "Measured peaks:",
-    "of copy bandwidth",
-    "of matmul",
+    "of the copy bandwidth",
+    "of the matmul peak",
 };
 
 constexpr Words kKorean = {
@@ -184,7 +184,7 @@ constexpr Words kKorean = {
     "정확한 버전 |",
     "측정된 피크:",
     "(복사 대역폭 대비)",
-    "(행렬곱 대비)",
+    "(행렬곱 피크 대비)",
 };
 
 const Words& words(LogLang lang) {
