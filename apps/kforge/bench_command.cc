@@ -138,6 +138,10 @@ StatusOr<Json> run_plan(jobs::JobService& service, bench::BenchPlan plan, const 
     boost::asio::post(pool, std::move(task));
   };
   ProgressPrinter printer(quiet);
+  if (!plan.jobs.empty()) {  // the first line, before the first job ends
+    printer.update(bench::BenchProgress{0, static_cast<int>(plan.jobs.size()),
+                                        "running " + plan.jobs.front().label});
+  }
   std::promise<StatusOr<Json>> promise;
   auto future = promise.get_future();
   auto run = bench::BenchRun::start(
