@@ -34,6 +34,21 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
       ->capture_default_str();
   cmd.add_option("--worker-env", f.worker_env,
                  "Extra environment variable to pass to workers (repeatable; secrets never)");
+  cmd.add_option("--sandbox", f.sandbox,
+                 "Job isolation: auto (jail jobs when kforge is privileged, else run them "
+                 "unjailed and say so), required (refuse to start without it) or off "
+                 "(docs/security.md)")
+      ->envname("KFORGE_SANDBOX")
+      ->check(CLI::IsMember({"auto", "required", "off"}))
+      ->capture_default_str();
+  cmd.add_option("--job-pids-max", f.job_pids_max,
+                 "Processes and threads one job may have at once (its cgroup's pids.max)")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 22))
+      ->capture_default_str();
+  cmd.add_option("--sandbox-uid-base", f.sandbox_uid_base,
+                 "First of 20000 uids jobs run as (each owns nothing else on the machine)")
+      ->check(CLI::Range(uint32_t{1000}, uint32_t{4000000000}))
+      ->capture_default_str();
 }
 
 jobs::EngineOptions engine_options(const EngineFlags& f) {
@@ -46,6 +61,9 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.warm_children_cpu = f.warm_children_cpu;
   eo.warm_cuda_workers_gpu = f.warm_cuda_workers_gpu;
   eo.warm_cuda_workers_cpu = f.warm_cuda_workers_cpu;
+  eo.sandbox = f.sandbox;
+  eo.job_pids_max = f.job_pids_max;
+  eo.sandbox_uid_base = f.sandbox_uid_base;
   eo.version = std::string(kVersion);
   return eo;
 }

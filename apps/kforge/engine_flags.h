@@ -22,10 +22,14 @@ struct EngineFlags {
   int warm_cuda_workers_gpu = 3;  // started `kforge worker cuda` processes per GPU
   int warm_cuda_workers_cpu = 1;
   std::vector<std::string> worker_env;
+  std::string sandbox = "auto";  // auto | required | off
+  int64_t job_pids_max = 1024;
+  uint32_t sandbox_uid_base = 61000;
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
-// --warm-children[-cpu], --warm-cuda-workers[-cpu] and --worker-env.
+// --warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env, --sandbox, --job-pids-max
+// and --sandbox-uid-base.
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view devices_help);
 
 // The engine options the flags give (data directory and the serve-only limits left default).

@@ -62,7 +62,8 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
       ->envname("KFORGE_MAX_BODY_MB")
       ->capture_default_str();
   cmd->add_option("--child-memory-mb", c.child_memory_mb,
-                  "Host memory limit per job process (MiB; 0 = 3/4 of RAM)")
+                  "Host memory limit per job (MiB; its cgroup's memory.max; 0 = 3/4 of the "
+                  "machine's or kforge's own cgroup limit, whichever is smaller)")
       ->envname("KFORGE_CHILD_MEMORY_MB")
       ->capture_default_str();
   cmd->add_option("--output-cap-kb", c.output_cap_kb,

@@ -412,7 +412,8 @@ Json JobServiceImpl::health() {
   return Json{{"status", degraded ? "degraded" : "healthy"},
               {"version", options_.version},
               {"uptime_s", uptime},
-              {"devices", devices}};
+              {"devices", devices},
+              {"sandbox", options_.sandbox}};
 }
 
 Json JobServiceImpl::stats() {

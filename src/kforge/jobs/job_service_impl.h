@@ -35,6 +35,7 @@ class JobServiceImpl final : public JobService {
     int max_attempts = 3;             // starts per job across restarts
     size_t max_active_jobs = 100000;  // queued + running; submit() fails beyond
     std::string version = "dev";
+    Json sandbox = Json::object();  // SandboxPolicy::describe(), shown by health()
   };
 
   JobServiceImpl(Options options, std::unique_ptr<store::Store> store,

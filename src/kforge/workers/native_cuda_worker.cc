@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cstdlib>
 
 #include "kforge/common/files.h"
@@ -75,6 +76,8 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child
                 {2, pipes.err_w.get()},
                 {3, pipes.proto_theirs.get()}};
   launch.rlimit_nofile = 4096;
+  // Jailed processes start as pid 1 of their own pid namespace: they see no other process.
+  launch.new_pid_namespace = options_.sandbox->jailing();
   KF_ASSIGN_OR_RETURN(Process process, launch_process(launch));
   auto child = std::make_unique<Child>();
   KF_RETURN_IF_ERROR(pipes.attach(child->channel));
@@ -82,6 +85,13 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child
   child->channel.pid = process.pid();
   child->channel.started_at = Clock::now();
   child->process = std::move(process);
+  std::string name = "cu-";
+  for (char c : options_.device)
+    if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+  name += "-" + std::to_string(child->channel.child_id);
+  KF_ASSIGN_OR_RETURN(child->channel.sandbox, options_.sandbox->prepare_native_child(
+                                                  name, child->process.pid(), options_.gpu_minor));
+  KF_RETURN_IF_ERROR(child->channel.send_sandbox());
   {
     std::lock_guard lock(mu_);
     ++started_;
@@ -178,9 +188,8 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
                 " is unavailable: " + taken.status().message()};
   }
   std::unique_ptr<Child> active = std::move(taken).value();
-  const auto scratch = options_.data_dir / "scratch" / job.job_id;
   Json spec = job.spec;
-  spec["scratch_dir"] = scratch.string();
+  spec["scratch_dir"] = active->channel.sandbox->scratch.string();
   spec["cache_dir"] = (options_.data_dir / "cache").string();
   Json message = {{"type", "job"}, {"job", spec}};
 
@@ -195,10 +204,9 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
   Json worker_info = {{"type", "cuda"},
                       {"pid", active->channel.pid},
                       {"warmup_ms", active->channel.ready_message.value("warmup_ms", 0.0)}};
+  worker_info["sandbox"] = active->channel.ready_message.value("sandbox", Json::object());
   Json result = assemble_result(spec, end, job.timeout, worker_info);
-  if (Status s = remove_tree(scratch); !s) {
-    KF_LOG_WARN("job={} could not remove scratch dir: {}", job.job_id, s.message());
-  }
+  active.reset();  // kills what is left of the process and removes its scratch directory
   {
     std::lock_guard lock(mu_);
     ++jobs_run_;

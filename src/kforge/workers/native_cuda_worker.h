@@ -41,6 +41,8 @@ struct NativeCudaWorkerOptions {
   // the L2 flush buffer (a few hundred MiB of GPU memory).
   int warm_children = 1;
   std::chrono::seconds child_ready_timeout{120};
+  std::shared_ptr<const SandboxPolicy> sandbox;  // never null (see PythonWorkerOptions)
+  int gpu_minor = -1;
 };
 
 class NativeCudaWorker final : public Worker {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
@@ -58,6 +59,7 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
   }
   if (!options_.cuda_abi_library.empty()) env["KFORGE_CUDA_ABI"] = options_.cuda_abi_library;
   if (!options_.nvrtc_library.empty()) env["KFORGE_NVRTC_LIB"] = options_.nvrtc_library;
+  if (!options_.sandbox_library.empty()) env["KFORGE_SANDBOX_LIB"] = options_.sandbox_library;
   if (options_.child_address_space_bytes) {
     env["KFORGE_CHILD_AS_BYTES"] = std::to_string(*options_.child_address_space_bytes);
   }
@@ -239,6 +241,22 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
   forked_.erase(child_id);
   child->started_at = Clock::now();
   KF_RETURN_IF_ERROR(pipes.attach(*child));
+  // The child waits for its `sandbox` message before it does anything: it is in its cgroup
+  // (and so is every process it will start) before it runs a line of a job's code.
+  std::string name = "py-";
+  for (char c : options_.device)
+    if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+  name += "-" + std::to_string(child_id);
+  auto prepared = options_.sandbox->prepare_python_child(name, child->pid, options_.gpu_minor);
+  if (!prepared.is_ok()) {
+    kill_process_group(child->pid);
+    return prepared.status().with_context("preparing the child's sandbox");
+  }
+  child->sandbox = std::move(prepared).value();
+  if (Status s = child->send_sandbox(); !s) {
+    child->kill_all();
+    return s;
+  }
   return child;
 }
 
@@ -290,7 +308,7 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::take_ready_child() {
     last = ready;
     KF_LOG_WARN("worker device={} child pid={} failed before ready: {}", options_.device,
                 child->pid, ready.message());
-    kill_process_group(child->pid);
+    child->kill_all();
     std::lock_guard lock(mu_);
     ++child_crashes_;
   }
@@ -310,7 +328,7 @@ void PythonWorker::prepare() {
     if (!ready) {
       KF_LOG_WARN("worker device={} child failed while warming: {}", options_.device,
                   ready.message());
-      kill_process_group((*it)->pid);
+      (*it)->kill_all();
       it = warm_.erase(it);
       continue;
     }
@@ -332,15 +350,10 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   }
   std::unique_ptr<ChildChannel> active = std::move(child).value();
 
-  const auto scratch = options_.data_dir / "scratch" / job.job_id;
-  if (Status s = make_dirs(scratch); !s) {
-    kill_process_group(active->pid);
-    set_state("ready");
-    return {WorkerOutcome::Kind::kWorkerFailure, Json(), s.message()};
-  }
   Json spec = job.spec;
-  spec["scratch_dir"] = scratch.string();
-  spec["cache_dir"] = (options_.data_dir / "cache").string();
+  spec["scratch_dir"] = active->sandbox->judge_dir.string();
+  spec["cache_dir"] = options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir().string()
+                                                  : (options_.data_dir / "cache").string();
   Json message = {{"type", "job"}, {"job", spec}};
 
   // Replace the child just taken while this job runs: the next job then starts at once.
@@ -351,9 +364,17 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   Json worker_info = {{"type", "python"},
                       {"pid", active->pid},
                       {"warmup_ms", active->ready_message.value("warmup_ms", 0.0)}};
+  worker_info["sandbox"] = active->ready_message.value("sandbox", Json::object());
   Json result = assemble_result(spec, end, job.timeout, worker_info);
-  if (Status s = remove_tree(scratch); !s) {
-    KF_LOG_WARN("job={} could not remove scratch dir: {}", job.job_id, s.message());
+  const bool zygote_died = !control_.valid() && end.kind == ChildJobEnd::Kind::kCrashed;
+  active.reset();  // kills what is left of the job and removes its scratch directory
+  if (zygote_died) {
+    // The zygote (the parent of every child) died while the job ran, taking the child with
+    // it: that is the worker's failure, not the kernel's crash.
+    set_state("failed", "the zygote exited during a job");
+    return {WorkerOutcome::Kind::kWorkerFailure, Json(),
+            "the Python worker for " + options_.device +
+                " stopped while the job ran (not the kernel's fault); submit it again"};
   }
   {
     std::lock_guard lock(mu_);

@@ -36,6 +36,11 @@ struct PythonWorkerOptions {
   std::vector<std::string> extra_env_names;  // --worker-env
   std::string cuda_abi_library;  // libkforge_cuda.so, for `cuda` kernels (KFORGE_CUDA_ABI)
   std::string nvrtc_library;     // libnvrtc for it (KFORGE_NVRTC_LIB); "" = search
+  std::string sandbox_library;   // libkforge_sandbox.so, the jail (KFORGE_SANDBOX_LIB)
+  // Identities, cgroups and jails of the children (never null: an "off" policy still gives
+  // each child its own scratch directories).
+  std::shared_ptr<const SandboxPolicy> sandbox;
+  int gpu_minor = -1;  // /dev/nvidiaN of this device (the others are hidden from jobs)
   ChildLimits limits;
   // Children kept forked and warm ahead of jobs. A GPU child's warm-up (CUDA context, first
   // Triton launch) takes longer than a small job, so a GPU keeps 3 (measured on an
