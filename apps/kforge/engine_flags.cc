@@ -45,6 +45,13 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "Processes and threads one job may have at once (its cgroup's pids.max)")
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 22))
       ->capture_default_str();
+  cmd.add_option("--kernel-cache", f.kernel_cache,
+                 "Kernel caches of jobs: isolated (each job compiles into its own, nothing it "
+                 "compiles is loaded by another job) or shared (one for all candidates, one for "
+                 "all references: faster, for one-tenant servers; docs/security.md)")
+      ->envname("KFORGE_KERNEL_CACHE")
+      ->check(CLI::IsMember({"isolated", "shared"}))
+      ->capture_default_str();
   cmd.add_option("--sandbox-uid-base", f.sandbox_uid_base,
                  "First of 20000 uids jobs run as (each owns nothing else on the machine)")
       ->check(CLI::Range(uint32_t{1000}, uint32_t{4000000000}))
@@ -64,6 +71,7 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.sandbox = f.sandbox;
   eo.job_pids_max = f.job_pids_max;
   eo.sandbox_uid_base = f.sandbox_uid_base;
+  eo.kernel_cache = f.kernel_cache;
   eo.version = std::string(kVersion);
   return eo;
 }

@@ -25,6 +25,7 @@ struct EngineFlags {
   std::string sandbox = "auto";  // auto | required | off
   int64_t job_pids_max = 1024;
   uint32_t sandbox_uid_base = 61000;
+  std::string kernel_cache = "isolated";
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,

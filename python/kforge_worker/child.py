@@ -10,6 +10,7 @@ message carries jails); the judge enters its own jail; both warm up; `ready`; on
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -67,6 +68,9 @@ class Plan:
                 )
         self.judge_jail = message.get("judge") if self.enabled else None
         self.candidate_jail = message.get("candidate") if self.enabled else None
+        caches = message.get("caches") or {}
+        self.judge_cache = str(caches.get("judge") or "")
+        self.candidate_cache = str(caches.get("candidate") or "")
         self.limits = message.get("limits") or {}
         self.why_not = str(message.get("why_not") or "")
 
@@ -101,14 +105,15 @@ def serve_one_job(
     def progress(phase: str, message: str, partial: dict[str, Any]) -> None:
         channel.send({"type": "progress", "phase": phase, "message": message, "partial": partial})
 
-    cache_dir = plan.candidate_env.get("HOME", plan.candidate_dir) + "/.cache"
+    if plan.judge_cache:
+        job = dataclasses.replace(job, cache_dir=plan.judge_cache)
     result = run_job(
         job,
         device,
         progress,
         link=link,
         candidate_dir=plan.candidate_dir,
-        candidate_cache_dir=cache_dir if plan.enabled else job.cache_dir,
+        candidate_cache_dir=plan.candidate_cache or job.cache_dir,
     )
     _flush_std_streams()
     channel.send({"type": "result", "job_id": job.job_id, "result": result.to_dict()})

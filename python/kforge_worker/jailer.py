@@ -65,7 +65,7 @@ def _lib() -> ctypes.CDLL:
 def python_paths() -> list[str]:
     """What a jailed Python must still read: its prefixes, executable and import path."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable)}
-    paths.update(p for p in sys.path if p and os.path.isabs(p))
+    paths.update(p for p in sys.path if p and os.path.isabs(p) and p != os.getcwd())
     return sorted(p for p in paths if os.path.exists(p))
 
 

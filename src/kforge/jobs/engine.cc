@@ -105,6 +105,9 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   std::error_code ec;
   auto data_dir = std::filesystem::absolute(options.data_dir, ec);
   if (ec) return invalid_argument("bad data directory: " + ec.message(), "--data-dir");
+  // Everything the server creates (the store, its journals, caches) is its own: jobs run as
+  // other uids and must not read it even where a path to it leaks.
+  ::umask(077);
   Engine engine;
   KF_ASSIGN_OR_RETURN(engine.data_dir_lock, DataDirLock::acquire(data_dir));
 
@@ -166,6 +169,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   sandbox_options.memory_bytes = options.child_memory_bytes;
   sandbox_options.pids_max = options.job_pids_max;
   sandbox_options.uid_base = options.sandbox_uid_base;
+  sandbox_options.kernel_cache = options.kernel_cache;
   for (const std::filesystem::path& p :
        {std::filesystem::path(find_program(python)), worker_path, executable.parent_path(),
         std::filesystem::path(cuda_abi).parent_path(),

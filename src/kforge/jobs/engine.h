@@ -36,6 +36,7 @@ struct EngineOptions {
   std::string sandbox = "auto";
   int64_t job_pids_max = 1024;
   uint32_t sandbox_uid_base = 61000;
+  std::string kernel_cache = "isolated";  // isolated | shared (SandboxOptions)
 };
 
 // The job service and the lock on its data directory; destroy the service first.

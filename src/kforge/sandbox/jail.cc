@@ -248,6 +248,8 @@ StatusOr<std::vector<std::string>> string_list(const Json& j, const char* key) {
 
 Status mount_all(const JailSpec& spec, Json& report) {
   int mounts = 0;
+  // Mount points made below are searchable by the new uid whatever umask was inherited.
+  ::umask(022);
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return step_error("make / private", errno);
   }
@@ -270,6 +272,12 @@ Status mount_all(const JailSpec& spec, Json& report) {
     std::error_code ec;
     fs::path real = fs::weakly_canonical(p, ec);
     if (ec || !fs::exists(real)) continue;  // a missing path needs no view
+    // Nothing below a hidden directory is ever re-exposed (the data directory stays hidden even
+    // when a caller's import path names it).
+    bool hidden = std::any_of(spec.hide.begin(), spec.hide.end(), [&](const std::string& h) {
+      return is_under(real, h) || is_under(h, real);
+    });
+    if (hidden) continue;
     std::string anc = blocking_ancestor(real);
     bool under_cover = std::any_of(covered.begin(), covered.end(),
                                    [&](const std::string& c) { return is_under(real, c); });

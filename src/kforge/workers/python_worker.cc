@@ -48,6 +48,7 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
   env["PYTHONUNBUFFERED"] = "1";
   env["PYTHONDONTWRITEBYTECODE"] = "1";
   env["PYTHONHASHSEED"] = "0";
+  env["PYTHONSAFEPATH"] = "1";  // `-m` must not put the working directory on sys.path
   env["TRITON_CACHE_DIR"] = (options_.data_dir / "cache" / "triton").string();
   env["TORCH_EXTENSIONS_DIR"] = (options_.data_dir / "cache" / "torch_extensions").string();
   if (options_.device == "cpu") {

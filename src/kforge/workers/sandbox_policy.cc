@@ -75,6 +75,10 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     return invalid_argument("must be auto, required or off, got '" + options.mode + "'",
                             "--sandbox");
   }
+  if (options.kernel_cache != "isolated" && options.kernel_cache != "shared") {
+    return invalid_argument("must be isolated or shared, got '" + options.kernel_cache + "'",
+                            "--kernel-cache");
+  }
   auto policy = std::shared_ptr<SandboxPolicy>(new SandboxPolicy(std::move(options)));
   SandboxPolicy& p = *policy;
   const auto& o = p.options_;
@@ -115,8 +119,10 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache", 0, 0, 0711));
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / "triton", 0, 0, 0755));
     KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir(), 0, o.judge_gid, 02770));
-    for (const char* sub : {"triton", "torch_extensions", "cuda"}) {
+    KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir(), 0, o.candidate_gid, 02770));
+    for (const char* sub : {"triton", "torch_extensions", "cuda", "cupy", "cuda_jit"}) {
       KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir() / sub, 0, o.judge_gid, 02770));
+      KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir() / sub, 0, o.candidate_gid, 02770));
     }
     for (const char* sub : {"cuda", "cuda_jit"}) {
       KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / sub, 0, o.native_gid, 02770));
@@ -134,6 +140,7 @@ SandboxPolicy::~SandboxPolicy() = default;
 Json SandboxPolicy::describe() const {
   Json j = {{"mode", options_.mode},
             {"jailing", jailing_},
+            {"kernel_cache", options_.kernel_cache},
             {"memory_limit_bytes", memory_bytes_},
             {"pids_max", options_.pids_max},
             {"uid_range", {options_.uid_base, options_.uid_base + options_.uid_count - 1}},
@@ -179,33 +186,46 @@ Status SandboxPolicy::attach(ChildSandbox& child, const std::string& name, pid_t
   return child.cgroup->attach(pid);
 }
 
+namespace {
+
+// The environment that points a process's kernel caches (Triton, torch extensions, CuPy,
+// the CUDA JIT; the cuda C ABI's cache is the job spec's cache_dir/cuda) below `cache`.
+Json cache_env(const fs::path& home, const fs::path& cache) {
+  return {{"HOME", home.string()},
+          {"TMPDIR", "/tmp"},
+          {"TRITON_CACHE_DIR", (cache / "triton").string()},
+          {"TORCH_EXTENSIONS_DIR", (cache / "torch_extensions").string()},
+          {"CUPY_CACHE_DIR", (cache / "cupy").string()},
+          {"CUDA_CACHE_PATH", (cache / "cuda_jit").string()}};
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(const std::string& name,
                                                                             pid_t pid,
                                                                             int gpu_minor) const {
   KF_ASSIGN_OR_RETURN(auto child, make_scratch(name));
   child->judge_dir = child->scratch / "judge";
   child->candidate_dir = child->scratch / "candidate";
+  const bool shared = options_.kernel_cache == "shared";
+  // Kernel caches: private to the process (isolated), or one per role for the whole server
+  // (shared; judges and candidates never share one). The zygote's warm cache is a read-only
+  // layer under both (triton_cache.py).
+  child->judge_cache = shared ? judge_cache_dir() : child->judge_dir / ".cache";
+  child->candidate_cache = shared ? candidate_cache_dir() : child->candidate_dir / ".cache";
   const auto zygote_triton = options_.data_dir / "cache" / "triton";
-  Json judge_env = {{"HOME", child->judge_dir.string()},
-                    {"TMPDIR", "/tmp"},
-                    {"TRITON_CACHE_DIR", (judge_cache_dir() / "triton").string()},
-                    {"TORCH_EXTENSIONS_DIR", (judge_cache_dir() / "torch_extensions").string()},
-                    {"KFORGE_CUDA_CACHE_DIR", (judge_cache_dir() / "cuda").string()}};
-  Json candidate_env = {
-      {"HOME", child->candidate_dir.string()},
-      {"TMPDIR", "/tmp"},
-      {"TRITON_CACHE_DIR", (child->candidate_dir / ".cache" / "triton").string()},
-      {"TORCH_EXTENSIONS_DIR", (child->candidate_dir / ".cache" / "torch_extensions").string()},
-      {"CUPY_CACHE_DIR", (child->candidate_dir / ".cache" / "cupy").string()},
-      {"CUDA_CACHE_PATH", (child->candidate_dir / ".cache" / "cuda_jit").string()},
-      {"KFORGE_CUDA_CACHE_DIR", (child->candidate_dir / ".cache" / "cuda").string()}};
-  Json message = {{"type", "sandbox"},
-                  {"enabled", jailing_},
-                  {"dirs", {{"judge", child->judge_dir}, {"candidate", child->candidate_dir}}},
-                  {"read_only_caches", {{"triton", zygote_triton.string()}}},
-                  {"env", {{"judge", judge_env}, {"candidate", candidate_env}}},
-                  {"limits", {{"memory_bytes", memory_bytes_}, {"pids_max", options_.pids_max}}},
-                  {"cgroup", cgroups_ ? Json(name) : Json(nullptr)}};
+  Json message = {
+      {"type", "sandbox"},
+      {"enabled", jailing_},
+      {"dirs", {{"judge", child->judge_dir}, {"candidate", child->candidate_dir}}},
+      {"caches", {{"judge", child->judge_cache}, {"candidate", child->candidate_cache}}},
+      {"kernel_cache", options_.kernel_cache},
+      {"read_only_caches", {{"triton", zygote_triton.string()}}},
+      {"env",
+       {{"judge", cache_env(child->judge_dir, child->judge_cache)},
+        {"candidate", cache_env(child->candidate_dir, child->candidate_cache)}}},
+      {"limits", {{"memory_bytes", memory_bytes_}, {"pids_max", options_.pids_max}}},
+      {"cgroup", cgroups_ ? Json(name) : Json(nullptr)}};
   if (jailing_) {
     const uid_t judge_uid = next_uid();
     const uid_t candidate_uid = next_uid();
@@ -216,9 +236,9 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
     judge["gid"] = options_.judge_gid;
     judge["groups"] = {options_.judge_gid};
     judge["chdir"] = child->judge_dir;
+    judge["umask"] = 007;  // what it writes to a shared judges' cache, other judges read
     judge["binds"] = {
         {{"source", child->judge_dir}, {"target", child->judge_dir}, {"writable", true}},
-        {{"source", judge_cache_dir()}, {"target", judge_cache_dir()}, {"writable", true}},
         {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}}};
     Json candidate = base_jail("candidate", gpu_minor);
     candidate["uid"] = candidate_uid;
@@ -228,6 +248,16 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
     candidate["binds"] = {
         {{"source", child->candidate_dir}, {"target", child->candidate_dir}, {"writable", true}},
         {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}}};
+    if (shared) {
+      judge["binds"].push_back(
+          {{"source", judge_cache_dir()}, {"target", judge_cache_dir()}, {"writable", true}});
+      candidate["gid"] = options_.candidate_gid;
+      candidate["groups"] = {options_.candidate_gid};
+      candidate["umask"] = 007;
+      candidate["binds"].push_back({{"source", candidate_cache_dir()},
+                                    {"target", candidate_cache_dir()},
+                                    {"writable", true}});
+    }
     message["judge"] = judge;
     message["candidate"] = candidate;
   } else {
@@ -258,6 +288,7 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_native_child(cons
     jail["gid"] = options_.native_gid;
     jail["groups"] = {options_.native_gid};
     jail["chdir"] = child->scratch;
+    jail["umask"] = 007;  // its compile-cache entries are read by the next processes
     // The native worker is already pid 1 of its own pid namespace (the supervisor cloned it
     // there), so its /proc shows only itself.
     const auto cache = native_cache_dir();

@@ -38,8 +38,15 @@ struct SandboxOptions {
   // Python child, one per native process); every one of them owns nothing else.
   uid_t uid_base = 61000;
   uint32_t uid_count = 20000;
-  gid_t judge_gid = 60990;   // judges share their kernel caches through this group
-  gid_t native_gid = 60991;  // so do native CUDA worker processes
+  gid_t judge_gid = 60990;      // judges share their kernel caches through this group
+  gid_t native_gid = 60991;     // so do native CUDA worker processes
+  gid_t candidate_gid = 60992;  // and candidates, with --kernel-cache shared
+  // Kernel caches (Triton, torch extensions, the cuda compile cache): "isolated" gives every
+  // process its own, empty but for the zygote's read-only warm layer (nothing a job compiles
+  // is ever loaded by another job); "shared" gives all judges one and all candidates another,
+  // so a kernel compiled once is not compiled again (a candidate can then plant code that a
+  // later candidate loads: for one-tenant servers only; docs/security.md).
+  std::string kernel_cache = "isolated";
   int64_t memory_bytes = 0;  // per job (cgroup memory.max); 0 = default_job_memory_bytes()
   int64_t pids_max = 1024;   // per job (cgroup pids.max): processes and threads
   uint64_t file_size_bytes = uint64_t{8} << 30;  // RLIMIT_FSIZE
@@ -57,6 +64,8 @@ struct ChildSandbox {
   std::filesystem::path scratch;               // <data>/scratch/<name>
   std::filesystem::path judge_dir;             // scratch/judge (Python) or scratch (native)
   std::filesystem::path candidate_dir;         // scratch/candidate (Python only)
+  std::filesystem::path judge_cache;           // the judge's kernel caches (Python only)
+  std::filesystem::path candidate_cache;       // the candidate's
   Json message;                                // the `sandbox` message for the process
   int64_t memory_limit_bytes = 0;
 
@@ -89,6 +98,9 @@ class SandboxPolicy {
   // The environment a jailed Python child needs (cache directories); merged into the
   // zygote's environment.
   std::filesystem::path judge_cache_dir() const { return options_.data_dir / "cache" / "judge"; }
+  std::filesystem::path candidate_cache_dir() const {
+    return options_.data_dir / "cache" / "candidates";
+  }
   std::filesystem::path native_cache_dir() const { return options_.data_dir / "cache"; }
 
  private:
