@@ -46,6 +46,51 @@ from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.spec import parse_kernel, parse_timing
 from kforge_worker.timing import time_cpu, time_cuda
 
+# Triton launches in this process (a launch-enter hook installed before any user code).
+_LAUNCHES = [0]
+
+
+def _count_launch(*_: Any) -> None:
+    _LAUNCHES[0] += 1
+
+
+def install_launch_counter() -> None:
+    """Counts Triton kernel launches of the interpreter (GPU launches are counted by a
+    launch hook, only around correctness calls: see counting_launches)."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return
+    run = InterpretedFunction.run
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _LAUNCHES[0] += 1
+        return run(self, *args, **kwargs)
+
+    InterpretedFunction.run = counted  # type: ignore[method-assign]
+
+
+class counting_launches:
+    """Counts GPU Triton launches inside the block (the hook costs host time per launch, so
+    it is never on while timing)."""
+
+    def __enter__(self) -> None:
+        try:
+            import triton
+
+            triton.knobs.runtime.launch_enter_hook.add(_count_launch)
+        except (ImportError, AttributeError):
+            pass
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            import triton
+
+            triton.knobs.runtime.launch_enter_hook.remove(_count_launch)
+        except (ImportError, AttributeError):
+            pass
+
+
 # Bound now, before any user code runs: a candidate that replaces these names in their
 # modules does not change what the harness calls.
 _perf_counter_ns = time.perf_counter_ns
@@ -204,8 +249,10 @@ class Candidate:
             self._reply_error("called", "worker", f"bad call plan: {e}")
             return
         threads_before = _active_count()
+        launches_before = _LAUNCHES[0]
         try:
-            returned = self._run_once(inv)
+            with counting_launches():
+                returned = self._run_once(inv)
         except Exception as e:
             kind = "compile" if is_build_failure(e) else "runtime"
             self._reply_error("called", kind, format_user_traceback(e))
@@ -221,17 +268,31 @@ class Candidate:
                 "outputs": described,
                 "threads_started": max(0, threads_after - threads_before),
                 "aliases": _aliases(inv, described, values),
+                "kernel_launches": _LAUNCHES[0] - launches_before,
             },
             [values, read_only],
         )
 
-    def time(self, message: dict[str, Any], slots: Any) -> None:
+    def time(self, message: dict[str, Any], sets: Any) -> None:
+        """Times the kernel on input sets the judge sent, in turn: before each trial the next
+        set's values are copied into the same input buffers (outside the timed window), so a
+        kernel that caches its output by buffer sees different data every trial."""
         if self.runnable is None:
             self._reply_error("timed", "worker", "time before load")
             return
         try:
-            inv = self._invocation(message["plan"], slots)
+            plan = message["plan"]
+            if not isinstance(sets, list) or not sets:
+                raise ValueError("no input sets")
+            inv = self._invocation(plan, sets[0])
             opts = parse_timing(message.get("timing") or {}, "timing")
+            rotating = [
+                i
+                for i, slot in enumerate(plan["slots"])
+                if slot.get("role") in ("input", "inout") and isinstance(sets[0][i], torch.Tensor)
+            ]
+            live = list(sets[0])
+            pristine = [[s[i].clone() for i in rotating] for s in sets]
         except Exception as e:
             self._reply_error("timed", "worker", f"bad timing request: {e}")
             return
@@ -244,14 +305,20 @@ class Candidate:
         ]
         stop_requested = False
         last: list[Any] = [None]
+        trial = [0]
 
         def call() -> object:
             last[0] = runnable(inv.args, inv.kwargs)
             return last[0]
 
         def before_trial() -> None:
-            # Outside the timed window: every trial starts from poisoned outputs, so a trial
-            # that skips the work is caught when the judge verifies it.
+            # Outside the timed window: every trial starts from the next input set and from
+            # poisoned outputs, so a trial that skips the work or returns an earlier answer is
+            # caught when the judge verifies it.
+            values = pristine[trial[0] % len(pristine)]
+            for i, value in zip(rotating, values, strict=True):
+                live[i].copy_(value)
+            trial[0] += 1
             for tensor, value in poison:
                 tensor.fill_(value)
 
@@ -316,6 +383,7 @@ def _aliases(
 
 def serve(channel: StreamChannel, device: WorkerDevice, budget_bytes: int) -> int:
     """Runs the candidate's request loop; returns the process exit code."""
+    install_launch_counter()
     try:
         Candidate(channel, device, budget_bytes).serve()
     except (ProtocolError, OSError) as e:

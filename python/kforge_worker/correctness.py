@@ -69,6 +69,11 @@ def report_exception(result: JobResult, exc: BaseException, where: str) -> None:
         result.fail("runtime", text)
 
 
+# An fp32 output whose largest error exceeds this fraction of its largest value was most
+# likely computed in reduced precision (fp16/bf16 round to ~1e-3..1e-2; fp32 to ~1e-7).
+REDUCED_PRECISION_RELATIVE_ERROR = 5e-4
+
+
 @dataclass
 class _Trial:
     kernels: JobKernels
@@ -275,6 +280,61 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
     if not _inputs_unchanged(trial, cand_inv, inputs, reply.read_only_after):
         return False
     _flag_aliasing(trial, reply)
+    if reply.kernel_launches == 0 and kernels.candidate.kernel_type == "triton":
+        message = (
+            "the kernel launched no Triton kernel of its own (it computed its outputs some "
+            "other way, e.g. with the reference's own torch ops)"
+        )
+        result.add_check("launched_own_kernel", False, message, fatal=False)
+        result.warn(message)
+    return _plausible_outputs(trial, reply.outputs, expected_values)
+
+
+def _plausible_outputs(
+    trial: _Trial, outputs: list[tuple[str, Any]], expected: list[torch.Tensor]
+) -> bool:
+    """Honesty checks on outputs that passed the tolerance test.
+
+    A constant output (zeros, say) for a non-constant reference is rejected even where the
+    tolerances admit it: it is not the reference's function, only a loose bound around it.
+    Where the tolerances admit all zeros, and where an fp32 output's errors are those of half
+    precision arithmetic, the result is flagged (not failed)."""
+    result = trial.result
+    for (name, got), want in zip(outputs, expected, strict=True):
+        if not want.dtype.is_floating_point or want.numel() < 2:
+            continue
+        w = want.detach().to(torch.float64)
+        g = got.detach().to(w.device).to(torch.float64)
+        finite = torch.isfinite(w)
+        if not bool(finite.any()):
+            continue
+        wf = w[finite]
+        if float(wf.max() - wf.min()) > 0 and bool((g == g.reshape(-1)[0]).all()):
+            return trial.reject(
+                f"output '{name}' is the constant {float(g.reshape(-1)[0]):.6g} everywhere, "
+                "while the reference's output varies: a constant is not the kernel's function "
+                "even where the tolerances admit it",
+                check="outputs_not_constant",
+            )
+        tol = _tolerance(trial, want.dtype)
+        if bool((wf.abs() <= tol.atol + tol.rtol * wf.abs()).all()):
+            message = (
+                f"output '{name}': the tolerances (atol={tol.atol:g}, rtol={tol.rtol:g}) admit an "
+                "all-zero output for these inputs; pass a smaller atol to judge this kernel"
+            )
+            result.add_check("tolerance_discriminates", False, message, fatal=False)
+            result.warn(message)
+        if want.dtype == torch.float32:
+            scale = float(wf.abs().max())
+            err = float((g[finite] - wf).abs().max()) if scale > 0 else 0.0
+            if scale > 0 and err / scale > REDUCED_PRECISION_RELATIVE_ERROR:
+                message = (
+                    f"output '{name}': max error {err:.3g} ({err / scale:.2g} of the largest "
+                    "value) is what half-precision or tf32 arithmetic gives, not float32: "
+                    "check that the kernel computes in the problem's precision"
+                )
+                result.add_check("precision_as_declared", False, message, fatal=False)
+                result.warn(message)
     return True
 
 

@@ -37,6 +37,8 @@ EXCESSIVE_SPEEDUP = 10.0
 # with this probability (decided after the trial ran), at most MAX_VERIFIED in all.
 VERIFY_PROBABILITY = 0.1
 MAX_VERIFIED = 5
+# Input sets the candidate's timed trials rotate through (copied into the same buffers).
+TIMING_INPUT_SETS = 2
 # The candidate's claimed median may sit below the judge's own wall-clock view of a trial
 # (minus the judge's overhead for an empty trial) by this much before it is flagged.
 WALL_ALLOWANCE_MS = 0.2
@@ -150,24 +152,25 @@ def _run(
     if not result.correctness or not job.measure_performance:
         return
 
-    timing_trial = job.num_correct_trials  # a fresh input set, not one of the checked ones
+    # Fresh input sets, not the checked ones; the candidate's timed trials take them in turn.
     try:
-        inputs = kernels.make_inputs(timing_trial)
+        sets = [kernels.make_inputs(job.num_correct_trials + k) for k in range(TIMING_INPUT_SETS)]
     except Exception as e:
         result.fail("runtime", f"could not build the timing inputs: {e}")
         return
-    expected: list[torch.Tensor] | None = None
+    inputs = sets[0]
+    expected: list[list[torch.Tensor]] | None = None
     if kernels.reference is not None:
         report("timing_reference", "timing the reference", result.to_dict())
-        ref_inv = kernels.bind_reference(inputs.clone())
-        try:
-            expected = [
-                v.detach().clone()
-                for _, v in collect_outputs(ref_inv, call_kernel(kernels.reference, ref_inv, tdev))
-            ]
-        except Exception as e:
-            report_exception(result, e, "the reference kernel raised on the timing inputs")
-            return
+        expected = []
+        for one in sets:
+            ref_inv = kernels.bind_reference(one.clone())
+            try:
+                returned = call_kernel(kernels.reference, ref_inv, tdev)
+            except Exception as e:
+                report_exception(result, e, "the reference kernel raised on the timing inputs")
+                return
+            expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
         ref = _time_local(
             kernels.reference, kernels.bind_reference(inputs.clone()), job, tdev, result=result
         )
@@ -176,7 +179,7 @@ def _run(
         result.ref_runtime_stats = ref.stats
         result.ref_runtime = ref.stats.median
     report("timing_candidate", "timing the kernel", result.to_dict())
-    timed = _time_candidate(kernels, inputs, expected, job, device=tdev, result=result)
+    timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
     if timed is None:
         return
     stats, warnings = timed
@@ -186,6 +189,8 @@ def _run(
     for warning in warnings:
         result.warn(warning)
     _speedup(result)
+    if any(c.name == "timing_consistent_with_wall_clock" and not c.passed for c in result.checks):
+        result.speedup = None  # no reward from a timing the judge's own clock contradicts
 
 
 def _time_local(
@@ -205,8 +210,8 @@ def _time_local(
 
 def _time_candidate(
     kernels: JobKernels,
-    inputs: Any,
-    expected: list[torch.Tensor] | None,
+    sets: list[Any],
+    expected: list[list[torch.Tensor]] | None,
     job: JobSpec,
     *,
     device: torch.device,
@@ -215,24 +220,27 @@ def _time_candidate(
     """Times the candidate in its process, verifying some timed trials' outputs here."""
     rng = random.SystemRandom()
     verified: list[int] = []
-    baseline: list[torch.Tensor] | None = expected
+    # Expected outputs per input set: the reference's, or (an evaluate) the kernel's own
+    # first verified answer on that set.
+    baselines: list[list[torch.Tensor] | None] = list(expected) if expected else [None] * len(sets)
     failures: list[str] = []
 
     def verify(index: int) -> bool:
         if len(verified) >= MAX_VERIFIED or failures:
             return False
-        return index == 0 or rng.random() < VERIFY_PROBABILITY
+        return index < len(sets) or rng.random() < VERIFY_PROBABILITY
 
     def check(index: int, reply: CallReply) -> bool:
-        nonlocal baseline
         verified.append(index)
+        which = index % len(sets)
+        baseline = baselines[which]
         if reply.problems:
             name, problem = next(iter(reply.problems.items()))
             failures.append(f"timed trial {index + 1}: output '{name}' {problem}")
             return False
         got = [v.to(device) for _, v in reply.outputs]
         if baseline is None:  # an evaluate: later timed trials must agree with the first
-            baseline = got
+            baselines[which] = got
             return True
         if len(got) != len(baseline):
             failures.append(f"timed trial {index + 1} produced {len(got)} outputs")
@@ -245,9 +253,9 @@ def _time_candidate(
                 return False
         return True
 
-    inv = kernels.bind_candidate(inputs.clone())
+    invs = [kernels.bind_candidate(one.clone()) for one in sets]
     timing = dataclasses.asdict(job.timing)
-    reply: TimedReply = kernels.candidate.link.time(inv, timing, verify, check)
+    reply: TimedReply = kernels.candidate.link.time(invs, timing, verify, check)
     if failures:
         message = (
             "the kernel's outputs while it was being timed are wrong: "

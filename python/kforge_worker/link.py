@@ -53,6 +53,7 @@ class CallReply:
     read_only_after: list[Any] = field(default_factory=list)
     threads_started: int = 0
     aliases: list[tuple[str, str]] = field(default_factory=list)  # (output, input), claimed
+    kernel_launches: int = -1  # Triton launches the candidate reported (-1: not counted)
     failure: Failure | None = None
 
 
@@ -243,7 +244,10 @@ class CandidateLink:
             or len(values[0]) != len(described)
         ):
             raise self.gone(ProtocolError("malformed call reply"))
-        out = CallReply(threads_started=int(reply.get("threads_started") or 0))
+        out = CallReply(
+            threads_started=int(reply.get("threads_started") or 0),
+            kernel_launches=int(reply.get("kernel_launches", -1)),
+        )
         for pair in reply.get("aliases") or []:
             if isinstance(pair, list) and len(pair) == 2:
                 out.aliases.append((str(pair[0]), str(pair[1])))
@@ -261,17 +265,19 @@ class CandidateLink:
 
     def time(
         self,
-        inv: Invocation,
+        invs: list[Invocation],
         timing: dict[str, Any],
         verify: Callable[[int], bool],
         check: Callable[[int, CallReply], bool],
     ) -> TimedReply:
-        """Times the candidate. After each trial `verify(index)` says whether to fetch that
-        trial's outputs; `check(index, outputs)` judges them (False stops the timing)."""
-        plan, slots = plan_invocation(inv)
+        """Times the candidate, trial i on input set i % len(invs) (invocations bound the same
+        way on different inputs). After each trial `verify(index)` says whether to fetch that
+        trial's outputs; `check(index, outputs)` judges them."""
+        plan, slots = plan_invocation(invs[0])
+        sets = [slots] + [plan_invocation(other)[1] for other in invs[1:]]
         walls: list[float] = []
         try:
-            wire.send(self.channel, {"type": "time", "plan": plan, "timing": timing}, slots)
+            wire.send(self.channel, {"type": "time", "plan": plan, "timing": timing}, sets)
             sent = time.perf_counter_ns()
             while True:
                 reply, _ = wire.receive(self.channel, self.device, self.budget_bytes)
