@@ -566,6 +566,73 @@ CASES: list[Case] = [
 ]
 
 
+LOAD_INLINE_CANDIDATE = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+CUDA = r"""
+__global__ void relu_add(const float* m, float* out, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fmaxf(m[i], 0.0f) + 0.5f;
+}
+torch::Tensor finish(torch::Tensor m) {
+  auto out = torch::empty_like(m);
+  long n = m.numel();
+  relu_add<<<(n + 255) / 256, 256>>>(m.data_ptr<float>(), out.data_ptr<float>(), n);
+  return out;
+}
+"""
+ext = load_inline(name="kforge_relu_add", cpp_sources="torch::Tensor finish(torch::Tensor m);",
+                  cuda_sources=CUDA, functions=["finish"], verbose=False)
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        return ext.finish(x @ y)
+'''
+
+CUPY_CANDIDATE = '''
+import cupy
+import torch
+
+KERNEL = cupy.RawKernel(r"""
+extern "C" __global__ void relu_add(const float* m, float* out, long long n) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fmaxf(m[i], 0.0f) + 0.5f;
+}
+""", "relu_add")
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        m = x @ y
+        out = torch.empty_like(m)
+        n = m.numel()
+        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            KERNEL(((n + 255) // 256,), (256,), (m.data_ptr(), out.data_ptr(), cupy.int64(n)))
+        return out
+'''
+
+CASES += [
+    Case(
+        "honest_load_inline",
+        "must_pass",
+        "a torch_cuda kernel built with load_inline (nvcc, ninja) inside the jail",
+        _compare(
+            {"kernel_type": "torch_cuda", "source_code": LOAD_INLINE_CANDIDATE},
+            ref=GPU_REF_SOURCE,
+            timeout=300,
+        ),
+        device="gpu",
+    ),
+    Case(
+        "honest_cupy",
+        "must_pass",
+        "a CuPy RawKernel (NVRTC in the candidate's process) inside the jail",
+        _compare(_torch(CUPY_CANDIDATE), ref=GPU_REF_SOURCE),
+        device="gpu",
+    ),
+]
+
+
 def verdict(case: Case, result: dict[str, Any]) -> tuple[bool, str]:
     """(as expected?, why) for one case's kernel_exec_result."""
     honesty = {h["code"] for h in result.get("honesty") or []}

@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adversarial.corpus import CASES, Case, verdict  # noqa: E402
-from integration.kforge_server import KforgeServer  # noqa: E402
+from adversarial.corpus import CASES, Case, verdict
+from integration.kforge_server import KforgeServer
 
 
 def run_case(server: KforgeServer, case: Case) -> dict:
