@@ -6,6 +6,7 @@
 #   SKIP_WORKER_TESTS=1  skip tests/python (the worker package's own suite, ~2 min)
 #   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
 #   SKIP_CUDA=1          skip them (with ONLY_CUDA, the two halves fit the 10-minute call limit)
+#   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -21,6 +22,18 @@ record() { names+=("$1"); results+=("$2"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$KFORGE_BIN" --version
+
+if [[ -z "${SKIP_TRUST:-}" ]]; then
+echo "== sandbox: hostile jobs (cpu device on this host, jailed as root)"
+KFORGE_TEST_DEVICE=cpu "$py" -m pytest -q -p no:cacheprovider tests/hostile 2>&1 |
+  tee "$out/pytest-hostile.log" | tail -3
+record "hostile jobs (tests/hostile)" "$(grep -E 'passed|failed' "$out/pytest-hostile.log" | tail -1)"
+echo "== adversarial corpus on $KFORGE_TEST_DEVICE (load_inline and CuPy controls included)"
+"$py" tests/adversarial/run.py --device "$KFORGE_TEST_DEVICE" --json "$out/adversarial.json" 2>&1 |
+  tee "$out/adversarial.log" | tail -32
+record "adversarial corpus" "$(tail -1 "$out/adversarial.log")"
+fi
+[[ -n "${ONLY_TRUST:-}" ]] && { SKIP_WORKER_TESTS=1; ONLY_CUDA=1; SKIP_CUDA=1; }
 
 if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" ]]; then
   echo "== worker package tests (GPU tests included)"
