@@ -161,6 +161,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     o.warm_children = gpu != nullptr ? options.warm_children_gpu : options.warm_children_cpu;
     o.cuda_abi_library = cuda_abi;
     o.nvrtc_library = nvrtc_library;
+    o.cupy_cache_dir = options.cupy_cache_dir;
     if (gpu != nullptr) {
       o.cuda_visible_device = gpu->uuid;
       o.triton_arch = std::to_string(gpu->cc_major * 10 + gpu->cc_minor);
@@ -219,6 +220,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   JobServiceImpl::Options service_options;
   service_options.max_attempts = options.max_attempts;
   service_options.version = options.version;
+  service_options.device_metrics_default = options.device_metrics_default;
   for (const auto& d : devices)
     KF_LOG_INFO("device {} ready to serve", d.device.name);
   engine.service = std::make_unique<JobServiceImpl>(service_options, std::move(store),

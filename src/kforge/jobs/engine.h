@@ -32,6 +32,8 @@ struct EngineOptions {
   int warm_cuda_workers_cpu = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
   std::string version = "dev";
+  bool device_metrics_default = false;   // see JobServiceImpl::Options
+  std::filesystem::path cupy_cache_dir;  // CuPy's kernel cache for jobs; empty: cache/cupy
 };
 
 // The job service and the lock on its data directory; destroy the service first.

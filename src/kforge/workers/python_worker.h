@@ -34,8 +34,9 @@ struct PythonWorkerOptions {
   std::string triton_arch;                   // "90" etc. so the zygote can warm Triton's compiler
   Json device_info = Json::object();         // inventory facts, reported in status()
   std::vector<std::string> extra_env_names;  // --worker-env
-  std::string cuda_abi_library;  // libkforge_cuda.so, for `cuda` kernels (KFORGE_CUDA_ABI)
-  std::string nvrtc_library;     // libnvrtc for it (KFORGE_NVRTC_LIB); "" = search
+  std::string cuda_abi_library;          // libkforge_cuda.so, for `cuda` kernels (KFORGE_CUDA_ABI)
+  std::string nvrtc_library;             // libnvrtc for it (KFORGE_NVRTC_LIB); "" = search
+  std::filesystem::path cupy_cache_dir;  // CUPY_CACHE_DIR of jobs; empty: data_dir/cache/cupy
   ChildLimits limits;
   // Children kept forked and warm ahead of jobs. A GPU child's warm-up (CUDA context, first
   // Triton launch) takes longer than a small job, so a GPU keeps 3 (measured on an
