@@ -8,7 +8,8 @@
 namespace kforge::jobs {
 namespace {
 
-constexpr int64_t kRecentWindowMs = int64_t{5} * 60 * 1000;  // the old server's "recent" = 5 minutes
+constexpr int64_t kRecentWindowMs =
+    int64_t{5} * 60 * 1000;  // the old server's "recent" = 5 minutes
 
 double round_to(double value, int digits) {
   const double scale = std::pow(10.0, digits);

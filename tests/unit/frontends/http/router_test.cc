@@ -103,8 +103,7 @@ TEST(RouterTest, WrongMethodIs405WithSortedAllow) {
   ASSERT_EQ(r.headers.size(), 1u);
   EXPECT_EQ(r.headers[0].first, "Allow");
   EXPECT_EQ(r.headers[0].second, "DELETE, GET");
-  EXPECT_NE(Json::parse(r.body)["message"].get<std::string>().find("POST"),
-            std::string::npos);
+  EXPECT_NE(Json::parse(r.body)["message"].get<std::string>().find("POST"), std::string::npos);
   EXPECT_EQ(router.allowed_methods("/evaluate"), "POST");
   EXPECT_EQ(router.allowed_methods("/missing"), "");
 }
