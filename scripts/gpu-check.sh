@@ -39,7 +39,7 @@ if [[ -d build/gpu/wheels ]] && "$py" -m venv --system-site-packages "$test_venv
   "$py" -c 'import sys; print("\n".join(p for p in sys.path if p))' \
     >"$("$test_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/host.pth" &&
   "$test_venv/bin/python" -m pip install -q --no-index --find-links build/gpu/wheels \
-    "$(grep -E '^mcp==' python/requirements.txt)" >"$out/mcp-sdk-install.log" 2>&1; then
+    $(grep -E '^(mcp|openapi-spec-validator)==' python/requirements.txt) >"$out/mcp-sdk-install.log" 2>&1; then
   test_py="$test_venv/bin/python"
 else
   echo "(no MCP Python SDK here: its tests run on CI only)"
