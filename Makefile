@@ -40,15 +40,15 @@ adversarial: build
 	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) tests/adversarial/run.py --device $${KFORGE_TEST_DEVICE:-cpu}
 
 lint: setup
-	$(PY) -m ruff check python tests bench
-	$(PY) -m ruff format --check python tests bench
+	$(PY) -m ruff check python tests bench clients
+	$(PY) -m ruff format --check python tests bench clients
 	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "clang-format: ok"
 
 test: build lint unit-test py-test
 
 format: setup
-	$(PY) -m ruff format python tests bench
-	$(PY) -m ruff check --fix python tests bench
+	$(PY) -m ruff format python tests bench clients
+	$(PY) -m ruff check --fix python tests bench clients
 	clang-format -i $(CXX_SOURCES)
 
 bench: build

@@ -52,7 +52,7 @@ if [[ -d build/gpu/wheels ]] && "$py" -m venv --system-site-packages "$test_venv
   "$py" -c 'import sys; print("\n".join(p for p in sys.path if p))' \
     >"$("$test_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/host.pth" &&
   "$test_venv/bin/python" -m pip install -q --no-index --find-links build/gpu/wheels \
-    "$(grep -E '^mcp==' python/requirements.txt)" >"$out/mcp-sdk-install.log" 2>&1; then
+    $(grep -E '^(mcp|openapi-spec-validator)==' python/requirements.txt) >"$out/mcp-sdk-install.log" 2>&1; then
   test_py="$test_venv/bin/python"
 else
   echo "(no MCP Python SDK here: its tests run on CI only)"
@@ -61,10 +61,16 @@ fi
 
 if [[ -z "${ONLY_CUDA:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
-"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' 2>&1 |
-  tee "$out/pytest-integration.log" | tail -15
+dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
+"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
+  "${dropin_tests[@]/#/--ignore=}" 2>&1 | tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
+
+echo "== the old server's users: kernel_eval_client examples and request files on $KFORGE_TEST_DEVICE"
+"$test_py" -m pytest -q -p no:cacheprovider "${dropin_tests[@]}" 2>&1 |
+  tee "$out/pytest-dropin.log" | tail -15
+record "client examples + legacy request files" "$(grep -E 'passed|failed' "$out/pytest-dropin.log" | tail -1)"
 
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \

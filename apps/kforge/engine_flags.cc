@@ -56,6 +56,25 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "First of 20000 uids jobs run as (each owns nothing else on the machine)")
       ->check(CLI::Range(uint32_t{1000}, uint32_t{4000000000}))
       ->capture_default_str();
+  cmd.add_flag("--device-metrics", f.device_metrics,
+               "Collect Nsight Compute device metrics for requests that do not set "
+               "enable_device_metrics (ENABLE_DEVICE_METRICS=true, as the old server)")
+      ->envname("ENABLE_DEVICE_METRICS");
+  cmd.add_option("--cupy-cache-dir", f.cupy_cache_dir,
+                 "Where CuPy caches the kernels jobs compile (CUPY_CACHE_DIR of the workers; "
+                 "default <data-dir>/cache/cupy)")
+      ->envname("CUPY_KERNEL_CACHE_DIR");
+  cmd.add_option("--job-retention", f.job_retention,
+                 "Finished jobs older than this are deleted automatically: 0 (never), seconds, "
+                 "or 90m, 24h, 7d")
+      ->envname("KFORGE_JOB_RETENTION")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            auto parsed = jobs::parse_retention(value, "--job-retention");
+            return parsed.is_ok() ? std::string() : parsed.status().message();
+          },
+          "DURATION"))
+      ->capture_default_str();
 }
 
 jobs::EngineOptions engine_options(const EngineFlags& f) {
@@ -73,7 +92,18 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.sandbox_uid_base = f.sandbox_uid_base;
   eo.kernel_cache = f.kernel_cache;
   eo.version = std::string(kVersion);
+  eo.device_metrics_default = f.device_metrics;
+  eo.cupy_cache_dir = f.cupy_cache_dir;
   return eo;
+}
+
+StatusOr<std::unique_ptr<jobs::RetentionSweeper>> start_retention(const EngineFlags& f,
+                                                                  jobs::JobService& service) {
+  KF_ASSIGN_OR_RETURN(auto retention, jobs::parse_retention(f.job_retention, "--job-retention"));
+  if (retention.count() == 0) return std::unique_ptr<jobs::RetentionSweeper>();
+  jobs::RetentionSweeper::Options options;
+  options.retention = retention;
+  return std::make_unique<jobs::RetentionSweeper>(service, options);
 }
 
 sigset_t block_termination_signals() {

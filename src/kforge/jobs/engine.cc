@@ -208,6 +208,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     o.nvrtc_library = nvrtc_library;
     o.sandbox_library = sandbox_library;
     o.sandbox = sandbox;
+    o.cupy_cache_dir = options.cupy_cache_dir;
     if (gpu != nullptr) {
       o.gpu_minor = workers::nvidia_device_minor(gpu->pci_bus_id);
       o.cuda_visible_device = gpu->uuid;
@@ -270,6 +271,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   service_options.max_attempts = options.max_attempts;
   service_options.version = options.version;
   service_options.sandbox = sandbox->describe();
+  service_options.device_metrics_default = options.device_metrics_default;
   for (const auto& d : devices)
     KF_LOG_INFO("device {} ready to serve", d.device.name);
   engine.service = std::make_unique<JobServiceImpl>(service_options, std::move(store),

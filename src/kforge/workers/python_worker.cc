@@ -52,6 +52,9 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
   env["PYTHONSAFEPATH"] = "1";  // `-m` must not put the working directory on sys.path
   env["TRITON_CACHE_DIR"] = (options_.data_dir / "cache" / "triton").string();
   env["TORCH_EXTENSIONS_DIR"] = (options_.data_dir / "cache" / "torch_extensions").string();
+  env["CUPY_CACHE_DIR"] = options_.cupy_cache_dir.empty()
+                              ? (options_.data_dir / "cache" / "cupy").string()
+                              : options_.cupy_cache_dir.string();
   if (options_.device == "cpu") {
     env["TRITON_INTERPRET"] = "1";
     env["CUDA_VISIBLE_DEVICES"] = "";

@@ -42,6 +42,7 @@ struct PythonWorkerOptions {
   // each child its own scratch directories).
   std::shared_ptr<const SandboxPolicy> sandbox;
   int gpu_minor = -1;  // /dev/nvidiaN of this device (the others are hidden from jobs)
+  std::filesystem::path cupy_cache_dir;  // CUPY_CACHE_DIR of jobs; empty: data_dir/cache/cupy
   ChildLimits limits;
   // Children kept forked and warm ahead of jobs. A GPU child's warm-up (CUDA context, first
   // Triton launch) takes longer than a small job, so a GPU keeps 3 (measured on an
