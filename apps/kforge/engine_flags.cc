@@ -61,8 +61,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                "enable_device_metrics (ENABLE_DEVICE_METRICS=true, as the old server)")
       ->envname("ENABLE_DEVICE_METRICS");
   cmd.add_option("--cupy-cache-dir", f.cupy_cache_dir,
-                 "Where CuPy caches the kernels jobs compile (CUPY_CACHE_DIR of the workers; "
-                 "default <data-dir>/cache/cupy)")
+                 "Where CuPy caches the kernels candidates compile, with --kernel-cache shared "
+                 "(unused with isolated caches: each job has its own)")
       ->envname("CUPY_KERNEL_CACHE_DIR");
   cmd.add_option("--job-retention", f.job_retention,
                  "Finished jobs older than this are deleted automatically: 0 (never), seconds, "

@@ -70,6 +70,9 @@ def test_old_servers_environment_and_mode(tmp_path: Any) -> None:
         "LOG_LEVEL": "WARNING",
         "CUPY_KERNEL_CACHE_DIR": str(cupy_dir),
         "ENABLE_DEVICE_METRICS": "true",
+        # The old server's CuPy cache is one for all kernels: kforge keeps it for candidates
+        # only when caches are shared (with the default, isolated, every job has its own).
+        "KFORGE_KERNEL_CACHE": "shared",
     }
     print_env = model_source(
         "print('cupy cache:', os.environ.get('CUPY_CACHE_DIR'))\nreturn x",

@@ -170,6 +170,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   sandbox_options.pids_max = options.job_pids_max;
   sandbox_options.uid_base = options.sandbox_uid_base;
   sandbox_options.kernel_cache = options.kernel_cache;
+  sandbox_options.cupy_cache_dir = options.cupy_cache_dir;
   for (const std::filesystem::path& p :
        {std::filesystem::path(find_program(python)), worker_path, executable.parent_path(),
         std::filesystem::path(cuda_abi).parent_path(),
