@@ -12,6 +12,7 @@
 #   KERNEL_OPS=a,b       the ops `kforge bench` runs (default all five; split them across calls
 #                        if one call would pass the 10-minute limit, e.g. add,softmax,gelu and
 #                        layer_norm,mha: each call writes its own $OUT/bench-<ops>/)
+#   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -27,6 +28,18 @@ record() { names+=("$1"); results+=("$2"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$KFORGE_BIN" --version
+
+if [[ -z "${SKIP_TRUST:-}" && -z "${ONLY_KERNELS:-}" ]]; then
+echo "== sandbox: hostile jobs (cpu device on this host, jailed as root)"
+KFORGE_TEST_DEVICE=cpu "$py" -m pytest -q -p no:cacheprovider tests/hostile 2>&1 |
+  tee "$out/pytest-hostile.log" | tail -3
+record "hostile jobs (tests/hostile)" "$(grep -E 'passed|failed' "$out/pytest-hostile.log" | tail -1)"
+echo "== adversarial corpus on $KFORGE_TEST_DEVICE (load_inline and CuPy controls included)"
+"$py" tests/adversarial/run.py --device "$KFORGE_TEST_DEVICE" --json "$out/adversarial.json" 2>&1 |
+  tee "$out/adversarial.log" | tail -32
+record "adversarial corpus" "$(tail -1 "$out/adversarial.log")"
+fi
+[[ -n "${ONLY_TRUST:-}" ]] && { SKIP_WORKER_TESTS=1; ONLY_CUDA=1; SKIP_CUDA=1; }
 
 if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
   echo "== worker package tests (GPU tests included)"
@@ -45,7 +58,7 @@ if [[ -d build/gpu/wheels ]] && "$py" -m venv --system-site-packages "$test_venv
   "$py" -c 'import sys; print("\n".join(p for p in sys.path if p))' \
     >"$("$test_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/host.pth" &&
   "$test_venv/bin/python" -m pip install -q --no-index --find-links build/gpu/wheels \
-    "$(grep -E '^mcp==' python/requirements.txt)" >"$out/mcp-sdk-install.log" 2>&1; then
+    $(grep -E '^(mcp|openapi-spec-validator)==' python/requirements.txt) >"$out/mcp-sdk-install.log" 2>&1; then
   test_py="$test_venv/bin/python"
 else
   echo "(no MCP Python SDK here: its tests run on CI only)"
@@ -54,10 +67,16 @@ fi
 
 if [[ -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
-"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' 2>&1 |
-  tee "$out/pytest-integration.log" | tail -15
+dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
+"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
+  "${dropin_tests[@]/#/--ignore=}" 2>&1 | tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
+
+echo "== the old server's users: kernel_eval_client examples and request files on $KFORGE_TEST_DEVICE"
+"$test_py" -m pytest -q -p no:cacheprovider "${dropin_tests[@]}" 2>&1 |
+  tee "$out/pytest-dropin.log" | tail -15
+record "client examples + legacy request files" "$(grep -E 'passed|failed' "$out/pytest-dropin.log" | tail -1)"
 
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \

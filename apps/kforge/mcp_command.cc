@@ -84,6 +84,16 @@ int run_mcp(const McpConfig& c) {
     }
     service = engine->service.get();
   }
+  std::unique_ptr<jobs::RetentionSweeper> retention;  // stopped before the engine
+  if (engine) {
+    auto started = start_retention(c.engine, *engine->service);
+    if (!started.is_ok()) {
+      KF_LOG_ERROR("kforge mcp: {}", started.status().to_string());
+      engine->service->stop();
+      return 2;
+    }
+    retention = std::move(started).value();
+  }
 
   int code = 0;
   {

@@ -1,13 +1,16 @@
-"""The job pipeline: load, check correctness, time (docs/worker-protocol.md).
+"""The job pipeline, run by the judge: load, check correctness, time (docs/worker-protocol.md).
 
+The judge never imports the candidate's code: the candidate is loaded, called and timed in
+its own process through the link (link.py, candidate.py), and the verdict is computed here.
 Phases report `progress` with the partial result, so the supervisor can say how far a job
-got when the child dies. Failures of the kernel are results (error_kind + message); only a
+got when a process dies. Failures of the kernel are results (error_kind + message); only a
 bug in the worker itself gives error_kind "worker".
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -15,33 +18,76 @@ from typing import Any
 
 import torch
 
-from kforge_worker import devinfo
-from kforge_worker.binding import Invocation
-from kforge_worker.correctness import report_exception, run_correctness
+from kforge_worker import devinfo, jailer
+from kforge_worker.binding import collect_outputs
+from kforge_worker.compare import compare_tensors, resolve_tolerance
+from kforge_worker.correctness import call_kernel, report_exception, run_correctness
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError
-from kforge_worker.kernels import ReferenceLoadError, SetupError, load_kernels
+from kforge_worker.kernels import JobKernels, ReferenceLoadError, SetupError, load_kernels
+from kforge_worker.link import CallReply, CandidateGone, CandidateLink, TimedReply
 from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
-from kforge_worker.timing import TimingReport, time_cpu, time_cuda
+from kforge_worker.timing import TimingReport, TimingStats, compute_stats, time_cpu, time_cuda
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]
 EXCESSIVE_SPEEDUP = 10.0
+# Timed trials whose outputs the judge fetches and checks: the first, then each later one
+# with this probability (decided after the trial ran), at most MAX_VERIFIED in all.
+VERIFY_PROBABILITY = 0.1
+MAX_VERIFIED = 5
+# Input sets the candidate's timed trials rotate through (copied into the same buffers).
+TIMING_INPUT_SETS = 2
+# The candidate's claimed median may sit below the judge's own wall-clock view of a trial
+# (minus the judge's overhead for an empty trial) by this much before it is flagged.
+WALL_ALLOWANCE_MS = 0.2
+WALL_ALLOWANCE_FRACTION = 0.5
 
 
-def run_job(job: JobSpec, device: WorkerDevice, progress: ProgressFn | None = None) -> JobResult:
-    """Runs one job in this process and returns its result (never raises for kernel faults)."""
+def run_job(
+    job: JobSpec,
+    device: WorkerDevice,
+    progress: ProgressFn | None = None,
+    *,
+    link: CandidateLink | None = None,
+    candidate_dir: str = "",
+    candidate_cache_dir: str = "",
+) -> JobResult:
+    """Runs one job with this process as the judge (never raises for kernel faults). Without
+    a `link`, an unjailed candidate process is started for the job and stopped after it."""
     if not job.scratch_dir:
         job = dataclasses.replace(job, scratch_dir=tempfile.mkdtemp(prefix="kforge-job-"))
     result = JobResult(metadata=_metadata(job, device))
     report = progress or (lambda phase, message, partial: None)
+    own_link = link is None
     try:
+        if link is None:
+            link = start_local_candidate(device)
+        cand_dir = candidate_dir or job.scratch_dir + "/candidate"
+        cache = candidate_cache_dir or job.cache_dir
         with torch.no_grad():
-            _run(job, device, result, report)
+            _run(
+                job, device, result, report, link, candidate_dir=cand_dir, candidate_cache_dir=cache
+            )
+    except CandidateGone as e:
+        result.fail("crash", f"{e}")
     except Exception as e:
         result.fail("worker", f"internal worker error:\n{''.join(traceback.format_exception(e))}")
+    finally:
+        if own_link and link is not None:
+            link.close()
     return result
+
+
+def start_local_candidate(device: WorkerDevice) -> CandidateLink:
+    """An unjailed candidate process for `run-job` and tests (a fresh interpreter where this
+    process already holds a CUDA context)."""
+    fresh = device.is_cuda and torch.cuda.is_initialized()
+    sock, pid = jailer.start_candidate(device, jail=None, env={}, fresh_interpreter=fresh)
+    link = CandidateLink(sock, pid, device.torch_device())
+    link.wait_ready()
+    return link
 
 
 def _metadata(job: JobSpec, device: WorkerDevice) -> dict[str, Any]:
@@ -67,11 +113,22 @@ def _metadata(job: JobSpec, device: WorkerDevice) -> dict[str, Any]:
     return meta
 
 
-def _run(job: JobSpec, device: WorkerDevice, result: JobResult, report: ProgressFn) -> None:
+def _run(
+    job: JobSpec,
+    device: WorkerDevice,
+    result: JobResult,
+    report: ProgressFn,
+    link: CandidateLink,
+    *,
+    candidate_dir: str,
+    candidate_cache_dir: str,
+) -> None:
     tdev = device.torch_device()
     report("loading", "importing the kernel source", result.to_dict())
     try:
-        kernels = load_kernels(job, tdev)
+        kernels = load_kernels(
+            job, tdev, link, candidate_dir=candidate_dir, candidate_cache_dir=candidate_cache_dir
+        )
     except LoadError as e:
         result.compiled = isinstance(e, ReferenceLoadError)  # the candidate itself loaded
         result.fail("compile", e.details)
@@ -95,45 +152,49 @@ def _run(job: JobSpec, device: WorkerDevice, result: JobResult, report: Progress
     if not result.correctness or not job.measure_performance:
         return
 
-    timing_trial = job.num_correct_trials  # a fresh input set, not one of the checked ones
+    # Fresh input sets, not the checked ones; the candidate's timed trials take them in turn.
     try:
-        inputs = kernels.make_inputs(timing_trial)
+        sets = [kernels.make_inputs(job.num_correct_trials + k) for k in range(TIMING_INPUT_SETS)]
     except Exception as e:
         result.fail("runtime", f"could not build the timing inputs: {e}")
         return
+    inputs = sets[0]
+    expected: list[list[torch.Tensor]] | None = None
     if kernels.reference is not None:
         report("timing_reference", "timing the reference", result.to_dict())
-        ref_inv = kernels.bind_reference(inputs.clone())
-        ref = _time(
-            kernels.reference, ref_inv, job, tdev, result=result, who="the reference kernel"
+        expected = []
+        for one in sets:
+            ref_inv = kernels.bind_reference(one.clone())
+            try:
+                returned = call_kernel(kernels.reference, ref_inv, tdev)
+            except Exception as e:
+                report_exception(result, e, "the reference kernel raised on the timing inputs")
+                return
+            expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
+        ref = _time_local(
+            kernels.reference, kernels.bind_reference(inputs.clone()), job, tdev, result=result
         )
         if ref is None:
             return
         result.ref_runtime_stats = ref.stats
         result.ref_runtime = ref.stats.median
     report("timing_candidate", "timing the kernel", result.to_dict())
-    cand_inv = kernels.bind_candidate(inputs.clone())
-    cand = _time(kernels.candidate, cand_inv, job, tdev, result=result, who="the kernel")
-    if cand is None:
+    timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
+    if timed is None:
         return
-    result.runtime_stats = cand.stats
-    result.runtime = cand.stats.median
-    result.metadata["timing_method"] = cand.stats.method
-    for warning in cand.warnings:
+    stats, warnings = timed
+    result.runtime_stats = stats
+    result.runtime = stats.median
+    result.metadata["timing_method"] = stats.method
+    for warning in warnings:
         result.warn(warning)
-    if cand.stats.device_sync_median is not None:
-        result.add_check("launch_stream_only", not cand.stream_skew, cand.stream_skew, fatal=False)
     _speedup(result)
+    if any(c.name == "timing_consistent_with_wall_clock" and not c.passed for c in result.checks):
+        result.speedup = None  # no reward from a timing the judge's own clock contradicts
 
 
-def _time(
-    runnable: Runnable,
-    inv: Invocation,
-    job: JobSpec,
-    device: torch.device,
-    *,
-    result: JobResult,
-    who: str,
+def _time_local(
+    runnable: Runnable, inv: Any, job: JobSpec, device: torch.device, *, result: JobResult
 ) -> TimingReport | None:
     def call() -> object:
         return runnable(inv.args, inv.kwargs)
@@ -143,8 +204,126 @@ def _time(
             return time_cuda(call, job.timing, device)
         return time_cpu(call, job.timing)
     except Exception as e:
-        report_exception(result, e, f"{who} raised while being timed")
+        report_exception(result, e, "the reference kernel raised while being timed")
         return None
+
+
+def _time_candidate(
+    kernels: JobKernels,
+    sets: list[Any],
+    expected: list[list[torch.Tensor]] | None,
+    job: JobSpec,
+    *,
+    device: torch.device,
+    result: JobResult,
+) -> tuple[TimingStats, list[str]] | None:
+    """Times the candidate in its process, verifying some timed trials' outputs here."""
+    rng = random.SystemRandom()
+    verified: list[int] = []
+    # Expected outputs per input set: the reference's, or (an evaluate) the kernel's own
+    # first verified answer on that set.
+    baselines: list[list[torch.Tensor] | None] = list(expected) if expected else [None] * len(sets)
+    failures: list[str] = []
+
+    def verify(index: int) -> bool:
+        if len(verified) >= MAX_VERIFIED or failures:
+            return False
+        return index < len(sets) or rng.random() < VERIFY_PROBABILITY
+
+    def check(index: int, reply: CallReply) -> bool:
+        verified.append(index)
+        which = index % len(sets)
+        baseline = baselines[which]
+        if reply.problems:
+            name, problem = next(iter(reply.problems.items()))
+            failures.append(f"timed trial {index + 1}: output '{name}' {problem}")
+            return False
+        got = [v.to(device) for _, v in reply.outputs]
+        if baseline is None:  # an evaluate: later timed trials must agree with the first
+            baselines[which] = got
+            return True
+        if len(got) != len(baseline):
+            failures.append(f"timed trial {index + 1} produced {len(got)} outputs")
+            return False
+        for (name, g), want in zip(reply.outputs, baseline, strict=True):
+            tol = resolve_tolerance(want.dtype, job.atol, job.rtol)
+            c = compare_tensors(name, want, g.to(device), tol)
+            if not c.passed:
+                failures.append(f"timed trial {index + 1}, {c.describe()}")
+                return False
+        return True
+
+    invs = [kernels.bind_candidate(one.clone()) for one in sets]
+    timing = dataclasses.asdict(job.timing)
+    reply: TimedReply = kernels.candidate.link.time(invs, timing, verify, check)
+    if failures:
+        message = (
+            "the kernel's outputs while it was being timed are wrong: "
+            + failures[0]
+            + " (a kernel must do the same work in every run, timed or not)"
+        )
+        result.add_check("timed_runs_verified", False, message)
+        result.correctness = False
+        result.fail("mismatch", message)
+        return None
+    if reply.failure is not None:
+        report_exception(
+            result,
+            _remote(reply.failure.kind, reply.failure.message),
+            "the kernel raised while being timed",
+        )
+        return None
+    try:
+        stats = TimingStats(**reply.stats)
+    except TypeError as e:
+        result.fail("worker", f"the candidate process sent malformed timing statistics: {e}")
+        return None
+    result.add_check("timed_runs_verified", True, f"{len(verified)} timed trial(s) checked")
+    if reply.stream_skew:
+        result.add_check("launch_stream_only", False, reply.stream_skew, fatal=False)
+    elif stats.device_sync_median is not None:
+        result.add_check("launch_stream_only", True)
+    _wall_clock_check(stats, reply.trial_wall_ms, job, device, result)
+    return stats, reply.warnings
+
+
+def _remote(kind: str, text: str) -> Exception:
+    from kforge_worker.correctness import _RemoteCallError
+
+    return _RemoteCallError(kind, text)
+
+
+def _null_overhead_ms(job: JobSpec, device: torch.device) -> float:
+    """The judge's own median time for an empty trial (flush, events, synchronisation)."""
+    opts = dataclasses.replace(
+        job.timing, max_trials=20, min_trials=5, budget_ms=50.0, warmup_calls=1, warmup_ms=0.0
+    )
+    if device.type == "cuda":
+        report = time_cuda(lambda: None, opts, device)
+        return report.stats.device_sync_median or report.stats.median
+    return time_cpu(lambda: None, opts).stats.median
+
+
+def _wall_clock_check(
+    stats: TimingStats, walls: list[float], job: JobSpec, device: torch.device, result: JobResult
+) -> None:
+    """The candidate's times are its own claims; the judge's clock bounds them from above."""
+    if len(walls) < 3:
+        return
+    wall = compute_stats(walls, "judge_wall_clock").median
+    floor = wall - _null_overhead_ms(job, device)
+    allowance = WALL_ALLOWANCE_MS + WALL_ALLOWANCE_FRACTION * max(floor, 0.0)
+    result.metadata["judge_trial_wall_ms"] = round(wall, 6)
+    if stats.median + allowance < floor:
+        message = (
+            f"the kernel's process reported a median of {stats.median:.4g} ms per trial, but "
+            f"each timed trial took {wall:.4g} ms as the judge saw it (at least "
+            f"{floor:.4g} ms beyond an empty trial): its timing cannot be trusted"
+        )
+        result.add_check("timing_consistent_with_wall_clock", False, message, fatal=False)
+        result.warn(message)
+    else:
+        result.add_check("timing_consistent_with_wall_clock", True)
 
 
 def _speedup(result: JobResult) -> None:

@@ -9,7 +9,16 @@ from typing import Any
 from kforge_worker.compare import Mismatch
 from kforge_worker.timing import TimingStats
 
-ERROR_KINDS = ("compile", "runtime", "mismatch", "timeout", "crash", "memory_limit", "worker")
+ERROR_KINDS = (
+    "compile",
+    "runtime",
+    "mismatch",
+    "timeout",
+    "crash",
+    "memory_limit",
+    "cancelled",
+    "worker",
+)
 
 
 @dataclass
@@ -108,4 +117,9 @@ class JobResult:
         for key in ("compilation_error", "runtime_error", "validation_error"):
             if out[key] is None:
                 del out[key]
+        out["honesty"] = [
+            {"code": c.name, "message": c.message, "fatal": c.fatal}
+            for c in self.checks
+            if not c.passed
+        ]
         return out

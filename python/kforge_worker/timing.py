@@ -139,16 +139,35 @@ def _warm_up(fn: Callable[[], object], opts: TimingOptions, sync: Callable[[], N
     return calls
 
 
-def time_cpu(fn: Callable[[], object], opts: TimingOptions) -> TimingReport:
+# Per-trial hooks, both outside the timed window: `before_trial()` runs before the cache
+# flush (the candidate process re-poisons its outputs there); `after_trial(index, ms)` runs
+# after the trial's synchronisation and returns True to stop (the judge's gate, see
+# candidate.py).
+BeforeTrial = Callable[[], None]
+AfterTrial = Callable[[int, float], bool]
+
+
+def time_cpu(
+    fn: Callable[[], object],
+    opts: TimingOptions,
+    *,
+    before_trial: BeforeTrial | None = None,
+    after_trial: AfterTrial | None = None,
+) -> TimingReport:
     """Wall-clock timing on the CPU (no cache flush)."""
     warmups = _warm_up(fn, opts, lambda: None)
     samples: list[float] = []
     loop_start = time.perf_counter_ns()
     while True:
+        if before_trial is not None:
+            before_trial()
         t0 = time.perf_counter_ns()
         fn()
         samples.append((time.perf_counter_ns() - t0) / 1e6)
+        stop = after_trial(len(samples) - 1, samples[-1]) if after_trial is not None else False
         reason = stop_reason(samples, opts, (time.perf_counter_ns() - loop_start) / 1e6)
+        if stop and reason is None:
+            reason = "judge"
         if reason is not None:
             break
     return TimingReport(
@@ -186,7 +205,14 @@ def _persisting_l2_reset() -> Callable[[], int] | None:
     return lambda: int(fn())
 
 
-def time_cuda(fn: Callable[[], object], opts: TimingOptions, device: torch.device) -> TimingReport:
+def time_cuda(
+    fn: Callable[[], object],
+    opts: TimingOptions,
+    device: torch.device,
+    *,
+    before_trial: BeforeTrial | None = None,
+    after_trial: AfterTrial | None = None,
+) -> TimingReport:
     """CUDA-event timing with L2 flush and a device-synchronised cross-check."""
     warnings: list[str] = []
     warmups = _warm_up(fn, opts, torch.cuda.synchronize)
@@ -205,6 +231,8 @@ def time_cuda(fn: Callable[[], object], opts: TimingOptions, device: torch.devic
     synced: list[float] = []
     loop_start = time.perf_counter_ns()
     while True:
+        if before_trial is not None:
+            before_trial()
         if flusher is not None:
             flusher.flush()
         torch.cuda.synchronize(device)
@@ -217,7 +245,10 @@ def time_cuda(fn: Callable[[], object], opts: TimingOptions, device: torch.devic
         torch.cuda.synchronize(device)
         synced.append((time.perf_counter_ns() - host_start) / 1e6)
         events.append(start_evt.elapsed_time(end_evt))
+        stop = after_trial(len(events) - 1, events[-1]) if after_trial is not None else False
         reason = stop_reason(events, opts, (time.perf_counter_ns() - loop_start) / 1e6)
+        if stop and reason is None:
+            reason = "judge"
         if reason is not None:
             break
     sync_median = percentile(sorted(synced), 50)

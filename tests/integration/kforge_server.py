@@ -41,7 +41,7 @@ class KforgeServer:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         token: str | None = None,
-        log_level: str = "debug",
+        log_level: str | None = "debug",
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kforge-it-"))
@@ -64,7 +64,7 @@ class KforgeServer:
             "--port-file", str(port_file),
             "--data-dir", str(self.data_dir),
             "--devices", self.devices,
-            "--log-level", self.log_level,
+            *(["--log-level", self.log_level] if self.log_level else []),
             *self.extra_args,
         ]  # fmt: skip
         env = {**os.environ, **self.env}

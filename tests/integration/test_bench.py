@@ -312,7 +312,7 @@ def test_post_bench_rejects_bad_bodies_naming_the_field(
     with server.client() as c:
         r = c.post("/bench", json=body)
     assert r.status_code == 400, r.text
-    assert r.json()["error"]["field"] == field, r.json()
+    assert r.json()["field"] == field, r.json()
 
 
 def test_mcp_tool_runs_the_suite_with_progress(server: KforgeServer) -> None:

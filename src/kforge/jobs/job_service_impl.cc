@@ -45,7 +45,9 @@ JobServiceImpl::~JobServiceImpl() {
 
 StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(const JobRecord& record) const {
   model::RequestLimits limits;
-  limits.max_timeout_s = 1e9;  // a stored request was valid when it was accepted
+  limits.min_timeout_s = 0;  // a stored request was valid when it was accepted
+  limits.max_timeout_s = 1e9;
+  limits.max_trials = 1 << 30;
   return record.kind == model::JobKind::kCompare
              ? model::parse_compare_request(record.request, limits)
              : model::parse_evaluate_request(record.request, limits);
@@ -88,6 +90,7 @@ Status JobServiceImpl::start() {
     }
     scheduler_->enqueue(record.id, *target);
     ++recovered_;
+    legacy_.job_submitted(clock_.unix_ms());
     KF_LOG_INFO("job={} recovered after restart (attempt {} of {})", record.id, record.attempts + 1,
                 options_.max_attempts);
   }
@@ -163,6 +166,7 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request) {
   }
   scheduler_->enqueue(record.id, target);
   ++submitted_;
+  legacy_.job_submitted(record.created_ms);
   KF_LOG_DEBUG("job={} accepted kind={} target={}", record.id, model::to_string(record.kind),
                target);
   return record;
@@ -170,18 +174,20 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request) {
 
 Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobRequest& r,
                                  const std::string& device) const {
-  Json spec = {{"job_id", record.id},
-               {"kind", model::to_string(r.kind)},
-               {"kernel", model::to_json(r.kernel)},
-               {"reference", r.reference ? model::to_json(*r.reference) : Json()},
-               {"num_correct_trials", r.num_correct_trials},
-               {"measure_performance", r.measure_performance},
-               {"timing", model::to_json(r.timing)},
-               {"atol", r.atol ? Json(*r.atol) : Json()},
-               {"rtol", r.rtol ? Json(*r.rtol) : Json()},
-               {"seed", r.seed.value_or(0)},
-               {"device", device},
-               {"timeout_s", r.timeout_s}};
+  Json spec = {
+      {"job_id", record.id},
+      {"kind", model::to_string(r.kind)},
+      {"kernel", model::to_json(r.kernel)},
+      {"reference", r.reference ? model::to_json(*r.reference) : Json()},
+      {"num_correct_trials", r.num_correct_trials},
+      {"measure_performance", r.measure_performance},
+      {"timing", model::to_json(r.timing)},
+      {"atol", r.atol ? Json(*r.atol) : Json()},
+      {"rtol", r.rtol ? Json(*r.rtol) : Json()},
+      {"seed", r.seed.value_or(0)},
+      {"device", device},
+      {"timeout_s", r.timeout_s},
+      {"enable_device_metrics", r.enable_device_metrics.value_or(options_.device_metrics_default)}};
   return spec;
 }
 
@@ -214,6 +220,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
     finish(job_id, JobState::kFailed, Json(), "store error: " + s.message());
     return;
   }
+  legacy_.job_started(device, static_cast<double>(record.started_ms - record.created_ms) / 1000.0);
   publish_progress(job_id, {job_id, "starting", "running on " + device, 0.01});
   workers::Worker* worker = pick_worker(device, request);
   if (worker == nullptr) {
@@ -265,9 +272,33 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
 
 void JobServiceImpl::finish(const std::string& id, JobState state, Json result, std::string error) {
   int64_t now = clock_.unix_ms();
+  FinishedJobSample sample;
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it != active_.end()) {
+      const Active& a = it->second;
+      const int64_t loaded = a.checking_ms > 0 ? a.checking_ms
+                             : a.timing_ms > 0 ? a.timing_ms
+                                               : now;
+      if (a.loading_ms > 0) sample.compile_s = static_cast<double>(loaded - a.loading_ms) / 1000.0;
+      if (a.timing_ms > 0) sample.timing_s = static_cast<double>(now - a.timing_ms) / 1000.0;
+      sample.started = a.record.started_ms > 0;
+      sample.run_s = sample.started ? static_cast<double>(now - a.record.started_ms) / 1000.0 : 0;
+      sample.end_to_end_s = static_cast<double>(now - a.record.created_ms) / 1000.0;
+      sample.device = a.record.device;
+    }
+  }
+  // The old server reported how long compilation took; the loading phase is kforge's.
+  if (result.is_object() && !result.contains("compilation_time") && sample.compile_s >= 0) {
+    result["compilation_time"] = sample.compile_s;
+  }
   if (Status s = store_->finish_job(id, state, result, error, now); !s) {
     KF_LOG_ERROR("job={} result could not be stored: {}", id, s.message());
   }
+  sample.state = state;
+  sample.result = &result;
+  legacy_.job_finished(sample);
   std::map<uint64_t, DoneCallback> subs;
   JobRecord record;
   {
@@ -286,6 +317,7 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
   record.result = std::move(result);
   record.error = std::move(error);
   record.finished_ms = now;
+  record.phase.clear();
   ++finished_;
   for (auto& [sub, cb] : subs)
     cb(record);
@@ -300,6 +332,12 @@ void JobServiceImpl::publish_progress(const std::string& id, JobProgress progres
     // Progress only moves forward, whatever order phases report in.
     progress.fraction = std::max(progress.fraction, it->second.last_fraction);
     it->second.last_fraction = progress.fraction;
+    Active& a = it->second;
+    a.record.phase = progress.phase;
+    const int64_t now = clock_.unix_ms();
+    if (progress.phase == "loading" && a.loading_ms == 0) a.loading_ms = now;
+    if (progress.phase == "correctness" && a.checking_ms == 0) a.checking_ms = now;
+    if (progress.phase.starts_with("timing") && a.timing_ms == 0) a.timing_ms = now;
     for (const auto& [sub, cb] : it->second.progress_subs)
       subs.push_back(cb);
   }
@@ -408,11 +446,27 @@ Json JobServiceImpl::health() {
     }
     devices.push_back(Json{{"name", d.device.name}, {"workers", workers}, {"facts", d.facts}});
   }
+  // The old server's keys: GPUs free to take a job, and its two services.
+  int64_t gpus = 0;
+  int64_t idle_gpus = 0;
+  for (const auto& d : scheduler_->device_status()) {
+    if (d.value("kind", "") != "gpu") continue;
+    ++gpus;
+    if (!d.value("busy", false)) ++idle_gpus;
+  }
+  const char* service = degraded ? "degraded" : "healthy";
   double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
-  return Json{{"status", degraded ? "degraded" : "healthy"},
-              {"version", options_.version},
-              {"uptime_s", uptime},
-              {"devices", devices}};
+  return Json{
+      {"status", service},
+      {"version", options_.version},
+      {"uptime_s", uptime},
+      {"gpu_manager", {{"available_gpus", idle_gpus}, {"total_gpus", gpus}}},
+      {"compilation_service",
+       {{"status", service},
+        {"available_kernel_types", {"torch", "torch_cuda", "triton", "cuda", "multi_kernel"}}}},
+      {"profiling_service", {{"status", service}, {"devices", devices.size()}}},
+      {"devices", devices},
+      {"sandbox", options_.sandbox}};
 }
 
 Json JobServiceImpl::stats() {
@@ -421,9 +475,19 @@ Json JobServiceImpl::stats() {
                      JobState::kCancelled}) {
     by_state[std::string(to_string(s))] = 0;
   }
-  if (auto counts = store_->count_by_state(); counts.is_ok()) {
-    for (const auto& [s, n] : *counts)
-      by_state[std::string(to_string(s))] = n;
+  const int64_t now_ms = clock_.unix_ms();
+  Json job_stats = Json{{"total_jobs", 0}, {"by_status", Json::object()}, {"average_age", 0.0}};
+  if (auto summary = store_->job_summary(); summary.is_ok()) {
+    for (const auto& [s, n] : *summary)
+      by_state[std::string(to_string(s))] = n.count;
+    std::vector<std::string> phases;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [id, a] : active_) {
+        if (a.record.state == JobState::kRunning) phases.push_back(a.record.phase);
+      }
+    }
+    job_stats = legacy_job_stats(*summary, phases, now_ms);
   }
   Json devices = scheduler_->device_status();
   int64_t restarts = 0;
@@ -443,16 +507,19 @@ Json JobServiceImpl::stats() {
     }
   }
   double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
-  return Json{{"uptime_s", uptime},
-              {"version", options_.version},
-              {"queue_depth", scheduler_->queue_depth()},
-              {"jobs", by_state},
-              {"jobs_submitted", submitted_.load()},
-              {"jobs_finished", finished_.load()},
-              {"jobs_recovered", recovered_.load()},
-              {"worker_restarts", restarts},
-              {"child_crashes", crashes},
-              {"devices", devices}};
+  Json out = legacy_.snapshot(uptime, now_ms);
+  out.update(Json{{"job_stats", std::move(job_stats)},
+                  {"uptime_s", uptime},
+                  {"version", options_.version},
+                  {"queue_depth", scheduler_->queue_depth()},
+                  {"jobs", by_state},
+                  {"jobs_submitted", submitted_.load()},
+                  {"jobs_finished", finished_.load()},
+                  {"jobs_recovered", recovered_.load()},
+                  {"worker_restarts", restarts},
+                  {"child_crashes", crashes},
+                  {"devices", devices}});
+  return out;
 }
 
 StatusOr<int64_t> JobServiceImpl::cleanup(std::chrono::seconds older_than) {

@@ -16,6 +16,7 @@
 
 #include "kforge/common/clock.h"
 #include "kforge/jobs/job_service.h"
+#include "kforge/jobs/legacy_stats.h"
 #include "kforge/scheduler/scheduler.h"
 #include "kforge/store/store.h"
 #include "kforge/workers/worker.h"
@@ -35,6 +36,10 @@ class JobServiceImpl final : public JobService {
     int max_attempts = 3;             // starts per job across restarts
     size_t max_active_jobs = 100000;  // queued + running; submit() fails beyond
     std::string version = "dev";
+    Json sandbox = Json::object();  // SandboxPolicy::describe(), shown by health()
+    // Nsight Compute device metrics for requests that do not say (--device-metrics,
+    // ENABLE_DEVICE_METRICS=true); passed to the worker as `enable_device_metrics`.
+    bool device_metrics_default = false;
   };
 
   JobServiceImpl(Options options, std::unique_ptr<store::Store> store,
@@ -65,6 +70,9 @@ class JobServiceImpl final : public JobService {
     std::shared_ptr<workers::CancelToken> cancel;  // set while running
     std::string cancel_reason;
     double last_fraction = 0;
+    // When the worker reported each phase first (Unix ms, 0 = not yet): the loading phase is
+    // the compilation time, the timing phases the profiling time.
+    int64_t loading_ms = 0, checking_ms = 0, timing_ms = 0;
     std::map<uint64_t, DoneCallback> done_subs;
     std::map<uint64_t, ProgressCallback> progress_subs;
   };
@@ -94,6 +102,7 @@ class JobServiceImpl final : public JobService {
   std::atomic<int64_t> submitted_{0};
   std::atomic<int64_t> finished_{0};
   std::atomic<int64_t> recovered_{0};
+  LegacyMetrics legacy_;  // the old server's /stats counters
 };
 
 }  // namespace kforge::jobs

@@ -4,8 +4,8 @@
 // The answer comes when the last job has ended (a bench takes minutes on a GPU): 200 with
 // {report, files}. With `Accept: text/event-stream` the answer is a stream instead: a
 // `progress` event per finished job ({done, total, message}), then one `result` event (the
-// same JSON) or one `error` event ({error: {code, message, field}}). A client that goes away,
-// or a server that stops, cancels the bench's jobs.
+// same JSON) or one `error` event (the REST error body: {"error", "code", "field", ...}). A
+// client that goes away, or a server that stops, cancels the bench's jobs.
 //
 // Example:
 //   KF_RETURN_IF_ERROR(add_bench_route(router, service, blocking, {.kforge_version = "0.1"}));

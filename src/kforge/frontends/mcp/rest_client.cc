@@ -197,14 +197,23 @@ Status status_from_error_body(int http_status, const std::string& body) {
                    : http_status == 403 ? ErrorCode::kPermissionDenied
                                         : ErrorCode::kUnavailable;
   std::string field;
-  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-    const Json& e = j["error"];
-    message = e.value("message", message);
-    field = e.value("field", std::string());
-    const std::string name = e.value("code", std::string());
+  // kforge's body has code/message/field beside the old server's `error` string; an older
+  // kforge nested them in an `error` object.
+  const Json* e = nullptr;
+  if (j.is_object() && j.contains("code") && j["code"].is_string()) {
+    e = &j;
+  } else if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    e = &j["error"];
+  }
+  if (e != nullptr) {
+    message = e->value("message", message);
+    field = e->value("field", std::string());
+    const std::string name = e->value("code", std::string());
     for (int c = 0; c <= static_cast<int>(ErrorCode::kIo); ++c) {
       if (error_code_name(static_cast<ErrorCode>(c)) == name) code = static_cast<ErrorCode>(c);
     }
+  } else if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+    message = j["error"].get<std::string>();
   } else if (!body.empty()) {
     message += ": " + body.substr(0, 200);
   }

@@ -301,7 +301,8 @@ Status SqliteStore::prepare_statements() {
        "UPDATE jobs SET state = ?, result = ?, error = ?, finished_ms = ? WHERE id = ?"},
       {Query::kUnfinished, select + " WHERE state IN (?, ?) ORDER BY created_ms, rowid"},
       {Query::kDeleteFinished, "DELETE FROM jobs WHERE state IN (?, ?, ?) AND finished_ms < ?"},
-      {Query::kCountByState, "SELECT state, COUNT(*) FROM jobs GROUP BY state"},
+      {Query::kCountByState,
+       "SELECT state, COUNT(*), COALESCE(SUM(created_ms), 0) FROM jobs GROUP BY state"},
   };
   static_assert(std::size(queries) == static_cast<size_t>(Query::kCount));
   statements_.assign(static_cast<size_t>(Query::kCount), nullptr);
@@ -436,20 +437,29 @@ StatusOr<int64_t> SqliteStore::delete_finished_before(int64_t unix_ms) {
 }
 
 StatusOr<std::map<JobState, int64_t>> SqliteStore::count_by_state() {
+  KF_ASSIGN_OR_RETURN(auto summary, job_summary());
   std::map<JobState, int64_t> counts;
+  for (const auto& [state, s] : summary)
+    counts[state] = s.count;
+  return counts;
+}
+
+StatusOr<std::map<JobState, Store::StateSummary>> SqliteStore::job_summary() {
+  std::map<JobState, StateSummary> summary;
   for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
                      JobState::kCancelled}) {
-    counts[s] = 0;
+    summary[s] = StateSummary{};
   }
   std::lock_guard lock(mu_);
   Call call(db_, statement(Query::kCountByState));
   while (true) {
     KF_ASSIGN_OR_RETURN(bool row, call.step("count jobs by state"));
-    if (!row) return counts;
+    if (!row) return summary;
     const std::string text = column_text(call.stmt(), 0);
     const std::optional<JobState> state = jobs::job_state_from(text);
     if (!state) return internal_error("jobs table holds an unknown state '" + text + "'");
-    counts[*state] = sqlite3_column_int64(call.stmt(), 1);
+    summary[*state] =
+        StateSummary{sqlite3_column_int64(call.stmt(), 1), sqlite3_column_int64(call.stmt(), 2)};
   }
 }
 

@@ -82,6 +82,8 @@ class SqliteStore final : public Store {
   StatusOr<int64_t> delete_finished_before(int64_t unix_ms) override;
   // Every state is present in the map, with 0 when no job is in it.
   StatusOr<std::map<jobs::JobState, int64_t>> count_by_state() override;
+  // Every state is present in the map, with zeros when no job is in it.
+  StatusOr<std::map<jobs::JobState, StateSummary>> job_summary() override;
 
  private:
   enum class Query : int;  // the cached statements; defined in sqlite_store.cc

@@ -144,7 +144,7 @@ TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405WithAllow) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
   EXPECT_EQ(r->header("content-type"), "application/json");
-  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "not_found");
+  EXPECT_EQ(Json::parse(r->body)["code"], "not_found");
   r = http_call(port_, "DELETE", "/echo");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 405);
@@ -162,7 +162,7 @@ TEST_F(HttpServerTest, MalformedHttpIs400AndClosesTheConnection) {
     auto r = client.read_response();
     ASSERT_TRUE(r) << garbage;
     EXPECT_EQ(r->status, 400) << garbage;
-    EXPECT_EQ(Json::parse(r->body)["error"]["code"], "invalid_argument");
+    EXPECT_EQ(Json::parse(r->body)["code"], "invalid_argument");
     EXPECT_TRUE(client.wait_for_close()) << garbage;
   }
 }
@@ -183,7 +183,7 @@ TEST_F(HttpServerTest, ContentLengthOverTheLimitIs413BeforeTheBodyIsSent) {
   auto r = client.read_response(milliseconds(3000));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 413);
-  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "payload_too_large");
+  EXPECT_EQ(Json::parse(r->body)["code"], "payload_too_large");
   EXPECT_EQ(r->header("connection"), "close");
   EXPECT_TRUE(client.wait_for_close());
 }
@@ -285,7 +285,7 @@ TEST_F(HttpServerTest, TokenIsRequiredOnEveryRequest) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 401);
   EXPECT_EQ(r->header("www-authenticate"), "Bearer");
-  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "unauthenticated");
+  EXPECT_EQ(Json::parse(r->body)["code"], "unauthenticated");
   r = http_call(port_, "GET", "/hello", "", "Authorization: Bearer wrong\r\n");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 401);
