@@ -22,10 +22,14 @@ struct EngineFlags {
   int warm_cuda_workers_gpu = 3;  // started `kforge worker cuda` processes per GPU
   int warm_cuda_workers_cpu = 1;
   std::vector<std::string> worker_env;
+  jobs::QueueLimits queue;                  // --max-queued-*
+  std::string sqlite_synchronous = "full";  // "full" or "normal"
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
-// --warm-children[-cpu], --warm-cuda-workers[-cpu] and --worker-env.
+// --warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env, the queue limits
+// (--max-queued-jobs, --max-queued-bytes, --max-queued-per-client,
+// --max-queued-bytes-per-client) and --sqlite-synchronous.
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view devices_help);
 
 // The engine options the flags give (data directory and the serve-only limits left default).

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine_flags.h"
+#include "network_flags.h"
+#include "secrets.h"
 
 namespace kforge::app {
 
@@ -19,7 +21,8 @@ struct ServeConfig {
   std::string mode = "both";          // "rest", "mcp" or "both"
   bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
   int mcp_session_ttl_hours = 24;
-  std::string token;
+  SecretFlags secrets;   // the API token
+  NetworkFlags network;  // connection, JSON and MCP session limits
   std::string log_level = "info";
   std::string port_file;  // write the bound port here once listening
   size_t max_body_mb = 16;
