@@ -30,7 +30,7 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-HttpResponse framing_refusal(std::string why) {
+HttpResponse framing_refusal(const std::string& why) {
   return HttpResponse::error(
       400, invalid_argument("malformed HTTP request: " + why + " (RFC 9112 section 6.1)"));
 }
