@@ -15,7 +15,7 @@ apt_packages=(
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libsqlite3-dev zlib1g-dev libssl-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang-format clang-tidy clang libseccomp-dev
+  clang-format clang-tidy clang libclang-rt-14-dev libseccomp-dev
   python3 python3-venv curl
 )
 

@@ -145,7 +145,7 @@ StatusOr<Json> run_plan(jobs::JobService& service, bench::BenchPlan plan, const 
   std::promise<StatusOr<Json>> promise;
   auto future = promise.get_future();
   auto run = bench::BenchRun::start(
-      service, executor, std::move(plan),
+      service, executor, std::move(plan), "kforge bench",
       [&printer](const bench::BenchProgress& p) { printer.update(p); },
       [&promise](StatusOr<Json> report) { promise.set_value(std::move(report)); });
   std::atomic<bool> finished{false};

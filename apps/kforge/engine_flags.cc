@@ -91,6 +91,32 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
           },
           "DURATION"))
       ->capture_default_str();
+  cmd.add_option("--max-queued-jobs", f.queue.max_jobs,
+                 "Jobs queued or running at once; 503 beyond (0: no limit)")
+      ->envname("KFORGE_MAX_QUEUED_JOBS")
+      ->capture_default_str();
+  cmd.add_option("--max-queued-bytes", f.queue.max_bytes,
+                 "Stored request bytes of the jobs queued or running (e.g. 256MiB); 503 beyond "
+                 "(0: no limit)")
+      ->envname("KFORGE_MAX_QUEUED_BYTES")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_option("--max-queued-per-client", f.queue.max_jobs_per_client,
+                 "Jobs one client (API token and address) may have queued or running; 429 "
+                 "beyond (0: no limit)")
+      ->envname("KFORGE_MAX_QUEUED_PER_CLIENT")
+      ->capture_default_str();
+  cmd.add_option("--max-queued-bytes-per-client", f.queue.max_bytes_per_client,
+                 "Stored request bytes one client may have queued or running; 429 beyond (0: "
+                 "no limit)")
+      ->envname("KFORGE_MAX_QUEUED_BYTES_PER_CLIENT")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_option("--sqlite-synchronous", f.sqlite_synchronous,
+                 "full: every accepted job is fsynced before it is acknowledged (survives "
+                 "power loss); normal: faster, survives a killed server but not an OS crash")
+      ->check(CLI::IsMember({"full", "normal"}))
+      ->capture_default_str();
 }
 
 jobs::EngineOptions engine_options(const EngineFlags& f) {
@@ -107,6 +133,8 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.job_pids_max = f.job_pids_max;
   eo.sandbox_uid_base = f.sandbox_uid_base;
   eo.kernel_cache = f.kernel_cache;
+  eo.queue = f.queue;
+  eo.store_fsync = f.sqlite_synchronous == "full";
   eo.version = std::string(kVersion);
   eo.device_metrics_default = f.device_metrics;
   eo.cupy_cache_dir = f.cupy_cache_dir;

@@ -31,12 +31,16 @@ struct EngineFlags {
   bool device_metrics = false;  // Nsight Compute metrics for requests that do not say
   std::string cupy_cache_dir;   // CuPy's kernel cache for jobs (CUPY_KERNEL_CACHE_DIR)
   std::string job_retention = "24h";
+  jobs::QueueLimits queue;                  // --max-queued-*
+  std::string sqlite_synchronous = "full";  // "full" or "normal"
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
 // --warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env, --sandbox, --job-pids-max,
 // --kernel-cache, --sandbox-uid-base, --device-metrics (ENABLE_DEVICE_METRICS),
-// --cupy-cache-dir (CUPY_KERNEL_CACHE_DIR) and --job-retention.
+// --cupy-cache-dir (CUPY_KERNEL_CACHE_DIR), --job-retention, the queue limits
+// (--max-queued-jobs, --max-queued-bytes, --max-queued-per-client,
+// --max-queued-bytes-per-client) and --sqlite-synchronous.
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view devices_help);
 
 // The engine options the flags give (data directory and the serve-only limits left default).

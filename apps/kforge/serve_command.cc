@@ -22,10 +22,6 @@
 namespace kforge::app {
 namespace {
 
-bool is_loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.starts_with("127.");
-}
-
 std::string lower(std::string text) {
   for (char& ch : text)
     ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -53,7 +49,9 @@ std::string gpu_type_of(const std::string& configured, const Json& health) {
 CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "Run the evaluation server: REST API and MCP (Streamable HTTP on /mcp), one port");
-  cmd->add_option("--host", c.host, "Address to bind (non-loopback needs --token)")
+  cmd->add_option("--host", c.host,
+                  "Address (or name, resolved) to bind; one that is not a loopback address "
+                  "(127.0.0.0/8, ::1) needs an API token")
       ->envname("KFORGE_HOST")
       ->capture_default_str();
   cmd->add_option("--port", c.port, "TCP port; 0 picks a free one (see --port-file)")
@@ -82,9 +80,10 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
                   "MCP: an idle session is forgotten after this many hours")
       ->check(CLI::Range(1, 24 * 365))
       ->capture_default_str();
-  cmd->add_option("--token", c.token,
-                  "API token; when set every request needs 'Authorization: Bearer <token>'")
-      ->envname("KFORGE_TOKEN");
+  add_secret_flags(*cmd, c.secrets,
+                   "API token; when set every request needs 'Authorization: Bearer <token>'");
+  add_network_flags(*cmd, c.network);
+  add_json_depth_flag(*cmd);
   cmd->add_option("--log-level", c.log_level,
                   "trace, debug, info, warning, error, critical (also from LOG_LEVEL)")
       ->envname("KFORGE_LOG_LEVEL")
@@ -119,11 +118,24 @@ int run_serve(const ServeConfig& config) {
     std::cerr << "kforge: " << s.to_string() << '\n';
     return 2;
   }
-  if (!is_loopback(c.host) && c.token.empty()) {
-    KF_LOG_ERROR(
-        "refusing to bind {} without an API token: set --token or KFORGE_TOKEN "
-        "(kforge runs arbitrary code by design)",
-        c.host);
+  auto token = protect_process_and_read_token(c.secrets);
+  if (!token.is_ok()) {
+    KF_LOG_ERROR("cannot start: {}", token.status().to_string());
+    return 2;
+  }
+  // The host is resolved and its address checked (127.0.0.0/8 or ::1 needs no token) before
+  // anything starts; the server checks the address it binds again.
+  if (Status s = frontends::http::HttpServer::check_bind_policy(c.host, *token); !s) {
+    KF_LOG_ERROR("cannot start: {}{}", s.to_string(),
+                 s.code() == ErrorCode::kFailedPrecondition
+                     ? " (kforge runs arbitrary code by design)"
+                     : "");
+    return 2;
+  }
+  frontends::http::HttpServer::Options ho;
+  frontends::mcp::HttpTransportOptions to;
+  if (Status s = apply_network_flags(c.network, raise_open_file_limit(), ho, to); !s) {
+    KF_LOG_ERROR("cannot start: {}", s.to_string());
     return 2;
   }
   // Signals are taken by a dedicated thread (sigwait); every other thread blocks them.
@@ -152,10 +164,9 @@ int run_serve(const ServeConfig& config) {
   }
 
   boost::asio::thread_pool blocking_pool(4);
-  frontends::http::HttpServer::Options ho;
   ho.host = c.host;
   ho.port = c.port;
-  ho.token = c.token;
+  ho.token = *token;
   ho.max_body_bytes = c.max_body_mb << 20;
   ho.io_threads = c.io_threads;
   ho.rest.gpu_type = gpu_type_of(c.gpu_type, service.health());
@@ -186,7 +197,6 @@ int run_serve(const ServeConfig& config) {
     if (s.is_ok()) {
       catalog = std::move(built).value();
       dispatcher = std::make_unique<frontends::mcp::Dispatcher>(*catalog, blocking);
-      frontends::mcp::HttpTransportOptions to;
       to.sessions.idle_ttl = std::chrono::hours(c.mcp_session_ttl_hours);
       s = frontends::mcp::add_mcp_routes(router, *dispatcher, blocking, to);
     }

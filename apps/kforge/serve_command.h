@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine_flags.h"
+#include "network_flags.h"
+#include "secrets.h"
 
 namespace kforge::app {
 
@@ -19,7 +21,8 @@ struct ServeConfig {
   std::string mode = "both";          // "rest" (or "fastapi"), "mcp" or "both"
   bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
   int mcp_session_ttl_hours = 24;
-  std::string token;
+  SecretFlags secrets;   // the API token
+  NetworkFlags network;  // connection, JSON and MCP session limits
   std::string log_level = "info";
   bool log_level_given = false;  // --log-level or KFORGE_LOG_LEVEL (else LOG_LEVEL applies)
   std::string gpu_type;          // --gpu-type / GPU_TYPE

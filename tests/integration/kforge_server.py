@@ -42,6 +42,7 @@ class KforgeServer:
         env: dict[str, str] | None = None,
         token: str | None = None,
         log_level: str | None = "debug",
+        wrapper: list[str] | None = None,
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kforge-it-"))
@@ -50,6 +51,7 @@ class KforgeServer:
         self.env = env or {}
         self.token = token
         self.log_level = log_level
+        self.wrapper = wrapper or []  # a command that execs the rest, e.g. prlimit ... --
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.log_path = self.data_dir / "server.log"
@@ -58,6 +60,7 @@ class KforgeServer:
         port_file = self.data_dir / "port"
         port_file.unlink(missing_ok=True)
         args = [
+            *self.wrapper,
             str(kforge_binary()),
             "serve",
             "--port", "0",

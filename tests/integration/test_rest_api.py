@@ -263,7 +263,10 @@ def test_invalid_json_unknown_job_and_polling(server: KforgeServer) -> None:
 
 
 def test_cancel_a_running_job(server: KforgeServer) -> None:
-    sleepy = model_source("time.sleep(120)\n        return x", prelude="import time")
+    # This source had "return x" indented twice: the job was a compile error that ended in
+    # ~30 ms, so the test passed only when the cancel won the race (issue #8 item 11).
+    # model_source() now compiles what it builds.
+    sleepy = model_source("time.sleep(120)\nreturn x", prelude="import time")
     with server.client() as c:
         assert c.post("/job/0123456789abcdef/cancel").status_code == 404
         r = c.post("/evaluate", params={"wait": "false"}, json={"kernel": torch_kernel(sleepy)})
@@ -272,9 +275,10 @@ def test_cancel_a_running_job(server: KforgeServer) -> None:
         r = c.post(f"/job/{job_id}/cancel", json={"reason": 7})
         assert r.status_code == 400 and r.json()["field"] == "reason"
         deadline = time.monotonic() + 120
-        while c.get(f"/job/{job_id}").json()["state"] == "queued":  # let it start running
+        while (status := c.get(f"/job/{job_id}").json()["state"]) == "queued":
             assert time.monotonic() < deadline
             time.sleep(0.1)
+        assert status == "running", status  # the kernel sleeps: it cannot have finished
         started = time.monotonic()
         r = c.post(f"/job/{job_id}/cancel", json={"reason": "test says stop"})
         assert r.status_code == 200, r.text

@@ -15,20 +15,22 @@ int64_t now_ms() {
 
 }  // namespace
 
-BenchRun::BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan,
+BenchRun::BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, std::string client,
                    ProgressFn progress, DoneFn done)
     : service_(service),
       executor_(std::move(executor)),
       plan_(std::move(plan)),
+      client_(std::move(client)),
       progress_(std::move(progress)),
       done_(std::move(done)),
       started_ms_(now_ms()),
       outcomes_(plan_.jobs.size()) {}
 
 std::shared_ptr<BenchRun> BenchRun::start(jobs::JobService& service, Executor executor,
-                                          BenchPlan plan, ProgressFn progress, DoneFn done) {
+                                          BenchPlan plan, std::string client, ProgressFn progress,
+                                          DoneFn done) {
   auto run = std::make_shared<BenchRun>(service, std::move(executor), std::move(plan),
-                                        std::move(progress), std::move(done));
+                                        std::move(client), std::move(progress), std::move(done));
   run->executor_([run] { run->pump(); });
   return run;
 }
@@ -58,7 +60,7 @@ void BenchRun::pump() {
 
 Status BenchRun::submit(size_t index) {
   const PlannedJob& planned = plan_.jobs[index];
-  auto job = service_.submit(planned.request);
+  auto job = service_.submit(planned.request, client_);
   if (!job.is_ok()) {
     std::lock_guard lock(mu_);
     --in_flight_;

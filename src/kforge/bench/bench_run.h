@@ -11,8 +11,11 @@
 // Thread-safety: cancel() may be called from any thread; callbacks run without locks held,
 // `progress` strictly in order, `done` exactly once and last.
 //
+// Every job is submitted as `client` (JobService::submit: the key of the per-client queue
+// quota), the identity of whoever asked for the bench.
+//
 // Example:
-//   auto run = BenchRun::start(service, executor, std::move(plan),
+//   auto run = BenchRun::start(service, executor, std::move(plan), "kforge bench",
 //       [](const BenchProgress& p) { draw(p.done, p.total, p.message); },
 //       [&](StatusOr<Json> report) { promise.set_value(std::move(report)); });
 #pragma once
@@ -43,13 +46,14 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
   using DoneFn = std::function<void(StatusOr<Json> report)>;
 
   static std::shared_ptr<BenchRun> start(jobs::JobService& service, Executor executor,
-                                         BenchPlan plan, ProgressFn progress, DoneFn done);
+                                         BenchPlan plan, std::string client, ProgressFn progress,
+                                         DoneFn done);
 
   // Cancels the jobs in flight and ends the run with kCancelled (once they have ended).
   void cancel(const std::string& reason);
 
-  BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, ProgressFn progress,
-           DoneFn done);
+  BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, std::string client,
+           ProgressFn progress, DoneFn done);
 
  private:
   static constexpr int kInFlight = 2;
@@ -63,6 +67,7 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
   jobs::JobService& service_;
   const Executor executor_;
   const BenchPlan plan_;
+  const std::string client_;
   const ProgressFn progress_;
   const DoneFn done_;
   const int64_t started_ms_;

@@ -266,10 +266,13 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
 
   store::SqliteStore::Options store_options;
   store_options.path = data_dir / "kforge.db";
+  store_options.synchronous = options.store_fsync ? store::SqliteStore::Synchronous::kFull
+                                                  : store::SqliteStore::Synchronous::kNormal;
   KF_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(store_options));
 
   JobServiceImpl::Options service_options;
   service_options.max_attempts = options.max_attempts;
+  service_options.queue = options.queue;
   service_options.version = options.version;
   service_options.sandbox = sandbox->describe();
   service_options.device_metrics_default = options.device_metrics_default;

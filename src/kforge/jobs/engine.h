@@ -31,6 +31,8 @@ struct EngineOptions {
   int warm_cuda_workers_gpu = 3;
   int warm_cuda_workers_cpu = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
+  QueueLimits queue;                 // unfinished jobs, in total and per client
+  bool store_fsync = true;           // SQLite synchronous=FULL (false: NORMAL)
   std::string version = "dev";
   // Job isolation (workers/sandbox_policy.h): auto | required | off.
   std::string sandbox = "auto";

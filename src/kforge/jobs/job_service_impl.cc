@@ -32,7 +32,8 @@ JobServiceImpl::JobServiceImpl(Options options, std::unique_ptr<store::Store> st
       store_(std::move(store)),
       devices_(std::move(devices)),
       clock_(clock),
-      started_at_(clock.now()) {
+      started_at_(clock.now()),
+      quota_(options_.queue) {
   scheduler_ = std::make_unique<scheduler::Scheduler>(
       slot_infos(devices_),
       [this](const std::string& id, const std::string& device) { run_job(id, device); },
@@ -41,6 +42,17 @@ JobServiceImpl::JobServiceImpl(Options options, std::unique_ptr<store::Store> st
 
 JobServiceImpl::~JobServiceImpl() {
   stop();
+}
+
+StatusOr<model::JobRequest> JobServiceImpl::load_request(const std::string& job_id) {
+  KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(job_id));
+  if (!stored) return not_found("job '" + job_id + "' is no longer in the store");
+  return parse_stored_request(*stored);
+}
+
+void JobServiceImpl::forget_locked(std::map<std::string, Active>::iterator it) {
+  quota_.release(it->second.client, it->second.request_bytes);
+  active_.erase(it);
 }
 
 StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(const JobRecord& record) const {
@@ -81,11 +93,14 @@ Status JobServiceImpl::start() {
     }
     Active active;
     record.state = JobState::kQueued;
+    active.request_bytes = record.request.dump().size();
+    active.client = "recovered";  // accepted before the restart: counted, never refused
+    record.request = Json();
     active.record = record;
-    active.request = std::move(request).value();
     active.target = *target;
     {
       std::lock_guard lock(mu_);
+      quota_.add(active.client, active.request_bytes);
       active_[record.id] = std::move(active);
     }
     scheduler_->enqueue(record.id, *target);
@@ -137,16 +152,8 @@ workers::Worker* JobServiceImpl::pick_worker(const std::string& device,
   return nullptr;
 }
 
-StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request) {
+StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std::string& client) {
   KF_ASSIGN_OR_RETURN(std::string target, scheduler_->resolve_target(request.device));
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return unavailable("the server is shutting down");
-    if (active_.size() >= options_.max_active_jobs) {
-      return Status(ErrorCode::kResourceExhausted,
-                    "too many jobs queued (" + std::to_string(active_.size()) + "); retry later");
-    }
-  }
   if (!request.seed) request.seed = secure_random_u64() >> 1;  // fits a JSON int64
   JobRecord record;
   record.id = new_job_id();
@@ -155,12 +162,26 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request) {
   record.request = model::to_request_json(request);
   record.device = target;
   record.created_ms = clock_.unix_ms();
-  KF_RETURN_IF_ERROR(store_->insert_job(record));
+  const size_t request_bytes = record.request.dump().size();
+  {
+    // Counted before the insert, so concurrent submits cannot overshoot the limits.
+    std::lock_guard lock(mu_);
+    if (stopping_) return unavailable("the server is shutting down");
+    KF_RETURN_IF_ERROR(quota_.admit(client, request_bytes));
+  }
+  if (Status s = store_->insert_job(record); !s) {
+    std::lock_guard lock(mu_);
+    quota_.release(client, request_bytes);
+    return s;
+  }
   {
     std::lock_guard lock(mu_);
     Active active;
+    Json request_json = std::move(record.request);  // not copied into active_
     active.record = record;
-    active.request = std::move(request);
+    record.request = std::move(request_json);
+    active.client = client;
+    active.request_bytes = request_bytes;
     active.target = target;
     active_[record.id] = std::move(active);
   }
@@ -193,7 +214,6 @@ Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobReques
 
 void JobServiceImpl::run_job(const std::string& job_id, const std::string& device) {
   JobRecord record;
-  model::JobRequest request;
   auto cancel = std::make_shared<workers::CancelToken>();
   std::string cancelled_before_start;
   {
@@ -209,7 +229,6 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
     it->second.record.started_ms = clock_.unix_ms();
     ++it->second.record.attempts;
     record = it->second.record;
-    request = it->second.request;
   }
   if (!cancelled_before_start.empty()) {
     finish(job_id, JobState::kCancelled, Json(), cancelled_before_start);
@@ -222,6 +241,14 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
   }
   legacy_.job_started(device, static_cast<double>(record.started_ms - record.created_ms) / 1000.0);
   publish_progress(job_id, {job_id, "starting", "running on " + device, 0.01});
+  auto loaded = load_request(job_id);
+  if (!loaded.is_ok()) {
+    KF_LOG_ERROR("job={} request cannot be read back: {}", job_id, loaded.status().to_string());
+    finish(job_id, JobState::kFailed, Json(),
+           "stored request can no longer be read: " + loaded.status().to_string());
+    return;
+  }
+  const model::JobRequest request = std::move(loaded).value();
   workers::Worker* worker = pick_worker(device, request);
   if (worker == nullptr) {
     finish(job_id, JobState::kFailed, Json(), "no worker can run this job on " + device);
@@ -233,10 +260,18 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
   job.spec = worker_spec(record, request, device);
   job.timeout = std::chrono::milliseconds(static_cast<int64_t>(request.timeout_s * 1000.0));
   auto started = clock_.now();
-  workers::WorkerOutcome outcome = worker->run(
-      job, *cancel, [this, &job_id](const std::string& phase, const std::string& msg, double f) {
-        publish_progress(job_id, {job_id, phase, msg, f});
-      });
+  workers::WorkerOutcome outcome;
+  try {
+    outcome = worker->run(
+        job, *cancel, [this, &job_id](const std::string& phase, const std::string& msg, double f) {
+          publish_progress(job_id, {job_id, phase, msg, f});
+        });
+  } catch (const std::exception& e) {
+    // A worker must not throw (what a child sends is untrusted), but if one does, the job
+    // still ends, and its slot and quota are given back, instead of staying "running".
+    outcome = {workers::WorkerOutcome::Kind::kWorkerFailure, Json(),
+               std::string("the worker failed unexpectedly: ") + e.what()};
+  }
   double ms = std::chrono::duration<double, std::milli>(clock_.now() - started).count();
   switch (outcome.kind) {
     case workers::WorkerOutcome::Kind::kResult:
@@ -255,7 +290,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
       if (reason == "server shutting down") {
         // Not the client's doing: leave it queued in the store for the next start.
         std::lock_guard lock(mu_);
-        active_.erase(job_id);
+        if (auto it = active_.find(job_id); it != active_.end()) forget_locked(it);
         (void)store_->requeue(job_id);
         return;
       }
@@ -311,7 +346,7 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
       subscription_.erase(sub);
     for (const auto& [sub, _] : it->second.progress_subs)
       subscription_.erase(sub);
-    active_.erase(it);
+    forget_locked(it);
   }
   record.state = state;
   record.result = std::move(result);
@@ -507,11 +542,24 @@ Json JobServiceImpl::stats() {
     }
   }
   double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
+  Json queue;
+  {
+    std::lock_guard lock(mu_);
+    const QueueLimits& l = quota_.limits();
+    queue = Json{{"jobs", quota_.jobs()},
+                 {"bytes", quota_.bytes()},
+                 {"clients", quota_.clients()},
+                 {"max_jobs", l.max_jobs},
+                 {"max_bytes", l.max_bytes},
+                 {"max_jobs_per_client", l.max_jobs_per_client},
+                 {"max_bytes_per_client", l.max_bytes_per_client}};
+  }
   Json out = legacy_.snapshot(uptime, now_ms);
   out.update(Json{{"job_stats", std::move(job_stats)},
                   {"uptime_s", uptime},
                   {"version", options_.version},
                   {"queue_depth", scheduler_->queue_depth()},
+                  {"queue", std::move(queue)},
                   {"jobs", by_state},
                   {"jobs_submitted", submitted_.load()},
                   {"jobs_finished", finished_.load()},

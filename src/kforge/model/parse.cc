@@ -82,6 +82,32 @@ StatusOr<std::optional<int64_t>> read_int(const Json& obj, std::string_view key,
   return std::optional<int64_t>(value);
 }
 
+// A non-negative integer of up to 64 bits (the full range of uint64_t); never wraps: -1 or
+// 2^64 is an error naming the field.
+StatusOr<std::optional<uint64_t>> read_uint64(const Json& obj, std::string_view key,
+                                              const JsonPath& path) {
+  const Json* v = member(obj, key);
+  if (v == nullptr) return std::optional<uint64_t>();
+  const std::string range =
+      "must be an integer between 0 and " + std::to_string(std::numeric_limits<uint64_t>::max());
+  if (v->is_number_unsigned()) return std::optional<uint64_t>(v->get<uint64_t>());
+  if (v->is_number_integer()) {
+    const int64_t i = v->get<int64_t>();
+    if (i < 0) return field_error(path.key(key), range + ", got " + std::to_string(i));
+    return std::optional<uint64_t>(static_cast<uint64_t>(i));
+  }
+  return field_error(
+      path.key(key),
+      range + ", got " + (v->is_number() ? v->dump() : std::string(json_type_name(*v))));
+}
+
+// A JSON integer that fits int64_t (a number_unsigned above INT64_MAX does not).
+bool fits_int64(const Json& v) {
+  return v.is_number_integer() &&
+         (!v.is_number_unsigned() ||
+          v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+}
+
 StatusOr<std::optional<bool>> read_bool(const Json& obj, std::string_view key,
                                         const JsonPath& path) {
   const Json* v = member(obj, key);
@@ -104,7 +130,8 @@ StatusOr<std::vector<int64_t>> read_shape(const Json& obj, std::string_view key,
   }
   std::vector<int64_t> shape;
   for (const auto& d : *v) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+    // fits_int64 first: 2^63 and above would read as negative through get<int64_t>.
+    if (!fits_int64(d) || d.get<int64_t>() < 0) {
       return field_error(p, "must be a list of non-negative integers");
     }
     shape.push_back(d.get<int64_t>());
@@ -305,6 +332,13 @@ StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLi
   bool ok = false;
   switch (arg.type) {
     case ArgType::kInt:
+      if (value->is_number_integer() && !fits_int64(*value)) {
+        return field_error(path.key("value"),
+                           "must be an integer between " +
+                               std::to_string(std::numeric_limits<int64_t>::min()) + " and " +
+                               std::to_string(std::numeric_limits<int64_t>::max()) + ", got " +
+                               value->dump());
+      }
       ok = value->is_number_integer();
       break;
     case ArgType::kFloat:
@@ -337,7 +371,7 @@ StatusOr<std::optional<Dim3>> parse_dim3(const Json& obj, std::string_view key,
     if (v->empty() || v->size() > 3) return field_error(p, "must have 1 to 3 dimensions");
     for (size_t i = 0; i < v->size(); ++i) {
       const Json& e = (*v)[i];
-      if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > max) {
+      if (!fits_int64(e) || e.get<int64_t>() < 1 || e.get<int64_t>() > max) {
         return field_error(p.index(i), "must be an integer between 1 and " + std::to_string(max));
       }
       (i == 0 ? d.x : i == 1 ? d.y : d.z) = e.get<int64_t>();
@@ -427,11 +461,7 @@ Status parse_common(const Json& body, const RequestLimits& limits, JobRequest& r
   KF_ASSIGN_OR_RETURN(auto measure, read_bool(body, "measure_performance", root));
   if (measure) req.measure_performance = *measure;
   KF_ASSIGN_OR_RETURN(req.enable_device_metrics, read_bool(body, "enable_device_metrics", root));
-  const Json* seed = member(body, "seed");
-  if (seed != nullptr) {
-    if (!seed->is_number_integer()) return field_error(root.key("seed"), "must be an integer");
-    req.seed = seed->get<uint64_t>();
-  }
+  KF_ASSIGN_OR_RETURN(req.seed, read_uint64(body, "seed", root));
   return Status::ok();
 }
 

@@ -32,7 +32,7 @@ class BenchRunTest : public ::testing::Test {
 
   std::shared_ptr<BenchRun> start() {
     return BenchRun::start(
-        jobs_, threads_.executor(), plan_,
+        jobs_, threads_.executor(), plan_, "peer 127.0.0.1",
         [this](const BenchProgress& p) {
           std::lock_guard lock(mu_);
           progress_.push_back(p);
@@ -71,6 +71,7 @@ TEST_F(BenchRunTest, RunsEveryJobTwoAtATimeAndReports) {
     auto request = jobs_.submitted_request(jobs_.job_ids()[i]);
     ASSERT_TRUE(request.has_value());
     EXPECT_EQ(request->kernel.source_code, plan_.jobs[i].request.kernel.source_code);
+    EXPECT_EQ(jobs_.submitted_client(jobs_.job_ids()[i]), "peer 127.0.0.1");  // the quota's key
   }
   std::lock_guard lock(mu_);
   ASSERT_EQ(progress_.size(), plan_.jobs.size());

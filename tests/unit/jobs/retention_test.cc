@@ -42,9 +42,9 @@ bool exists(testing::FakeJobService& jobs, const std::string& id) {
 TEST(RetentionTest, DeletesFinishedJobsOlderThanTheRetentionOnly) {
   testing::FakeJobService jobs;
   model::JobRequest request;
-  auto old_job = jobs.submit(request);
-  auto recent_job = jobs.submit(request);
-  auto queued_job = jobs.submit(request);
+  auto old_job = jobs.submit(request, "test");
+  auto recent_job = jobs.submit(request, "test");
+  auto queued_job = jobs.submit(request, "test");
   ASSERT_TRUE(old_job.is_ok() && recent_job.is_ok() && queued_job.is_ok());
   ASSERT_TRUE(jobs.finish(old_job->id, Json{{"compiled", true}}).is_ok());
   ASSERT_TRUE(jobs.finish(recent_job->id, Json{{"compiled", true}}).is_ok());
@@ -61,7 +61,7 @@ TEST(RetentionTest, DeletesFinishedJobsOlderThanTheRetentionOnly) {
 
 TEST(RetentionTest, ZeroKeepsEverything) {
   testing::FakeJobService jobs;
-  auto job = jobs.submit(model::JobRequest{});
+  auto job = jobs.submit(model::JobRequest{}, "test");
   ASSERT_TRUE(jobs.finish(job->id, Json::object()).is_ok());
   ASSERT_TRUE(jobs.age_finished_job(job->id, hours(24 * 365)).is_ok());
   {

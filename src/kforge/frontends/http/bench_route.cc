@@ -50,8 +50,8 @@ class BenchReply {
   std::optional<EventStream> stream_;
 };
 
-void run_bench(const BenchContextPtr& ctx, const std::string& body, bool stream,
-               const Responder& responder) {
+void run_bench(const BenchContextPtr& ctx, const std::string& body, const std::string& client,
+               bool stream, const Responder& responder) {
   auto json = parse_json(body);
   if (!json.is_ok()) {
     responder.send(HttpResponse::error(json.status()));
@@ -71,7 +71,7 @@ void run_bench(const BenchContextPtr& ctx, const std::string& body, bool stream,
   // is open and carries the outcome.
   auto reply = std::make_shared<BenchReply>(responder, stream);
   auto run = bench::BenchRun::start(
-      ctx->service, ctx->blocking, std::move(plan).value(),
+      ctx->service, ctx->blocking, std::move(plan).value(), client,
       [reply](const bench::BenchProgress& p) { reply->progress(p); },
       [reply, request = std::move(request).value()](StatusOr<Json> report) {
         reply->answer(report.is_ok() ? bench::bench_answer(*report, request)
@@ -92,9 +92,9 @@ Status add_bench_route(Router& router, jobs::JobService& service, BlockingExecut
       BenchContext{service, std::move(blocking), std::move(policy)});
   return router.add("POST", "/bench", [ctx](HttpRequest request, Responder responder) {
     const bool stream = wants_stream(request);
-    ctx->blocking([ctx, stream, body = std::move(request.body), responder = std::move(responder)] {
-      run_bench(ctx, body, stream, responder);
-    });
+    ctx->blocking(
+        [ctx, stream, body = std::move(request.body), client = std::move(request.client),
+         responder = std::move(responder)] { run_bench(ctx, body, client, stream, responder); });
   });
 }
 

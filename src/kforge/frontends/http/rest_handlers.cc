@@ -105,11 +105,11 @@ StatusOr<std::optional<double>> read_age(const Json* value, const std::string& f
 StatusOr<std::optional<Json>> query_number(const HttpRequest& request, const char* name) {
   const std::string* text = request.query_param(name);
   if (text == nullptr) return std::optional<Json>();
-  Json value = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded() || !value.is_number()) {
+  auto value = parse_json(*text);
+  if (!value.is_ok() || !value->is_number()) {
     return invalid_argument("must be a number, got '" + *text + "'", std::string("query.") + name);
   }
-  return std::optional<Json>(std::move(value));
+  return std::optional<Json>(std::move(value).value());
 }
 
 // The cleanup age: body {"max_age_hours": h} or {"older_than_seconds": s}, or the same

@@ -13,6 +13,9 @@
 namespace kforge::frontends::http {
 namespace {
 
+// Retry-After of a 429/503 from a full queue: jobs take seconds, so a few seconds is right.
+constexpr int kRetryAfterSeconds = 5;
+
 // ?wait=... ; absent means true.
 StatusOr<bool> parse_wait(const HttpRequest& request) {
   const std::string* value = request.query_param("wait");
@@ -122,9 +125,18 @@ void wait_for_job(const RestContextPtr& ctx, const jobs::JobRecord& job, double 
   if (state->set_subscription(*sub)) ctx->service.unsubscribe(*sub);
 }
 
+// A refused submit; a full queue (503) or a used-up quota (429) says when to come back.
+HttpResponse submit_error(const Status& status) {
+  HttpResponse response = HttpResponse::error(status);
+  if (status.code() == ErrorCode::kResourceExhausted || status.code() == ErrorCode::kUnavailable) {
+    response.headers.emplace_back("Retry-After", std::to_string(kRetryAfterSeconds));
+  }
+  return response;
+}
+
 // The part of a submit that runs on the blocking pool.
-void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::string& body, bool wait,
-                     const Responder& responder) {
+void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::string& body,
+                     const std::string& client, bool wait, const Responder& responder) {
   if (responder.cancelled()) {
     // The client left or the server is stopping before anything was accepted.
     responder.send(HttpResponse::error(unavailable("the request was cancelled before submit")));
@@ -143,9 +155,9 @@ void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::stri
     return;
   }
   const double timeout_s = request->timeout_s;
-  auto job = ctx->service.submit(std::move(request).value());
+  auto job = ctx->service.submit(std::move(request).value(), client);
   if (!job.is_ok()) {
-    responder.send(HttpResponse::error(job.status()));
+    responder.send(submit_error(job.status()));
     return;
   }
   if (!wait) {
@@ -176,10 +188,10 @@ void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest reque
     responder.send(HttpResponse::error(wait.status()));
     return;
   }
-  ctx->blocking(
-      [ctx, kind, wait = *wait, body = std::move(request.body), responder = std::move(responder)] {
-        submit_blocking(ctx, kind, body, wait, responder);
-      });
+  ctx->blocking([ctx, kind, wait = *wait, body = std::move(request.body),
+                 client = std::move(request.client), responder = std::move(responder)] {
+    submit_blocking(ctx, kind, body, client, wait, responder);
+  });
 }
 
 }  // namespace kforge::frontends::http

@@ -35,7 +35,7 @@ void run_suite(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   rc.report_progress(0, total,
                      fmt::format("bench: {} job(s) on {}", plan->jobs.size(), plan->device));
   auto run = bench::BenchRun::start(
-      ctx->service, ctx->blocking, std::move(plan).value(),
+      ctx->service, ctx->blocking, std::move(plan).value(), rc.session().client(),
       [call, total](const bench::BenchProgress& p) {
         call->context().report_progress(p.done, total, p.message);
       },

@@ -118,7 +118,7 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
                                    request.status().to_string()));
     return;
   }
-  auto job = ctx->service.submit(std::move(request).value());
+  auto job = ctx->service.submit(std::move(request).value(), call->context().session().client());
   if (!job.is_ok()) {
     call->finish(ToolResult::error(std::string(name) + ": the job was not accepted: " +
                                    in_argument_terms(tool, job.status()).to_string()));

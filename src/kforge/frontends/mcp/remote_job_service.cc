@@ -73,7 +73,9 @@ RemoteJobService::~RemoteJobService() {
   poller_.join();
 }
 
-StatusOr<jobs::JobRecord> RemoteJobService::submit(model::JobRequest request) {
+// The server counts the quota by this process's own identity; `client` stays local.
+StatusOr<jobs::JobRecord> RemoteJobService::submit(model::JobRequest request,
+                                                   const std::string& /*client*/) {
   const Json body = model::to_request_json(request);
   const char* path =
       request.kind == model::JobKind::kCompare ? "/compare?wait=false" : "/evaluate?wait=false";

@@ -252,13 +252,23 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::open(const Options& options)
   if (mode != "wal") {
     return failed_precondition(where + ": cannot enable WAL (journal_mode is " + mode + ")");
   }
-  // NORMAL in WAL mode: commits reach the WAL file (no fsync) before returning, which
-  // survives a killed process; checkpoints are fsynced, so the file is never corrupted.
-  KF_RETURN_IF_ERROR(exec(db, "PRAGMA synchronous=NORMAL", where));
+  // FULL in WAL mode: every commit is fsynced to the WAL before it returns, so an
+  // acknowledged job survives power loss. NORMAL skips that fsync (a killed process loses
+  // nothing, an OS crash may lose the last commits); checkpoints are fsynced either way.
+  const char* sync = options.synchronous == Synchronous::kFull ? "FULL" : "NORMAL";
+  KF_RETURN_IF_ERROR(exec(db, std::string("PRAGMA synchronous=") + sync, where));
   KF_RETURN_IF_ERROR(exec(db, "PRAGMA foreign_keys=ON", where));
   KF_RETURN_IF_ERROR(store->migrate().with_context(where));
   KF_RETURN_IF_ERROR(store->prepare_statements().with_context(where));
   return store;
+}
+
+StatusOr<SqliteStore::Synchronous> SqliteStore::synchronous() {
+  std::lock_guard lock(mu_);
+  KF_ASSIGN_OR_RETURN(std::string level, query_text(db_, "PRAGMA synchronous"));
+  if (level == "2") return Synchronous::kFull;
+  if (level == "1") return Synchronous::kNormal;
+  return internal_error("PRAGMA synchronous is " + level + ", neither FULL (2) nor NORMAL (1)");
 }
 
 int SqliteStore::schema_version() {

@@ -242,11 +242,44 @@ TEST_F(RestHandlersTest, SubmitErrorsMapToTheirStatus) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   EXPECT_EQ(Json::parse(r->body)["field"], "device");
-  jobs_.set_submit_error(unavailable("the job service is shutting down"));
+  jobs_.set_submit_error(unavailable("the job queue is full (--max-queued-jobs 10)"));
   r = post("/evaluate", evaluate_body());
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
   EXPECT_EQ(Json::parse(r->body)["code"], "unavailable");
+  EXPECT_EQ(r->header("retry-after"), "5");
+  jobs_.set_submit_error(
+      Status(ErrorCode::kResourceExhausted, "quota (--max-queued-per-client 2)"));
+  r = post("/evaluate", evaluate_body());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(Json::parse(r->body)["code"], "resource_exhausted");
+  EXPECT_NE(r->body.find("--max-queued-per-client"), std::string::npos);
+  EXPECT_EQ(r->header("retry-after"), "5");
+}
+
+TEST_F(RestHandlersTest, JobsAreSubmittedInTheNameOfTheClient) {
+  start();
+  auto r = post("/evaluate?wait=false", evaluate_body());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 202) << r->body;
+  EXPECT_EQ(jobs_.submitted_client(jobs_.job_ids().at(0)), "peer 127.0.0.1");
+}
+
+// Issue #8 item 10: 11 of 40 jobs were created without the half-closing client getting
+// their ids.
+TEST_F(RestHandlersTest, HalfClosingClientsGetEveryJobId) {
+  start();
+  for (int i = 0; i < 40; ++i) {
+    RawHttpClient client(port_);
+    ASSERT_TRUE(client.send(make_request("POST", "/evaluate?wait=false", evaluate_body().dump())));
+    client.shutdown_write();
+    auto r = client.read_response(kWait);
+    ASSERT_TRUE(r) << "job " << i << " was not acknowledged";
+    EXPECT_EQ(r->status, 202);
+    EXPECT_EQ(Json::parse(r->body)["job_id"], jobs_.job_ids().at(static_cast<size_t>(i)));
+  }
+  EXPECT_EQ(jobs_.job_ids().size(), 40u);
 }
 
 TEST_F(RestHandlersTest, UnknownJobIs404) {
@@ -359,6 +392,7 @@ TEST_F(RestHandlersTest, ClientDisconnectWhileWaitingUnsubscribesButKeepsTheJob)
     RawHttpClient client(port_);
     ASSERT_TRUE(client.send(make_request("POST", "/evaluate", evaluate_body().dump())));
     ASSERT_TRUE(jobs_.wait_for_waiters(1, kWait));
+    client.reset();  // gone (an end of stream alone could be a half-close)
   }
   EXPECT_TRUE(jobs_.wait_for_waiters(0, kWait));
   const std::string id = jobs_.job_ids().at(0);

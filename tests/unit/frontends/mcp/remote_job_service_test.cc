@@ -93,11 +93,11 @@ TEST(RemoteJobServiceTest, ForwardsToTheRestApi) {
   model::JobRequest request;
   request.kernel.source_code = "import torch";
   request.device = "cpu";
-  auto job = remote.submit(request);
+  auto job = remote.submit(request, "test");
   ASSERT_TRUE(job.is_ok()) << job.status().to_string();
   EXPECT_EQ(job->state, jobs::JobState::kQueued);
   request.device = "tpu:0";
-  EXPECT_EQ(remote.submit(request).status().field_path(), "device");
+  EXPECT_EQ(remote.submit(request, "test").status().field_path(), "device");
 
   std::promise<jobs::JobRecord> done;
   std::promise<std::string> running;
@@ -125,7 +125,7 @@ TEST(RemoteJobServiceTest, ForwardsToTheRestApi) {
   EXPECT_TRUE(remote.cancel(job->id, "x").is_ok());  // finished: left as it was
   EXPECT_EQ(remote.cancel("0123456789abcdef", "x").code(), ErrorCode::kNotFound);
   request.device = "cpu";
-  auto second = remote.submit(request);
+  auto second = remote.submit(request, "test");
   ASSERT_TRUE(second.is_ok());
   ASSERT_TRUE(remote.cancel(second->id, "the agent gave up").is_ok());
   auto cancelled = remote.get(second->id);
