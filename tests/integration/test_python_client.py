@@ -67,7 +67,7 @@ def add_candidate(expression: str = "x + y") -> KernelCode:
 
 
 FAST = {"timing": FAST_TIMING, "num_correct_trials": 2}
-SLEEPY = torch_kernel(model_source("time.sleep(120)\n        return x", prelude="import time"))
+SLEEPY = torch_kernel(model_source("time.sleep(120)\nreturn x", prelude="import time"))
 
 
 @pytest.fixture(scope="module")
