@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine_flags.h"
+#include "workbench_flags.h"
 
 namespace kforge::app {
 
@@ -16,6 +17,7 @@ struct ServeConfig {
   uint16_t port = 8000;
   std::string data_dir = ".kforge";
   EngineFlags engine;
+  WorkbenchFlags workbench;           // MCP: the Triton workbench
   std::string mode = "both";          // "rest", "mcp" or "both"
   bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
   int mcp_session_ttl_hours = 24;
