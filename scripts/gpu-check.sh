@@ -7,6 +7,9 @@
 #   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
 #   SKIP_CUDA=1          skip them (with ONLY_CUDA, the two halves fit the 10-minute call limit)
 #   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
+# The Triton workbench's whole agent session (tests/integration/test_workbench.py) prints a
+# line "workbench session wb_... on cuda:0: best vN; v2 [size: median ms speedup ...]" that the
+# table repeats.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -61,10 +64,19 @@ fi
 
 if [[ -z "${ONLY_CUDA:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
-"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' 2>&1 |
+"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
+  --ignore=tests/integration/test_workbench.py 2>&1 |
   tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
+
+if [[ -z "${KFORGE_NO_MCP_SDK:-}" ]]; then
+echo "== Triton workbench: a whole agent session on $KFORGE_TEST_DEVICE (softmax v1 wrong, v2/v3 right)"
+"$test_py" -m pytest -q -s -p no:cacheprovider tests/integration/test_workbench.py 2>&1 |
+  tee "$out/workbench.log" | tail -8
+record "workbench tests on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/workbench.log" | tail -1)"
+record "  session" "$(grep -o '^workbench session.*' "$out/workbench.log" | tail -1 | cut -c1-240)"
+fi
 
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \
