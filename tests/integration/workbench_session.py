@@ -159,7 +159,7 @@ async def run_session(
     connect: Callable[[], Any],
     restart: Callable[[], Awaitable[None]] | Callable[[], None],
     device: str,
-    budget_tokens: int = 16000,
+    budget_tokens: int = 12000,
 ) -> SessionRecord:
     """Runs the session. `connect()` opens a new MCP client (an async context manager);
     `restart()` restarts the server (after the first connection is closed)."""

@@ -98,6 +98,16 @@ CaseOutcome interpret_job(const InputCase& input_case, const jobs::JobRecord& jo
     }
   }
   o.error = trimmed(map_paths(error, kernel_file), kMaxError);
+  // Failures of the reference or of the test inputs are no verdict on the kernel.
+  if (error.starts_with("reference kernel") ||
+      error.find("the reference kernel") != std::string::npos) {
+    o.verdict = "reference_error";
+  } else if (error.find("could not build the inputs") != std::string::npos ||
+             error.find("could not build the timing inputs") != std::string::npos ||
+             error.find("File \"test_input_code\"") != std::string::npos ||
+             error.find("get_inputs()") != std::string::npos) {
+    o.verdict = "input_error";
+  }
   if (r.contains("correctness_details") && r["correctness_details"].is_object()) {
     const Json& d = r["correctness_details"];
     o.correctness = {{"max_abs_error", d.value("max_abs_error", Json())},
@@ -133,6 +143,7 @@ CaseOutcome interpret_job(const InputCase& input_case, const jobs::JobRecord& jo
       t.shape = in["shape"].get<std::vector<int64_t>>();
       const std::string dtype = in.value("dtype", "");
       t.element_size = dtype_size(dtype);
+      t.dtype = dtype;
       o.inputs.push_back(t);
       entry["shape"] = in["shape"];
       entry["dtype"] = dtype;
@@ -194,8 +205,9 @@ void add_roofline(CaseOutcome& o, const Json* op, const Json& peaks) {
   }
   const Json flop_peaks = peaks.is_object() ? peaks.value("flop_s", Json()) : Json();
   if (flop_peaks.is_object()) {
-    std::string dtype = "fp32";
-    if (!o.inputs.empty() && o.inputs[0].element_size == 2) dtype = "fp16";
+    // The peak of the first input's dtype (the measured peaks are GEMM rates per dtype).
+    const std::string in = o.inputs.empty() ? "" : o.inputs[0].dtype;
+    const std::string dtype = in == "float16" ? "fp16" : in == "bfloat16" ? "bf16" : "fp32";
     if (flop_peaks.contains(dtype) && flop_peaks[dtype].is_number() &&
         flop_peaks[dtype].get<double>() > 0) {
       const double peak = flop_peaks[dtype].get<double>() / 1e12;

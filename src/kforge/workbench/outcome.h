@@ -18,8 +18,9 @@ namespace kforge::workbench {
 struct CaseOutcome {
   std::string label;
   std::string job_id;
-  // ok | compile_error | runtime_error | mismatch | timeout | crash | memory_limit |
-  // job_failed | cancelled
+  // ok | compile_error | runtime_error | mismatch | timeout | crash | memory_limit (verdicts
+  // on the kernel) | reference_error | input_error (reference_code or test_input_code failed:
+  // no verdict) | job_failed | cancelled
   std::string verdict = "ok";
   bool compiled = false;
   std::optional<bool> correct;  // nullopt when no correctness verdict was reached

@@ -19,6 +19,7 @@ namespace kforge::workbench {
 struct TensorShape {
   std::vector<int64_t> shape;
   int64_t element_size = 4;  // bytes
+  std::string dtype;         // "float32", "bfloat16", ... ("" when unknown)
 };
 
 // Bytes per element of a dtype name ("float32", "bfloat16", ...); 0 when unknown.

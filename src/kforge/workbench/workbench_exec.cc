@@ -63,6 +63,14 @@ std::string hint_for(const CaseOutcome& o) {
     return "Hint: tl.arange needs a power-of-two length: round BLOCK_SIZE up with "
            "triton.next_power_of_2 and mask the tail.";
   }
+  if (o.verdict == "reference_error") {
+    return "Hint: reference_code failed, not your kernel: it must define reference(*args, "
+           "**kwargs) returning tensor(s), and run on the test inputs.";
+  }
+  if (o.verdict == "input_error") {
+    return "Hint: test_input_code failed, not your kernel: it must define args (and kwargs), or "
+           "sizes = [...] and make_inputs(size), creating tensors with device=DEVICE.";
+  }
   if (o.verdict == "mismatch") {
     return "Hint: compare the first mismatching index with your masking and indexing; a wrong "
            "tail (last block) usually means a missing mask, wrong values everywhere a wrong "
@@ -224,7 +232,7 @@ Reply CallRunner::record_results(Session& s, std::vector<CaseOutcome>& outcomes)
   const CaseOutcome* first_bad = nullptr;
   for (const auto& o : outcomes) {
     cases.push_back(o.to_json());
-    if (o.verdict == "job_failed" || o.verdict == "cancelled") all_ran = false;
+    if (!o.correct.has_value() && o.verdict != "ok") all_ran = false;
     if (o.verdict != "ok") all_ok = false;
     if (o.correct != true) all_correct = false;
     if (o.verdict != "ok" && first_bad == nullptr) first_bad = &o;
@@ -289,8 +297,9 @@ Reply CallRunner::record_results(Session& s, std::vector<CaseOutcome>& outcomes)
                             c.contains("trials") ? c["trials"].dump() : std::string("-"));
       }
       text +=
-          "\nTolerances are the request's, or the dtype defaults (fp32 1e-4, fp16/bf16 "
-          "1e-2): |kernel - reference| <= atol + rtol * |reference| for every element.\n";
+          "\nA size passes when |kernel - reference| <= atol + rtol * |reference| for every "
+          "element of every trial (atol/rtol: the arguments, else kforge's defaults for the "
+          "dtype, shown above).\n";
       break;
     }
     case Purpose::kMeasure: {
@@ -403,8 +412,8 @@ Reply CallRunner::record_results(Session& s, std::vector<CaseOutcome>& outcomes)
     }
   } else if (version != nullptr && !all_ran) {
     text +=
-        "\nNo verdict on the kernel was recorded: kforge could not run every job (see "
-        "above); run the tool again.\n";
+        "\nNo verdict on the kernel was recorded: a job did not reach one (the reference, the "
+        "test inputs or kforge itself failed; see above).\n";
   }
   if (!first_error.empty() || (verdict_tool && !all_correct)) {
     s.note_error(std::string(tool_name(tool_)), version_,

@@ -41,9 +41,8 @@ Json schema(Json properties, std::vector<std::string> required = {}) {
       "string",
       "Work on this workbench session (wb_...) instead of the one this MCP session uses; it "
       "becomes this MCP session's session (see resume_session).");
-  Json s = {{"type", "object"},
-            {"properties", std::move(properties)},
-            {"additionalProperties", false}};
+  Json s = {
+      {"type", "object"}, {"properties", std::move(properties)}, {"additionalProperties", false}};
   if (!required.empty()) s["required"] = required;
   return s;
 }
@@ -59,9 +58,9 @@ Json execution_props(bool with_reference, bool timing, bool tolerances, const ch
   if (with_reference) p["reference_code"] = optional_prop("string", kReferenceDoc);
   if (tolerances) {
     p["rtol"] = optional_prop("number",
-                              "Relative tolerance (default: the dtype's, 1e-4 fp32, "
-                              "1e-2 fp16/bf16).");
-    p["atol"] = optional_prop("number", "Absolute tolerance (default: the dtype's).");
+                              "Relative tolerance (default: kforge's for the output dtype; "
+                              "every answer shows the one used).");
+    p["atol"] = optional_prop("number", "Absolute tolerance (default: kforge's for the dtype).");
   }
   p["trials"] = Json{{"type", Json::array({"integer", "null"})},
                      {"minimum", 1},
