@@ -54,7 +54,7 @@ TEST(InputCases, ANonLiteralSizesIsRefusedNamingTheArgument) {
 }
 
 TEST(WorkFormula, EvaluatesOverTensorShapes) {
-  std::vector<TensorShape> t = {{{64, 32}, 2}, {{32, 16}, 2}};
+  std::vector<TensorShape> t = {{{64, 32}, 2, "float16"}, {{32, 16}, 2, "float16"}};
   EXPECT_DOUBLE_EQ(
       evaluate_formula("bytes(0) + bytes(1) + numel(0) / dim(0, -1) * dim(1, -1) * esize(0)", t)
           .value(),
@@ -64,7 +64,7 @@ TEST(WorkFormula, EvaluatesOverTensorShapes) {
 }
 
 TEST(WorkFormula, ErrorsNameTheProblem) {
-  std::vector<TensorShape> t = {{{8}, 4}};
+  std::vector<TensorShape> t = {{{8}, 4, "float32"}};
   EXPECT_FALSE(evaluate_formula("bytes(1)", t).is_ok());
   EXPECT_FALSE(evaluate_formula("dim(0, 2)", t).is_ok());
   EXPECT_FALSE(evaluate_formula("numel(0) +", t).is_ok());
