@@ -48,6 +48,7 @@ def solve(x, y):
 
 def test_a_whole_agent_session_over_http_with_a_restart(tmp_path: Path) -> None:
     device = device_under_test()
+    (tmp_path / "data").mkdir()
     srv = KforgeServer(data_dir=tmp_path / "data", devices=device).start()
     try:
         srv.wait_ready()
