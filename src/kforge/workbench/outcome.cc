@@ -173,6 +173,11 @@ CaseOutcome interpret_job(const InputCase& input_case, const jobs::JobRecord& jo
   return o;
 }
 
+double measured_peak(const Json& peaks, const std::string& key) {
+  if (!peaks.is_object() || !peaks.contains(key) || !peaks[key].is_number()) return 0.0;
+  return peaks[key].get<double>();
+}
+
 void add_roofline(CaseOutcome& o, const Json* op, const Json& peaks) {
   if (o.timing.is_null() || !o.timing.value("median_ms", Json()).is_number()) return;
   const double ms = o.timing["median_ms"].get<double>();
@@ -198,7 +203,7 @@ void add_roofline(CaseOutcome& o, const Json* op, const Json& peaks) {
   roof["achieved_gb_s"] = seconds > 0 ? *bytes / seconds / 1e9 : 0.0;
   roof["achieved_tflop_s"] = seconds > 0 ? *flops / seconds / 1e12 : 0.0;
   roof["bound"] = op->value("bound", "");
-  const double peak_bw = peaks.is_object() ? peaks.value("bandwidth_gb_s", 0.0) : 0.0;
+  const double peak_bw = measured_peak(peaks, "bandwidth_gb_s");
   if (peak_bw > 0) {
     roof["peak_gb_s"] = peak_bw;
     roof["pct_of_peak_bandwidth"] = 100.0 * roof["achieved_gb_s"].get<double>() / peak_bw;
@@ -208,9 +213,8 @@ void add_roofline(CaseOutcome& o, const Json* op, const Json& peaks) {
     // The peak of the first input's dtype (the measured peaks are GEMM rates per dtype).
     const std::string in = o.inputs.empty() ? "" : o.inputs[0].dtype;
     const std::string dtype = in == "float16" ? "fp16" : in == "bfloat16" ? "bf16" : "fp32";
-    if (flop_peaks.contains(dtype) && flop_peaks[dtype].is_number() &&
-        flop_peaks[dtype].get<double>() > 0) {
-      const double peak = flop_peaks[dtype].get<double>() / 1e12;
+    if (measured_peak(flop_peaks, dtype) > 0) {
+      const double peak = measured_peak(flop_peaks, dtype) / 1e12;
       roof["peak_tflop_s"] = peak;
       roof["peak_flops_dtype"] = dtype;
       roof["pct_of_peak_flops"] = 100.0 * roof["achieved_tflop_s"].get<double>() / peak;

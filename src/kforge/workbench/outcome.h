@@ -44,6 +44,9 @@ struct CaseOutcome {
 CaseOutcome interpret_job(const InputCase& input_case, const jobs::JobRecord& job,
                           const std::string& kernel_file);
 
+// peaks[key] when it is a number, else 0 (peaks may be null, {"error": ...} or partial).
+double measured_peak(const Json& peaks, const std::string& key);
+
 // Adds `roofline` to a timed outcome: bytes and FLOPs from the op's formulas (torch_ops.json)
 // over its inputs, achieved GB/s and TFLOP/s, and the % of the device's measured peaks
 // (`peaks`: {"bandwidth_gb_s", "flop_s": {dtype: value}} from /health, or null).

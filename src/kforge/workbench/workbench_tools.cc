@@ -199,9 +199,9 @@ Reply CallRunner::gpu_status(const Session& s) {
         break;
       }
     }
-    if (peaks.is_object() && peaks.contains("bandwidth_gb_s")) {
+    if (measured_peak(peaks, "bandwidth_gb_s") > 0) {
       text += fmt::format("; measured peak bandwidth {:.0f} GB/s",
-                          peaks["bandwidth_gb_s"].get<double>());
+                          measured_peak(peaks, "bandwidth_gb_s"));
     } else if (name != "cpu") {
       text += "; measured peak bandwidth: unknown (not measured yet)";
     }

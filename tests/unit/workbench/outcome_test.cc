@@ -83,6 +83,15 @@ TEST(Outcome, RooflineUsesTheOpFormulasAndTheMeasuredPeaks) {
   EXPECT_FALSE(unknown.roofline.contains("pct_of_peak_bandwidth"));
   EXPECT_NE(unknown.roofline["peak"].get<std::string>().find("unknown"), std::string::npos);
 
+  for (const Json& odd : {Json{{"error", "measurement failed"}},
+                          Json{{"bandwidth_gb_s", nullptr}, {"flop_s", {{"fp32", "fast"}}}}}) {
+    CaseOutcome c2 = interpret_job(kCase, job(timed(0.002)), "k");
+    add_roofline(c2, &op, odd);
+    EXPECT_FALSE(c2.roofline.contains("pct_of_peak_bandwidth")) << odd.dump();
+    EXPECT_FALSE(c2.roofline.contains("pct_of_peak_flops")) << odd.dump();
+    EXPECT_TRUE(c2.roofline.contains("peak")) << odd.dump();
+  }
+
   CaseOutcome unnamed = interpret_job(kCase, job(timed(0.002)), "k");
   add_roofline(unnamed, nullptr, peaks);
   EXPECT_TRUE(unnamed.roofline["bytes"].is_null());
