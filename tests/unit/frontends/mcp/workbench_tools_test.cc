@@ -81,8 +81,8 @@ TEST_F(WorkbenchToolsTest, RegistersEveryToolAfterTheEvaluationToolsWithStrictSc
   for (const char* arg : {"kernel_code", "reference_code", "test_input_code", "rtol", "atol"}) {
     EXPECT_TRUE(validate["properties"].contains(arg)) << arg;
   }
-  EXPECT_TRUE(catalog_.tools.find("run_triton_kernel")->spec.input_schema["properties"].contains(
-      "code"));
+  EXPECT_TRUE(
+      catalog_.tools.find("run_triton_kernel")->spec.input_schema["properties"].contains("code"));
   EXPECT_TRUE(catalog_.tools.find("benchmark_kernel")->spec.long_running);
   EXPECT_FALSE(catalog_.resources.empty());
   EXPECT_NE(catalog_.prompts.find("convert_torch_op_to_triton"), nullptr);
@@ -113,8 +113,7 @@ TEST_F(WorkbenchToolsTest, ExecutionReportsEachJobAndCancellingCancelsThem) {
   auto related = r->related(2);
   ASSERT_GE(related.size(), 2u);
   EXPECT_EQ(related[0]["method"], "notifications/progress");
-  EXPECT_NE(related[0]["params"]["message"].get<std::string>().find("started"),
-            std::string::npos);
+  EXPECT_NE(related[0]["params"]["message"].get<std::string>().find("started"), std::string::npos);
   auto cancel = std::make_shared<RecordingChannel>();
   dispatcher_->handle(session_,
                       message_of(Json{{"jsonrpc", "2.0"},
