@@ -136,14 +136,14 @@ int run_serve(const ServeConfig& c) {
     // The workbench's sessions live in the engine's store (jobs/engine.cc: kforge.db).
     auto wb = build_workbench(c.workbench, c.data_dir,
                               std::filesystem::path(c.data_dir) / "kforge.db", service, blocking);
-    const bool have_workbench = wb.is_ok();
-    if (have_workbench) {
+    const Status wb_status = wb.status();
+    if (wb_status.is_ok()) {
       workbench = std::move(wb).value();
       mo.workbench = workbench.get();
     }
-    auto built = have_workbench ? frontends::mcp::build_server_catalog(service, blocking, mo)
-                                : StatusOr<std::unique_ptr<frontends::mcp::Catalog>>(
-                                      wb.status().with_context("workbench"));
+    auto built = wb_status.is_ok() ? frontends::mcp::build_server_catalog(service, blocking, mo)
+                                   : StatusOr<std::unique_ptr<frontends::mcp::Catalog>>(
+                                         wb_status.with_context("workbench"));
     Status s = built.is_ok() ? Status::ok() : built.status();
     if (s.is_ok()) {
       catalog = std::move(built).value();

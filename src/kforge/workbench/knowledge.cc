@@ -109,7 +109,7 @@ StatusOr<std::shared_ptr<const Knowledge>> Knowledge::load() {
 }
 
 std::string Knowledge::op_name(std::string_view name) const {
-  const std::string key = fold(name);
+  std::string key = fold(name);
   if (ops_.contains(key)) return key;
   for (const auto& [op_name, op] : ops_.items()) {
     for (const auto& alias : op.value("aliases", Json::array())) {

@@ -36,9 +36,9 @@ Json stats_view(const Json& stats) {
 }
 
 std::string verdict_of(const Json& result) {
-  const std::string kind = result.value("error_kind", Json()).is_string()
-                               ? result["error_kind"].get<std::string>()
-                               : std::string();
+  std::string kind = result.value("error_kind", Json()).is_string()
+                         ? result["error_kind"].get<std::string>()
+                         : std::string();
   if (kind == "compile") return "compile_error";
   if (kind == "runtime" || kind == "worker") return "runtime_error";
   if (kind == "mismatch") return "mismatch";

@@ -45,7 +45,6 @@ int distance(State from, State to) {
   if (from == to) return 0;
   switch (to) {
     case State::kStart:
-      return 1;
     case State::kWrite:
       return 1;
     case State::kEvaluation:
@@ -82,6 +81,7 @@ std::optional<State> state_from(std::string_view s) {
 const std::vector<Tool>& all_tools() {
   static const std::vector<Tool> tools = [] {
     std::vector<Tool> out;
+    out.reserve(kNames.size());
     for (const auto& [tool, name] : kNames)
       out.push_back(tool);
     return out;
@@ -115,7 +115,6 @@ std::vector<State> allowed_states(Tool t) {
     case Tool::kWriteKernelCode:
       return {State::kWrite};
     case Tool::kWriteTestCode:
-      return {State::kWrite, State::kEvaluation};
     case Tool::kRunTritonKernel:
     case Tool::kValidateCorrectness:
     case Tool::kMeasureKernelTime:
@@ -140,7 +139,7 @@ std::string path_between(State from, State to) {
       if (from == State::kStart) return "set_kernel_name(name), then write_kernel_code(code)";
       return "force_transition_to_write(), then write_kernel_code(code)";
     case State::kEnd: {
-      const std::string last = "get_best_kernel() once enough versions are written and evaluated";
+      std::string last = "get_best_kernel() once enough versions are written and evaluated";
       if (from == State::kEvaluation) return last;
       if (from == State::kWrite) return "write_kernel_code(code), validate it, then " + last;
       return "set_kernel_name(name), write_kernel_code(code), validate it, then " + last;

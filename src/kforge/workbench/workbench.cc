@@ -179,7 +179,7 @@ std::string CallRunner::default_device() {
   if (!wb_.options_.device.empty()) return wb_.options_.device;
   const Json health = wb_.service_.health();
   for (const auto& d : health.value("devices", Json::array())) {
-    const std::string name = d.value("name", "");
+    std::string name = d.value("name", "");
     if (name.starts_with("cuda")) return name;
   }
   return "cpu";

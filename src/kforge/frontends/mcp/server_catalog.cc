@@ -16,7 +16,8 @@ StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& servic
   KF_RETURN_IF_ERROR(add_kernel_tools(catalog->tools, service, blocking, options.kernel_tools));
   if (options.workbench != nullptr) {
     catalog->info.instructions += workbench_instructions();
-    KF_RETURN_IF_ERROR(add_workbench_tools(*catalog, *options.workbench, service, blocking));
+    KF_RETURN_IF_ERROR(
+        add_workbench_tools(*catalog, *options.workbench, service, std::move(blocking)));
   }
   if (options.conformance_fixtures) {
     KF_RETURN_IF_ERROR(fixtures::add_conformance_fixtures(*catalog));

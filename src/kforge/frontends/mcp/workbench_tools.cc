@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
+#include <utility>
 
 #include "kforge/common/log.h"
 
@@ -36,7 +38,7 @@ Json optional_prop(const char* type, const std::string& description) {
   return Json{{"type", Json::array({type, "null"})}, {"description", description}};
 }
 
-Json schema(Json properties, std::vector<std::string> required = {}) {
+Json schema(Json properties, const std::vector<std::string>& required = {}) {
   properties["session_id"] = optional_prop(
       "string",
       "Work on this workbench session (wb_...) instead of the one this MCP session uses; it "
@@ -360,6 +362,8 @@ class CallJobs {
 
 Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
                            jobs::JobService& service, http::BlockingExecutor blocking) {
+  // One executor shared by every tool's handler (and the cancellations they queue).
+  auto executor = std::make_shared<const http::BlockingExecutor>(std::move(blocking));
   for (WbTool tool : workbench::all_tools()) {
     const Described d = describe(tool);
     ToolSpec spec;
@@ -376,15 +380,15 @@ Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
                             {"openWorldHint", false}};
     spec.long_running = workbench::is_execution_tool(tool);
     KF_RETURN_IF_ERROR(catalog.tools.add(
-        std::move(spec), [&workbench, &service, blocking, tool](std::shared_ptr<ToolCall> call) {
+        std::move(spec), [&workbench, &service, executor, tool](std::shared_ptr<ToolCall> call) {
           RequestContext& rc = call->context();
           workbench::Caller caller;
           caller.client = rc.session().id();
           if (workbench::is_execution_tool(tool)) {
             auto jobs = std::make_shared<CallJobs>();
             auto started = std::make_shared<std::atomic<int>>(0);
-            auto cancel_job = [&service, blocking](const std::string& id) {
-              blocking([&service, id] {
+            auto cancel_job = [&service, executor](const std::string& id) {
+              (*executor)([&service, id] {
                 Status s = service.cancel(id, "cancelled by the MCP client");
                 if (!s.is_ok()) KF_LOG_WARN("workbench: cancelling job {}: {}", id, s.message());
               });
@@ -397,7 +401,8 @@ Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
                                                                    const std::string& what) {
               if (!jobs->add(id)) cancel_job(id);
               const int n = ++*started;
-              call->context().report_progress(n, std::nullopt, "job " + id + " started: " + what,
+              call->context().report_progress(n, std::nullopt,
+                                              fmt::format("job {} started: {}", id, what),
                                               Json{{"kforge/job_id", id}});
             };
           }
