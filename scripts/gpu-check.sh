@@ -55,7 +55,7 @@ if [[ -d build/gpu/wheels ]] && "$py" -m venv --system-site-packages "$test_venv
   "$py" -c 'import sys; print("\n".join(p for p in sys.path if p))' \
     >"$("$test_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/host.pth" &&
   "$test_venv/bin/python" -m pip install -q --no-index --find-links build/gpu/wheels \
-    "$(grep -E '^mcp==' python/requirements.txt)" >"$out/mcp-sdk-install.log" 2>&1; then
+    $(grep -E '^(mcp|openapi-spec-validator)==' python/requirements.txt) >"$out/mcp-sdk-install.log" 2>&1; then
   test_py="$test_venv/bin/python"
 else
   echo "(no MCP Python SDK here: its tests run on CI only)"
@@ -64,11 +64,17 @@ fi
 
 if [[ -z "${ONLY_CUDA:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
+dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
 "$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
-  --ignore=tests/integration/test_workbench.py 2>&1 |
+  "${dropin_tests[@]/#/--ignore=}" --ignore=tests/integration/test_workbench.py 2>&1 |
   tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
+
+echo "== the old server's users: kernel_eval_client examples and request files on $KFORGE_TEST_DEVICE"
+"$test_py" -m pytest -q -p no:cacheprovider "${dropin_tests[@]}" 2>&1 |
+  tee "$out/pytest-dropin.log" | tail -15
+record "client examples + legacy request files" "$(grep -E 'passed|failed' "$out/pytest-dropin.log" | tail -1)"
 
 if [[ -z "${KFORGE_NO_MCP_SDK:-}" ]]; then
 echo "== Triton workbench: a whole agent session on $KFORGE_TEST_DEVICE (softmax v1 wrong, v2/v3 right)"

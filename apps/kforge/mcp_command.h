@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine_flags.h"
+#include "secrets.h"
 #include "workbench_flags.h"
 
 namespace kforge::app {
@@ -19,8 +20,8 @@ struct McpConfig {
   EngineFlags engine;    // of the embedded engine
   WorkbenchFlags workbench;
   std::string log_level = "info";
-  std::string server;  // forward to this kforge serve instead of running an engine
-  std::string token;   // its API token
+  std::string server;   // forward to this kforge serve instead of running an engine
+  SecretFlags secrets;  // its API token
   bool conformance_fixtures = false;
   size_t max_message_mb = 16;
 };

@@ -248,6 +248,9 @@ class Candidate:
         except (KeyError, TypeError, ValueError, ProtocolError) as e:
             self._reply_error("called", "worker", f"bad call plan: {e}")
             return
+        seed = message.get("seed")
+        if isinstance(seed, int):
+            torch.manual_seed(seed)  # also seeds every CUDA device's generator
         threads_before = _active_count()
         launches_before = _LAUNCHES[0]
         try:

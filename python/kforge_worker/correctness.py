@@ -36,7 +36,7 @@ from kforge_worker.compare import (
     unravel_index,
 )
 from kforge_worker.devinfo import synchronize
-from kforge_worker.inputs import InputSet, summarize
+from kforge_worker.inputs import InputSet, derive_seed, summarize
 from kforge_worker.kernels import JobKernels, RemoteError
 from kforge_worker.link import CallReply
 from kforge_worker.loaders import Runnable, format_user_traceback, is_build_failure
@@ -81,6 +81,12 @@ class _Trial:
     result: JobResult
     details: CorrectnessDetails
     index: int
+
+    @property
+    def call_seed(self) -> int:
+        """The seed torch's generators get before each run of the trial (both kernels of a
+        compare, both runs of an evaluate), so kernels that draw random numbers agree."""
+        return derive_seed(self.job.seed, "trial", self.index, "call")
 
     @property
     def label(self) -> str:
@@ -235,6 +241,7 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
         result.fail("runtime", f"cannot pass the inputs to the reference kernel: {e}")
         return False
     try:
+        torch.manual_seed(trial.call_seed)
         ref_returned = call_kernel(kernels.reference, ref_inv, device)
     except Exception as e:
         result.fail(
@@ -253,7 +260,7 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
         if out.role == "output" and isinstance(out.value, torch.Tensor):
             want = expected_values[i] if i < len(expected_values) else None
             poison_for(out.value, want, _tolerance(trial, out.value.dtype))
-    reply = kernels.candidate.link.call(cand_inv)
+    reply = kernels.candidate.link.call(cand_inv, seed=trial.call_seed)
     if reply.failure is not None:
         return _remote_failure(trial, reply)
     _threads(trial, reply.threads_started)
@@ -348,7 +355,7 @@ def _evaluate(trial: _Trial, inputs: InputSet) -> bool:
     for variant in (0, 1):
         inv = kernels.bind_candidate(inputs.clone())
         binding.poison(inv.output_only, variant)
-        reply = kernels.candidate.link.call(inv)
+        reply = kernels.candidate.link.call(inv, seed=trial.call_seed)
         if reply.failure is not None:
             return _remote_failure(trial, reply)
         _threads(trial, reply.threads_started)

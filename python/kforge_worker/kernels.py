@@ -36,9 +36,11 @@ from kforge_worker.loaders import (
     Runnable,
     cuda_runnable,
     entry_runnable,
+    function_runnable,
     load_module,
-    model_class,
+    target_class,
     torch_runnable,
+    torch_target,
 )
 from kforge_worker.spec import IOContract, JobSpec, KernelSpec
 
@@ -138,14 +140,17 @@ def _build_model(
     prefer_new: bool,
     device: torch.device,
 ) -> Runnable:
-    cls = model_class(module, prefer_new)
+    target = torch_target(kernel)
+    if target.function_name is not None:
+        return function_runnable(kernel, module, target.function_name)
+    cls = target_class(module, target, prefer_new)
     try:
         model = call_seeded(lambda: cls(*clone_value(init_inputs)), seed)
         if isinstance(model, torch.nn.Module):
             model = model.to(device)
     except Exception as e:
         raise SetupError(f"{cls.__name__}(*get_init_inputs()) raised {type(e).__name__}", e) from e
-    return torch_runnable(kernel, module, model)
+    return torch_runnable(kernel, module, model, target.method_name)
 
 
 def build_runnable(

@@ -225,9 +225,11 @@ class CandidateLink:
             raise self.gone(ProtocolError("inputs must be a list"))
         return values, None
 
-    def call(self, inv: Invocation) -> CallReply:
+    def call(self, inv: Invocation, seed: int | None = None) -> CallReply:
+        """Runs the candidate once; with `seed`, torch's generators are seeded with it first
+        (the reference of a compare runs under the same seed)."""
         plan, slots = plan_invocation(inv)
-        reply, values = self._request({"type": "call", "plan": plan}, slots)
+        reply, values = self._request({"type": "call", "plan": plan, "seed": seed}, slots)
         self._expect(reply, "called")
         failure = self._failure(reply)
         if failure is not None:

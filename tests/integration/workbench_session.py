@@ -294,7 +294,7 @@ def summary_line(record: SessionRecord) -> str:
     parts = []
     for version, cases in sorted(record.benchmarks.items()):
         cells = ", ".join(
-            f"{c['label']}: {c['timing']['median_ms']:.4g} ms {c.get('speedup', 0):.2f}x"
+            f"{c['label']}: {c['timing']['median_ms']:.4g} ms {c.get('speedup', 0):.3g}x"
             + (
                 f" {c['roofline']['pct_of_peak_bandwidth']:.0f}%BW"
                 if "pct_of_peak_bandwidth" in c.get("roofline", {})

@@ -170,6 +170,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   sandbox_options.pids_max = options.job_pids_max;
   sandbox_options.uid_base = options.sandbox_uid_base;
   sandbox_options.kernel_cache = options.kernel_cache;
+  sandbox_options.cupy_cache_dir = options.cupy_cache_dir;
   for (const std::filesystem::path& p :
        {std::filesystem::path(find_program(python)), worker_path, executable.parent_path(),
         std::filesystem::path(cuda_abi).parent_path(),
@@ -208,6 +209,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     o.nvrtc_library = nvrtc_library;
     o.sandbox_library = sandbox_library;
     o.sandbox = sandbox;
+    o.cupy_cache_dir = options.cupy_cache_dir;
     if (gpu != nullptr) {
       o.gpu_minor = workers::nvidia_device_minor(gpu->pci_bus_id);
       o.cuda_visible_device = gpu->uuid;
@@ -264,12 +266,16 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
 
   store::SqliteStore::Options store_options;
   store_options.path = data_dir / "kforge.db";
+  store_options.synchronous = options.store_fsync ? store::SqliteStore::Synchronous::kFull
+                                                  : store::SqliteStore::Synchronous::kNormal;
   KF_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(store_options));
 
   JobServiceImpl::Options service_options;
   service_options.max_attempts = options.max_attempts;
+  service_options.queue = options.queue;
   service_options.version = options.version;
   service_options.sandbox = sandbox->describe();
+  service_options.device_metrics_default = options.device_metrics_default;
   for (const auto& d : devices)
     KF_LOG_INFO("device {} ready to serve", d.device.name);
   engine.service = std::make_unique<JobServiceImpl>(service_options, std::move(store),

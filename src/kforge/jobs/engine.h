@@ -31,12 +31,16 @@ struct EngineOptions {
   int warm_cuda_workers_gpu = 3;
   int warm_cuda_workers_cpu = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
+  QueueLimits queue;                 // unfinished jobs, in total and per client
+  bool store_fsync = true;           // SQLite synchronous=FULL (false: NORMAL)
   std::string version = "dev";
   // Job isolation (workers/sandbox_policy.h): auto | required | off.
   std::string sandbox = "auto";
   int64_t job_pids_max = 1024;
   uint32_t sandbox_uid_base = 61000;
   std::string kernel_cache = "isolated";  // isolated | shared (SandboxOptions)
+  bool device_metrics_default = false;   // see JobServiceImpl::Options
+  std::filesystem::path cupy_cache_dir;  // CuPy's kernel cache for jobs; empty: cache/cupy
 };
 
 // The job service and the lock on its data directory; destroy the service first.

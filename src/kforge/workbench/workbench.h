@@ -55,6 +55,9 @@ struct Reply {
 
 struct Caller {
   std::string client;  // the MCP session's key ("" for stdio)
+  // Who submits the call's jobs (the per-client queue quota's key: "peer <address>",
+  // "stdio"); "workbench" when empty.
+  std::string submitter;
   // Called for every job an execution tool submits (progress reporting, cancellation).
   std::function<void(const std::string& job_id, const std::string& what)> job_started;
 };

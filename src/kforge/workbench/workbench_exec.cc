@@ -155,7 +155,8 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
   }
   auto self = shared_from_this();
   for (size_t i = 0; i < planned_.size(); ++i) {
-    auto job = wb_.service_.submit(planned_[i].request);
+    auto job = wb_.service_.submit(planned_[i].request,
+                                   caller_.submitter.empty() ? "workbench" : caller_.submitter);
     if (!job.is_ok()) {
       jobs::JobRecord failed;
       failed.state = jobs::JobState::kFailed;

@@ -128,6 +128,17 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
       KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / sub, 0, o.native_gid, 02770));
     }
   }
+  if (!o.cupy_cache_dir.empty()) {
+    if (o.kernel_cache != "shared") {
+      KF_LOG_WARN("--cupy-cache-dir {} is unused: with --kernel-cache isolated every job has "
+                  "its own CuPy cache (docs/security.md)",
+                  o.cupy_cache_dir.string());
+    } else if (p.jailing_) {
+      KF_RETURN_IF_ERROR(make_owned_dir(o.cupy_cache_dir, 0, o.candidate_gid, 02770));
+    } else {
+      KF_RETURN_IF_ERROR(make_dirs(o.cupy_cache_dir));
+    }
+  }
   KF_LOG_INFO("sandbox: mode={} jailing={}{} cgroups={} job memory limit {} MiB, pids {}", o.mode,
               p.jailing_, p.jailing_ ? "" : " (" + p.why_not_ + ")",
               p.cgroups_ ? p.cgroups_->describe().value("version", "?") : "none",
@@ -214,6 +225,9 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
   child->judge_cache = shared ? judge_cache_dir() : child->judge_dir / ".cache";
   child->candidate_cache = shared ? candidate_cache_dir() : child->candidate_dir / ".cache";
   const auto zygote_triton = options_.data_dir / "cache" / "triton";
+  Json candidate_env = cache_env(child->candidate_dir, child->candidate_cache);
+  const bool own_cupy_dir = shared && !options_.cupy_cache_dir.empty();
+  if (own_cupy_dir) candidate_env["CUPY_CACHE_DIR"] = options_.cupy_cache_dir.string();
   Json message = {
       {"type", "sandbox"},
       {"enabled", jailing_},
@@ -223,7 +237,7 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
       {"read_only_caches", {{"triton", zygote_triton.string()}}},
       {"env",
        {{"judge", cache_env(child->judge_dir, child->judge_cache)},
-        {"candidate", cache_env(child->candidate_dir, child->candidate_cache)}}},
+        {"candidate", candidate_env}}},
       {"limits", {{"memory_bytes", memory_bytes_}, {"pids_max", options_.pids_max}}},
       {"cgroup", cgroups_ ? Json(name) : Json(nullptr)}};
   if (jailing_) {
@@ -257,6 +271,11 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
       candidate["binds"].push_back({{"source", candidate_cache_dir()},
                                     {"target", candidate_cache_dir()},
                                     {"writable", true}});
+      if (own_cupy_dir) {
+        candidate["binds"].push_back({{"source", options_.cupy_cache_dir},
+                                      {"target", options_.cupy_cache_dir},
+                                      {"writable", true}});
+      }
     }
     message["judge"] = judge;
     message["candidate"] = candidate;

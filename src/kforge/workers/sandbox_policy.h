@@ -47,6 +47,10 @@ struct SandboxOptions {
   // so a kernel compiled once is not compiled again (a candidate can then plant code that a
   // later candidate loads: for one-tenant servers only; docs/security.md).
   std::string kernel_cache = "isolated";
+  // --cupy-cache-dir (the old server's CUPY_KERNEL_CACHE_DIR): with kernel_cache "shared",
+  // candidates' CuPy cache lives here instead of in the candidates' shared cache; with
+  // "isolated" it is unused (a cache shared between jobs would undo the isolation).
+  std::filesystem::path cupy_cache_dir;
   int64_t memory_bytes = 0;  // per job (cgroup memory.max); 0 = default_job_memory_bytes()
   int64_t pids_max = 1024;   // per job (cgroup pids.max): processes and threads
   uint64_t file_size_bytes = uint64_t{8} << 30;  // RLIMIT_FSIZE

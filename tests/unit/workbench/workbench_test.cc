@@ -122,7 +122,9 @@ class WorkbenchTest : public ::testing::Test {
   std::future<Reply> start(Tool tool, Json args, const std::string& client = "c1") {
     auto promise = std::make_shared<std::promise<Reply>>();
     auto future = promise->get_future();
-    wb_->call(Caller{client, nullptr}, tool, std::move(args),
+    Caller caller;
+    caller.client = client;
+    wb_->call(caller, tool, std::move(args),
               [promise](Reply r) { promise->set_value(std::move(r)); });
     return future;
   }

@@ -384,6 +384,7 @@ Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
           RequestContext& rc = call->context();
           workbench::Caller caller;
           caller.client = rc.session().id();
+          caller.submitter = rc.session().client();
           if (workbench::is_execution_tool(tool)) {
             auto jobs = std::make_shared<CallJobs>();
             auto started = std::make_shared<std::atomic<int>>(0);

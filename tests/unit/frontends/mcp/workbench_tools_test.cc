@@ -60,7 +60,7 @@ class WorkbenchToolsTest : public ::testing::Test {
   testing::ThreadExecutor threads_;
   std::unique_ptr<workbench::Workbench> workbench_;
   std::unique_ptr<Dispatcher> dispatcher_;
-  std::shared_ptr<Session> session_ = std::make_shared<Session>("mcp-1");
+  std::shared_ptr<Session> session_ = std::make_shared<Session>("mcp-1", "peer 10.0.0.7");
 };
 
 TEST_F(WorkbenchToolsTest, RegistersEveryToolAfterTheEvaluationToolsWithStrictSchemas) {
@@ -114,6 +114,9 @@ TEST_F(WorkbenchToolsTest, ExecutionReportsEachJobAndCancellingCancelsThem) {
   ASSERT_GE(related.size(), 2u);
   EXPECT_EQ(related[0]["method"], "notifications/progress");
   EXPECT_NE(related[0]["params"]["message"].get<std::string>().find("started"), std::string::npos);
+  // The jobs count against the quota of who opened the MCP session.
+  for (const auto& id : jobs_.job_ids())
+    EXPECT_EQ(jobs_.submitted_client(id), "peer 10.0.0.7") << id;
   auto cancel = std::make_shared<RecordingChannel>();
   dispatcher_->handle(session_,
                       message_of(Json{{"jsonrpc", "2.0"},
