@@ -86,10 +86,12 @@ fi
 
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \
-  --out "$out/eval_latency.json" 2>&1 | tee "$out/bench.log" | tail -8
-record "bench kforge p50 / p95 (s)" "$(grep '^kforge' "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
+  --kernel-cache isolated,shared --out "$out/eval_latency.json" 2>&1 | tee "$out/bench.log" | tail -8
+for cache in isolated shared; do
+  record "bench kforge p50 / p95 (s), $cache caches" "$(grep "^kforge.*$cache caches" "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
+done
 record "bench baseline p50 / p95 (s)" "$(grep '^baseline' "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
-record "bench p50 ratio" "$(grep '^p50 ratio' "$out/bench.log" | awk '{print $NF}')"
+record "bench p50 ratio (isolated, shared)" "$(grep '^p50 ratio' "$out/bench.log" | awk '{print $NF}' | tr '\n' ' ')"
 
 echo "== benchmark: does warming the next job processes disturb a running job's timing?"
 "$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 | tee "$out/interference.log" | tail -5

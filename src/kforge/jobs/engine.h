@@ -39,8 +39,8 @@ struct EngineOptions {
   int64_t job_pids_max = 1024;
   uint32_t sandbox_uid_base = 61000;
   std::string kernel_cache = "isolated";  // isolated | shared (SandboxOptions)
-  bool device_metrics_default = false;   // see JobServiceImpl::Options
-  std::filesystem::path cupy_cache_dir;  // CuPy's kernel cache for jobs; empty: cache/cupy
+  bool device_metrics_default = false;    // see JobServiceImpl::Options
+  std::filesystem::path cupy_cache_dir;   // CuPy's kernel cache for jobs; empty: cache/cupy
 };
 
 // The job service and the lock on its data directory; destroy the service first.

@@ -130,9 +130,10 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
   }
   if (!o.cupy_cache_dir.empty()) {
     if (o.kernel_cache != "shared") {
-      KF_LOG_WARN("--cupy-cache-dir {} is unused: with --kernel-cache isolated every job has "
-                  "its own CuPy cache (docs/security.md)",
-                  o.cupy_cache_dir.string());
+      KF_LOG_WARN(
+          "--cupy-cache-dir {} is unused: with --kernel-cache isolated every job has "
+          "its own CuPy cache (docs/security.md)",
+          o.cupy_cache_dir.string());
     } else if (p.jailing_) {
       KF_RETURN_IF_ERROR(make_owned_dir(o.cupy_cache_dir, 0, o.candidate_gid, 02770));
     } else {
@@ -236,8 +237,7 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
       {"kernel_cache", options_.kernel_cache},
       {"read_only_caches", {{"triton", zygote_triton.string()}}},
       {"env",
-       {{"judge", cache_env(child->judge_dir, child->judge_cache)},
-        {"candidate", candidate_env}}},
+       {{"judge", cache_env(child->judge_dir, child->judge_cache)}, {"candidate", candidate_env}}},
       {"limits", {{"memory_bytes", memory_bytes_}, {"pids_max", options_.pids_max}}},
       {"cgroup", cgroups_ ? Json(name) : Json(nullptr)}};
   if (jailing_) {
