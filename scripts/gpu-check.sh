@@ -13,6 +13,9 @@
 #                        if one call would pass the 10-minute limit, e.g. add,softmax,gelu and
 #                        layer_norm,mha: each call writes its own $OUT/bench-<ops>/)
 #   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
+# The Triton workbench's whole agent session (tests/integration/test_workbench.py) prints a
+# line "workbench session wb_... on cuda:0: best vN; v2 [size: median ms speedup ...]" that the
+# table repeats.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -69,7 +72,8 @@ if [[ -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
 dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
 "$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
-  "${dropin_tests[@]/#/--ignore=}" 2>&1 | tee "$out/pytest-integration.log" | tail -15
+  "${dropin_tests[@]/#/--ignore=}" --ignore=tests/integration/test_workbench.py 2>&1 |
+  tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
 
@@ -77,6 +81,14 @@ echo "== the old server's users: kernel_eval_client examples and request files o
 "$test_py" -m pytest -q -p no:cacheprovider "${dropin_tests[@]}" 2>&1 |
   tee "$out/pytest-dropin.log" | tail -15
 record "client examples + legacy request files" "$(grep -E 'passed|failed' "$out/pytest-dropin.log" | tail -1)"
+
+if [[ -z "${KFORGE_NO_MCP_SDK:-}" ]]; then
+echo "== Triton workbench: a whole agent session on $KFORGE_TEST_DEVICE (softmax v1 wrong, v2/v3 right)"
+"$test_py" -m pytest -q -s -p no:cacheprovider tests/integration/test_workbench.py 2>&1 |
+  tee "$out/workbench.log" | tail -8
+record "workbench tests on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/workbench.log" | tail -1)"
+record "  session" "$(grep -o '^workbench session.*' "$out/workbench.log" | tail -1 | cut -c1-240)"
+fi
 
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \

@@ -9,9 +9,7 @@
 #include "version.h"
 
 namespace kforge::app {
-namespace {
 
-// ~/.cache/kforge (XDG_CACHE_HOME respected).
 std::filesystem::path default_data_root() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     return std::filesystem::path(xdg) / "kforge";
@@ -19,8 +17,6 @@ std::filesystem::path default_data_root() {
   const char* home = std::getenv("HOME");
   return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "kforge";
 }
-
-}  // namespace
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_help) {
   cmd.add_option("--devices", f.devices, std::string(devices_help))
@@ -141,8 +137,9 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   return eo;
 }
 
-StatusOr<jobs::Engine> start_embedded_engine(const EngineFlags& flags, const std::string& data_dir,
-                                             const std::string& default_name) {
+StatusOr<EmbeddedEngine> start_embedded_engine(const EngineFlags& flags,
+                                               const std::string& data_dir,
+                                               const std::string& default_name) {
   jobs::EngineOptions eo = engine_options(flags);
   std::vector<std::filesystem::path> candidates;
   if (!data_dir.empty()) {
@@ -159,7 +156,7 @@ StatusOr<jobs::Engine> start_embedded_engine(const EngineFlags& flags, const std
     auto engine = jobs::build_engine(eo);
     if (engine.is_ok()) {
       KF_LOG_INFO("embedded engine: data dir {}", dir.string());
-      return engine;
+      return EmbeddedEngine{std::move(engine).value(), dir};
     }
     last = engine.status();
     if (last.code() != ErrorCode::kFailedPrecondition) break;  // not merely "in use"

@@ -48,6 +48,7 @@ CLI::App* add_mcp_command(CLI::App& app, McpConfig& c) {
   add_json_depth_flag(*cmd);
   cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
                 "Also serve the MCP conformance suite's fixture tools, resources and prompts");
+  add_workbench_flags(*cmd, c.workbench);
   cmd->add_option("--max-message-mb", c.max_message_mb, "Largest message accepted (MiB)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -69,6 +70,10 @@ int run_mcp(const McpConfig& c) {
   std::unique_ptr<jobs::JobService> remote;
   std::optional<jobs::Engine> engine;
   jobs::JobService* service = nullptr;
+  // The workbench's sessions live in the engine's store; forwarding to a server, in a
+  // database of their own in the workspace root.
+  std::filesystem::path data_dir;
+  std::filesystem::path workbench_db;
   if (!c.server.empty()) {
     auto client = mcp::RestClient::create({c.server, *token, std::chrono::seconds(30)});
     if (!client.is_ok()) {
@@ -78,13 +83,18 @@ int run_mcp(const McpConfig& c) {
     remote = std::make_unique<mcp::RemoteJobService>(std::move(client).value());
     service = remote.get();
     KF_LOG_INFO("kforge mcp: forwarding tool calls to {}", c.server);
+    // No engine, no data directory: the workbench keeps its own under the cache root.
+    data_dir = default_data_root();
+    workbench_db = workspace_root(c.workbench, data_dir) / "workbench.db";
   } else {
     auto started = start_embedded_engine(c.engine, c.data_dir, "mcp-data");
     if (!started.is_ok()) {
       KF_LOG_ERROR("kforge mcp: cannot start the engine: {}", started.status().to_string());
       return 2;
     }
-    engine = std::move(started).value();
+    data_dir = started->data_dir;
+    workbench_db = data_dir / "kforge.db";  // the engine's store (jobs/engine.cc)
+    engine = std::move(started->engine);
     if (Status s = engine->service->start(); !s) {
       KF_LOG_ERROR("kforge mcp: cannot start the job service: {}", s.to_string());
       return 2;
@@ -111,7 +121,12 @@ int run_mcp(const McpConfig& c) {
     options.conformance_fixtures = c.conformance_fixtures;
     options.bench.allow_local_paths = true;  // the user on stdio owns the files
     options.bench.kforge_version = options.version;
-    auto catalog = mcp::build_server_catalog(*service, blocking, options);
+    auto workbench = build_workbench(c.workbench, data_dir, workbench_db, *service, blocking);
+    if (workbench.is_ok()) options.workbench = workbench->get();
+    auto catalog =
+        workbench.is_ok()
+            ? mcp::build_server_catalog(*service, blocking, options)
+            : StatusOr<std::unique_ptr<mcp::Catalog>>(workbench.status().with_context("workbench"));
     if (!catalog.is_ok()) {
       KF_LOG_ERROR("kforge mcp: {}", catalog.status().to_string());
       code = 2;

@@ -76,6 +76,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
                 "MCP: also serve the fixture tools, resources and prompts of the official MCP "
                 "conformance suite (for testing MCP conformance only)");
+  add_workbench_flags(*cmd, c.workbench);
   cmd->add_option("--mcp-session-ttl-hours", c.mcp_session_ttl_hours,
                   "MCP: an idle session is forgotten after this many hours")
       ->check(CLI::Range(1, 24 * 365))
@@ -184,6 +185,7 @@ int run_serve(const ServeConfig& config) {
     }
   }
   // The MCP catalog and dispatcher outlive the server and the pool's tasks (declared first).
+  std::unique_ptr<workbench::Workbench> workbench;
   std::unique_ptr<frontends::mcp::Catalog> catalog;
   std::unique_ptr<frontends::mcp::Dispatcher> dispatcher;
   if (c.mode != "rest") {
@@ -192,7 +194,17 @@ int run_serve(const ServeConfig& config) {
     mo.conformance_fixtures = c.conformance_fixtures;
     mo.kernel_tools.limits = ho.rest.limits;
     mo.bench.kforge_version = std::string(kVersion);
-    auto built = frontends::mcp::build_server_catalog(service, blocking, mo);
+    // The workbench's sessions live in the engine's store (jobs/engine.cc: kforge.db).
+    auto wb = build_workbench(c.workbench, c.data_dir,
+                              std::filesystem::path(c.data_dir) / "kforge.db", service, blocking);
+    const Status wb_status = wb.status();
+    if (wb_status.is_ok()) {
+      workbench = std::move(wb).value();
+      mo.workbench = workbench.get();
+    }
+    auto built = wb_status.is_ok() ? frontends::mcp::build_server_catalog(service, blocking, mo)
+                                   : StatusOr<std::unique_ptr<frontends::mcp::Catalog>>(
+                                         wb_status.with_context("workbench"));
     Status s = built.is_ok() ? Status::ok() : built.status();
     if (s.is_ok()) {
       catalog = std::move(built).value();
