@@ -146,7 +146,7 @@ bench_out="$out/bench-${ops//,/-}"
 echo "== kforge bench: $ops; 4 versions; small, medium, large; 10 runs"
 rm -rf "$bench_out"
 "$KFORGE_BIN" bench --ops "$ops" --device "$KFORGE_TEST_DEVICE" --out "$bench_out" \
-  --data-dir "$out/bench-data" --python "$py" 2>&1 | tee "$bench_out.log" | tail -12
+  --data-dir "${TMPDIR:-/tmp}/kforge-bench-data" --python "$py" 2>&1 | tee "$bench_out.log" | tail -12
 if [[ -f "$bench_out/bench.json" ]]; then
   for op in ${ops//,/ }; do
     echo "-- $op"
