@@ -6,6 +6,12 @@
 #   SKIP_WORKER_TESTS=1  skip tests/python (the worker package's own suite, ~2 min)
 #   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
 #   SKIP_CUDA=1          skip them (with ONLY_CUDA, the two halves fit the 10-minute call limit)
+#   ONLY_KERNELS=1       run only the kernel library part (tests/kernels on the GPU, then
+#                        `kforge bench` of all five ops, all versions, all sizes, and the targets)
+#   SKIP_KERNELS=1       skip it
+#   KERNEL_OPS=a,b       the ops `kforge bench` runs (default all five; split them across calls
+#                        if one call would pass the 10-minute limit, e.g. add,softmax,gelu and
+#                        layer_norm,mha: each call writes its own $OUT/bench-<ops>/)
 #   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
 # The Triton workbench's whole agent session (tests/integration/test_workbench.py) prints a
 # line "workbench session wb_... on cuda:0: best vN; v2 [size: median ms speedup ...]" that the
@@ -26,7 +32,7 @@ record() { names+=("$1"); results+=("$2"); }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$KFORGE_BIN" --version
 
-if [[ -z "${SKIP_TRUST:-}" ]]; then
+if [[ -z "${SKIP_TRUST:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== sandbox: hostile jobs (cpu device on this host, jailed as root)"
 KFORGE_TEST_DEVICE=cpu "$py" -m pytest -q -p no:cacheprovider tests/hostile 2>&1 |
   tee "$out/pytest-hostile.log" | tail -3
@@ -38,7 +44,7 @@ record "adversarial corpus" "$(tail -1 "$out/adversarial.log")"
 fi
 [[ -n "${ONLY_TRUST:-}" ]] && { SKIP_WORKER_TESTS=1; ONLY_CUDA=1; SKIP_CUDA=1; }
 
-if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" ]]; then
+if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
   echo "== worker package tests (GPU tests included)"
   "$py" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$out/pytest-worker.log" | tail -3
   record "worker pytest (tests/python)" "$(grep -E 'passed|failed' "$out/pytest-worker.log" | tail -1)"
@@ -62,7 +68,7 @@ else
   export KFORGE_NO_MCP_SDK=1
 fi
 
-if [[ -z "${ONLY_CUDA:-}" ]]; then
+if [[ -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
 dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
 "$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
@@ -99,7 +105,7 @@ record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/
 
 fi
 
-if [[ -z "${SKIP_CUDA:-}" ]]; then
+if [[ -z "${SKIP_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== cuda kernels (native worker, NVRTC, C ABI) against the real server on $KFORGE_TEST_DEVICE"
 "$py" -m pytest -q -p no:cacheprovider tests/integration/test_cuda_*.py 2>&1 |
   tee "$out/pytest-cuda.log" | tail -15
@@ -128,6 +134,33 @@ record "cupy eval 0.5 s apart first/p50/p95 (s)" "$(grep '^cupy' "$out/cuda-late
 echo "== kforge timing vs ncu gpu__time_duration (memory-bound cuda kernel)"
 "$py" bench/cuda_ncu_check.py --kforge "$KFORGE_BIN" 2>&1 | tee "$out/ncu.log" | tail -5
 record "memory-bound kernel kforge / ncu (us)" "$(grep '^kforge vs ncu (us):' "$out/ncu.log" | cut -d: -f2-)"
+fi
+
+if [[ -z "${SKIP_KERNELS:-}" && -z "${ONLY_CUDA:-}" ]]; then
+echo "== kernel library: every version of every op against torch on $KFORGE_TEST_DEVICE (all dtypes)"
+"$py" -m pytest -q -p no:cacheprovider tests/kernels 2>&1 | tee "$out/pytest-kernels.log" | tail -5
+record "kernel library pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-kernels.log" | tail -1)"
+
+ops="${KERNEL_OPS:-add,softmax,gelu,layer_norm,mha}"
+bench_out="$out/bench-${ops//,/-}"
+echo "== kforge bench: $ops; 4 versions; small, medium, large; 10 runs"
+rm -rf "$bench_out"
+"$KFORGE_BIN" bench --ops "$ops" --device "$KFORGE_TEST_DEVICE" --out "$bench_out" \
+  --data-dir "$out/bench-data" --python "$py" 2>&1 | tee "$bench_out.log" | tail -12
+if [[ -f "$bench_out/bench.json" ]]; then
+  for op in ${ops//,/ }; do
+    echo "-- $op"
+    sed -n '/^## Phase 3: Benchmark results/,/^Median/p' "$bench_out/${op}_log.md" | grep '^|'
+  done
+  "$py" bench/kernel_targets.py "$bench_out/bench.json" --tsv "$bench_out/targets.tsv" |
+    tee "$bench_out/targets.txt"
+  record "kforge bench ($ops)" "logs in $bench_out/"
+  while IFS=$'\t' read -r target measured verdict; do
+    record "  $target" "$measured $verdict"
+  done < "$bench_out/targets.tsv"
+else
+  record "kforge bench ($ops)" "no report: see $bench_out.log"
+fi
 fi
 
 echo

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <boost/asio/thread_pool.hpp>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -25,47 +24,6 @@ namespace kforge::app {
 namespace {
 
 namespace mcp = frontends::mcp;
-
-// ~/.cache/kforge/mcp-data (XDG_CACHE_HOME respected).
-std::filesystem::path default_data_root() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return std::filesystem::path(xdg) / "kforge";
-  }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "kforge";
-}
-
-struct StartedEngine {
-  jobs::Engine engine;
-  std::filesystem::path data_dir;
-};
-
-// The embedded engine. A data directory is locked by one process at a time: with the default
-// directory, a second `kforge mcp` (another editor window) takes mcp-data-2, and so on.
-StatusOr<StartedEngine> start_engine(const McpConfig& c) {
-  jobs::EngineOptions eo = engine_options(c.engine);
-  std::vector<std::filesystem::path> candidates;
-  if (!c.data_dir.empty()) {
-    candidates.emplace_back(c.data_dir);
-  } else {
-    const auto root = default_data_root();
-    candidates.push_back(root / "mcp-data");
-    for (int i = 2; i <= 8; ++i)
-      candidates.push_back(root / ("mcp-data-" + std::to_string(i)));
-  }
-  Status last;
-  for (const auto& dir : candidates) {
-    eo.data_dir = dir;
-    auto engine = jobs::build_engine(eo);
-    if (engine.is_ok()) {
-      KF_LOG_INFO("kforge mcp: data dir {}", dir.string());
-      return StartedEngine{std::move(engine).value(), dir};
-    }
-    last = engine.status();
-    if (last.code() != ErrorCode::kFailedPrecondition) break;  // not merely "in use"
-  }
-  return last;
-}
 
 }  // namespace
 
@@ -130,14 +88,14 @@ int run_mcp(const McpConfig& c) {
     data_dir = default_data_root();
     workbench_db = workspace_root(c.workbench, data_dir) / "workbench.db";
   } else {
-    auto started = start_engine(c);
+    auto started = start_embedded_engine(c.engine, c.data_dir, "mcp-data");
     if (!started.is_ok()) {
       KF_LOG_ERROR("kforge mcp: cannot start the engine: {}", started.status().to_string());
       return 2;
     }
-    data_dir = started->data_dir;
+    engine = std::move(started).value();
+    data_dir = engine->data_dir;
     workbench_db = data_dir / "kforge.db";  // the engine's store (jobs/engine.cc)
-    engine = std::move(started->engine);
     if (Status s = engine->service->start(); !s) {
       KF_LOG_ERROR("kforge mcp: cannot start the job service: {}", s.to_string());
       return 2;
@@ -162,6 +120,8 @@ int run_mcp(const McpConfig& c) {
     mcp::ServerCatalogOptions options;
     options.version = std::string(kVersion);
     options.conformance_fixtures = c.conformance_fixtures;
+    options.bench.allow_local_paths = true;  // the user on stdio owns the files
+    options.bench.kforge_version = options.version;
     auto workbench = build_workbench(c.workbench, data_dir, workbench_db, *service, blocking);
     if (workbench.is_ok()) options.workbench = workbench->get();
     auto catalog =

@@ -11,6 +11,7 @@
 
 #include "kforge/common/log.h"
 #include "kforge/frontends/http/api_docs.h"
+#include "kforge/frontends/http/bench_route.h"
 #include "kforge/frontends/http/http_server.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
@@ -173,7 +174,11 @@ int run_serve(const ServeConfig& config) {
   const auto blocking = frontends::http::make_blocking_executor(blocking_pool);
   frontends::http::Router router;
   if (c.mode != "mcp") {
-    if (Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest); !s) {
+    bench::BenchPolicy bench_policy;
+    bench_policy.kforge_version = std::string(kVersion);
+    Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest);
+    if (s.is_ok()) s = frontends::http::add_bench_route(router, service, blocking, bench_policy);
+    if (!s.is_ok()) {
       KF_LOG_ERROR("cannot set up the REST API: {}", s.to_string());
       service.stop();
       return 2;
@@ -188,6 +193,7 @@ int run_serve(const ServeConfig& config) {
     mo.version = std::string(kVersion);
     mo.conformance_fixtures = c.conformance_fixtures;
     mo.kernel_tools.limits = ho.rest.limits;
+    mo.bench.kforge_version = std::string(kVersion);
     // The workbench's sessions live in the engine's store (jobs/engine.cc: kforge.db).
     auto wb = build_workbench(c.workbench, c.data_dir,
                               std::filesystem::path(c.data_dir) / "kforge.db", service, blocking);

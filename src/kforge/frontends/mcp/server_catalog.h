@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "kforge/bench/bench_request.h"
 #include "kforge/common/status.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/mcp/catalog.h"
@@ -20,6 +21,7 @@ struct ServerCatalogOptions {
   std::string version = "dev";
   bool conformance_fixtures = false;
   KernelToolsOptions kernel_tools;
+  bench::BenchPolicy bench;                   // run_benchmark_suite
   workbench::Workbench* workbench = nullptr;  // must outlive the catalog when set
 };
 
