@@ -249,7 +249,7 @@ int run_bench(const BenchConfig& c) {
                 << '\n';
       return 2;
     }
-    engine = std::move(started).value();
+    engine = std::move(started->engine);
     if (Status s = engine->service->start(); !s) {
       std::cerr << "kforge bench: cannot start the job service: " << s.to_string() << '\n';
       return 2;

@@ -137,8 +137,9 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   return eo;
 }
 
-StatusOr<jobs::Engine> start_embedded_engine(const EngineFlags& flags, const std::string& data_dir,
-                                             const std::string& default_name) {
+StatusOr<EmbeddedEngine> start_embedded_engine(const EngineFlags& flags,
+                                               const std::string& data_dir,
+                                               const std::string& default_name) {
   jobs::EngineOptions eo = engine_options(flags);
   std::vector<std::filesystem::path> candidates;
   if (!data_dir.empty()) {
@@ -155,7 +156,7 @@ StatusOr<jobs::Engine> start_embedded_engine(const EngineFlags& flags, const std
     auto engine = jobs::build_engine(eo);
     if (engine.is_ok()) {
       KF_LOG_INFO("embedded engine: data dir {}", dir.string());
-      return engine;
+      return EmbeddedEngine{std::move(engine).value(), dir};
     }
     last = engine.status();
     if (last.code() != ErrorCode::kFailedPrecondition) break;  // not merely "in use"

@@ -5,7 +5,6 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -47,15 +46,20 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view device
 // The engine options the flags give (data directory and the serve-only limits left default).
 jobs::EngineOptions engine_options(const EngineFlags& flags);
 
-// ~/.cache/kforge (XDG_CACHE_HOME respected): where client commands keep their data by default.
-std::filesystem::path default_data_root();
-
 // The embedded engine of a client command (`kforge mcp`, `kforge bench`), with its job service
 // not yet started. Without `data_dir`: ~/.cache/kforge/<default_name> (XDG_CACHE_HOME
 // respected); a data directory is locked by one process at a time, so a second process takes
 // <default_name>-2, and so on up to -8.
-StatusOr<jobs::Engine> start_embedded_engine(const EngineFlags& flags, const std::string& data_dir,
-                                             const std::string& default_name);
+struct EmbeddedEngine {
+  jobs::Engine engine;
+  std::filesystem::path data_dir;  // the one it locked
+};
+StatusOr<EmbeddedEngine> start_embedded_engine(const EngineFlags& flags,
+                                               const std::string& data_dir,
+                                               const std::string& default_name);
+
+// ~/.cache/kforge (XDG_CACHE_HOME respected): where client commands keep their data.
+std::filesystem::path default_data_root();
 
 // Starts deleting finished jobs older than --job-retention (null when it is 0); destroy it
 // before the service. kInvalidArgument naming --job-retention for a bad value.

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <boost/asio/thread_pool.hpp>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -93,9 +92,9 @@ int run_mcp(const McpConfig& c) {
       KF_LOG_ERROR("kforge mcp: cannot start the engine: {}", started.status().to_string());
       return 2;
     }
-    engine = std::move(started).value();
-    data_dir = engine->data_dir;
+    data_dir = started->data_dir;
     workbench_db = data_dir / "kforge.db";  // the engine's store (jobs/engine.cc)
+    engine = std::move(started->engine);
     if (Status s = engine->service->start(); !s) {
       KF_LOG_ERROR("kforge mcp: cannot start the job service: {}", s.to_string());
       return 2;

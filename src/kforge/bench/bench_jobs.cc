@@ -91,10 +91,20 @@ std::string torch_reference_source(const OpManifest& m, bool with_compiled) {
   src += "class Model(torch.nn.Module):\n    def forward(self, " + tensors +
          "):\n        return reference(" + tensors + ")\n";
   if (with_compiled) {
+    // A jailed job runs as a uid without a passwd entry: inductor names its default cache
+    // directory after getpass.getuser(), which then raises, so the baseline names both.
     src +=
+        "\n\ndef _inductor_env():\n"
+        "    \"\"\"Lets torch.compile run as a uid without a passwd entry (a jailed job).\"\"\"\n"
+        "    import getpass\n    import os\n    import tempfile\n\n"
+        "    try:\n        getpass.getuser()\n    except (KeyError, OSError):\n"
+        "        os.environ[\"USER\"] = \"kforge-job\"\n"
+        "    home = os.environ.get(\"HOME\") or tempfile.gettempdir()\n"
+        "    os.environ.setdefault(\"TORCHINDUCTOR_CACHE_DIR\", "
+        "os.path.join(home, \".cache\", \"torchinductor\"))\n"
         "\n\nclass ModelNew(torch.nn.Module):\n"
         "    \"\"\"torch.compile(reference): the torch.compile baseline.\"\"\"\n\n"
-        "    def __init__(self):\n        super().__init__()\n"
+        "    def __init__(self):\n        super().__init__()\n        _inductor_env()\n"
         "        self.compiled = torch.compile(reference)\n\n"
         "    def forward(self, " +
         tensors + "):\n        return self.compiled(" + tensors + ")\n";

@@ -110,7 +110,6 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   ::umask(077);
   Engine engine;
   KF_ASSIGN_OR_RETURN(engine.data_dir_lock, DataDirLock::acquire(data_dir));
-  engine.data_dir = data_dir;
 
   std::filesystem::path worker_path = options.worker_path;
   if (worker_path.empty()) {

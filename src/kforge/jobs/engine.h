@@ -47,7 +47,6 @@ struct EngineOptions {
 struct Engine {
   std::unique_ptr<DataDirLock> data_dir_lock;
   std::unique_ptr<JobServiceImpl> service;
-  std::filesystem::path data_dir;  // absolute (the store is data_dir/kforge.db)
 };
 
 StatusOr<Engine> build_engine(const EngineOptions& options);
