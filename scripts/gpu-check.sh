@@ -13,9 +13,10 @@
 #                        if one call would pass the 10-minute limit, e.g. add,softmax,gelu and
 #                        layer_norm,mha: each call writes its own $OUT/bench-<ops>/)
 #   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
-# The Triton workbench's whole agent session (tests/integration/test_workbench.py) prints a
-# line "workbench session wb_... on cuda:0: best vN; v2 [size: median ms speedup ...]" that the
-# table repeats.
+#   ONLY_WORKBENCH=1     run only the Triton workbench's tests (tests/integration/test_workbench.py:
+#                        the whole agent session, ~2 min): it prints a line "workbench session
+#                        wb_... on cuda:0: best vN; v2 [size: median ms speedup %BW ...]; v3 [...]"
+#                        that the table repeats
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -32,6 +33,7 @@ record() { names+=("$1"); results+=("$2"); }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$KFORGE_BIN" --version
 
+[[ -n "${ONLY_WORKBENCH:-}" ]] && { SKIP_TRUST=1; SKIP_WORKER_TESTS=1; ONLY_CUDA=1; SKIP_CUDA=1; }
 if [[ -z "${SKIP_TRUST:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== sandbox: hostile jobs (cpu device on this host, jailed as root)"
 KFORGE_TEST_DEVICE=cpu "$py" -m pytest -q -p no:cacheprovider tests/hostile 2>&1 |
@@ -82,14 +84,6 @@ echo "== the old server's users: kernel_eval_client examples and request files o
   tee "$out/pytest-dropin.log" | tail -15
 record "client examples + legacy request files" "$(grep -E 'passed|failed' "$out/pytest-dropin.log" | tail -1)"
 
-if [[ -z "${KFORGE_NO_MCP_SDK:-}" ]]; then
-echo "== Triton workbench: a whole agent session on $KFORGE_TEST_DEVICE (softmax v1 wrong, v2/v3 right)"
-"$test_py" -m pytest -q -s -p no:cacheprovider tests/integration/test_workbench.py 2>&1 |
-  tee "$out/workbench.log" | tail -8
-record "workbench tests on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/workbench.log" | tail -1)"
-record "  session" "$(grep -o '^workbench session.*' "$out/workbench.log" | tail -1 | cut -c1-240)"
-fi
-
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \
   --kernel-cache isolated,shared --out "$out/eval_latency.json" 2>&1 | tee "$out/bench.log" | tail -8
@@ -103,6 +97,18 @@ echo "== benchmark: does warming the next job processes disturb a running job's 
 "$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 | tee "$out/interference.log" | tail -5
 record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/interference.log" | awk '{print $NF}')"
 
+fi
+
+if [[ (-z "${ONLY_CUDA:-}" || -n "${ONLY_WORKBENCH:-}") && -z "${ONLY_KERNELS:-}" ]]; then
+if [[ -z "${KFORGE_NO_MCP_SDK:-}" ]]; then
+echo "== Triton workbench: a whole agent session on $KFORGE_TEST_DEVICE (softmax v1 wrong, v2/v3 right)"
+"$test_py" -m pytest -q -s -p no:cacheprovider tests/integration/test_workbench.py 2>&1 |
+  tee "$out/workbench.log" | tail -8
+record "workbench tests on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/workbench.log" | tail -1)"
+record "  session" "$(grep -o '^workbench session.*' "$out/workbench.log" | tail -1 | cut -c1-240)"
+else
+record "workbench tests" "not run: no MCP Python SDK here (build/gpu/wheels)"
+fi
 fi
 
 if [[ -z "${SKIP_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
