@@ -7,6 +7,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kforge/common/markup.h"
+
 namespace kforge::bench {
 namespace {
 
@@ -26,33 +28,6 @@ std::string tick_label(double ms) {
 }
 
 }  // namespace
-
-std::string xml_escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string render_time_chart(const Json& op, const Json& sizes) {
   const Json rows = op.value("rows", Json::array());

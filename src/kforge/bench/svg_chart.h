@@ -13,7 +13,4 @@ namespace kforge::bench {
 // a size (failed, not run) leave a gap marked with a cross.
 std::string render_time_chart(const Json& op, const Json& sizes);
 
-// Escapes &, <, >, " and ' for XML text and attributes.
-std::string xml_escape(std::string_view text);
-
 }  // namespace kforge::bench

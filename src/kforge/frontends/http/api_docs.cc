@@ -4,6 +4,7 @@
 #include <set>
 
 #include "kforge/common/log.h"
+#include "kforge/common/markup.h"
 
 namespace kforge::frontends::http {
 namespace {
@@ -32,30 +33,6 @@ std::string path_shape(std::string_view path) {
   return out;
 }
 
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string text_of(const Json& obj, const char* key) {
   auto it = obj.find(key);
   return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -73,7 +50,7 @@ std::string type_html(const Json& schema) {
   if (!schema.is_object()) return "any";
   if (auto r = schema.find("$ref"); r != schema.end() && r->is_string()) {
     const std::string name = r->get<std::string>().substr(r->get<std::string>().rfind('/') + 1);
-    return "<a href=\"#schema-" + anchor(name) + "\">" + escape(name) + "</a>";
+    return "<a href=\"#schema-" + anchor(name) + "\">" + xml_escape(name) + "</a>";
   }
   for (const char* key : {"oneOf", "anyOf"}) {
     if (auto u = schema.find(key); u != schema.end() && u->is_array()) {
@@ -86,10 +63,10 @@ std::string type_html(const Json& schema) {
   std::string out;
   if (auto t = schema.find("type"); t != schema.end()) {
     if (t->is_string()) {
-      out = escape(t->get<std::string>());
+      out = xml_escape(t->get<std::string>());
     } else if (t->is_array()) {
       for (const auto& name : *t)
-        out += (out.empty() ? "" : " | ") + escape(name.get<std::string>());
+        out += (out.empty() ? "" : " | ") + xml_escape(name.get<std::string>());
     }
   }
   if (auto items = schema.find("items"); items != schema.end()) {
@@ -98,22 +75,22 @@ std::string type_html(const Json& schema) {
   if (auto e = schema.find("enum"); e != schema.end() && e->is_array()) {
     std::string values;
     for (const auto& v : *e)
-      values += (values.empty() ? "" : ", ") + escape(v.dump());
+      values += (values.empty() ? "" : ", ") + xml_escape(v.dump());
     out += " (" + values + ")";
   }
-  if (auto c = schema.find("const"); c != schema.end()) out += " = " + escape(c->dump());
+  if (auto c = schema.find("const"); c != schema.end()) out += " = " + xml_escape(c->dump());
   return out.empty() ? "any" : out;
 }
 
 std::string notes_html(const Json& schema) {
-  std::string out = escape(text_of(schema, "description"));
+  std::string out = xml_escape(text_of(schema, "description"));
   auto add = [&out](const std::string& note) { out += (out.empty() ? "" : " ") + note; };
   if (auto d = schema.find("default"); d != schema.end())
-    add("Default <code>" + escape(d->dump()) + "</code>.");
+    add("Default <code>" + xml_escape(d->dump()) + "</code>.");
   for (const auto& [key, label] : {std::pair{"minimum", "min"}, std::pair{"maximum", "max"},
                                    std::pair{"maxItems", "max items"}}) {
     if (auto v = schema.find(key); v != schema.end()) {
-      add(std::string(label) + " <code>" + escape(v->dump()) + "</code>.");
+      add(std::string(label) + " <code>" + xml_escape(v->dump()) + "</code>.");
     }
   }
   return out;
@@ -123,17 +100,17 @@ void render_operation(std::string& html, const std::string& method, const std::s
                       const Json& op) {
   const std::string id = anchor(method + path);
   html += "<section class=\"op\" id=\"op-" + id + "\"><h3><span class=\"method " + method + "\">" +
-          upper(method) + "</span> <code>" + escape(path) + "</code></h3>\n";
-  if (auto s = text_of(op, "summary"); !s.empty()) html += "<p><b>" + escape(s) + "</b></p>\n";
-  if (auto d = text_of(op, "description"); !d.empty()) html += "<p>" + escape(d) + "</p>\n";
+          upper(method) + "</span> <code>" + xml_escape(path) + "</code></h3>\n";
+  if (auto s = text_of(op, "summary"); !s.empty()) html += "<p><b>" + xml_escape(s) + "</b></p>\n";
+  if (auto d = text_of(op, "description"); !d.empty()) html += "<p>" + xml_escape(d) + "</p>\n";
   if (auto params = op.find("parameters"); params != op.end() && !params->empty()) {
     html += "<h4>Parameters</h4><table><tr><th>name</th><th>in</th><th>type</th><th></th></tr>\n";
     for (const auto& p : *params) {
       const Json schema = p.value("schema", Json::object());
-      html += "<tr><td><code>" + escape(text_of(p, "name")) + "</code>" +
+      html += "<tr><td><code>" + xml_escape(text_of(p, "name")) + "</code>" +
               (p.value("required", false) ? " <span class=\"req\">required</span>" : "") +
-              "</td><td>" + escape(text_of(p, "in")) + "</td><td>" + type_html(schema) +
-              "</td><td>" + escape(text_of(p, "description")) + " " + notes_html(schema) +
+              "</td><td>" + xml_escape(text_of(p, "in")) + "</td><td>" + type_html(schema) +
+              "</td><td>" + xml_escape(text_of(p, "description")) + " " + notes_html(schema) +
               "</td></tr>\n";
     }
     html += "</table>\n";
@@ -143,7 +120,7 @@ void render_operation(std::string& html, const std::string& method, const std::s
             "</h4><p>";
     const Json content = body->value("content", Json::object());
     for (const auto& [type, media] : content.items()) {
-      html += "<code>" + escape(type) +
+      html += "<code>" + xml_escape(type) +
               "</code>: " + type_html(media.value("schema", Json::object())) + "<br>";
     }
     html += "</p>\n";
@@ -154,19 +131,19 @@ void render_operation(std::string& html, const std::string& method, const std::s
     std::string body;
     const Json content = response.value("content", Json::object());
     for (const auto& [type, media] : content.items()) {
-      body +=
-          "<code>" + escape(type) + "</code> " + type_html(media.value("schema", Json::object()));
+      body += "<code>" + xml_escape(type) + "</code> " +
+              type_html(media.value("schema", Json::object()));
     }
-    html += "<tr><td><b>" + escape(code) + "</b></td><td>" + body + "</td><td>" +
-            escape(text_of(response, "description")) + "</td></tr>\n";
+    html += "<tr><td><b>" + xml_escape(code) + "</b></td><td>" + body + "</td><td>" +
+            xml_escape(text_of(response, "description")) + "</td></tr>\n";
   }
   html += "</table></section>\n";
 }
 
 void render_schema(std::string& html, const std::string& name, const Json& schema) {
-  html += "<section class=\"schema\" id=\"schema-" + anchor(name) + "\"><h3>" + escape(name) +
+  html += "<section class=\"schema\" id=\"schema-" + anchor(name) + "\"><h3>" + xml_escape(name) +
           "</h3>\n";
-  if (auto d = text_of(schema, "description"); !d.empty()) html += "<p>" + escape(d) + "</p>\n";
+  if (auto d = text_of(schema, "description"); !d.empty()) html += "<p>" + xml_escape(d) + "</p>\n";
   auto props = schema.find("properties");
   if (props == schema.end()) {
     html += "<p>" + type_html(schema) + "</p></section>\n";
@@ -176,7 +153,7 @@ void render_schema(std::string& html, const std::string& name, const Json& schem
   html += "<table><tr><th>field</th><th>type</th><th></th></tr>\n";
   for (const auto& [field, prop] : props->items()) {
     const bool req = std::find(required.begin(), required.end(), Json(field)) != required.end();
-    html += "<tr><td><code>" + escape(field) + "</code>" +
+    html += "<tr><td><code>" + xml_escape(field) + "</code>" +
             (req ? " <span class=\"req\">required</span>" : "") + "</td><td>" + type_html(prop) +
             "</td><td>" + notes_html(prop) + "</td></tr>\n";
   }
@@ -254,20 +231,20 @@ std::string render_docs_html(const Json& doc) {
   const Json info = doc.value("info", Json::object());
   const std::string title = text_of(info, "title") + " API " + text_of(info, "version");
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" +
-                     escape(title) + "</title><style>" + kStyle + "</style></head><body>\n";
-  html += "<h1>" + escape(title) + "</h1>\n<p>" + escape(text_of(info, "summary")) + "</p>\n<p>" +
-          escape(text_of(info, "description")) +
+                     xml_escape(title) + "</title><style>" + kStyle + "</style></head><body>\n";
+  html += "<h1>" + xml_escape(title) + "</h1>\n<p>" + xml_escape(text_of(info, "summary")) +
+          "</p>\n<p>" + xml_escape(text_of(info, "description")) +
           "</p>\n<p>The machine-readable document: <a href=\"openapi.json\">openapi.json</a> "
           "(OpenAPI " +
-          escape(text_of(doc, "openapi")) + ").</p>\n";
+          xml_escape(text_of(doc, "openapi")) + ").</p>\n";
   const Json paths = doc.value("paths", Json::object());
   html += "<h2>Operations</h2><nav><ul>\n";
   for (const auto& [path, item] : paths.items()) {
     for (const char* m : kMethods) {
       if (!item.contains(m)) continue;
       html += "<li><a href=\"#op-" + anchor(std::string(m) + path) + "\"><span class=\"method " +
-              m + "\">" + upper(m) + "</span> <code>" + escape(path) + "</code></a> " +
-              escape(text_of(item[m], "summary")) + "</li>\n";
+              m + "\">" + upper(m) + "</span> <code>" + xml_escape(path) + "</code></a> " +
+              xml_escape(text_of(item[m], "summary")) + "</li>\n";
     }
   }
   html += "</ul></nav>\n";
