@@ -25,19 +25,13 @@ from typing import Any
 
 import torch
 
+from kforge_worker import inputs
 from kforge_worker.protocol import ProtocolError, StreamChannel
 
+# Every dtype a request may declare, and what a kernel may also return.
 DTYPES: dict[str, torch.dtype] = {
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "int8": torch.int8,
+    **inputs.DTYPES,
     "uint8": torch.uint8,
-    "int16": torch.int16,
-    "int32": torch.int32,
-    "int64": torch.int64,
-    "bool": torch.bool,
     "complex64": torch.complex64,
     "complex128": torch.complex128,
 }
