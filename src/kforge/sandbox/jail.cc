@@ -119,20 +119,6 @@ Status mount_tmpfs(const std::string& target, const char* options) {
   return Status::ok();
 }
 
-// The topmost ancestor of `path` (itself excluded) that a uid other than its owner cannot
-// search, or "" when every ancestor is searchable by others.
-std::string blocking_ancestor(const fs::path& path) {
-  fs::path current = "/";
-  for (const auto& part : path.relative_path()) {
-    if (current != "/") {
-      struct stat st {};
-      if (::stat(current.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) return current;
-    }
-    current /= part;
-  }
-  return {};
-}
-
 bool is_under(const std::string& path, const std::string& dir) {
   if (path == dir) return true;
   std::string prefix = dir;
@@ -332,6 +318,20 @@ Status mount_all(const JailSpec& spec, Json& report) {
 }
 
 }  // namespace
+
+// The topmost ancestor of `path` (itself excluded) that a uid other than its owner cannot
+// search, or "" when every ancestor is searchable by others.
+std::string blocking_ancestor(const fs::path& path) {
+  fs::path current = "/";
+  for (const auto& part : path.relative_path()) {
+    if (current != "/") {
+      struct stat st {};
+      if (::stat(current.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) return current;
+    }
+    current /= part;
+  }
+  return {};
+}
 
 StatusOr<JailSpec> JailSpec::from_json(const Json& j) {
   if (!j.is_object()) return invalid_argument("must be an object", "jail");

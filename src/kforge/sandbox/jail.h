@@ -23,6 +23,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -93,5 +94,9 @@ pid_t clone_into_namespaces(bool new_pid_ns, bool new_mount_ns, bool new_net_ns)
 // Whether this process may build a full jail (root in the initial user namespace with
 // CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID); `why` says what is missing.
 bool can_jail(std::string* why);
+
+// The topmost ancestor of `path` (itself excluded) that a uid other than its owner cannot
+// search, or "" when every ancestor is searchable by others.
+std::string blocking_ancestor(const std::filesystem::path& path);
 
 }  // namespace kforge::sandbox

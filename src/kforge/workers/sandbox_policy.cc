@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <fstream>
 #include <regex>
 
@@ -72,27 +73,35 @@ int nvidia_device_minor(const std::string& pci_bus_id) {
 
 namespace {
 
+// Directories every jail mounts a private, empty tmpfs on.
+constexpr std::array<const char*, 2> kPrivateTmpfs = {"/tmp", "/dev/shm"};
+
+// The kernel caches below a process's cache directory: the environment variable pointing a
+// tool at each (the cuda C ABI's cache, "cuda", is the job spec's cache_dir/cuda instead).
+constexpr std::array<std::pair<const char*, const char*>, 5> kCacheEnv = {{
+    {"TORCHINDUCTOR_CACHE_DIR", "torchinductor"},
+    {"TRITON_CACHE_DIR", "triton"},
+    {"TORCH_EXTENSIONS_DIR", "torch_extensions"},
+    {"CUPY_CACHE_DIR", "cupy"},
+    {"CUDA_CACHE_PATH", "cuda_jit"},
+}};
+
 // Jailed processes run as uids of their own: every directory above the data directory must
 // let them pass (o+x), or no job can reach its scratch directory.
 Status searchable_by_jobs(const fs::path& data_dir) {
   std::error_code ec;
   const fs::path absolute = fs::absolute(data_dir, ec).lexically_normal();
   // Below a directory the jail mounts a private tmpfs on, the path is rebuilt inside the jail.
-  for (const char* fresh : {"/tmp/", "/dev/shm/"}) {
-    if (absolute.string().starts_with(fresh)) return Status::ok();
+  for (const char* fresh : kPrivateTmpfs) {
+    if (absolute.string().starts_with(std::string(fresh) + "/")) return Status::ok();
   }
-  fs::path dir = absolute.parent_path();
-  for (; !dir.empty(); dir = dir.parent_path()) {
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
-      return invalid_argument(
-          "--data-dir " + data_dir.string() + ": its parent " + dir.string() +
-          " is not searchable by other users, so jailed jobs (which run as uids of their own) "
-          "cannot reach their scratch directories; choose a data directory under /tmp or "
-          "/var/lib, or chmod o+x " +
-          dir.string());
-    }
-    if (dir == dir.root_path()) break;
+  if (const std::string dir = sandbox::blocking_ancestor(absolute); !dir.empty()) {
+    return invalid_argument(
+        "--data-dir " + data_dir.string() + ": its parent " + dir +
+        " is not searchable by other users, so jailed jobs (which run as uids of their own) "
+        "cannot reach their scratch directories; choose a data directory under /tmp or "
+        "/var/lib, or chmod o+x " +
+        dir);
   }
   return Status::ok();
 }
@@ -150,8 +159,10 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / "triton", 0, 0, 0755));
     KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir(), 0, o.judge_gid, 02770));
     KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir(), 0, o.candidate_gid, 02770));
-    for (const char* sub :
-         {"triton", "torch_extensions", "cuda", "cupy", "cuda_jit", "torchinductor"}) {
+    std::vector<std::string> subs = {"cuda"};
+    for (const auto& [env, sub] : kCacheEnv)
+      subs.emplace_back(sub);
+    for (const auto& sub : subs) {
       KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir() / sub, 0, o.judge_gid, 02770));
       KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir() / sub, 0, o.candidate_gid, 02770));
     }
@@ -204,7 +215,7 @@ Json SandboxPolicy::base_jail(const std::string& role, int gpu_minor) const {
   spec.hide = {options_.data_dir.string(), "/sys/fs/cgroup"};
   spec.expose = options_.expose;
   spec.mask = other_gpu_nodes(gpu_minor);
-  spec.tmpfs = {"/tmp", "/dev/shm"};
+  spec.tmpfs.assign(kPrivateTmpfs.begin(), kPrivateTmpfs.end());
   spec.rlimits = {{"core", 0},
                   {"fsize", options_.file_size_bytes},
                   {"nofile", options_.open_files},
@@ -235,15 +246,13 @@ namespace {
 // the CUDA JIT; the cuda C ABI's cache is the job spec's cache_dir/cuda) below `cache`.
 Json cache_env(const fs::path& home, const fs::path& cache) {
   // Job uids have no passwd entry: getpass.getuser() (torch.compile's inductor) reads USER.
-  return {{"HOME", home.string()},
-          {"USER", "kforge-job"},
-          {"LOGNAME", "kforge-job"},
-          {"TMPDIR", "/tmp"},
-          {"TORCHINDUCTOR_CACHE_DIR", (cache / "torchinductor").string()},
-          {"TRITON_CACHE_DIR", (cache / "triton").string()},
-          {"TORCH_EXTENSIONS_DIR", (cache / "torch_extensions").string()},
-          {"CUPY_CACHE_DIR", (cache / "cupy").string()},
-          {"CUDA_CACHE_PATH", (cache / "cuda_jit").string()}};
+  Json env = {{"HOME", home.string()},
+              {"USER", "kforge-job"},
+              {"LOGNAME", "kforge-job"},
+              {"TMPDIR", "/tmp"}};
+  for (const auto& [name, sub] : kCacheEnv)
+    env[name] = (cache / sub).string();
+  return env;
 }
 
 }  // namespace
