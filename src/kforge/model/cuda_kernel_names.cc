@@ -10,6 +10,11 @@ bool is_word_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
 }
 
+// A word that can begin a C++ name (not a number).
+bool starts_name(const std::string& w) {
+  return !w.empty() && is_word_char(w[0]) && std::isdigit(static_cast<unsigned char>(w[0])) == 0;
+}
+
 // Words ([A-Za-z0-9_]+) and the punctuation the scanner needs: { } ( ) < > ; = and "::".
 // Comments, literals and preprocessor lines produce nothing.
 class Tokenizer {
@@ -135,9 +140,8 @@ std::string declared_name(const std::vector<std::string>& t, size_t i) {
       continue;
     }
     size_t next = j + 1;
-    if (next < t.size() && t[next] == "<" && is_word_char(w[0]))
-      next = skip_group(t, next, "<", ">");
-    if (is_word_char(w[0]) && next < t.size() && t[next] == "(") {
+    if (next < t.size() && t[next] == "<" && starts_name(w)) next = skip_group(t, next, "<", ">");
+    if (starts_name(w) && next < t.size() && t[next] == "(") {
       std::string name = w;
       for (size_t k = j; k >= 2 && t[k - 1] == "::" && is_word_char(t[k - 2][0]); k -= 2) {
         name.insert(0, t[k - 2] + "::");

@@ -67,6 +67,14 @@ TEST(CudaKernelNamesTest, ExplainsWhyItCannotPick) {
       find_cuda_kernels("template <int N>\n__global__ void tiled(float* x) {}")[0].is_template);
 }
 
+// Found by the request_parser fuzz target: a number is no name, so the request that names no
+// kernel is refused here instead of carrying '6k' into its canonical form, which the parser
+// then refused on the way back.
+TEST(CudaKernelNamesTest, ANumberIsNoKernelName) {
+  EXPECT_TRUE(names("extern \"C\" __global__ void 6k(float* x){}").empty());
+  EXPECT_FALSE(single_cuda_kernel("__global__ void 6k(float* x){}").is_ok());
+}
+
 TEST(CudaKernelNamesTest, UnterminatedInputDoesNotCrash) {
   for (const char* bad : {"__global__", "__global__ void", "/* open", "\"open", "R\"x(open",
                           "namespace {", "}}}} __global__ void k(", "__global__ void k<<<("}) {
