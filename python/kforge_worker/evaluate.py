@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from kforge_worker import devinfo
+from kforge_worker.activity import NOT_ON_CPU, not_measured, profile_gpu, timing_flags
 from kforge_worker.binding import Invocation
 from kforge_worker.correctness import report_exception, run_correctness
 from kforge_worker.devinfo import WorkerDevice
@@ -24,7 +25,7 @@ from kforge_worker.kernels import ReferenceLoadError, SetupError, load_kernels
 from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
-from kforge_worker.timing import TimingReport, time_cpu, time_cuda
+from kforge_worker.timing import TimingReport, time_cpu, time_gpu
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]
 EXCESSIVE_SPEEDUP = 10.0
@@ -35,6 +36,9 @@ def run_job(job: JobSpec, device: WorkerDevice, progress: ProgressFn | None = No
     if not job.scratch_dir:
         job = dataclasses.replace(job, scratch_dir=tempfile.mkdtemp(prefix="kforge-job-"))
     result = JobResult(metadata=_metadata(job, device))
+    if not device.is_cuda:
+        for reference in (False, True):
+            result.set_activity(not_measured(NOT_ON_CPU), [], reference=reference)
     report = progress or (lambda phase, message, partial: None)
     try:
         with torch.no_grad():
@@ -101,6 +105,7 @@ def _run(job: JobSpec, device: WorkerDevice, result: JobResult, report: Progress
     except Exception as e:
         result.fail("runtime", f"could not build the timing inputs: {e}")
         return
+    ref = None
     if kernels.reference is not None:
         report("timing_reference", "timing the reference", result.to_dict())
         ref_inv = kernels.bind_reference(inputs.clone())
@@ -123,6 +128,9 @@ def _run(job: JobSpec, device: WorkerDevice, result: JobResult, report: Progress
         result.warn(warning)
     if cand.stats.device_sync_median is not None:
         result.add_check("launch_stream_only", not cand.stream_skew, cand.stream_skew, fatal=False)
+    if tdev.type == "cuda":
+        report("kernel_activity", "profiling the timed window", result.to_dict())
+        _record_activity(result, job, tdev, ref, cand)
     _speedup(result)
 
 
@@ -140,11 +148,34 @@ def _time(
 
     try:
         if device.type == "cuda":
-            return time_cuda(call, job.timing, device)
+            return time_gpu(call, job.timing, device)
         return time_cpu(call, job.timing)
     except Exception as e:
         report_exception(result, e, f"{who} raised while being timed")
         return None
+
+
+def _record_activity(
+    result: JobResult,
+    job: JobSpec,
+    device: torch.device,
+    ref: TimingReport | None,
+    cand: TimingReport,
+) -> None:
+    """Profiled passes (activity.py), after every timed trial so the profiler is not in them."""
+    for timed, is_ref in ((ref, True), (cand, False)):
+        if timed is None:
+            continue
+        activity = profile_gpu(
+            timed, device, l2_flush=job.timing.l2_flush, trace_dir=job.scratch_dir or None
+        )
+        flags = timing_flags(timed, activity)
+        result.set_activity(activity, flags, reference=is_ref)
+        if not is_ref:
+            if not activity.measured:
+                result.warn(f"kernel activity not measured: {activity.reason}")
+            for flag in activity.flags:
+                result.warn(f"kernel activity [{flag.code}]: {flag.message}")
 
 
 def _speedup(result: JobResult) -> None:

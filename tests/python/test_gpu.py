@@ -237,3 +237,92 @@ def test_torch_cuda_extension_is_built_once_per_source(tmp_path):
     second = run_job_gpu(job, tmp_path)
     assert second["correctness"], second
     assert libs[0].stat().st_mtime_ns == built_at  # loaded from the cache, not rebuilt
+
+
+CPU_ROUND_TRIP = """
+import torch
+
+
+def triton_add(x, y, alpha=1.0):
+    # No kernel of its own: the sum is computed on the host and copied back.
+    return (x.cpu() + y.cpu()).to(x.device)
+"""
+
+
+def activity_codes(result, prefix=""):
+    return [f["code"] for f in result[f"{prefix}timing_flags"]]
+
+
+def test_kernel_activity_of_a_triton_vadd_compare(tmp_path):
+    job = make_job(
+        K.triton_vadd(n=1 << 20),
+        K.torch_add_reference(),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(),
+    )
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    stats = result["runtime_stats"]
+    assert stats["spin_us"] > 0 and stats["enqueue_ms"] > 0, stats
+    assert stats["launch_not_hidden_trials"] <= 0.1 * stats["trials"], stats
+    for prefix in ("", "ref_"):
+        activity = result[f"{prefix}kernel_activity"]
+        assert activity["measured"], activity
+        assert result[f"{prefix}kernel_time"] > 0
+        kernels = result[f"{prefix}kernels"]
+        assert kernels and all(k["stream"] == activity["launch_stream"] for k in kernels)
+        assert all(k["duration_ms"] > 0 and k["grid"] and k["block"] for k in kernels)
+        # One kernel, launch hidden: no flags, and the event time is close to the kernel's.
+        assert activity_codes(result, prefix) == [], result[f"{prefix}timing_flags"]
+    assert [k["name"] for k in result["kernels"]] == ["add_kernel"]
+    assert not any("reduce" in k["name"] or "spin" in k["name"] for k in result["ref_kernels"])
+    print(
+        f"vadd 1M: event {stats['median']} ms, kernel {result['kernel_time']} ms, idle "
+        f"{result['idle_gap_ms']} ms, spin {stats['spin_us']} us, enqueue {stats['enqueue_ms']} ms"
+    )
+
+
+def test_side_stream_kernels_are_in_the_activity(tmp_path):
+    n = 1 << 22
+    job = make_job(
+        K.triton_wrapper(STREAM_INJECTION, n=n),
+        K.torch_add_reference(),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(budget_ms=300),
+    )
+    job["num_correct_trials"] = 1
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    assert "other_streams" in activity_codes(result), result["timing_flags"]
+    assert len(result["kernels"]) == 30
+
+
+def test_a_candidate_without_kernels_is_flagged(tmp_path):
+    job = make_job(
+        K.triton_wrapper(CPU_ROUND_TRIP, n=1 << 16),
+        K.torch_add_reference(),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(budget_ms=200),
+    )
+    job["num_correct_trials"] = 1
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    codes = activity_codes(result)
+    assert "no_kernel" in codes and "launch_not_hidden" in codes, result["timing_flags"]
+    assert all(k["kind"] == "memcpy" for k in result["kernels"]), result["kernels"]
+
+
+def test_kernel_activity_in_cuda_graph_mode(tmp_path):
+    job = make_job(
+        K.triton_vadd(n=1 << 16),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(cuda_graph=True),
+    )
+    result = run_job_gpu(job, tmp_path)
+    assert result["runtime_stats"]["method"] == "cuda_graph", result["warnings"]
+    assert result["kernel_activity"]["measured"], result["kernel_activity"]
+    assert [k["name"] for k in result["kernels"]] == ["add_kernel"], result["kernels"]
