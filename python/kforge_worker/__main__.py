@@ -5,6 +5,14 @@
     python -m kforge_worker run-job SPEC.json [--device cpu|cuda:N]
         Runs one job in this process and prints the result JSON on stdout (the kernel's own
         output goes to stderr). SPEC.json is a job spec or a whole `job` message.
+    python -m kforge_worker measure-peaks --device cuda:N [--out FILE]
+        The device's peak bandwidth and GEMM FLOP/s (peaks.py), run by the server once per
+        GPU; imports no user code.
+    python -m kforge_worker replay SPEC.json [--inputs INPUTS.pt] --role candidate|reference
+                                  [--repeat N]
+        One call (or N) of one kernel of a job on saved inputs (default: the job's timing
+        inputs, regenerated from its seed), inside the NVTX range that Nsight Compute is
+        told to profile (device_metrics.py starts it under `ncu`).
 
 The environment is prepared before torch or triton are imported: on the cpu device Triton
 runs through its interpreter (TRITON_INTERPRET=1); on a GPU the interpreter is off.
@@ -76,7 +84,25 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run-job", help="run one job spec in this process")
     run.add_argument("spec")
     run.add_argument("--device", default=None, help="cpu or cuda:N (default: the spec's)")
+    peaks = sub.add_parser("measure-peaks", help="measure the GPU's bandwidth and FLOP/s")
+    peaks.add_argument("--device", required=True, help="cuda:N")
+    peaks.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
+    replay = sub.add_parser("replay", help="one call of one kernel on saved inputs (for ncu)")
+    replay.add_argument("spec")
+    replay.add_argument("--inputs", default=None)
+    replay.add_argument("--role", choices=("candidate", "reference"), required=True)
+    replay.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args(argv)
+    if args.command == "measure-peaks":
+        prepare_environment("cuda")
+        from kforge_worker import peaks as peaks_module
+
+        return peaks_module.main(args.device, args.out)
+    if args.command == "replay":
+        prepare_environment("cuda")
+        from kforge_worker import device_metrics
+
+        return device_metrics.replay_main(args.spec, args.inputs, args.role, max(1, args.repeat))
     if args.command == "zygote":
         prepare_environment("cpu" if args.device == "cpu" else "cuda")
         from kforge_worker import zygote

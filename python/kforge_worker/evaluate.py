@@ -19,6 +19,7 @@ from kforge_worker import devinfo
 from kforge_worker.activity import NOT_ON_CPU, not_measured, profile_gpu, timing_flags
 from kforge_worker.binding import Invocation
 from kforge_worker.correctness import report_exception, run_correctness
+from kforge_worker.device_metrics import collect as collect_device_metrics
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError
 from kforge_worker.kernels import ReferenceLoadError, SetupError, load_kernels
@@ -131,6 +132,12 @@ def _run(job: JobSpec, device: WorkerDevice, result: JobResult, report: Progress
     if tdev.type == "cuda":
         report("kernel_activity", "profiling the timed window", result.to_dict())
         _record_activity(result, job, tdev, ref, cand)
+        if job.device_metrics is not None:
+            report("device_metrics", "profiling under Nsight Compute", result.to_dict())
+            roles = ["candidate"] + (["reference"] if ref is not None else [])
+            result.device_metrics_raw = collect_device_metrics(
+                job.device_metrics, dataclasses.asdict(job), inputs, roles, job.scratch_dir
+            )
     _speedup(result)
 
 

@@ -86,6 +86,9 @@ class JobResult:
     ref_kernel_activity: dict[str, Any] = field(
         default_factory=lambda: not_measured("not timed").to_dict()
     )
+    # What Nsight Compute printed per role (device_metrics.py); the server turns it into
+    # metadata.device_metrics and drops it. Absent unless device metrics were asked for.
+    device_metrics_raw: dict[str, Any] | None = None
     error_kind: str | None = None
     compilation_error: str | None = None
     runtime_error: str | None = None
@@ -134,7 +137,7 @@ class JobResult:
     def to_dict(self) -> dict[str, Any]:
         """The `result` object of the wire protocol (JSON-ready, NaN handled by protocol)."""
         out = dataclasses.asdict(self)
-        for key in ("compilation_error", "runtime_error", "validation_error"):
+        for key in ("compilation_error", "runtime_error", "validation_error", "device_metrics_raw"):
             if out[key] is None:
                 del out[key]
         return out
