@@ -34,6 +34,13 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
       ->capture_default_str();
   cmd.add_option("--worker-env", f.worker_env,
                  "Extra environment variable to pass to workers (repeatable; secrets never)");
+  cmd.add_flag("--device-metrics", f.device_metrics,
+               "Profile every timed GPU kernel once under Nsight Compute (the default of a "
+               "request's enable_device_metrics)")
+      ->envname("ENABLE_DEVICE_METRICS");
+  cmd.add_option("--ncu", f.ncu,
+                 "Nsight Compute executable (default: ncu on PATH, else /usr/local/cuda/bin/ncu)")
+      ->envname("KFORGE_NCU");
 }
 
 jobs::EngineOptions engine_options(const EngineFlags& f) {
@@ -47,6 +54,8 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.warm_cuda_workers_gpu = f.warm_cuda_workers_gpu;
   eo.warm_cuda_workers_cpu = f.warm_cuda_workers_cpu;
   eo.version = std::string(kVersion);
+  eo.device_metrics = f.device_metrics;
+  eo.ncu = f.ncu;
   return eo;
 }
 

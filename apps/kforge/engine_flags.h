@@ -22,10 +22,12 @@ struct EngineFlags {
   int warm_cuda_workers_gpu = 3;  // started `kforge worker cuda` processes per GPU
   int warm_cuda_workers_cpu = 1;
   std::vector<std::string> worker_env;
+  bool device_metrics = false;  // default of enable_device_metrics (ENABLE_DEVICE_METRICS)
+  std::string ncu;              // Nsight Compute executable; empty: PATH, /usr/local/cuda/bin
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
-// --warm-children[-cpu], --warm-cuda-workers[-cpu] and --worker-env.
+// --warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env, --device-metrics and --ncu.
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view devices_help);
 
 // The engine options the flags give (data directory and the serve-only limits left default).

@@ -11,6 +11,7 @@
 #include "kforge/common/log.h"
 #include "kforge/cuda/device_inventory.h"
 #include "kforge/cuda/nvrtc_locator.h"
+#include "kforge/jobs/device_peaks.h"
 #include "kforge/store/sqlite/sqlite_store.h"
 #include "kforge/workers/native_cuda_worker.h"
 #include "kforge/workers/python_worker.h"
@@ -51,6 +52,13 @@ std::string cpu_model() {
 }
 
 }  // namespace
+
+std::string find_ncu(const std::string& configured) {
+  if (!configured.empty()) return ::access(configured.c_str(), X_OK) == 0 ? configured : "";
+  if (std::string found = find_program("ncu"); !found.empty()) return found;
+  const char* toolkit = "/usr/local/cuda/bin/ncu";
+  return ::access(toolkit, X_OK) == 0 ? std::string(toolkit) : std::string();
+}
 
 std::string default_python() {
   if (const char* p = std::getenv("KFORGE_PYTHON"); p != nullptr && *p != '\0') return p;  // NOLINT
@@ -208,6 +216,9 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     d.facts["kind"] = "gpu";
     d.by_type["python"] = make_python(name, &g);
     d.by_type["cuda"] = make_native(name, &g);
+    d.measure_peaks =
+        [peaks = PeaksOptions{data_dir / "cache", python, worker_path, options.worker_env},
+         uuid = g.uuid]() { return load_or_measure_peaks(peaks, uuid); };
     devices.push_back(std::move(d));
   }
   if (devices.empty()) return invalid_argument("no devices to serve", "--devices");
@@ -219,6 +230,15 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   JobServiceImpl::Options service_options;
   service_options.max_attempts = options.max_attempts;
   service_options.version = options.version;
+  service_options.device_metrics = options.device_metrics;
+  service_options.ncu = find_ncu(options.ncu);
+  if (service_options.ncu.empty()) {
+    service_options.ncu_missing =
+        options.ncu.empty()
+            ? "Nsight Compute (ncu) is not installed on this server: not on PATH, not "
+              "/usr/local/cuda/bin/ncu (install it, or name it with --ncu)"
+            : "the ncu given with --ncu (" + options.ncu + ") is not an executable";
+  }
   for (const auto& d : devices)
     KF_LOG_INFO("device {} ready to serve", d.device.name);
   engine.service = std::make_unique<JobServiceImpl>(service_options, std::move(store),

@@ -32,6 +32,10 @@ struct EngineOptions {
   int warm_cuda_workers_cpu = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
   std::string version = "dev";
+  // Nsight Compute: the default of `enable_device_metrics`, and the ncu executable (empty:
+  // `ncu` on PATH, else /usr/local/cuda/bin/ncu).
+  bool device_metrics = false;
+  std::string ncu;
 };
 
 // The job service and the lock on its data directory; destroy the service first.
@@ -42,6 +46,9 @@ struct Engine {
 
 StatusOr<Engine> build_engine(const EngineOptions& options);
 
+// The ncu executable: `configured` when it is one, else `ncu` on PATH, else the toolkit's;
+// empty when none.
+std::string find_ncu(const std::string& configured);
 // The interpreter workers use when none is configured (see EngineOptions::python).
 std::string default_python();
 // The directory holding python/kforge_worker, searched upward from the executable.

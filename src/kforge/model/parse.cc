@@ -411,6 +411,7 @@ Status parse_common(const Json& body, const RequestLimits& limits, JobRequest& r
   KF_ASSIGN_OR_RETURN(req.rtol, read_number(body, "rtol", root, 0.0, 1e300));
   KF_ASSIGN_OR_RETURN(auto measure, read_bool(body, "measure_performance", root));
   if (measure) req.measure_performance = *measure;
+  KF_ASSIGN_OR_RETURN(req.device_metrics, read_bool(body, "enable_device_metrics", root));
   const Json* seed = member(body, "seed");
   if (seed != nullptr) {
     if (!seed->is_number_integer()) return field_error(root.key("seed"), "must be an integer");
@@ -534,6 +535,20 @@ StatusOr<KernelCode> parse_kernel_code(const Json& j, const JsonPath& path,
   if (const Json* meta = member(j, "metadata")) {
     if (!meta->is_object()) return field_error(path.key("metadata"), "must be an object");
     k.metadata = *meta;
+    // The roofline's work per call (jobs/roofline.h).
+    for (const char* key : {"bytes_moved", "flops"}) {
+      auto it = meta->find(key);
+      if (it != meta->end() && !it->is_null() && (!it->is_number() || it->get<double>() < 0)) {
+        return field_error(path.key("metadata").key(key), "must be a number >= 0");
+      }
+    }
+    if (auto it = meta->find("flops_dtype"); it != meta->end() && !it->is_null()) {
+      static const std::set<std::string> kFlopsDtypes = {"fp32", "tf32", "fp16", "bf16"};
+      if (!it->is_string() || !kFlopsDtypes.contains(it->get<std::string>())) {
+        return field_error(path.key("metadata").key("flops_dtype"),
+                           "must be one of fp32, tf32, fp16, bf16");
+      }
+    }
     for (const char* key : {"entry_point", "kernel_name"}) {
       auto it = meta->find(key);
       if (it != meta->end() && !it->is_null()) {

@@ -46,6 +46,9 @@ struct JobRequest {
   std::optional<double> atol;
   std::optional<double> rtol;
   std::optional<uint64_t> seed;  // the server draws one when absent
+  // `enable_device_metrics`: profile the timed kernels once under Nsight Compute; absent =
+  // the server's default (--device-metrics / ENABLE_DEVICE_METRICS).
+  std::optional<bool> device_metrics;
 };
 
 // Bounds on what a request may ask for; violations are 400s naming the field.

@@ -92,7 +92,7 @@ Status in_argument_terms(KernelTool tool, const Status& status) {
 }
 
 StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& args,
-                                        std::vector<std::string>& warnings) {
+                                        std::vector<std::string>& /*warnings*/) {
   Json body = Json::object();
   if (tool == KernelTool::kCompare) {
     body["ref_kernel"] = kernel_code(args, "ref_kernel_source", "ref_kernel_type", "ref_kernel_io",
@@ -127,11 +127,7 @@ StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& args,
     if (!body.contains("num_warmup")) body["num_warmup"] = kDefaultNumWarmup;
     if (!body.contains("timeout")) body["timeout"] = kDefaultTimeoutS;
   }
-  if (args.value("enable_device_metrics", false)) {
-    warnings.push_back(
-        "enable_device_metrics: kforge does not collect Nsight Compute metrics yet; the result "
-        "has none");
-  }
+  if (tool != KernelTool::kValidate) copy_if_present(args, body, "enable_device_metrics");
   return body;
 }
 

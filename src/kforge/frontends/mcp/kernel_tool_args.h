@@ -24,7 +24,7 @@
 namespace kforge::frontends::mcp {
 
 // The REST body the arguments stand for (defaults filled in). `warnings` receives notes on
-// accepted-but-unused arguments (enable_device_metrics).
+// accepted-but-unused arguments (none at present).
 StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& arguments,
                                         std::vector<std::string>& warnings);
 
