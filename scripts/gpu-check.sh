@@ -6,6 +6,10 @@
 #   SKIP_WORKER_TESTS=1  skip tests/python (the worker package's own suite, ~2 min)
 #   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
 #   SKIP_CUDA=1          skip them (with ONLY_CUDA, the two halves fit the 10-minute call limit)
+#   ONLY_FIDELITY=1      run only bench/timing_fidelity.py (kforge vs ncu vs do_bench); with
+#   FIDELITY_KINDS       its kernel kinds (default triton,cuda,torch,torch_cuda: about 3 min
+#                        per kind, so one or two kinds per call), FIDELITY_EVALS (default 10)
+#   SKIP_FIDELITY=1      skip the fidelity bench in a full run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -21,6 +25,21 @@ record() { names+=("$1"); results+=("$2"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$KFORGE_BIN" --version
+
+fidelity() {
+  echo "== timing fidelity: kforge median vs ncu gpu__time_duration vs do_bench (${FIDELITY_KINDS:-all kinds})"
+  "$py" bench/timing_fidelity.py --kinds "${FIDELITY_KINDS:-triton,cuda,torch,torch_cuda}" \
+    --evals "${FIDELITY_EVALS:-10}" --out "$out" 2>&1 | tee "$out/fidelity.log" | tail -60
+  record "fidelity (${FIDELITY_KINDS:-all kinds})" "$(grep '^fidelity:' "$out/fidelity.log" | cut -d: -f2-)"
+}
+
+if [[ -n "${ONLY_FIDELITY:-}" ]]; then
+  fidelity
+  echo
+  echo "== gpu-check summary ($(head -1 "$out/gpu.txt"))"
+  for i in "${!names[@]}"; do printf '%-44s %s\n' "${names[$i]}" "${results[$i]}"; done
+  exit 0
+fi
 
 if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" ]]; then
   echo "== worker package tests (GPU tests included)"
@@ -95,6 +114,10 @@ record "cupy eval 0.5 s apart first/p50/p95 (s)" "$(grep '^cupy' "$out/cuda-late
 echo "== kforge timing vs ncu gpu__time_duration (memory-bound cuda kernel)"
 "$py" bench/cuda_ncu_check.py --kforge "$KFORGE_BIN" 2>&1 | tee "$out/ncu.log" | tail -5
 record "memory-bound kernel kforge / ncu (us)" "$(grep '^kforge vs ncu (us):' "$out/ncu.log" | cut -d: -f2-)"
+fi
+
+if [[ -z "${SKIP_FIDELITY:-}" && -z "${ONLY_CUDA:-}" ]]; then
+  fidelity
 fi
 
 echo
