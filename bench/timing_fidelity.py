@@ -98,8 +98,22 @@ def replay_spec(kernel: dict[str, Any], cache_dir: Path) -> dict[str, Any]:
     }
 
 
+def nvrtc_dir() -> str | None:
+    """The CUDA wheels' library directory of this Python (NVRTC for `cuda` kernels)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    for base in spec.submodule_search_locations or [] if spec else []:
+        lib = Path(base) / "cu13" / "lib"
+        if (lib / "libnvrtc.so.13").exists():
+            return str(lib)
+    return None
+
+
 def worker_env() -> dict[str, str]:
     env = dict(os.environ)
+    if (lib := nvrtc_dir()) is not None:
+        env.setdefault("KFORGE_NVRTC_LIB", lib)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
     env.pop("TRITON_INTERPRET", None)
     abi = Path(os.environ.get("KFORGE_BIN", REPO / "build/gpu/kforge")).parent / "libkforge_cuda.so"

@@ -308,7 +308,7 @@ def summarize(
 def activity_flags(
     windows: Sequence[WindowActivity], activity: KernelActivity, timed_median_ms: float | None
 ) -> list[Flag]:
-    """The flags of docs/worker-protocol.md "Kernel activity" (codes are stable)."""
+    """The flags of docs/architecture.md "What the GPU time means" (codes are stable)."""
     flags: list[Flag] = []
     n = len(windows)
     empty = sum(1 for w in windows if not w.has_kernel)

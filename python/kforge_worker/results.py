@@ -69,7 +69,7 @@ class JobResult:
     ref_runtime: float = -1.0
     ref_runtime_stats: TimingStats | None = None
     speedup: float | None = None
-    # Kernel activity (docs/worker-protocol.md "Kernel activity"): the device's own clock for
+    # Kernel activity (docs/architecture.md "What the GPU time means"): the device's own clock for
     # the timed window; kernel_time is the median summed kernel time (ms). `ref_` for the
     # reference. Present in every result; `kernel_activity.measured` says whether it was.
     kernel_time: float | None = None
