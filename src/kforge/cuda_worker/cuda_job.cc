@@ -234,6 +234,7 @@ Status Pipeline::replay(const std::string& role, int repeat) {
   KF_ASSIGN_OR_RETURN(auto inputs, cuda::make_host_inputs(candidate_.io(), *job_.request.seed,
                                                           job_.request.num_correct_trials));
   std::vector<cuda::HostTensor> tensors;
+  tensors.reserve(inputs.size());
   for (const auto& a : inputs)
     tensors.push_back(a.data);
   if (role == "reference") {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <optional>
+#include <span>
 
 namespace kforge::jobs {
 namespace {
@@ -61,12 +63,12 @@ Json metric_value(const std::string& text) {
   return v;
 }
 
-const std::vector<std::string> kIdentity = {
-    "ID",      "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time",
-    "Context", "Stream",     "Block Size",   "Grid Size", "Device",      "CC"};
+constexpr std::string_view kIdentity[] = {"ID",          "Process ID",  "Process Name", "Host Name",
+                                          "Kernel Name", "Kernel Time", "Context",      "Stream",
+                                          "Block Size",  "Grid Size",   "Device",       "CC"};
 
 bool is_identity(const std::string& column) {
-  return std::find(kIdentity.begin(), kIdentity.end(), column) != kIdentity.end();
+  return std::find(std::begin(kIdentity), std::end(kIdentity), column) != std::end(kIdentity);
 }
 
 // The kernel a row belongs to (by its ID), added on first sight; null past kMaxNcuKernels.
@@ -77,7 +79,7 @@ NcuKernel* kernel_for(std::vector<NcuKernel>& kernels, std::map<int, size_t>& in
     auto it = col.find(name);
     return it != col.end() && it->second < row.size() ? row[it->second] : std::string();
   };
-  const int id = std::atoi(get("ID").c_str());
+  const int id = static_cast<int>(std::strtol(get("ID").c_str(), nullptr, 10));
   if (auto it = index.find(id); it != index.end()) return &kernels[it->second];
   if (kernels.size() >= kMaxNcuKernels) return nullptr;
   index.emplace(id, kernels.size());
@@ -87,23 +89,24 @@ NcuKernel* kernel_for(std::vector<NcuKernel>& kernels, std::map<int, size_t>& in
 }
 
 // (metric, key in the group) pairs, in the seed server's order.
-using Group = std::vector<std::pair<const char*, const char*>>;
+using MetricKey = std::pair<const char*, const char*>;
+using Group = std::span<const MetricKey>;
 
-const Group kDetailed = {
+constexpr MetricKey kDetailed[] = {
     {"l1tex__t_sector_hit_rate.pct", "l1_hit_rate_pct"},
     {"lts__t_sector_hit_rate.pct", "l2_hit_rate_pct"},
     {"sm__warps_active.avg.pct_of_peak_sustained_active", "warp_occupancy_pct"},
     {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed", "sm_active_cycles_pct"},
     {"sm__inst_executed.avg.per_cycle_active", "instructions_per_cycle"},
     {"launch__waves_per_multiprocessor", "waves_per_sm"}};
-const Group kMemory = {
+constexpr MetricKey kMemory[] = {
     {"dram__bytes.avg.per_second", "dram_avg_bandwidth_gb_s"},
     {"dram__bytes.sum.per_second", "dram_total_bandwidth_gb_s"},
     {"dram__cycles_active.avg.pct_of_peak_sustained_elapsed", "dram_active_cycles_pct"},
     {"l1tex__lsu_writeback_active.avg.pct_of_peak_sustained_elapsed", "l1_writeback_active_pct"},
     {"l1tex__m_xbar2l1tex_read_sectors.avg.pct_of_peak_sustained_elapsed", "l1_read_sectors_pct"},
     {"lts__throughput.avg.pct_of_peak_sustained_elapsed", "l2_throughput_pct"}};
-const Group kCompute = {
+constexpr MetricKey kCompute[] = {
     {"sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active", "fma_pipe_utilization_pct"},
     {"sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active", "fp64_pipe_utilization_pct"},
     {"sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active", "alu_pipe_utilization_pct"},
@@ -116,21 +119,22 @@ const Group kCompute = {
     {"launch__occupancy_limit_shared_mem", "occupancy_limit_shared_mem"},
     {"launch__occupancy_limit_warps", "occupancy_limit_warps"},
     {"launch__registers_per_thread", "registers_per_thread"}};
-const Group kPipeline = {
+constexpr MetricKey kPipeline[] = {
     {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed", "fma_pipe_active_pct"},
     {"sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_elapsed", "alu_pipe_active_pct"},
     {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", "tensor_pipe_active_pct"},
     {"sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_elapsed", "shared_pipe_active_pct"},
     {"sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_elapsed", "fp64_pipe_active_pct"},
     {"sm__issue_active.avg.pct_of_peak_sustained_elapsed", "sm_issue_active_pct"}};
-const Group kOccupancy = {{"launch__occupancy_limit_registers", "occupancy_limit_registers"},
-                          {"launch__occupancy_limit_shared_mem", "occupancy_limit_shared_mem"},
-                          {"launch__occupancy_limit_warps", "occupancy_limit_warps"},
-                          {"launch__occupancy_limit_blocks", "occupancy_limit_blocks"},
-                          {"launch__waves_per_multiprocessor", "waves_per_sm"},
-                          {"launch__block_size", "block_size"},
-                          {"launch__grid_size", "grid_size"},
-                          {"launch__shared_mem_per_block", "shared_mem_per_block"}};
+constexpr MetricKey kOccupancy[] = {
+    {"launch__occupancy_limit_registers", "occupancy_limit_registers"},
+    {"launch__occupancy_limit_shared_mem", "occupancy_limit_shared_mem"},
+    {"launch__occupancy_limit_warps", "occupancy_limit_warps"},
+    {"launch__occupancy_limit_blocks", "occupancy_limit_blocks"},
+    {"launch__waves_per_multiprocessor", "waves_per_sm"},
+    {"launch__block_size", "block_size"},
+    {"launch__grid_size", "grid_size"},
+    {"launch__shared_mem_per_block", "shared_mem_per_block"}};
 
 std::optional<double> number(const NcuKernel& k, const char* metric) {
   auto it = k.metrics.find(metric);
@@ -310,6 +314,7 @@ Json device_metrics_of_run(const Json& run) {
     entry["raw"] = std::move(raw);
     list.push_back(std::move(entry));
   }
+  if (longest == nullptr) return Json{{"error", failure_reason(run)}};
   Json out = metric_groups(*longest);
   out["kernel_name"] = longest->name;
   out["kernels"] = std::move(list);
