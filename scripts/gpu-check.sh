@@ -7,8 +7,9 @@
 #   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
 #   SKIP_CUDA=1          skip them (with ONLY_CUDA, the two halves fit the 10-minute call limit)
 #   ONLY_FIDELITY=1      run only bench/timing_fidelity.py (kforge vs ncu vs do_bench); with
-#   FIDELITY_KINDS       its kernel kinds (default triton,cuda,torch,torch_cuda: about 3 min
-#                        per kind, so one or two kinds per call), FIDELITY_EVALS (default 10)
+#   FIDELITY_KINDS       its kernel kinds (default triton,cuda,torch,torch_cuda: 3-5 min per
+#                        kind, so one kind per call), FIDELITY_EVALS (default 10), FIDELITY_ARGS
+#                        (more options, e.g. "--sizes 16,20,24 --extra gemm --graph-evals 0")
 #   SKIP_FIDELITY=1      skip the fidelity bench in a full run
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 fidelity() {
   echo "== timing fidelity: kforge median vs ncu gpu__time_duration vs do_bench (${FIDELITY_KINDS:-all kinds})"
   "$py" bench/timing_fidelity.py --kinds "${FIDELITY_KINDS:-triton,cuda,torch,torch_cuda}" \
-    --evals "${FIDELITY_EVALS:-10}" --out "$out" 2>&1 | tee "$out/fidelity.log" | tail -60
+    --evals "${FIDELITY_EVALS:-10}" --out "$out" ${FIDELITY_ARGS:-} 2>&1 | tee "$out/fidelity.log" | tail -60
   record "fidelity (${FIDELITY_KINDS:-all kinds})" "$(grep '^fidelity:' "$out/fidelity.log" | cut -d: -f2-)"
 }
 
