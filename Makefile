@@ -1,7 +1,8 @@
 # kforge — the two commands a fresh machine needs:
 #   make serve   install what is missing, build, start the server on 127.0.0.1:8000
 #   make test    install what is missing, build, run every test
-# Other targets: make setup | build | lint | format | bench | bench-mcp | gpu-check | clean
+# Other targets: make setup | build | lint | format | bench | bench-mcp | gpu-check | clean |
+#                adversarial | hostile (tests/hostile) | fuzz (libFuzzer targets, FUZZ_SECONDS each)
 
 VENV     ?= $(HOME)/.cache/kforge/venv
 PRESET   ?= release
@@ -15,7 +16,10 @@ export KFORGE_VENV := $(VENV)
 
 CXX_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.cc' '*.h' 2>/dev/null)
 
-.PHONY: setup build serve test unit-test py-test lint format bench bench-mcp gpu-check clean tidy
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := request_parser jsonrpc_dispatcher http_reader worker_protocol
+
+.PHONY: setup build serve test unit-test py-test hostile fuzz lint format bench bench-mcp gpu-check clean tidy adversarial
 
 setup:
 	@scripts/setup.sh
@@ -32,18 +36,31 @@ unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 py-test: build
-	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/python tests/integration
+	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/python tests/integration tests/adversarial
+
+# The adversarial corpus (tests/adversarial/corpus.py) as a table; last line "caught X/Y ...".
+adversarial: build
+	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) tests/adversarial/run.py --device $${KFORGE_TEST_DEVICE:-cpu}
 
 lint: setup
-	$(PY) -m ruff check python tests bench
-	$(PY) -m ruff format --check python tests bench
+	$(PY) -m ruff check python tests bench clients
+	$(PY) -m ruff format --check python tests bench clients
 	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "clang-format: ok"
 
-test: build lint unit-test py-test
+hostile: build
+	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/hostile
+
+# libFuzzer targets (tests/fuzz): a separate clang build, then each target for FUZZ_SECONDS.
+fuzz: setup
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+	scripts/fuzz.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+test: build lint unit-test py-test hostile fuzz
 
 format: setup
-	$(PY) -m ruff format python tests bench
-	$(PY) -m ruff check --fix python tests bench
+	$(PY) -m ruff format python tests bench clients
+	$(PY) -m ruff check --fix python tests bench clients
 	clang-format -i $(CXX_SOURCES)
 
 bench: build

@@ -59,9 +59,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def run_kforge(device: str, jobs: int, warm: int) -> tuple[list[float], dict[str, Any]]:
+def run_kforge(
+    device: str, jobs: int, warm: int, kernel_cache: str
+) -> tuple[list[float], dict[str, Any]]:
     flag = "--warm-children-cpu" if device == "cpu" else "--warm-children"
-    srv = KforgeServer(devices=device, extra_args=[flag, str(warm)]).start()
+    args = [flag, str(warm), "--kernel-cache", kernel_cache]
+    srv = KforgeServer(devices=device, extra_args=args).start()
     try:
         srv.wait_ready(device)
         body = request_body(device)
@@ -136,6 +139,11 @@ def main() -> int:
         default="3",
         help="comma list: run kforge once per value of --warm-children (e.g. 1,2,3)",
     )
+    parser.add_argument(
+        "--kernel-cache",
+        default="isolated",
+        help="comma list: run kforge once per --kernel-cache value (isolated,shared)",
+    )
     parser.add_argument("--python", default=os.environ.get("KFORGE_PYTHON", sys.executable))
     parser.add_argument("--out", default=None, help="write raw numbers as JSON here")
     args = parser.parse_args()
@@ -144,21 +152,23 @@ def main() -> int:
     runs = {}
     info: dict[str, Any] = {}
     for warm in [int(w) for w in args.warm_children.split(",")]:
-        runs[warm], info[str(warm)] = run_kforge(device, args.jobs, warm)
+        for cache in args.kernel_cache.split(","):
+            key = f"{warm} warm, {cache} caches"
+            runs[key], info[key] = run_kforge(device, args.jobs, warm, cache)
     baseline = run_baseline(device, args.baseline_jobs, args.python)
-    rows = {f"kforge, {w} warm child(ren), process per job": v for w, v in runs.items()}
+    rows = {f"kforge, {k}": v for k, v in runs.items()}
     rows["baseline (fresh python per job)"] = baseline
     print(f"\neval latency, device {device}: Triton vector add, 1 correctness trial, 20 ms budget")
     print(f"{'':46s} {'jobs':>5s} {'p50 s':>8s} {'p95 s':>8s} {'mean s':>8s}")
     for name, v in rows.items():
         print(f"{name:46s} {len(v):5d} {percentile(v, 0.5):8.3f} {percentile(v, 0.95):8.3f} "
               f"{statistics.mean(v):8.3f}")  # fmt: skip
-    for warm, v in runs.items():
+    for key, v in runs.items():
         ratio = percentile(baseline, 0.5) / percentile(v, 0.5)
-        print(f"{f'p50 ratio baseline / kforge ({warm} warm)':46s} {'':5s} {ratio:8.1f}x")
+        print(f"{f'p50 ratio baseline / kforge ({key})':46s} {'':5s} {ratio:8.1f}x")
     if args.out:
         Path(args.out).write_text(json.dumps({
-            "device": device, "kforge_s": {str(w): v for w, v in runs.items()},
+            "device": device, "kforge_s": runs,
             "baseline_s": baseline, "runs": info,
         }, indent=2, default=str))  # fmt: skip
     return 0

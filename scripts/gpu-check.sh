@@ -6,6 +6,7 @@
 #   SKIP_WORKER_TESTS=1  skip tests/python (the worker package's own suite, ~2 min)
 #   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
 #   SKIP_CUDA=1          skip them (with ONLY_CUDA, the two halves fit the 10-minute call limit)
+#   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
 #   ONLY_FIDELITY=1      run only bench/timing_fidelity.py (kforge vs ncu vs do_bench); with
 #   FIDELITY_KINDS       its kernel kinds (default triton,cuda,torch,torch_cuda: 3-5 min per
 #                        kind, so one kind per call), FIDELITY_EVALS (default 10), FIDELITY_ARGS
@@ -42,6 +43,18 @@ if [[ -n "${ONLY_FIDELITY:-}" ]]; then
   exit 0
 fi
 
+if [[ -z "${SKIP_TRUST:-}" ]]; then
+echo "== sandbox: hostile jobs (cpu device on this host, jailed as root)"
+KFORGE_TEST_DEVICE=cpu "$py" -m pytest -q -p no:cacheprovider tests/hostile 2>&1 |
+  tee "$out/pytest-hostile.log" | tail -3
+record "hostile jobs (tests/hostile)" "$(grep -E 'passed|failed' "$out/pytest-hostile.log" | tail -1)"
+echo "== adversarial corpus on $KFORGE_TEST_DEVICE (load_inline and CuPy controls included)"
+"$py" tests/adversarial/run.py --device "$KFORGE_TEST_DEVICE" --json "$out/adversarial.json" 2>&1 |
+  tee "$out/adversarial.log" | tail -32
+record "adversarial corpus" "$(tail -1 "$out/adversarial.log")"
+fi
+[[ -n "${ONLY_TRUST:-}" ]] && { SKIP_WORKER_TESTS=1; ONLY_CUDA=1; SKIP_CUDA=1; }
+
 if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" ]]; then
   echo "== worker package tests (GPU tests included)"
   "$py" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$out/pytest-worker.log" | tail -3
@@ -59,7 +72,7 @@ if [[ -d build/gpu/wheels ]] && "$py" -m venv --system-site-packages "$test_venv
   "$py" -c 'import sys; print("\n".join(p for p in sys.path if p))' \
     >"$("$test_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/host.pth" &&
   "$test_venv/bin/python" -m pip install -q --no-index --find-links build/gpu/wheels \
-    "$(grep -E '^mcp==' python/requirements.txt)" >"$out/mcp-sdk-install.log" 2>&1; then
+    $(grep -E '^(mcp|openapi-spec-validator)==' python/requirements.txt) >"$out/mcp-sdk-install.log" 2>&1; then
   test_py="$test_venv/bin/python"
 else
   echo "(no MCP Python SDK here: its tests run on CI only)"
@@ -68,17 +81,25 @@ fi
 
 if [[ -z "${ONLY_CUDA:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
-"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' 2>&1 |
-  tee "$out/pytest-integration.log" | tail -15
+dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
+"$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
+  "${dropin_tests[@]/#/--ignore=}" 2>&1 | tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
 
+echo "== the old server's users: kernel_eval_client examples and request files on $KFORGE_TEST_DEVICE"
+"$test_py" -m pytest -q -p no:cacheprovider "${dropin_tests[@]}" 2>&1 |
+  tee "$out/pytest-dropin.log" | tail -15
+record "client examples + legacy request files" "$(grep -E 'passed|failed' "$out/pytest-dropin.log" | tail -1)"
+
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \
-  --out "$out/eval_latency.json" 2>&1 | tee "$out/bench.log" | tail -8
-record "bench kforge p50 / p95 (s)" "$(grep '^kforge' "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
+  --kernel-cache isolated,shared --out "$out/eval_latency.json" 2>&1 | tee "$out/bench.log" | tail -8
+for cache in isolated shared; do
+  record "bench kforge p50 / p95 (s), $cache caches" "$(grep "^kforge.*$cache caches" "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
+done
 record "bench baseline p50 / p95 (s)" "$(grep '^baseline' "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
-record "bench p50 ratio" "$(grep '^p50 ratio' "$out/bench.log" | awk '{print $NF}')"
+record "bench p50 ratio (isolated, shared)" "$(grep '^p50 ratio' "$out/bench.log" | awk '{print $NF}' | tr '\n' ' ')"
 
 echo "== benchmark: does warming the next job processes disturb a running job's timing?"
 "$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 | tee "$out/interference.log" | tail -5

@@ -15,7 +15,7 @@ apt_packages=(
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libsqlite3-dev zlib1g-dev libssl-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang-format clang-tidy clang libseccomp-dev
+  clang-format clang-tidy clang libclang-rt-14-dev libseccomp-dev
   python3 python3-venv curl
 )
 
@@ -47,6 +47,14 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q -r "$requirements"
   echo "$want" > "$stamp"
+fi
+# The Python client (clients/python), editable, so `import kforge_client` / `kernel_eval_client`
+# is this checkout's (reinstalled when the venv's points at another clone).
+client_src="$here/clients/python/src"
+client_at="$("$venv/bin/python" -c 'import kforge_client, os; print(os.path.dirname(os.path.dirname(kforge_client.__file__)))' 2>/dev/null || true)"
+if [[ "$client_at" != "$client_src" ]]; then
+  echo "setup: installing the Python client (clients/python) into $venv, editable"
+  "$venv/bin/python" -m pip install -q --no-deps -e "$here/clients/python"
 fi
 # Node: the MCP conformance suite and the TypeScript SDK client, reinstalled only when
 # tests/mcp-node/package-lock.json changes.

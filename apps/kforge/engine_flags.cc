@@ -34,10 +34,73 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
       ->capture_default_str();
   cmd.add_option("--worker-env", f.worker_env,
                  "Extra environment variable to pass to workers (repeatable; secrets never)");
+  cmd.add_option("--sandbox", f.sandbox,
+                 "Job isolation: auto (jail jobs when kforge is privileged, else run them "
+                 "unjailed and say so), required (refuse to start without it) or off "
+                 "(docs/security.md)")
+      ->envname("KFORGE_SANDBOX")
+      ->check(CLI::IsMember({"auto", "required", "off"}))
+      ->capture_default_str();
+  cmd.add_option("--job-pids-max", f.job_pids_max,
+                 "Processes and threads one job may have at once (its cgroup's pids.max)")
+      ->check(CLI::Range(int64_t{64}, int64_t{1} << 22))
+      ->capture_default_str();
+  cmd.add_option("--kernel-cache", f.kernel_cache,
+                 "Kernel caches of jobs: isolated (each job compiles into its own, nothing it "
+                 "compiles is loaded by another job) or shared (one for all candidates, one for "
+                 "all references: faster, for one-tenant servers; docs/security.md)")
+      ->envname("KFORGE_KERNEL_CACHE")
+      ->check(CLI::IsMember({"isolated", "shared"}))
+      ->capture_default_str();
+  cmd.add_option("--sandbox-uid-base", f.sandbox_uid_base,
+                 "First of 20000 uids jobs run as (each owns nothing else on the machine)")
+      ->check(CLI::Range(uint32_t{1000}, uint32_t{4000000000}))
+      ->capture_default_str();
   cmd.add_flag("--device-metrics", f.device_metrics,
-               "Profile every timed GPU kernel once under Nsight Compute (the default of a "
-               "request's enable_device_metrics)")
+               "Collect Nsight Compute device metrics for requests that do not set "
+               "enable_device_metrics (ENABLE_DEVICE_METRICS=true, as the old server)")
       ->envname("ENABLE_DEVICE_METRICS");
+  cmd.add_option("--cupy-cache-dir", f.cupy_cache_dir,
+                 "Where CuPy caches the kernels candidates compile, with --kernel-cache shared "
+                 "(unused with isolated caches: each job has its own)")
+      ->envname("CUPY_KERNEL_CACHE_DIR");
+  cmd.add_option("--job-retention", f.job_retention,
+                 "Finished jobs older than this are deleted automatically: 0 (never), seconds, "
+                 "or 90m, 24h, 7d")
+      ->envname("KFORGE_JOB_RETENTION")
+      ->check(CLI::Validator(
+          [](std::string& value) {
+            auto parsed = jobs::parse_retention(value, "--job-retention");
+            return parsed.is_ok() ? std::string() : parsed.status().message();
+          },
+          "DURATION"))
+      ->capture_default_str();
+  cmd.add_option("--max-queued-jobs", f.queue.max_jobs,
+                 "Jobs queued or running at once; 503 beyond (0: no limit)")
+      ->envname("KFORGE_MAX_QUEUED_JOBS")
+      ->capture_default_str();
+  cmd.add_option("--max-queued-bytes", f.queue.max_bytes,
+                 "Stored request bytes of the jobs queued or running (e.g. 256MiB); 503 beyond "
+                 "(0: no limit)")
+      ->envname("KFORGE_MAX_QUEUED_BYTES")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_option("--max-queued-per-client", f.queue.max_jobs_per_client,
+                 "Jobs one client (API token and address) may have queued or running; 429 "
+                 "beyond (0: no limit)")
+      ->envname("KFORGE_MAX_QUEUED_PER_CLIENT")
+      ->capture_default_str();
+  cmd.add_option("--max-queued-bytes-per-client", f.queue.max_bytes_per_client,
+                 "Stored request bytes one client may have queued or running; 429 beyond (0: "
+                 "no limit)")
+      ->envname("KFORGE_MAX_QUEUED_BYTES_PER_CLIENT")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_option("--sqlite-synchronous", f.sqlite_synchronous,
+                 "full: every accepted job is fsynced before it is acknowledged (survives "
+                 "power loss); normal: faster, survives a killed server but not an OS crash")
+      ->check(CLI::IsMember({"full", "normal"}))
+      ->capture_default_str();
   cmd.add_option("--ncu", f.ncu,
                  "Nsight Compute executable (default: ncu on PATH, else /usr/local/cuda/bin/ncu)")
       ->envname("KFORGE_NCU");
@@ -53,10 +116,26 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.warm_children_cpu = f.warm_children_cpu;
   eo.warm_cuda_workers_gpu = f.warm_cuda_workers_gpu;
   eo.warm_cuda_workers_cpu = f.warm_cuda_workers_cpu;
+  eo.sandbox = f.sandbox;
+  eo.job_pids_max = f.job_pids_max;
+  eo.sandbox_uid_base = f.sandbox_uid_base;
+  eo.kernel_cache = f.kernel_cache;
+  eo.queue = f.queue;
+  eo.store_fsync = f.sqlite_synchronous == "full";
   eo.version = std::string(kVersion);
-  eo.device_metrics = f.device_metrics;
+  eo.device_metrics_default = f.device_metrics;
+  eo.cupy_cache_dir = f.cupy_cache_dir;
   eo.ncu = f.ncu;
   return eo;
+}
+
+StatusOr<std::unique_ptr<jobs::RetentionSweeper>> start_retention(const EngineFlags& f,
+                                                                  jobs::JobService& service) {
+  KF_ASSIGN_OR_RETURN(auto retention, jobs::parse_retention(f.job_retention, "--job-retention"));
+  if (retention.count() == 0) return std::unique_ptr<jobs::RetentionSweeper>();
+  jobs::RetentionSweeper::Options options;
+  options.retention = retention;
+  return std::make_unique<jobs::RetentionSweeper>(service, options);
 }
 
 sigset_t block_termination_signals() {

@@ -5,11 +5,13 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kforge/jobs/engine.h"
+#include "kforge/jobs/retention.h"
 
 namespace kforge::app {
 
@@ -22,16 +24,33 @@ struct EngineFlags {
   int warm_cuda_workers_gpu = 3;  // started `kforge worker cuda` processes per GPU
   int warm_cuda_workers_cpu = 1;
   std::vector<std::string> worker_env;
-  bool device_metrics = false;  // default of enable_device_metrics (ENABLE_DEVICE_METRICS)
-  std::string ncu;              // Nsight Compute executable; empty: PATH, /usr/local/cuda/bin
+  std::string sandbox = "auto";  // auto | required | off
+  int64_t job_pids_max = 1024;
+  uint32_t sandbox_uid_base = 61000;
+  std::string kernel_cache = "isolated";
+  bool device_metrics = false;  // Nsight Compute metrics for requests that do not say
+  std::string ncu;  // Nsight Compute executable; empty: PATH, /usr/local/cuda/bin
+  std::string cupy_cache_dir;   // CuPy's kernel cache for jobs (CUPY_KERNEL_CACHE_DIR)
+  std::string job_retention = "24h";
+  jobs::QueueLimits queue;                  // --max-queued-*
+  std::string sqlite_synchronous = "full";  // "full" or "normal"
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
-// --warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env, --device-metrics and --ncu.
+// --warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env, --sandbox, --job-pids-max,
+// --kernel-cache, --sandbox-uid-base, --device-metrics (ENABLE_DEVICE_METRICS), --ncu,
+// --cupy-cache-dir (CUPY_KERNEL_CACHE_DIR), --job-retention, the queue limits
+// (--max-queued-jobs, --max-queued-bytes, --max-queued-per-client,
+// --max-queued-bytes-per-client) and --sqlite-synchronous.
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view devices_help);
 
 // The engine options the flags give (data directory and the serve-only limits left default).
 jobs::EngineOptions engine_options(const EngineFlags& flags);
+
+// Starts deleting finished jobs older than --job-retention (null when it is 0); destroy it
+// before the service. kInvalidArgument naming --job-retention for a bad value.
+StatusOr<std::unique_ptr<jobs::RetentionSweeper>> start_retention(const EngineFlags& flags,
+                                                                  jobs::JobService& service);
 
 // Blocks SIGINT and SIGTERM in this thread and every thread it starts afterwards (one thread
 // takes them with sigwait on the returned set), and ignores SIGPIPE, so a client that goes

@@ -3,11 +3,12 @@
 #include <iostream>
 
 #include "mcp_command.h"
+#include "secrets.h"
 #include "serve_command.h"
 #include "version.h"
 #include "worker_command.h"
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv, char** envp) {
   CLI::App app{"kforge: compile, check and time GPU kernels (Triton, CUDA, PyTorch)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(kforge::app::kVersion));
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
   CLI::App* worker_cuda_cmd = kforge::app::add_worker_command(app, worker);
 
   CLI11_PARSE(app, argc, argv);
+  // The token is parsed: wipe it from what /proc shows of this process.
+  kforge::app::scrub_token_from_process(argc, argv, envp);
   if (serve_cmd->parsed()) return kforge::app::run_serve(serve);
   if (mcp_cmd->parsed()) return kforge::app::run_mcp(mcp);
   if (worker_cuda_cmd->parsed()) return kforge::app::run_worker_cuda(worker);

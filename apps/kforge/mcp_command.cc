@@ -18,6 +18,7 @@
 #include "kforge/frontends/mcp/server_catalog.h"
 #include "kforge/frontends/mcp/stdio_transport.h"
 #include "kforge/jobs/engine.h"
+#include "network_flags.h"
 #include "version.h"
 
 namespace kforge::app {
@@ -81,7 +82,8 @@ CLI::App* add_mcp_command(CLI::App& app, McpConfig& c) {
                   "Forward tool calls to this kforge serve (http://host:port) instead of "
                   "running jobs here")
       ->envname("KFORGE_SERVER");
-  cmd->add_option("--token", c.token, "API token of the --server")->envname("KFORGE_TOKEN");
+  add_secret_flags(*cmd, c.secrets, "API token of the --server");
+  add_json_depth_flag(*cmd);
   cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
                 "Also serve the MCP conformance suite's fixture tools, resources and prompts");
   cmd->add_option("--max-message-mb", c.max_message_mb, "Largest message accepted (MiB)")
@@ -95,13 +97,18 @@ int run_mcp(const McpConfig& c) {
     std::cerr << "kforge mcp: " << s.to_string() << '\n';
     return 2;
   }
+  auto token = protect_process_and_read_token(c.secrets);
+  if (!token.is_ok()) {
+    KF_LOG_ERROR("kforge mcp: {}", token.status().to_string());
+    return 2;
+  }
   const sigset_t signals = block_termination_signals();
 
   std::unique_ptr<jobs::JobService> remote;
   std::optional<jobs::Engine> engine;
   jobs::JobService* service = nullptr;
   if (!c.server.empty()) {
-    auto client = mcp::RestClient::create({c.server, c.token, std::chrono::seconds(30)});
+    auto client = mcp::RestClient::create({c.server, *token, std::chrono::seconds(30)});
     if (!client.is_ok()) {
       KF_LOG_ERROR("kforge mcp: {}", client.status().to_string());
       return 2;
@@ -121,6 +128,16 @@ int run_mcp(const McpConfig& c) {
       return 2;
     }
     service = engine->service.get();
+  }
+  std::unique_ptr<jobs::RetentionSweeper> retention;  // stopped before the engine
+  if (engine) {
+    auto started = start_retention(c.engine, *engine->service);
+    if (!started.is_ok()) {
+      KF_LOG_ERROR("kforge mcp: {}", started.status().to_string());
+      engine->service->stop();
+      return 2;
+    }
+    retention = std::move(started).value();
   }
 
   int code = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine_flags.h"
+#include "secrets.h"
 
 namespace kforge::app {
 
@@ -17,8 +18,8 @@ struct McpConfig {
   std::string data_dir;  // empty: ~/.cache/kforge/mcp-data (or -2..-8 when taken)
   EngineFlags engine;    // of the embedded engine
   std::string log_level = "info";
-  std::string server;  // forward to this kforge serve instead of running an engine
-  std::string token;   // its API token
+  std::string server;   // forward to this kforge serve instead of running an engine
+  SecretFlags secrets;  // its API token
   bool conformance_fixtures = false;
   size_t max_message_mb = 16;
 };

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <boost/asio/thread_pool.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "kforge/common/log.h"
+#include "kforge/frontends/http/api_docs.h"
 #include "kforge/frontends/http/http_server.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
@@ -19,8 +21,26 @@
 namespace kforge::app {
 namespace {
 
-bool is_loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.starts_with("127.");
+std::string lower(std::string text) {
+  for (char& ch : text)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return text;
+}
+
+// The GPU type of submit answers: --gpu-type / GPU_TYPE, else a100, h100 or h200 when the
+// first GPU's name says so (as the old server read nvidia-smi); empty when unknown.
+std::string gpu_type_of(const std::string& configured, const Json& health) {
+  if (!configured.empty()) return lower(configured);
+  for (const auto& d : health.value("devices", Json::array())) {
+    const Json facts = d.value("facts", Json::object());
+    if (facts.value("kind", "") != "gpu") continue;
+    const std::string name = lower(facts.value("name", ""));
+    for (const char* type : {"a100", "h100", "h200"}) {
+      if (name.find(type) != std::string::npos) return type;
+    }
+    return {};
+  }
+  return {};
 }
 
 }  // namespace
@@ -28,7 +48,9 @@ bool is_loopback(const std::string& host) {
 CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "Run the evaluation server: REST API and MCP (Streamable HTTP on /mcp), one port");
-  cmd->add_option("--host", c.host, "Address to bind (non-loopback needs --token)")
+  cmd->add_option("--host", c.host,
+                  "Address (or name, resolved) to bind; one that is not a loopback address "
+                  "(127.0.0.0/8, ::1) needs an API token")
       ->envname("KFORGE_HOST")
       ->capture_default_str();
   cmd->add_option("--port", c.port, "TCP port; 0 picks a free one (see --port-file)")
@@ -40,10 +62,16 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   add_engine_flags(*cmd, c.engine,
                    "Devices to serve: all (cpu + every visible GPU), gpus, cpu, or a list "
                    "such as cpu,cuda:0");
-  cmd->add_option("--mode", c.mode, "Frontends: rest (the REST API), mcp (MCP on /mcp) or both")
+  cmd->add_option("--mode", c.mode,
+                  "Frontends: rest (the REST API; 'fastapi' is the old server's name for it), "
+                  "mcp (MCP on /mcp) or both")
       ->envname("KFORGE_MODE")
-      ->check(CLI::IsMember({"rest", "mcp", "both"}))
+      ->check(CLI::IsMember({"rest", "fastapi", "mcp", "both"}))
       ->capture_default_str();
+  cmd->add_option("--gpu-type", c.gpu_type,
+                  "GPU type named in submit answers (gpu_type, X-GPU-Type), e.g. h100; default: "
+                  "from the first GPU's name when it is an A100, H100 or H200")
+      ->envname("GPU_TYPE");
   cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
                 "MCP: also serve the fixture tools, resources and prompts of the official MCP "
                 "conformance suite (for testing MCP conformance only)");
@@ -51,18 +79,22 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
                   "MCP: an idle session is forgotten after this many hours")
       ->check(CLI::Range(1, 24 * 365))
       ->capture_default_str();
-  cmd->add_option("--token", c.token,
-                  "API token; when set every request needs 'Authorization: Bearer <token>'")
-      ->envname("KFORGE_TOKEN");
-  cmd->add_option("--log-level", c.log_level, "trace, debug, info, warning, error")
+  add_secret_flags(*cmd, c.secrets,
+                   "API token; when set every request needs 'Authorization: Bearer <token>'");
+  add_network_flags(*cmd, c.network);
+  add_json_depth_flag(*cmd);
+  cmd->add_option("--log-level", c.log_level,
+                  "trace, debug, info, warning, error, critical (also from LOG_LEVEL)")
       ->envname("KFORGE_LOG_LEVEL")
+      ->each([&c](const std::string&) { c.log_level_given = true; })
       ->capture_default_str();
   cmd->add_option("--port-file", c.port_file, "Write the bound port to this file when listening");
   cmd->add_option("--max-body-mb", c.max_body_mb, "Largest request body accepted (MiB)")
       ->envname("KFORGE_MAX_BODY_MB")
       ->capture_default_str();
   cmd->add_option("--child-memory-mb", c.child_memory_mb,
-                  "Host memory limit per job process (MiB; 0 = 3/4 of RAM)")
+                  "Host memory limit per job (MiB; its cgroup's memory.max; 0 = 3/4 of the "
+                  "machine's or kforge's own cgroup limit, whichever is smaller)")
       ->envname("KFORGE_CHILD_MEMORY_MB")
       ->capture_default_str();
   cmd->add_option("--output-cap-kb", c.output_cap_kb,
@@ -75,16 +107,34 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   return cmd;
 }
 
-int run_serve(const ServeConfig& c) {
+int run_serve(const ServeConfig& config) {
+  ServeConfig c = config;
+  if (c.mode == "fastapi") c.mode = "rest";
+  // The old server's variable; read before any thread starts.
+  const char* level = std::getenv("LOG_LEVEL");  // NOLINT(concurrency-mt-unsafe)
+  if (!c.log_level_given && level != nullptr) c.log_level = level;
   if (Status s = log::init(c.log_level); !s) {
     std::cerr << "kforge: " << s.to_string() << '\n';
     return 2;
   }
-  if (!is_loopback(c.host) && c.token.empty()) {
-    KF_LOG_ERROR(
-        "refusing to bind {} without an API token: set --token or KFORGE_TOKEN "
-        "(kforge runs arbitrary code by design)",
-        c.host);
+  auto token = protect_process_and_read_token(c.secrets);
+  if (!token.is_ok()) {
+    KF_LOG_ERROR("cannot start: {}", token.status().to_string());
+    return 2;
+  }
+  // The host is resolved and its address checked (127.0.0.0/8 or ::1 needs no token) before
+  // anything starts; the server checks the address it binds again.
+  if (Status s = frontends::http::HttpServer::check_bind_policy(c.host, *token); !s) {
+    KF_LOG_ERROR("cannot start: {}{}", s.to_string(),
+                 s.code() == ErrorCode::kFailedPrecondition
+                     ? " (kforge runs arbitrary code by design)"
+                     : "");
+    return 2;
+  }
+  frontends::http::HttpServer::Options ho;
+  frontends::mcp::HttpTransportOptions to;
+  if (Status s = apply_network_flags(c.network, raise_open_file_limit(), ho, to); !s) {
+    KF_LOG_ERROR("cannot start: {}", s.to_string());
     return 2;
   }
   // Signals are taken by a dedicated thread (sigwait); every other thread blocks them.
@@ -105,14 +155,20 @@ int run_serve(const ServeConfig& c) {
     KF_LOG_ERROR("cannot start the job service: {}", s.to_string());
     return 2;
   }
+  auto retention = start_retention(c.engine, service);
+  if (!retention.is_ok()) {
+    KF_LOG_ERROR("cannot start: {}", retention.status().to_string());
+    service.stop();
+    return 2;
+  }
 
   boost::asio::thread_pool blocking_pool(4);
-  frontends::http::HttpServer::Options ho;
   ho.host = c.host;
   ho.port = c.port;
-  ho.token = c.token;
+  ho.token = *token;
   ho.max_body_bytes = c.max_body_mb << 20;
   ho.io_threads = c.io_threads;
+  ho.rest.gpu_type = gpu_type_of(c.gpu_type, service.health());
   const auto blocking = frontends::http::make_blocking_executor(blocking_pool);
   frontends::http::Router router;
   if (c.mode != "mcp") {
@@ -135,7 +191,6 @@ int run_serve(const ServeConfig& c) {
     if (s.is_ok()) {
       catalog = std::move(built).value();
       dispatcher = std::make_unique<frontends::mcp::Dispatcher>(*catalog, blocking);
-      frontends::mcp::HttpTransportOptions to;
       to.sessions.idle_ttl = std::chrono::hours(c.mcp_session_ttl_hours);
       s = frontends::mcp::add_mcp_routes(router, *dispatcher, blocking, to);
     }
@@ -144,6 +199,11 @@ int run_serve(const ServeConfig& c) {
       service.stop();
       return 2;
     }
+  }
+  if (Status s = frontends::http::add_docs_routes(router); !s) {
+    KF_LOG_ERROR("cannot set up /openapi.json and /docs: {}", s.to_string());
+    service.stop();
+    return 2;
   }
   auto server = frontends::http::HttpServer::create(ho, std::move(router));
   if (!server.is_ok()) {

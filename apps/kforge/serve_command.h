@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "engine_flags.h"
+#include "network_flags.h"
+#include "secrets.h"
 
 namespace kforge::app {
 
@@ -16,12 +18,15 @@ struct ServeConfig {
   uint16_t port = 8000;
   std::string data_dir = ".kforge";
   EngineFlags engine;
-  std::string mode = "both";          // "rest", "mcp" or "both"
+  std::string mode = "both";          // "rest" (or "fastapi"), "mcp" or "both"
   bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
   int mcp_session_ttl_hours = 24;
-  std::string token;
+  SecretFlags secrets;   // the API token
+  NetworkFlags network;  // connection, JSON and MCP session limits
   std::string log_level = "info";
-  std::string port_file;  // write the bound port here once listening
+  bool log_level_given = false;  // --log-level or KFORGE_LOG_LEVEL (else LOG_LEVEL applies)
+  std::string gpu_type;          // --gpu-type / GPU_TYPE
+  std::string port_file;         // write the bound port here once listening
   size_t max_body_mb = 16;
   int64_t child_memory_mb = 0;  // 0: 3/4 of the host's RAM
   size_t output_cap_kb = 64;

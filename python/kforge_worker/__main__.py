@@ -2,6 +2,9 @@
 
     python -m kforge_worker zygote --device cpu|cuda:N [--arch 90]
         The control socket is fd 3 (AF_UNIX SOCK_SEQPACKET); see docs/worker-protocol.md.
+    python -m kforge_worker candidate --device cpu|cuda:N --fd N
+        A candidate process serving a judge on socket N (started by the judge itself where a
+        fork is impossible; see jailer.py).
     python -m kforge_worker run-job SPEC.json [--device cpu|cuda:N]
         Runs one job in this process and prints the result JSON on stdout (the kernel's own
         output goes to stderr). SPEC.json is a job spec or a whole `job` message.
@@ -81,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     zyg = sub.add_parser("zygote", help="serve the supervisor on fd 3")
     zyg.add_argument("--device", required=True, help="cpu or cuda:N")
     zyg.add_argument("--arch", type=int, default=None, help="GPU arch to warm (e.g. 90)")
+    cand = sub.add_parser("candidate", help="serve a judge on an inherited socket (internal)")
+    cand.add_argument("--device", required=True)
+    cand.add_argument("--fd", type=int, required=True)
     run = sub.add_parser("run-job", help="run one job spec in this process")
     run.add_argument("spec")
     run.add_argument("--device", default=None, help="cpu or cuda:N (default: the spec's)")
@@ -111,6 +117,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # skip interpreter teardown (about a second with torch loaded)
+    if args.command == "candidate":
+        prepare_environment("cpu" if args.device == "cpu" else "cuda")
+        import socket
+
+        from kforge_worker.devinfo import parse_device
+        from kforge_worker.jailer import candidate_main
+
+        code = candidate_main(socket.socket(fileno=args.fd), parse_device(args.device), None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return _run_job(args.spec, args.device)
 
 

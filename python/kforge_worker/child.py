@@ -1,10 +1,16 @@
-"""A forked child: sandbox, warm-up, `ready`, one `job`, `result`, exit 0.
+"""A forked child: the judge of one job, and the candidate process it starts.
 
 Runs in the process the zygote forked; everything it needs was imported by the zygote.
+In order: basic isolation (its own session, death with the zygote, only its three
+descriptors); the supervisor's `sandbox` message (the cgroup is attached by then); the
+candidate process is started before CUDA is touched (candidate.py; jailed apart when the
+message carries jails); the judge enters its own jail; both warm up; `ready`; one `job`;
+`result`; exit 0. The candidate never sees the protocol socket, the reference or the verdict.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sys
@@ -12,9 +18,10 @@ import time
 import traceback
 from typing import Any
 
-from kforge_worker import PROTOCOL_VERSION, sandbox
+from kforge_worker import PROTOCOL_VERSION, jailer, sandbox
 from kforge_worker.devinfo import WorkerDevice, parse_device
 from kforge_worker.evaluate import run_job
+from kforge_worker.link import CandidateGone, CandidateLink
 from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.results import JobResult
 from kforge_worker.spec import SpecError, parse_job
@@ -25,15 +32,14 @@ def _protocol() -> dict[str, int]:
     return {"major": PROTOCOL_VERSION[0], "minor": PROTOCOL_VERSION[1]}
 
 
-def _wait_for_job(channel: StreamChannel) -> dict[str, Any] | None:
-    """The `job` object of the first `job` message; None if the supervisor hangs up."""
+def _wait_for(channel: StreamChannel, kind: str) -> dict[str, Any] | None:
+    """The first message of `kind`; None if the supervisor hangs up or says shutdown."""
     while True:
         message = channel.recv()
         if message is None or message.get("type") == "shutdown":
             return None
-        if message.get("type") == "job":
-            job = message.get("job")
-            return job if isinstance(job, dict) else {}
+        if message.get("type") == kind:
+            return message
 
 
 def _worker_failure(job_id: str, message: str) -> dict[str, Any]:
@@ -42,14 +48,46 @@ def _worker_failure(job_id: str, message: str) -> dict[str, Any]:
     return {"type": "result", "job_id": job_id, "result": result.to_dict()}
 
 
-def serve_one_job(channel: StreamChannel, device: WorkerDevice) -> None:
+class Plan:
+    """What the `sandbox` message says for this child's two processes."""
+
+    def __init__(self, message: dict[str, Any]) -> None:
+        self.enabled = bool(message.get("enabled"))
+        dirs = message.get("dirs") or {}
+        self.judge_dir = str(dirs.get("judge") or os.getcwd())
+        self.candidate_dir = str(dirs.get("candidate") or self.judge_dir)
+        env = message.get("env") or {}
+        self.judge_env = {str(k): str(v) for k, v in (env.get("judge") or {}).items()}
+        self.candidate_env = {str(k): str(v) for k, v in (env.get("candidate") or {}).items()}
+        caches = message.get("read_only_caches") or {}
+        if caches.get("triton"):
+            for role_env in (self.judge_env, self.candidate_env):
+                role_env.setdefault("TRITON_KFORGE_READONLY_DIRS", str(caches["triton"]))
+                role_env.setdefault(
+                    "TRITON_CACHE_MANAGER", "kforge_worker.triton_cache:LayeredCacheManager"
+                )
+        self.judge_jail = message.get("judge") if self.enabled else None
+        self.candidate_jail = message.get("candidate") if self.enabled else None
+        caches = message.get("caches") or {}
+        self.judge_cache = str(caches.get("judge") or "")
+        self.candidate_cache = str(caches.get("candidate") or "")
+        self.limits = message.get("limits") or {}
+        self.why_not = str(message.get("why_not") or "")
+
+
+def serve_one_job(
+    channel: StreamChannel, device: WorkerDevice, link: CandidateLink, plan: Plan
+) -> None:
     """Receives one job, runs it, sends its result (with progress messages on the way)."""
-    raw = _wait_for_job(channel)
+    raw = _wait_for(channel, "job")
     if raw is None:
         return
-    job_id = str(raw.get("job_id", ""))
+    spec = raw.get("job")
+    spec = spec if isinstance(spec, dict) else {}
+    job_id = str(spec.get("job_id", ""))
+    spec["scratch_dir"] = plan.judge_dir
     try:
-        job = parse_job(raw)
+        job = parse_job(spec)
     except SpecError as e:
         channel.send(_worker_failure(job_id, f"bad job spec: {e}"))
         return
@@ -63,14 +101,20 @@ def serve_one_job(channel: StreamChannel, device: WorkerDevice) -> None:
             _worker_failure(job_id, f"job is for {job.device}, worker runs on {device.name}")
         )
         return
-    if job.scratch_dir:
-        os.makedirs(job.scratch_dir, exist_ok=True)
-        os.chdir(job.scratch_dir)
 
     def progress(phase: str, message: str, partial: dict[str, Any]) -> None:
         channel.send({"type": "progress", "phase": phase, "message": message, "partial": partial})
 
-    result = run_job(job, device, progress)
+    if plan.judge_cache:
+        job = dataclasses.replace(job, cache_dir=plan.judge_cache)
+    result = run_job(
+        job,
+        device,
+        progress,
+        link=link,
+        candidate_dir=plan.candidate_dir,
+        candidate_cache_dir=plan.candidate_cache or job.cache_dir,
+    )
     _flush_std_streams()
     channel.send({"type": "result", "job_id": job.job_id, "result": result.to_dict()})
 
@@ -78,9 +122,35 @@ def serve_one_job(channel: StreamChannel, device: WorkerDevice) -> None:
 def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
     """Entry point after fork; returns the exit code (the caller calls os._exit)."""
     start = time.perf_counter()
-    report = sandbox.enter(fds, cpu_device=not device.is_cuda, zygote_pid=zygote_pid)
-    channel = StreamChannel(socket.socket(fileno=report.protocol_fd))
+    basic = sandbox.enter(fds, cpu_device=not device.is_cuda, zygote_pid=zygote_pid)
+    channel = StreamChannel(socket.socket(fileno=basic.protocol_fd))
+    message = _wait_for(channel, "sandbox")
+    if message is None:
+        return 0
+    plan = Plan(message)
+    try:
+        sock, pid = jailer.start_candidate(device, jail=plan.candidate_jail, env=plan.candidate_env)
+    except (jailer.JailError, OSError) as e:
+        channel.send({"type": "sandbox_failed", "error": f"cannot start the candidate: {e}"})
+        return 3
+    link = CandidateLink(sock, pid, device.torch_device())
+    os.environ.update(plan.judge_env)
+    judge_report: dict[str, Any] = {"jailed": False, "why_not": plan.why_not}
+    if plan.judge_jail is not None:
+        try:
+            judge_report = {"jailed": True, **jailer.enter(plan.judge_jail)}
+        except jailer.JailError as e:
+            channel.send({"type": "sandbox_failed", "error": f"judge: {e}"})
+            link.close()
+            return 3
+    else:
+        sandbox.apply_fallback(cpu_device=not device.is_cuda, report=basic)
     warm, described = warm_child(device)
+    try:
+        ready = link.wait_ready()
+    except CandidateGone as e:
+        channel.send({"type": "sandbox_failed", "error": str(e)})
+        return 3
     channel.send(
         {
             "type": "ready",
@@ -90,15 +160,26 @@ def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
             "warmup_ms": round((time.perf_counter() - start) * 1e3, 3),
             "warmup_steps_ms": warm.steps_ms,
             "warmup_errors": warm.errors,
-            "sandbox": report.to_dict(),
+            "candidate": {
+                "warmup_ms": ready.get("warmup_ms"),
+                "warmup_steps_ms": ready.get("warmup_steps_ms"),
+                "warmup_errors": ready.get("warmup_errors"),
+            },
+            "sandbox": {
+                **basic.to_dict(),
+                "judge": judge_report,
+                "candidate": ready.get("sandbox") or {},
+            },
         }
     )
     try:
-        serve_one_job(channel, device)
+        serve_one_job(channel, device, link, plan)
     except (ProtocolError, OSError) as e:
         print(f"kforge_worker child: protocol failure: {e}", file=sys.stderr)
         _flush_std_streams()
         return 1
+    finally:
+        link.close()
     return 0
 
 

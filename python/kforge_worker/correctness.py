@@ -1,9 +1,15 @@
-"""Correctness trials (DESIGN.md "Evaluation protocol"). Every trial must pass.
+"""Correctness trials (DESIGN.md "Evaluation protocol"), judged in the judge process.
 
-compare: per trial one set of pristine inputs; the reference runs first on a clone and its
-outputs stay alive while the candidate runs on another clone (so the candidate cannot pick
-up freed reference memory); the candidate's output buffers are poisoned with values that
-differ from the expected ones everywhere; its inputs must be unchanged unless declared inout.
+The candidate runs in its own process (candidate.py) and is reached through the link: the
+judge builds each trial's inputs, runs the reference here, sends the candidate a copy of the
+inputs with its output buffers poisoned, and compares what comes back. Nothing the candidate
+does to its own process — patched torch, a rewritten harness, a forged message — can change
+the expected values, the comparison or the verdict; it can only make its own answer wrong.
+
+compare: per trial one set of pristine inputs; the reference runs on a clone; the
+candidate's output buffers are filled with a poison that differs from the expected value at
+every element without revealing it (one constant far from every expected value; random bits
+for bool); its inputs must come back unchanged unless declared inout.
 
 evaluate (no reference): the kernel runs twice per trial on identical inputs, with two
 different poison values in its output buffers. It must not raise, must produce plain dense
@@ -13,7 +19,7 @@ after both runs was never written), leave its inputs unchanged and agree with it
 
 from __future__ import annotations
 
-import threading
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,15 +29,16 @@ from kforge_worker import binding
 from kforge_worker.binding import Invocation
 from kforge_worker.compare import (
     TensorComparison,
+    Tolerance,
     compare_tensors,
-    plain_tensor_problem,
     resolve_tolerance,
     same_bits,
     unravel_index,
 )
 from kforge_worker.devinfo import synchronize
-from kforge_worker.inputs import InputSet, summarize
-from kforge_worker.kernels import JobKernels
+from kforge_worker.inputs import InputSet, derive_seed, summarize
+from kforge_worker.kernels import JobKernels, RemoteError
+from kforge_worker.link import CallReply
 from kforge_worker.loaders import Runnable, format_user_traceback, is_build_failure
 from kforge_worker.results import CorrectnessDetails, FirstMismatch, JobResult, TrialResult
 from kforge_worker.spec import JobSpec
@@ -50,12 +57,21 @@ def call_kernel(runnable: Runnable, inv: Invocation, device: torch.device) -> An
 
 def report_exception(result: JobResult, exc: BaseException, where: str) -> None:
     """A kernel raised: compile errors surfacing at first launch vs runtime errors."""
-    text = f"{where}:\n{format_user_traceback(exc)}"
-    if is_build_failure(exc):
+    if isinstance(exc, RemoteError):
+        detail, build = exc.text, getattr(exc, "kind", "") == "compile"
+    else:
+        detail, build = format_user_traceback(exc), is_build_failure(exc)
+    text = f"{where}:\n{detail}"
+    if build:
         result.compiled = False
         result.fail("compile", text)
     else:
         result.fail("runtime", text)
+
+
+# An fp32 output whose largest error exceeds this fraction of its largest value was most
+# likely computed in reduced precision (fp16/bf16 round to ~1e-3..1e-2; fp32 to ~1e-7).
+REDUCED_PRECISION_RELATIVE_ERROR = 5e-4
 
 
 @dataclass
@@ -65,6 +81,12 @@ class _Trial:
     result: JobResult
     details: CorrectnessDetails
     index: int
+
+    @property
+    def call_seed(self) -> int:
+        """The seed torch's generators get before each run of the trial (both kernels of a
+        compare, both runs of an evaluate), so kernels that draw random numbers agree."""
+        return derive_seed(self.job.seed, "trial", self.index, "call")
 
     @property
     def label(self) -> str:
@@ -126,21 +148,21 @@ def run_correctness(kernels: JobKernels, job: JobSpec, result: JobResult) -> boo
         if not passed:
             return False
         details.trials_passed += 1
-    passed = ["inputs_unchanged"]
-    if kernels.reference is not None:
-        passed.append("outputs_are_own")
-    else:
+    passed = ["inputs_unchanged", "verdict_out_of_process"]
+    if kernels.reference is None:
         passed += ["outputs_dense", "outputs_fully_written", "deterministic"]
     for name in passed:
         result.add_check(name, True)
     return True
 
 
-def _inputs_unchanged(trial: _Trial, inv: Invocation, pristine: InputSet) -> bool:
+def _inputs_unchanged(trial: _Trial, inv: Invocation, pristine: InputSet, after: list[Any]) -> bool:
     originals = {a.name: a.value for a in pristine.args}
-    for arg in inv.read_only:
+    for arg, value in zip(inv.read_only, after, strict=True):
         before = originals.get(arg.name)
-        if isinstance(before, torch.Tensor) and not same_bits(before, arg.value):
+        if isinstance(before, torch.Tensor) and not (
+            isinstance(value, torch.Tensor) and same_bits(before, value.to(before.device))
+        ):
             return trial.reject(
                 f"the kernel modified its input '{arg.name}'; inputs must stay unchanged "
                 "(write to an output, or declare the argument 'inout')",
@@ -149,19 +171,65 @@ def _inputs_unchanged(trial: _Trial, inv: Invocation, pristine: InputSet) -> boo
     return True
 
 
-def _flag_aliasing(trial: _Trial, inv: Invocation, outputs: list[tuple[str, Any]]) -> None:
-    if inv.outputs:  # declared output buffers are the harness's own tensors
-        return
-    inputs = {_storage(a.value): a.name for a in inv.read_only}
-    for name, value in outputs:
-        if isinstance(value, torch.Tensor) and _storage(value) in inputs:
-            message = f"output '{name}' shares memory with input '{inputs[_storage(value)]}'"
-            trial.result.add_check("outputs_not_aliasing_inputs", False, message, fatal=False)
-            trial.result.warn(message)
+def poison_for(buf: torch.Tensor, want: Any, tol: Tolerance) -> None:
+    """Fills `buf` with values that differ from `want` at every element and tell nothing
+    about it: one constant outside every expected value's tolerance (floats, integers),
+    random bits (bool, where no such constant exists)."""
+    with torch.no_grad():
+        if not isinstance(want, torch.Tensor) or want.shape != buf.shape or want.dtype != buf.dtype:
+            buf.fill_(binding.poison_value(buf.dtype, 0))
+            return
+        want = want.to(buf.device)
+        if buf.dtype == torch.bool:
+            buf.copy_(torch.randint(0, 2, buf.shape, device=buf.device).bool())
+            return
+        if buf.dtype.is_floating_point:
+            info = torch.finfo(buf.dtype)
+            finite = want[torch.isfinite(want)].to(torch.float64)
+            for c in (info.max, info.min, info.max / 3, -info.max / 3, 1e30, -1e30):
+                if finite.numel() == 0 or bool(
+                    ((finite - c).abs() > tol.atol + tol.rtol * finite.abs()).all()
+                ):
+                    buf.fill_(c)
+                    return
+            buf.fill_(math.nan)
+            return
+        info_i = torch.iinfo(buf.dtype)
+        for c in (info_i.max, info_i.min, info_i.max // 3, info_i.min // 3):
+            if not bool((want == c).any()):
+                buf.fill_(c)
+                return
+        buf.fill_(binding.poison_value(buf.dtype, 0))
 
 
-def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
+def _remote_failure(trial: _Trial, reply: CallReply) -> bool:
+    assert reply.failure is not None
+    report_exception(
+        trial.result,
+        _RemoteCallError(reply.failure.kind, reply.failure.message),
+        f"the kernel raised in {trial.label}",
+    )
+    return False
+
+
+class _RemoteCallError(RemoteError):
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.kind = kind
+
+
+def _threads(trial: _Trial, started: int) -> None:
+    if started > 0:
+        message = f"the kernel left {started} Python thread(s) running"
+        trial.result.add_check("no_background_threads", False, message, fatal=False)
+        trial.result.warn(message)
+
+
+def _flag_aliasing(trial: _Trial, reply: CallReply) -> None:
+    for output, input_name in reply.aliases:
+        message = f"output '{output}' shares memory with input '{input_name}'"
+        trial.result.add_check("outputs_not_aliasing_inputs", False, message, fatal=False)
+        trial.result.warn(message)
 
 
 def _compare(trial: _Trial, inputs: InputSet) -> bool:
@@ -173,6 +241,7 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
         result.fail("runtime", f"cannot pass the inputs to the reference kernel: {e}")
         return False
     try:
+        torch.manual_seed(trial.call_seed)
         ref_returned = call_kernel(kernels.reference, ref_inv, device)
     except Exception as e:
         result.fail(
@@ -184,74 +253,120 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
         kinds = ", ".join(type(v).__name__ for _, v in expected) or "nothing"
         result.fail("runtime", f"the reference kernel returned {kinds}, expected tensors")
         return False
-    expected_values = [v.detach().to(device) for _, v in expected]  # alive until the end
+    expected_values = [v.detach().to(device) for _, v in expected]
 
     cand_inv = kernels.bind_candidate(inputs.clone())
     for i, out in enumerate(cand_inv.outputs):
-        if out.role == "output":
-            binding.poison_against([out], expected_values[i : i + 1])
-    threads_before = threading.active_count()
-    try:
-        returned = call_kernel(kernels.candidate, cand_inv, device)
-    except Exception as e:
-        report_exception(result, e, f"the kernel raised in {trial.label}")
-        return False
-    _flag_threads(trial, threads_before)
-    actual = binding.collect_outputs(cand_inv, returned)
-    if len(actual) != len(expected):
+        if out.role == "output" and isinstance(out.value, torch.Tensor):
+            want = expected_values[i] if i < len(expected_values) else None
+            poison_for(out.value, want, _tolerance(trial, out.value.dtype))
+    reply = kernels.candidate.link.call(cand_inv, seed=trial.call_seed)
+    if reply.failure is not None:
+        return _remote_failure(trial, reply)
+    _threads(trial, reply.threads_started)
+    if len(reply.outputs) != len(expected):
         return trial.reject(
-            f"the kernel produced {len(actual)} output(s), the reference {len(expected)}"
+            f"the kernel produced {len(reply.outputs)} output(s), the reference {len(expected)}"
         )
-    ref_storages = {_storage(v) for v in expected_values}
-    for name, value in actual:
-        if isinstance(value, torch.Tensor) and _storage(value) in ref_storages:
-            return trial.reject(
-                f"output '{name}' is the reference's own output tensor", check="outputs_are_own"
+    comparisons = []
+    for (name, got), want in zip(reply.outputs, expected_values, strict=True):
+        tol = _tolerance(trial, want.dtype)
+        if name in reply.problems:
+            comparisons.append(
+                TensorComparison(
+                    name, False, reply.problems[name], tol.atol, tol.rtol, want.numel()
+                )
             )
-    comparisons = [
-        compare_tensors(
-            name, want, got, resolve_tolerance(want.dtype, trial.job.atol, trial.job.rtol)
-        )
-        for (name, got), want in zip(actual, expected_values, strict=True)
-    ]
+        else:
+            comparisons.append(compare_tensors(name, want, got, tol))
     if not trial.record(comparisons):
+        for c in comparisons:
+            if c.reason and not c.passed:
+                result.add_check("outputs_dense", False, c.describe())
         return False
-    if not _inputs_unchanged(trial, cand_inv, inputs):
+    if not _inputs_unchanged(trial, cand_inv, inputs, reply.read_only_after):
         return False
-    _flag_aliasing(trial, cand_inv, actual)
+    _flag_aliasing(trial, reply)
+    if reply.kernel_launches == 0 and kernels.candidate.kernel_type == "triton":
+        message = (
+            "the kernel launched no Triton kernel of its own (it computed its outputs some "
+            "other way, e.g. with the reference's own torch ops)"
+        )
+        result.add_check("launched_own_kernel", False, message, fatal=False)
+        result.warn(message)
+    return _plausible_outputs(trial, reply.outputs, expected_values)
+
+
+def _plausible_outputs(
+    trial: _Trial, outputs: list[tuple[str, Any]], expected: list[torch.Tensor]
+) -> bool:
+    """Honesty checks on outputs that passed the tolerance test.
+
+    A constant output (zeros, say) for a non-constant reference is rejected even where the
+    tolerances admit it: it is not the reference's function, only a loose bound around it.
+    Where the tolerances admit all zeros, and where an fp32 output's errors are those of half
+    precision arithmetic, the result is flagged (not failed)."""
+    result = trial.result
+    for (name, got), want in zip(outputs, expected, strict=True):
+        if not want.dtype.is_floating_point or want.numel() < 2:
+            continue
+        w = want.detach().to(torch.float64)
+        g = got.detach().to(w.device).to(torch.float64)
+        finite = torch.isfinite(w)
+        if not bool(finite.any()):
+            continue
+        wf = w[finite]
+        if float(wf.max() - wf.min()) > 0 and bool((g == g.reshape(-1)[0]).all()):
+            return trial.reject(
+                f"output '{name}' is the constant {float(g.reshape(-1)[0]):.6g} everywhere, "
+                "while the reference's output varies: a constant is not the kernel's function "
+                "even where the tolerances admit it",
+                check="outputs_not_constant",
+            )
+        tol = _tolerance(trial, want.dtype)
+        if bool((wf.abs() <= tol.atol + tol.rtol * wf.abs()).all()):
+            message = (
+                f"output '{name}': the tolerances (atol={tol.atol:g}, rtol={tol.rtol:g}) admit an "
+                "all-zero output for these inputs; pass a smaller atol to judge this kernel"
+            )
+            result.add_check("tolerance_discriminates", False, message, fatal=False)
+            result.warn(message)
+        if want.dtype == torch.float32:
+            scale = float(wf.abs().max())
+            err = float((g[finite] - wf).abs().max()) if scale > 0 else 0.0
+            if scale > 0 and err / scale > REDUCED_PRECISION_RELATIVE_ERROR:
+                message = (
+                    f"output '{name}': max error {err:.3g} ({err / scale:.2g} of the largest "
+                    "value) is what half-precision or tf32 arithmetic gives, not float32: "
+                    "check that the kernel computes in the problem's precision"
+                )
+                result.add_check("precision_as_declared", False, message, fatal=False)
+                result.warn(message)
     return True
 
 
-def _flag_threads(trial: _Trial, before: int) -> None:
-    after = threading.active_count()
-    if after > before:
-        message = f"the kernel left {after - before} Python thread(s) running"
-        trial.result.add_check("no_background_threads", False, message, fatal=False)
-        trial.result.warn(message)
+def _tolerance(trial: _Trial, dtype: torch.dtype) -> Tolerance:
+    return resolve_tolerance(dtype, trial.job.atol, trial.job.rtol)
 
 
 def _evaluate(trial: _Trial, inputs: InputSet) -> bool:
-    kernels, result, device = trial.kernels, trial.result, trial.device
+    kernels, device = trial.kernels, trial.device
     runs: list[tuple[Invocation, list[tuple[str, Any]]]] = []
     for variant in (0, 1):
         inv = kernels.bind_candidate(inputs.clone())
         binding.poison(inv.output_only, variant)
-        threads_before = threading.active_count()
-        try:
-            returned = call_kernel(kernels.candidate, inv, device)
-        except Exception as e:
-            report_exception(result, e, f"the kernel raised in {trial.label}")
-            return False
-        _flag_threads(trial, threads_before)
-        outputs = binding.collect_outputs(inv, returned)
-        if not outputs:
+        reply = kernels.candidate.link.call(inv, seed=trial.call_seed)
+        if reply.failure is not None:
+            return _remote_failure(trial, reply)
+        _threads(trial, reply.threads_started)
+        if not reply.outputs:
             return trial.reject("the kernel returned nothing and declares no output tensors")
-        for name, value in outputs:
-            problem = plain_tensor_problem(value, device)
-            if problem is not None:
-                return trial.reject(f"output '{name}' {problem}", check="outputs_dense")
-        if not _inputs_unchanged(trial, inv, inputs):
+        for name, problem in reply.problems.items():
+            return trial.reject(f"output '{name}' {problem}", check="outputs_dense")
+        outputs = [(n, v.to(device)) for n, v in reply.outputs]
+        if not _inputs_unchanged(trial, inv, inputs, reply.read_only_after):
             return False
+        _flag_aliasing(trial, reply)
         runs.append((inv, outputs))
     (inv1, outs1), (_, outs2) = runs
     if len(outs1) != len(outs2):
@@ -272,10 +387,8 @@ def _evaluate(trial: _Trial, inputs: InputSet) -> bool:
             )
     comparisons = []
     for (name, first), (_, second) in zip(outs1, outs2, strict=True):
-        tol = resolve_tolerance(first.dtype, trial.job.atol, trial.job.rtol)
-        comparisons.append(compare_tensors(name, first, second, tol))
+        comparisons.append(compare_tensors(name, first, second, _tolerance(trial, first.dtype)))
     if not trial.record(comparisons, "a second run on identical inputs disagrees: "):
-        result.add_check("deterministic", False, "two runs on identical inputs disagree")
+        trial.result.add_check("deterministic", False, "two runs on identical inputs disagree")
         return False
-    _flag_aliasing(trial, inv1, outs1)
     return True

@@ -1,13 +1,16 @@
-"""The job pipeline: load, check correctness, time (docs/worker-protocol.md).
+"""The job pipeline, run by the judge: load, check correctness, time (docs/worker-protocol.md).
 
+The judge never imports the candidate's code: the candidate is loaded, called and timed in
+its own process through the link (link.py, candidate.py), and the verdict is computed here.
 Phases report `progress` with the partial result, so the supervisor can say how far a job
-got when the child dies. Failures of the kernel are results (error_kind + message); only a
+got when a process dies. Failures of the kernel are results (error_kind + message); only a
 bug in the worker itself gives error_kind "worker".
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -15,25 +18,45 @@ from typing import Any
 
 import torch
 
-from kforge_worker import devinfo
-from kforge_worker.activity import NOT_ON_CPU, not_measured, profile_gpu, timing_flags
-from kforge_worker.binding import Invocation
-from kforge_worker.correctness import report_exception, run_correctness
-from kforge_worker.device_metrics import collect as collect_device_metrics
+from kforge_worker import devinfo, jailer
+from kforge_worker.activity import NOT_ON_CPU, not_measured
+from kforge_worker.binding import Invocation, collect_outputs
+from kforge_worker.compare import compare_tensors, resolve_tolerance
+from kforge_worker.correctness import call_kernel, report_exception, run_correctness
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError
-from kforge_worker.kernels import ReferenceLoadError, SetupError, load_kernels
+from kforge_worker.kernels import JobKernels, ReferenceLoadError, SetupError, load_kernels
+from kforge_worker.link import CallReply, CandidateGone, CandidateLink, TimedReply
 from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
-from kforge_worker.timing import TimingReport, time_cpu, time_gpu
+from kforge_worker.timing import TimingReport, TimingStats, TrialSample, time_cpu, time_gpu
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]
 EXCESSIVE_SPEEDUP = 10.0
+# Timed trials whose outputs the judge fetches and checks: the first, then each later one
+# with this probability (decided after the trial ran), at most MAX_VERIFIED in all.
+VERIFY_PROBABILITY = 0.1
+MAX_VERIFIED = 5
+# Input sets the candidate's timed trials rotate through (copied into the same buffers).
+TIMING_INPUT_SETS = 2
+# The candidate's claimed median may sit below the judge's own wall-clock view of a trial
+# (minus the judge's overhead for an empty trial) by this much before it is flagged.
+WALL_ALLOWANCE_MS = 0.2
+WALL_ALLOWANCE_FRACTION = 0.5
 
 
-def run_job(job: JobSpec, device: WorkerDevice, progress: ProgressFn | None = None) -> JobResult:
-    """Runs one job in this process and returns its result (never raises for kernel faults)."""
+def run_job(
+    job: JobSpec,
+    device: WorkerDevice,
+    progress: ProgressFn | None = None,
+    *,
+    link: CandidateLink | None = None,
+    candidate_dir: str = "",
+    candidate_cache_dir: str = "",
+) -> JobResult:
+    """Runs one job with this process as the judge (never raises for kernel faults). Without
+    a `link`, an unjailed candidate process is started for the job and stopped after it."""
     if not job.scratch_dir:
         job = dataclasses.replace(job, scratch_dir=tempfile.mkdtemp(prefix="kforge-job-"))
     result = JobResult(metadata=_metadata(job, device))
@@ -41,12 +64,34 @@ def run_job(job: JobSpec, device: WorkerDevice, progress: ProgressFn | None = No
         for reference in (False, True):
             result.set_activity(not_measured(NOT_ON_CPU), [], reference=reference)
     report = progress or (lambda phase, message, partial: None)
+    own_link = link is None
     try:
+        if link is None:
+            link = start_local_candidate(device)
+        cand_dir = candidate_dir or job.scratch_dir + "/candidate"
+        cache = candidate_cache_dir or job.cache_dir
         with torch.no_grad():
-            _run(job, device, result, report)
+            _run(
+                job, device, result, report, link, candidate_dir=cand_dir, candidate_cache_dir=cache
+            )
+    except CandidateGone as e:
+        result.fail("crash", f"{e}")
     except Exception as e:
         result.fail("worker", f"internal worker error:\n{''.join(traceback.format_exception(e))}")
+    finally:
+        if own_link and link is not None:
+            link.close()
     return result
+
+
+def start_local_candidate(device: WorkerDevice) -> CandidateLink:
+    """An unjailed candidate process for `run-job` and tests (a fresh interpreter where this
+    process already holds a CUDA context)."""
+    fresh = device.is_cuda and torch.cuda.is_initialized()
+    sock, pid = jailer.start_candidate(device, jail=None, env={}, fresh_interpreter=fresh)
+    link = CandidateLink(sock, pid, device.torch_device())
+    link.wait_ready()
+    return link
 
 
 def _metadata(job: JobSpec, device: WorkerDevice) -> dict[str, Any]:
@@ -72,11 +117,22 @@ def _metadata(job: JobSpec, device: WorkerDevice) -> dict[str, Any]:
     return meta
 
 
-def _run(job: JobSpec, device: WorkerDevice, result: JobResult, report: ProgressFn) -> None:
+def _run(
+    job: JobSpec,
+    device: WorkerDevice,
+    result: JobResult,
+    report: ProgressFn,
+    link: CandidateLink,
+    *,
+    candidate_dir: str,
+    candidate_cache_dir: str,
+) -> None:
     tdev = device.torch_device()
     report("loading", "importing the kernel source", result.to_dict())
     try:
-        kernels = load_kernels(job, tdev)
+        kernels = load_kernels(
+            job, tdev, link, candidate_dir=candidate_dir, candidate_cache_dir=candidate_cache_dir
+        )
     except LoadError as e:
         result.compiled = isinstance(e, ReferenceLoadError)  # the candidate itself loaded
         result.fail("compile", e.details)
@@ -100,55 +156,49 @@ def _run(job: JobSpec, device: WorkerDevice, result: JobResult, report: Progress
     if not result.correctness or not job.measure_performance:
         return
 
-    timing_trial = job.num_correct_trials  # a fresh input set, not one of the checked ones
+    # Fresh input sets, not the checked ones; the candidate's timed trials take them in turn.
     try:
-        inputs = kernels.make_inputs(timing_trial)
+        sets = [kernels.make_inputs(job.num_correct_trials + k) for k in range(TIMING_INPUT_SETS)]
     except Exception as e:
         result.fail("runtime", f"could not build the timing inputs: {e}")
         return
-    ref = None
+    inputs = sets[0]
+    expected: list[list[torch.Tensor]] | None = None
     if kernels.reference is not None:
         report("timing_reference", "timing the reference", result.to_dict())
-        ref_inv = kernels.bind_reference(inputs.clone())
-        ref = _time(
-            kernels.reference, ref_inv, job, tdev, result=result, who="the reference kernel"
+        expected = []
+        for one in sets:
+            ref_inv = kernels.bind_reference(one.clone())
+            try:
+                returned = call_kernel(kernels.reference, ref_inv, tdev)
+            except Exception as e:
+                report_exception(result, e, "the reference kernel raised on the timing inputs")
+                return
+            expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
+        ref = _time_local(
+            kernels.reference, kernels.bind_reference(inputs.clone()), job, tdev, result=result
         )
         if ref is None:
             return
         result.ref_runtime_stats = ref.stats
         result.ref_runtime = ref.stats.median
     report("timing_candidate", "timing the kernel", result.to_dict())
-    cand_inv = kernels.bind_candidate(inputs.clone())
-    cand = _time(kernels.candidate, cand_inv, job, tdev, result=result, who="the kernel")
-    if cand is None:
+    timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
+    if timed is None:
         return
-    result.runtime_stats = cand.stats
-    result.runtime = cand.stats.median
-    result.metadata["timing_method"] = cand.stats.method
-    for warning in cand.warnings:
+    stats, warnings = timed
+    result.runtime_stats = stats
+    result.runtime = stats.median
+    result.metadata["timing_method"] = stats.method
+    for warning in warnings:
         result.warn(warning)
-    if cand.stats.device_sync_median is not None:
-        result.add_check("launch_stream_only", not cand.stream_skew, cand.stream_skew, fatal=False)
-    if tdev.type == "cuda":
-        report("kernel_activity", "profiling the timed window", result.to_dict())
-        _record_activity(result, job, tdev, ref, cand)
-        if job.device_metrics is not None:
-            report("device_metrics", "profiling under Nsight Compute", result.to_dict())
-            roles = ["candidate"] + (["reference"] if ref is not None else [])
-            result.device_metrics_raw = collect_device_metrics(
-                job.device_metrics, dataclasses.asdict(job), inputs, roles, job.scratch_dir
-            )
     _speedup(result)
+    if any(c.name == "timing_consistent_with_wall_clock" and not c.passed for c in result.checks):
+        result.speedup = None  # no reward from a timing the judge's own clock contradicts
 
 
-def _time(
-    runnable: Runnable,
-    inv: Invocation,
-    job: JobSpec,
-    device: torch.device,
-    *,
-    result: JobResult,
-    who: str,
+def _time_local(
+    runnable: Runnable, inv: Any, job: JobSpec, device: torch.device, *, result: JobResult
 ) -> TimingReport | None:
     def call() -> object:
         return runnable(inv.args, inv.kwargs)
@@ -158,31 +208,163 @@ def _time(
             return time_gpu(call, job.timing, device)
         return time_cpu(call, job.timing)
     except Exception as e:
-        report_exception(result, e, f"{who} raised while being timed")
+        report_exception(result, e, "the reference kernel raised while being timed")
         return None
 
 
-def _record_activity(
+def _time_candidate(
+    kernels: JobKernels,
+    sets: list[Any],
+    expected: list[list[torch.Tensor]] | None,
+    job: JobSpec,
+    *,
+    device: torch.device,
     result: JobResult,
+) -> tuple[TimingStats, list[str]] | None:
+    """Times the candidate in its process, verifying some timed trials' outputs here."""
+    rng = random.SystemRandom()
+    verified: list[int] = []
+    # Expected outputs per input set: the reference's, or (an evaluate) the kernel's own
+    # first verified answer on that set.
+    baselines: list[list[torch.Tensor] | None] = list(expected) if expected else [None] * len(sets)
+    failures: list[str] = []
+
+    def verify(index: int) -> bool:
+        if len(verified) >= MAX_VERIFIED or failures:
+            return False
+        return index < len(sets) or rng.random() < VERIFY_PROBABILITY
+
+    def check(index: int, reply: CallReply) -> bool:
+        verified.append(index)
+        which = index % len(sets)
+        baseline = baselines[which]
+        if reply.problems:
+            name, problem = next(iter(reply.problems.items()))
+            failures.append(f"timed trial {index + 1}: output '{name}' {problem}")
+            return False
+        got = [v.to(device) for _, v in reply.outputs]
+        if baseline is None:  # an evaluate: later timed trials must agree with the first
+            baselines[which] = got
+            return True
+        if len(got) != len(baseline):
+            failures.append(f"timed trial {index + 1} produced {len(got)} outputs")
+            return False
+        for (name, g), want in zip(reply.outputs, baseline, strict=True):
+            tol = resolve_tolerance(want.dtype, job.atol, job.rtol)
+            c = compare_tensors(name, want, g.to(device), tol)
+            if not c.passed:
+                failures.append(f"timed trial {index + 1}, {c.describe()}")
+                return False
+        return True
+
+    invs = [kernels.bind_candidate(one.clone()) for one in sets]
+    timing = dataclasses.asdict(job.timing)
+    reply: TimedReply = kernels.candidate.link.time(invs, timing, verify, check)
+    if failures:
+        message = (
+            "the kernel's outputs while it was being timed are wrong: "
+            + failures[0]
+            + " (a kernel must do the same work in every run, timed or not)"
+        )
+        result.add_check("timed_runs_verified", False, message)
+        result.correctness = False
+        result.fail("mismatch", message)
+        return None
+    if reply.failure is not None:
+        report_exception(
+            result,
+            _remote(reply.failure.kind, reply.failure.message),
+            "the kernel raised while being timed",
+        )
+        return None
+    try:
+        stats = TimingStats(**reply.stats)
+    except TypeError as e:
+        result.fail("worker", f"the candidate process sent malformed timing statistics: {e}")
+        return None
+    result.add_check("timed_runs_verified", True, f"{len(verified)} timed trial(s) checked")
+    if reply.stream_skew:
+        result.add_check("launch_stream_only", False, reply.stream_skew, fatal=False)
+    elif stats.device_sync_median is not None:
+        result.add_check("launch_stream_only", True)
+    _wall_clock_check(stats, reply.trial_wall_ms, job=job, device=device, invs=invs, result=result)
+    return stats, reply.warnings
+
+
+def _remote(kind: str, text: str) -> Exception:
+    from kforge_worker.correctness import _RemoteCallError
+
+    return _RemoteCallError(kind, text)
+
+
+def _trial_tensors(inv: Invocation) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The tensors the candidate refreshes before each timed trial: the inputs it copies the
+    next input set into, and the outputs it poisons."""
+    outs = {id(a.value) for a in inv.output_only}
+    inputs = [
+        t
+        for t in [*inv.args, *inv.kwargs.values()]
+        if isinstance(t, torch.Tensor) and id(t) not in outs
+    ]
+    poisoned = [a.value for a in inv.output_only if isinstance(a.value, torch.Tensor)]
+    return inputs, poisoned
+
+
+def _null_overhead_ms(job: JobSpec, device: torch.device, invs: list[Invocation]) -> float:
+    """The judge's own median time for an empty trial: the same copy of the next input set and
+    the same output poisoning the candidate does between trials, then flush, events and
+    synchronisation, around no kernel at all."""
+    opts = dataclasses.replace(
+        job.timing, max_trials=20, min_trials=5, budget_ms=50.0, warmup_calls=1, warmup_ms=0.0
+    )
+    live_inputs, poisoned = _trial_tensors(invs[0])
+    pristine = [[t.clone() for t in _trial_tensors(inv)[0]] for inv in invs]
+    trial = [0]
+
+    def hook(_: int, sample: TrialSample | None) -> bool:
+        if sample is None:
+            values = pristine[trial[0] % len(pristine)]
+            trial[0] += 1
+            for live, value in zip(live_inputs, values, strict=False):
+                live.copy_(value)
+            for tensor in poisoned:
+                tensor.fill_(0)
+        return False
+
+    if device.type == "cuda":
+        report = time_gpu(lambda: None, opts, device, hook)
+        return report.stats.device_sync_median or report.stats.median
+    return time_cpu(lambda: None, opts, hook).stats.median
+
+
+def _wall_clock_check(
+    stats: TimingStats,
+    walls: list[float],
+    *,
     job: JobSpec,
     device: torch.device,
-    ref: TimingReport | None,
-    cand: TimingReport,
+    invs: list[Invocation],
+    result: JobResult,
 ) -> None:
-    """Profiled passes (activity.py), after every timed trial so the profiler is not in them."""
-    for timed, is_ref in ((ref, True), (cand, False)):
-        if timed is None:
-            continue
-        activity = profile_gpu(
-            timed, device, l2_flush=job.timing.l2_flush, trace_dir=job.scratch_dir or None
+    """The candidate's times are its own claims; the judge's clock bounds them from above.
+    The fastest trial the judge saw is the bound: a loaded machine only adds to a trial's
+    wall time (scheduling, message passing), so the minimum is the least disturbed view."""
+    if len(walls) < 3:
+        return
+    wall = min(walls)
+    floor = wall - _null_overhead_ms(job, device, invs)
+    allowance = WALL_ALLOWANCE_MS + WALL_ALLOWANCE_FRACTION * max(floor, 0.0)
+    result.metadata["judge_trial_wall_ms"] = round(wall, 6)
+    if stats.median + allowance < floor:
+        message = (
+            f"the kernel's process reported a median of {stats.median:.4g} ms per trial, but "
+            f"each timed trial took {wall:.4g} ms as the judge saw it (at least "
+            f"{floor:.4g} ms beyond an empty trial): its timing cannot be trusted"
         )
-        flags = timing_flags(timed, activity)
-        result.set_activity(activity, flags, reference=is_ref)
-        if not is_ref:
-            if not activity.measured:
-                result.warn(f"kernel activity not measured: {activity.reason}")
-            for flag in activity.flags:
-                result.warn(f"kernel activity [{flag.code}]: {flag.message}")
+        result.add_check("timing_consistent_with_wall_clock", False, message, fatal=False)
+        result.warn(message)
+    else:
+        result.add_check("timing_consistent_with_wall_clock", True)
 
 
 def _speedup(result: JobResult) -> None:

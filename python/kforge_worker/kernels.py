@@ -8,6 +8,7 @@ under one fixed seed, so the reference and the candidate start with identical we
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -18,6 +19,7 @@ import torch
 from kforge_worker import binding
 from kforge_worker.binding import Invocation
 from kforge_worker.inputs import (
+    BoundArg,
     InputError,
     InputSet,
     call_seeded,
@@ -27,14 +29,18 @@ from kforge_worker.inputs import (
     make_kernelbench_inputs,
     to_device,
 )
+from kforge_worker.link import CandidateLink
 from kforge_worker.loaders import (
+    DeviceUnavailable,
     LoadError,
     Runnable,
     cuda_runnable,
     entry_runnable,
+    function_runnable,
     load_module,
-    model_class,
+    target_class,
     torch_runnable,
+    torch_target,
 )
 from kforge_worker.spec import IOContract, JobSpec, KernelSpec
 
@@ -54,12 +60,23 @@ class SetupError(Exception):
 
 
 @dataclass
+class RemoteCandidate:
+    """The candidate as the judge sees it: a kernel loaded in the candidate process."""
+
+    link: CandidateLink
+    kernel_type: str
+    name: str
+    passes_outputs: bool
+    warnings: list[str]
+
+
+@dataclass
 class JobKernels:
-    candidate: Runnable
+    candidate: RemoteCandidate
     reference: Runnable | None
     input_source: str  # "candidate_io" | "reference_io" | "get_inputs"
     defining_io: IOContract | None
-    get_inputs: Callable[[], Any] | None
+    get_inputs: Callable[[], Any] | None  # None: the candidate process makes them
     candidate_spec: KernelSpec
     reference_spec: KernelSpec | None
     server_seed: int
@@ -69,22 +86,34 @@ class JobKernels:
         """The pristine inputs of one trial (kernels get clones). Raises InputError."""
         if self.defining_io is not None:
             return make_io_inputs(self.defining_io, self.server_seed, trial, self.device)
-        assert self.get_inputs is not None
-        return make_kernelbench_inputs(self.get_inputs, self.server_seed, trial, self.device)
+        seed = derive_seed(self.server_seed, "trial", trial, "get_inputs")
+        if self.get_inputs is not None:
+            return make_kernelbench_inputs(self.get_inputs, self.server_seed, trial, self.device)
+        values, failure = self.candidate.link.gen_inputs(seed)
+        if failure is not None or values is None:
+            raise InputError(failure.message if failure else "get_inputs() returned nothing")
+        args = tuple(BoundArg(f"arg{i}", to_device(v, self.device)) for i, v in enumerate(values))
+        return InputSet(args=args, from_io=False)
 
     def bind_candidate(self, inputs: InputSet) -> Invocation:
-        return self._bind(self.candidate, self.candidate_spec, inputs, "candidate_io")
+        return self._bind(
+            self.candidate.passes_outputs, self.candidate_spec, inputs, "candidate_io"
+        )
 
     def bind_reference(self, inputs: InputSet) -> Invocation:
         assert self.reference is not None and self.reference_spec is not None
         if not self.reference.passes_outputs and self.input_source == "candidate_io":
             return binding.bind_read_tensors(inputs)
-        return self._bind(self.reference, self.reference_spec, inputs, "reference_io")
+        return self._bind(
+            self.reference.passes_outputs, self.reference_spec, inputs, "reference_io"
+        )
 
-    def _bind(self, runnable: Runnable, spec: KernelSpec, inputs: InputSet, own: str) -> Invocation:
+    def _bind(
+        self, passes_outputs: bool, spec: KernelSpec, inputs: InputSet, own: str
+    ) -> Invocation:
         if not inputs.from_io:
             return binding.bind_positional(inputs)
-        if not runnable.passes_outputs:
+        if not passes_outputs:
             return binding.bind_values(inputs)
         if self.input_source == own:
             return binding.bind_own(inputs)
@@ -111,21 +140,78 @@ def _build_model(
     prefer_new: bool,
     device: torch.device,
 ) -> Runnable:
-    cls = model_class(module, prefer_new)
+    target = torch_target(kernel)
+    if target.function_name is not None:
+        return function_runnable(kernel, module, target.function_name)
+    cls = target_class(module, target, prefer_new)
     try:
         model = call_seeded(lambda: cls(*clone_value(init_inputs)), seed)
         if isinstance(model, torch.nn.Module):
             model = model.to(device)
     except Exception as e:
         raise SetupError(f"{cls.__name__}(*get_init_inputs()) raised {type(e).__name__}", e) from e
-    return torch_runnable(kernel, module, model)
+    return torch_runnable(kernel, module, model, target.method_name)
 
 
-def load_kernels(job: JobSpec, device: torch.device) -> JobKernels:
-    """Imports and builds the job's kernels. Raises LoadError (compile stage; a reference
-    failure says so in its message), SetupError or InputError."""
+def build_runnable(
+    kernel: KernelSpec,
+    module: ModuleType,
+    init_inputs: list[Any] | None,
+    model_seed: int,
+    *,
+    prefer_new: bool,
+    device: torch.device,
+    cache_dir: str,
+    init_seed: int | None = None,
+) -> Runnable:
+    """Builds a loaded module into a Runnable (in the judge for the reference, in the
+    candidate process for the candidate). A torch model without `init_inputs` is built from
+    its own module's get_init_inputs() under `init_seed`. Raises LoadError or SetupError."""
+    if kernel.kernel_type in TORCH_TYPES:
+        if init_inputs is None:
+            init_inputs = []
+            get_init = _module_attr(module, "get_init_inputs")
+            if get_init is not None:
+                try:
+                    values = call_seeded(get_init, init_seed if init_seed is not None else 0)
+                except Exception as e:
+                    raise SetupError(f"get_init_inputs() raised {type(e).__name__}", e) from e
+                if not isinstance(values, list | tuple):
+                    raise SetupError(
+                        "get_init_inputs() must return a list",
+                        TypeError(type(values).__name__),
+                    )
+                init_inputs = list(to_device(list(values), device))
+        return _build_model(
+            kernel, module, init_inputs, model_seed, prefer_new=prefer_new, device=device
+        )
+    if kernel.kernel_type == "cuda":
+        return cuda_runnable(kernel, module, cache_dir, device)
+    return entry_runnable(kernel, module)
+
+
+def kernel_spec_json(kernel: KernelSpec) -> dict[str, Any]:
+    """The wire form of a parsed kernel spec (spec.parse_kernel reads it back)."""
+    return {
+        "source_code": kernel.source_code,
+        "kernel_type": kernel.kernel_type,
+        "metadata": kernel.metadata,
+        "io": dataclasses.asdict(kernel.io) if kernel.io is not None else None,
+    }
+
+
+def load_kernels(
+    job: JobSpec,
+    device: torch.device,
+    link: CandidateLink,
+    *,
+    candidate_dir: str,
+    candidate_cache_dir: str,
+) -> JobKernels:
+    """Imports and builds the reference here and the candidate in its own process. Raises
+    LoadError (compile stage; a reference failure says so in its message), SetupError,
+    InputError or DeviceUnavailable."""
     scratch, cache = job.scratch_dir, job.cache_dir
-    cand_mod = load_module(job.kernel, "candidate", scratch, cache)
     ref_mod: ModuleType | None = None
     if job.reference is not None:
         try:
@@ -141,22 +227,17 @@ def load_kernels(job: JobSpec, device: torch.device) -> JobKernels:
         source, defining_io = "reference_io", job.reference.io
     else:
         source = "get_inputs"
-        get_inputs = _module_attr(ref_mod, "get_inputs") or _module_attr(cand_mod, "get_inputs")
-        if get_inputs is None:
-            who = "the reference" if ref_mod is not None else "the kernel"
-            raise LoadError(f"no IOContract and {who} defines no get_inputs()")
+        get_inputs = _module_attr(ref_mod, "get_inputs")  # else the candidate's, remotely
 
-    init_owner = ref_mod if ref_mod is not None else cand_mod
-    get_init = _module_attr(init_owner, "get_init_inputs") or _module_attr(
-        cand_mod, "get_init_inputs"
-    )
-    init_inputs: list[Any] = []
     needs_models = job.kernel.kernel_type in TORCH_TYPES or (
         job.reference is not None and job.reference.kernel_type in TORCH_TYPES
     )
+    init_seed = derive_seed(job.seed, "get_init_inputs")
+    init_inputs: list[Any] | None = None
+    get_init = _module_attr(ref_mod, "get_init_inputs")
     if get_init is not None and needs_models:
         try:
-            values = call_seeded(get_init, derive_seed(job.seed, "get_init_inputs"))
+            values = call_seeded(get_init, init_seed)
         except Exception as e:
             raise SetupError(f"get_init_inputs() raised {type(e).__name__}", e) from e
         if not isinstance(values, list | tuple):
@@ -164,25 +245,45 @@ def load_kernels(job: JobSpec, device: torch.device) -> JobKernels:
         init_inputs = list(to_device(list(values), device))
 
     model_seed = derive_seed(job.seed, "model")
-
-    def build(kernel: KernelSpec, module: ModuleType, prefer_new: bool) -> Runnable:
-        if kernel.kernel_type in TORCH_TYPES:
-            return _build_model(
-                kernel, module, init_inputs, model_seed, prefer_new=prefer_new, device=device
-            )
-        if kernel.kernel_type == "cuda":
-            return cuda_runnable(kernel, module, cache, device)
-        return entry_runnable(kernel, module)
-
     reference = None
     if job.reference is not None and ref_mod is not None:
         try:
-            reference = build(job.reference, ref_mod, prefer_new=False)
+            reference = build_runnable(
+                job.reference,
+                ref_mod,
+                init_inputs if init_inputs is not None else [],
+                model_seed,
+                prefer_new=False,
+                device=device,
+                cache_dir=cache,
+                init_seed=init_seed,
+            )
         except LoadError as e:
             raise _reference_error(e) from e
         except SetupError as e:
             raise SetupError(f"reference kernel: {e}", e.cause) from e
-    candidate = build(job.kernel, cand_mod, prefer_new=True)
+
+    loaded = link.load(
+        kernel_spec_json(job.kernel),
+        scratch_dir=candidate_dir,
+        cache_dir=candidate_cache_dir,
+        model_seed=model_seed,
+        init_seed=init_seed,
+        init_inputs=init_inputs,
+    )
+    if loaded.failure is not None:
+        f = loaded.failure
+        if f.kind == "compile":
+            raise LoadError("the candidate failed to load", f.message)
+        if f.kind == "device":
+            raise DeviceUnavailable(f.message)
+        raise SetupError(f.message.split("\n", 1)[0], RemoteError(f.message))
+    candidate = RemoteCandidate(
+        link, job.kernel.kernel_type, loaded.name, loaded.passes_outputs, loaded.warnings
+    )
+    if source == "get_inputs" and get_inputs is None and not loaded.has_get_inputs:
+        who = "the reference" if ref_mod is not None else "the kernel"
+        raise LoadError(f"no IOContract and {who} defines no get_inputs()")
     return JobKernels(
         candidate=candidate,
         reference=reference,
@@ -194,3 +295,11 @@ def load_kernels(job: JobSpec, device: torch.device) -> JobKernels:
         server_seed=job.seed,
         device=device,
     )
+
+
+class RemoteError(Exception):
+    """An error the candidate process reported (its text is already formatted)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text

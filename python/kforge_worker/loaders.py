@@ -8,6 +8,10 @@ user's file and line). Per kernel_type:
   `get_init_inputs()`. The model is built under a fixed torch.manual_seed so the reference
   and the candidate get identical weights. torch_cuda builds go to
   `<cache_dir>/torch_extensions/<sha256(source)[:16]>` (TORCH_EXTENSIONS_DIR).
+  The callable may be named, as the kernel evaluation server allowed:
+  `metadata.function_name` (a module-level function, called as it is), or
+  `metadata.class_name` (default Model / ModelNew) with `metadata.method_name` (default
+  forward; the instance is built like a Model).
 - triton: the entry point (metadata.entry_point, metadata.kernel_name, else the module's
   only @triton.jit function). A JIT kernel is launched as `fn[grid](*args, **meta,
   num_warps=.., num_stages=..)` with the grid from io.launch.grid; a plain Python function
@@ -137,13 +141,101 @@ def model_class(module: ModuleType, prefer_new: bool) -> type:
     raise LoadError(f"the source defines no class {' or '.join(names)}")
 
 
-def torch_runnable(kernel: KernelSpec, module: ModuleType, model: Any) -> Runnable:
-    """Wraps a constructed model (already on its device)."""
+@dataclass(frozen=True)
+class TorchTarget:
+    """Which callable of a torch / torch_cuda source runs (metadata names, see module doc)."""
+
+    function_name: str | None = None
+    class_name: str | None = None
+    method_name: str = "forward"
+
+
+def _metadata_name(kernel: KernelSpec, key: str) -> str | None:
+    value = kernel.metadata.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.isidentifier():
+        raise LoadError(f"metadata.{key} must be a Python identifier, got {value!r}")
+    return value
+
+
+def torch_target(kernel: KernelSpec) -> TorchTarget:
+    """The target named by metadata.function_name / class_name / method_name. Raises
+    LoadError for names that are not identifiers or a function named with a class."""
+    function = _metadata_name(kernel, "function_name")
+    cls = _metadata_name(kernel, "class_name")
+    method = _metadata_name(kernel, "method_name")
+    if function is not None and (cls is not None or method is not None):
+        raise LoadError(
+            "metadata.function_name names a function: do not also give class_name/method_name"
+        )
+    return TorchTarget(function, cls, method or "forward")
+
+
+def _defined_names(module: ModuleType) -> str:
+    names = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
+    return ", ".join(names) or "nothing callable"
+
+
+def named_function(module: ModuleType, name: str) -> Callable[..., Any]:
+    """The module-level function `name` (metadata.function_name). Raises LoadError."""
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise LoadError(
+            f"metadata.function_name {name!r} is not defined in the source "
+            f"(it defines: {_defined_names(module)})"
+        )
+    if isinstance(fn, type):
+        raise LoadError(
+            f"metadata.function_name {name!r} is a class; name it with metadata.class_name"
+        )
+    if not callable(fn):
+        raise LoadError(f"metadata.function_name {name!r} is a {type(fn).__name__}, not callable")
+    return fn
+
+
+def function_runnable(kernel: KernelSpec, module: ModuleType, name: str) -> Runnable:
+    """A torch kernel whose callable is a module-level function. Raises LoadError."""
+    fn = named_function(module, name)
 
     def invoke(args: list[Any], kwargs: dict[str, Any]) -> Any:
-        return model(*args, **kwargs)
+        return fn(*args, **kwargs)
 
-    name = kernel.entry_point or type(model).__name__
+    return Runnable(kernel.kernel_type, name, invoke, passes_outputs=False, module=module)
+
+
+def target_class(module: ModuleType, target: TorchTarget, prefer_new: bool) -> type:
+    """metadata.class_name, else `ModelNew` (candidates) or `Model`. Raises LoadError."""
+    if target.class_name is None:
+        return model_class(module, prefer_new)
+    cls = getattr(module, target.class_name, None)
+    if not isinstance(cls, type):
+        what = "is not defined" if cls is None else f"is a {type(cls).__name__}, not a class"
+        raise LoadError(
+            f"metadata.class_name {target.class_name!r} {what} in the source "
+            f"(it defines: {_defined_names(module)})"
+        )
+    return cls
+
+
+def torch_runnable(
+    kernel: KernelSpec, module: ModuleType, model: Any, method_name: str = "forward"
+) -> Runnable:
+    """Wraps a constructed model (already on its device); calls `method_name` (a
+    torch.nn.Module's forward through its __call__, so hooks run as usual). Raises LoadError
+    when the method does not exist."""
+    method = getattr(model, method_name, None)
+    if method is None or not callable(method):
+        raise LoadError(
+            f"metadata.method_name {method_name!r} is not a method of {type(model).__name__}"
+        )
+    call = model if method_name == "forward" and callable(model) else method
+
+    def invoke(args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return call(*args, **kwargs)
+
+    name = type(model).__name__ + ("" if method_name == "forward" else f".{method_name}")
+    name = kernel.entry_point or name
     return Runnable(kernel.kernel_type, name, invoke, passes_outputs=False, module=module)
 
 

@@ -72,6 +72,11 @@ class StreamChannel:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
 
+    @property
+    def socket(self) -> socket.socket:
+        """The underlying socket (raw tensor bytes follow some frames, see wire.py)."""
+        return self._sock
+
     def send(self, message: dict[str, Any]) -> None:
         self._sock.sendall(encode_frame(message))
 

@@ -10,7 +10,16 @@ from kforge_worker.activity import Flag, KernelActivity, not_measured
 from kforge_worker.compare import Mismatch
 from kforge_worker.timing import TimingStats
 
-ERROR_KINDS = ("compile", "runtime", "mismatch", "timeout", "crash", "memory_limit", "worker")
+ERROR_KINDS = (
+    "compile",
+    "runtime",
+    "mismatch",
+    "timeout",
+    "crash",
+    "memory_limit",
+    "cancelled",
+    "worker",
+)
 
 
 @dataclass
@@ -140,4 +149,9 @@ class JobResult:
         for key in ("compilation_error", "runtime_error", "validation_error", "device_metrics_raw"):
             if out[key] is None:
                 del out[key]
+        out["honesty"] = [
+            {"code": c.name, "message": c.message, "fatal": c.fatal}
+            for c in self.checks
+            if not c.passed
+        ]
         return out

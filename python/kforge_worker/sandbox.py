@@ -1,12 +1,13 @@
-"""Process isolation of a forked child (docs/worker-protocol.md "Isolation rules").
+"""The first steps of a forked child (docs/worker-protocol.md "Isolation rules").
 
-In order: a session of its own (setsid, so a timeout kills the whole group), death with the
-zygote (PR_SET_PDEATHSIG), stdin from /dev/null and stdout/stderr to the supervisor's pipes,
-the protocol socket moved to a high descriptor (close-on-exec) and every other inherited
-descriptor closed, resource limits, and no network where the host allows it.
+`enter`: a session of its own (setsid), death with the zygote (PR_SET_PDEATHSIG), stdin from
+/dev/null and stdout/stderr to the supervisor's pipes, the protocol socket moved to a high
+descriptor (close-on-exec) and every other inherited descriptor closed. The real isolation
+— identity, namespaces, seccomp, cgroup — is the jail the supervisor sends (jailer.py); where
+the server cannot jail (not privileged, or --sandbox off), `apply_fallback` applies what an
+unprivileged process can: resource limits, and no network where the host allows it.
 
-Limits come from the environment (the supervisor's allow-list passes them through); 0
-leaves a limit as inherited:
+Fallback limits come from the environment; 0 leaves a limit as inherited:
 
 | variable | limit | default |
 |---|---|---|
@@ -151,8 +152,14 @@ def isolate_network(report: SandboxReport) -> None:
         report.network_error = str(e)
 
 
+def apply_fallback(cpu_device: bool, report: SandboxReport) -> None:
+    """Resource limits and an empty network namespace, for an unjailed child."""
+    apply_limits(cpu_device, report)
+    isolate_network(report)
+
+
 def enter(fds: list[int], cpu_device: bool, zygote_pid: int) -> SandboxReport:
-    """Applies every isolation step to the current (freshly forked) process."""
+    """The first isolation steps of the current (freshly forked) process."""
     report = SandboxReport()
     try:
         os.setsid()
@@ -164,6 +171,4 @@ def enter(fds: list[int], cpu_device: bool, zygote_pid: int) -> SandboxReport:
         os._exit(1)
     report.protocol_fd = wire_descriptors(fds[0], fds[1], fds[2])
     rebind_std_streams()
-    apply_limits(cpu_device, report)
-    isolate_network(report)
     return report

@@ -2,7 +2,8 @@
 
 GPU, method "cuda_event" (docs/architecture.md "What the GPU time means"). Per trial, all
 outside the timed window:
-1. the per-trial hook, if any (`TrialHook`: the caller's own step, e.g. fresh inputs);
+1. the per-trial hook, if any (`TrialHook`: the caller's own step; the candidate process
+   copies the next input set in and re-poisons its outputs there);
 2. the persisting L2 lines are reset (cuCtxResetPersistingL2Cache, best effort) and a
    buffer of max(2 x L2, 64 MiB) is READ (a sum into a one-element tensor): the previous
    trial's dirty lines are written back now, and L2 is left holding clean lines of the
@@ -26,9 +27,11 @@ trial; the spin still hides it). CPU ("cpu_wall_clock"): perf_counter_ns around 
 Trials continue until the relative standard error of the mean is under rse_target, or
 max_trials, or budget_ms of trial-loop wall time, but never fewer than min_trials.
 
-The loop knows nothing of jobs or results: `time_gpu(fn, opts, device, hook)` returns a
-TimingReport, and activity.py's profiled pass re-runs the same trial protocol
-(`GpuTrialRunner`) on `TimingReport.call`.
+The loop knows nothing of jobs or results: `time_gpu(fn, opts, device, hook)` and
+`time_cpu(fn, opts, hook)` return a TimingReport, and activity.py's profiled pass re-runs the
+same trial protocol (`GpuTrialRunner`) on `TimingReport.call`. The candidate process runs
+them on the candidate (candidate.py), the judge on the reference and, with the candidate's
+spin, on an empty call (evaluate.py `_null_overhead_ms`: the judge's wall-clock check).
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ class TimingStats:
     unit: str = "ms"
     l2_flush: bool = False
     warmup_calls: int = 0
-    stop_reason: str = ""  # rse_target | max_trials | budget
+    stop_reason: str = ""  # rse_target | max_trials | budget | judge
     device_sync_median: float | None = None
     # GPU only (None on cpu): the spin before the start event at the last trial, the median
     # host time to enqueue one call, and the trials whose enqueue the spin did not cover.
@@ -94,16 +97,19 @@ class TimingStats:
 
 @dataclass(frozen=True)
 class TrialSample:
-    """One timed trial: the event time and the device-synchronised host time (ms)."""
+    """One timed trial (ms): the event time (the wall clock on cpu) and the
+    device-synchronised host time (the same on cpu)."""
 
     event_ms: float
     synced_ms: float
-    launch_hidden: bool  # the call was fully enqueued before the spin ended
+    launch_hidden: bool  # the call was fully enqueued before the spin ended (True on cpu)
 
 
-# Called twice per timed trial: (index, None) before the flush, outside the window, and
-# (index, sample) after the trial. An exception raised by the hook ends timing with it.
-TrialHook = Callable[[int, TrialSample | None], None]
+# Called twice per timed trial, both outside the timed window: hook(index, None) before the
+# trial's flush (its return value is ignored), and hook(index, sample) after the trial's
+# synchronisation, which returns True to stop timing after this trial (the judge's gate:
+# stop_reason "judge"). An exception raised by the hook ends timing with it.
+TrialHook = Callable[[int, TrialSample | None], bool]
 
 
 @dataclass
@@ -228,16 +234,30 @@ def _warm_up(fn: Callable[[], object], opts: TimingOptions, sync: Callable[[], N
     return calls
 
 
-def time_cpu(fn: Callable[[], object], opts: TimingOptions) -> TimingReport:
-    """Wall-clock timing on the CPU (no cache flush)."""
+def _next_reason(
+    samples: Sequence[float], opts: TimingOptions, loop_start_ns: int, stop: bool
+) -> str | None:
+    reason = stop_reason(samples, opts, (time.perf_counter_ns() - loop_start_ns) / 1e6)
+    return "judge" if stop and reason is None else reason
+
+
+def time_cpu(
+    fn: Callable[[], object], opts: TimingOptions, hook: TrialHook | None = None
+) -> TimingReport:
+    """Wall-clock timing on the CPU (no cache flush); `hook` as for time_gpu."""
     warmups = _warm_up(fn, opts, lambda: None)
     samples: list[float] = []
     loop_start = time.perf_counter_ns()
     while True:
+        index = len(samples)
+        if hook is not None:
+            hook(index, None)
         t0 = time.perf_counter_ns()
         fn()
-        samples.append((time.perf_counter_ns() - t0) / 1e6)
-        reason = stop_reason(samples, opts, (time.perf_counter_ns() - loop_start) / 1e6)
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        samples.append(ms)
+        stop = hook(index, TrialSample(ms, ms, True)) if hook is not None else False
+        reason = _next_reason(samples, opts, loop_start, stop)
         if reason is not None:
             break
     return TimingReport(
@@ -403,8 +423,12 @@ def time_gpu(
     opts: TimingOptions,
     device: torch.device,
     hook: TrialHook | None = None,
+    *,
+    spin_us: float | None = None,
 ) -> TimingReport:
-    """Times `fn` on the GPU with the trial protocol of the module docstring."""
+    """Times `fn` on the GPU with the trial protocol of the module docstring. `spin_us`
+    fixes the spin (and keeps it, whatever the trials show) instead of sizing it from the
+    call's enqueue time: the judge's empty trials mirror a candidate's spin that way."""
     warnings: list[str] = []
     warmups = _warm_up(fn, opts, lambda: torch.cuda.synchronize(device))
     target: Callable[[], object] = fn
@@ -415,7 +439,12 @@ def time_gpu(
             target = graph.replay
             method = "cuda_graph"
     enqueue_ms = measure_enqueue_ms(target, device)
-    runner = GpuTrialRunner(device, l2_flush=opts.l2_flush, spin_us=spin_us_for(enqueue_ms))
+    fixed_spin = spin_us is not None
+    runner = GpuTrialRunner(
+        device,
+        l2_flush=opts.l2_flush,
+        spin_us=spin_us if spin_us is not None else spin_us_for(enqueue_ms),
+    )
     if runner.flusher is not None and not runner.flusher.persisting_reset_ok:
         warnings.append("could not reset the persisting L2 cache (cuCtxResetPersistingL2Cache)")
     if not runner.spinner.available:
@@ -436,11 +465,10 @@ def time_gpu(
         synced.append(sample.synced_ms)
         if runner.spin_us > 0 and not sample.launch_hidden:
             uncovered += 1
-            if uncovered <= MAX_SPIN_GROWTHS:
+            if uncovered <= MAX_SPIN_GROWTHS and not fixed_spin:
                 runner.spin_us = next_spin_us(runner.spin_us, runner.last_enqueue_ms)
-        if hook is not None:
-            hook(index, sample)
-        reason = stop_reason(events, opts, (time.perf_counter_ns() - loop_start) / 1e6)
+        stop = hook(index, sample) if hook is not None else False
+        reason = _next_reason(events, opts, loop_start, stop)
         if reason is not None:
             break
     sync_median = percentile(sorted(synced), 50)

@@ -61,8 +61,10 @@ def torch_kernel(source: str) -> dict[str, Any]:
 
 
 def model_source(forward_body: str, prelude: str = "", inputs: str = "[torch.randn(256)]") -> str:
-    """A KernelBench module whose Model.forward(x) runs `forward_body`."""
-    return f"""
+    """A KernelBench module whose Model.forward(x) runs `forward_body` (lines indented as in a
+    function body at column 0). The source is compiled here, so a test whose kernel is not
+    valid Python fails at once instead of passing or failing by timing (issue #8 item 11)."""
+    source = f"""
 import torch
 {prelude}
 
@@ -76,6 +78,8 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+    compile(source, "<model_source>", "exec")
+    return source
 
 
 def _indent(text: str, n: int) -> str:

@@ -41,7 +41,8 @@ class KforgeServer:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         token: str | None = None,
-        log_level: str = "debug",
+        log_level: str | None = "debug",
+        wrapper: list[str] | None = None,
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kforge-it-"))
@@ -50,6 +51,7 @@ class KforgeServer:
         self.env = env or {}
         self.token = token
         self.log_level = log_level
+        self.wrapper = wrapper or []  # a command that execs the rest, e.g. prlimit ... --
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.log_path = self.data_dir / "server.log"
@@ -58,13 +60,14 @@ class KforgeServer:
         port_file = self.data_dir / "port"
         port_file.unlink(missing_ok=True)
         args = [
+            *self.wrapper,
             str(kforge_binary()),
             "serve",
             "--port", "0",
             "--port-file", str(port_file),
             "--data-dir", str(self.data_dir),
             "--devices", self.devices,
-            "--log-level", self.log_level,
+            *(["--log-level", self.log_level] if self.log_level else []),
             *self.extra_args,
         ]  # fmt: skip
         env = {**os.environ, **self.env}

@@ -74,7 +74,7 @@ def test_example_runs(server: KforgeServer, name: str, code: str, expect: str) -
     assert r.returncode == 0, f"{name} failed:\n{r.stdout}\n{r.stderr}"
     out = json.loads(r.stdout)
     if expect == "cancelled":
-        assert out["status"] == "cancelled", out
+        assert out["state"] == "cancelled", out
         return
     if "kernel_exec_result" in out:
         check_kernel_result(out["kernel_exec_result"], expect, server.devices)

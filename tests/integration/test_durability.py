@@ -28,7 +28,7 @@ def test_sigkill_mid_batch_then_restart_finishes_every_job(tmp_path: Path) -> No
             ids.append(r.json()["job_id"])
         # Let a couple finish so both finished and unfinished jobs cross the crash.
         deadline = time.monotonic() + 120
-        while sum(c.get(f"/job/{i}").json()["status"] == "success" for i in ids) < 2:
+        while sum(c.get(f"/job/{i}").json()["state"] == "success" for i in ids) < 2:
             assert time.monotonic() < deadline, srv.log()
             time.sleep(0.05)
     srv.kill(signal.SIGKILL)
@@ -40,7 +40,7 @@ def test_sigkill_mid_batch_then_restart_finishes_every_job(tmp_path: Path) -> No
             while True:
                 jobs = [c.get(f"/job/{i}") for i in ids]
                 assert all(j.status_code == 200 for j in jobs)
-                states = [j.json()["status"] for j in jobs]
+                states = [j.json()["state"] for j in jobs]
                 if all(s in TERMINAL for s in states):
                     break
                 assert time.monotonic() < deadline, (states, again.log())

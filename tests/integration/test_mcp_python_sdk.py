@@ -3,7 +3,8 @@ Streamable HTTP (`kforge serve`) and stdio (`kforge mcp`, embedded engine or --s
 
 One scenario runs on each transport: list the tools, compare a Triton kernel (interpreter on
 cpu) with a torch reference, evaluate and validate it, get progress notifications, see
-invalid arguments come back as isError results naming the argument, and cancel a long job
+invalid arguments come back as isError results naming the argument (kernel failures are
+normal results, as the old tools answered), and cancel a long job
 (notifications/cancelled) and see it cancelled through get_job_status.
 """
 
@@ -62,7 +63,7 @@ async def wait_terminal(client: Client, job_id: str, timeout_s: float = 60) -> d
             r = await client.call_tool("get_job_status", {"job_id": job_id})
             assert not r.is_error, r.content
             view = r.structured_content
-            if view["status"] not in ("queued", "running"):
+            if view["state"] not in ("queued", "running"):
                 return view
             await anyio.sleep(0.1)
 
@@ -83,7 +84,7 @@ async def check_kernel_tools(client: Client) -> dict[str, Any]:
     view = r.structured_content
     result = view["kernel_exec_result"]
     assert view["status"] == "success" and result["compiled"] and result["correctness"], view
-    assert view["ref_runtime"] > 0 and view["speedup"] is not None
+    assert view["ref_runtime"]["mean"] > 0 and view["speedup"] is not None
     assert r.content[0].text.startswith("Correct"), r.content[0].text
     values = [p for p, _, _ in progress.updates]
     assert len(values) >= 3 and values == sorted(values) and len(set(values)) == len(values)
@@ -101,16 +102,28 @@ async def check_kernel_tools(client: Client) -> dict[str, Any]:
     r = await client.call_tool("validate_kernel", validate)
     assert not r.is_error, r.content
     assert r.structured_content["kernel_exec_result"]["correctness"] is True
+    assert r.structured_content["validated"] is True  # the old tool's fields
+    assert r.structured_content["compilation_time"] >= 0
     assert "not timed" in r.content[0].text
 
     r = await client.call_tool("evaluate_kernel", invalid_args())
     assert r.is_error
     assert "io_contract.args[2].tensor_spec.shape[0]: must be an integer" in r.content[0].text
 
+    # A kernel that does not compile is a result (as the old tools answered), not a tool error.
     broken = evaluate_args(kernel_source="import triton\ndef add_kernel(:\n")
     r = await client.call_tool("evaluate_kernel", broken)
-    assert r.is_error and r.structured_content["kernel_exec_result"]["compiled"] is False
+    assert not r.is_error and r.structured_content["kernel_exec_result"]["compiled"] is False
     assert r.content[0].text.startswith("The kernel did not compile"), r.content[0].text
+
+    # The old tools' other argument forms: nulls for optionals, the {"request": ...} wrapper.
+    nulls = {**evaluate_args(), "metadata": None, "atol": None, "reference_kernel_io": None}
+    r = await client.call_tool("evaluate_kernel", nulls)
+    assert not r.is_error, r.content
+    r = await client.call_tool("validate_kernel", {"request": validate})
+    assert not r.is_error and r.structured_content["validated"] is True, r.content
+    missing = await client.call_tool("get_job_status", {"job_id": "0123456789abcdef"})
+    assert not missing.is_error and missing.structured_content["status"] == "not_found"
 
     with pytest.raises(MCPError) as unknown:
         await client.call_tool("no_such_tool", {})
@@ -118,6 +131,7 @@ async def check_kernel_tools(client: Client) -> dict[str, Any]:
 
     stats = await client.call_tool("get_server_stats", {})
     assert not stats.is_error and stats.structured_content["devices"]
+    assert {"gpu_available", "gpu_count", "job_stats"} <= set(stats.structured_content)
     return {"cancelled_job": await cancel_long_job(client)}
 
 
@@ -139,7 +153,7 @@ async def cancel_long_job(client: Client, phase: str = "correctness") -> str:
     job_id = progress.job_id()
     assert job_id
     view = await wait_terminal(client, job_id)
-    assert view["status"] == "cancelled", view
+    assert view["state"] == "cancelled", view
     assert "notifications/cancelled" in view["error"]
     return job_id
 
@@ -151,7 +165,7 @@ def test_streamable_http(server: KforgeServer) -> None:
 
     out = anyio.run(scenario)
     with server.client() as rest:  # the REST API sees the same job
-        assert rest.get(f"/job/{out['cancelled_job']}").json()["status"] == "cancelled"
+        assert rest.get(f"/job/{out['cancelled_job']}").json()["state"] == "cancelled"
 
 
 def stdio_params(data_dir: Path, *extra: str) -> StdioServerParameters:
@@ -187,7 +201,7 @@ def test_stdio_forwards_to_a_server(server: KforgeServer, tmp_path: Path) -> Non
             r = await client.call_tool("evaluate_kernel", invalid_args())
             assert r.is_error and "io_contract.args[2].tensor_spec.shape[0]" in r.content[0].text
             job = await client.call_tool("get_job_status", {"job_id": progress.job_id() or ""})
-            assert job.structured_content["status"] == "success"
+            assert job.structured_content["status"] == "completed"
             # A cancelled call cancels the job on the server (POST /job/{id}/cancel).
             cancelled = await cancel_long_job(client, phase="running")
             return job.structured_content["job_id"], cancelled
@@ -195,8 +209,8 @@ def test_stdio_forwards_to_a_server(server: KforgeServer, tmp_path: Path) -> Non
     job_id, cancelled = anyio.run(scenario)
     assert not (tmp_path / "unused").exists()  # no embedded engine, no data dir
     with server.client() as rest:
-        assert rest.get(f"/job/{job_id}").json()["status"] == "success"
-        assert rest.get(f"/job/{cancelled}").json()["status"] == "cancelled"
+        assert rest.get(f"/job/{job_id}").json()["state"] == "success"
+        assert rest.get(f"/job/{cancelled}").json()["state"] == "cancelled"
 
 
 def test_stdio_refuses_a_bad_server_url(tmp_path: Path) -> None:

@@ -142,7 +142,7 @@ def test_stdio_protocol(tmp_path: Path) -> None:
         status = "running"
         for attempt in range(100):
             call(peer, 100 + attempt, "get_job_status", {"job_id": job_id})
-            status = peer.answer_to(100 + attempt)["result"]["structuredContent"]["status"]
+            status = peer.answer_to(100 + attempt)["result"]["structuredContent"]["state"]
             if status not in ("queued", "running"):
                 break
             time.sleep(0.1)

@@ -83,7 +83,7 @@ def test_streamable_http(server: KforgeServer, tmp_path: Path) -> None:
     report = run_ts_client(tmp_path, {"url": server.url + "/mcp"})
     check_report(report)
     with server.client() as rest:
-        assert rest.get(f"/job/{report['cancel']['jobId']}").json()["status"] == "cancelled"
+        assert rest.get(f"/job/{report['cancel']['jobId']}").json()["state"] == "cancelled"
 
 
 @pytest.mark.slow

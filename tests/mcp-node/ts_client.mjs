@@ -59,7 +59,7 @@ async function cancelLongJob(client, args) {
   let statusText = null;
   while (jobId && Date.now() < deadline) {
     const r = await client.callTool({ name: 'get_job_status', arguments: { job_id: jobId } });
-    status = r.structuredContent.status;
+    status = r.structuredContent.state;
     statusText = r.content[0].text;
     if (!['queued', 'running'].includes(status)) break;
     await sleep(200);

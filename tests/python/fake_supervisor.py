@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -137,9 +138,19 @@ class FakeSupervisor:
         os.close(out_w)
         os.close(err_w)
         forked = self.next_control("forked", child_id=child_id)
-        return Child(
-            child_id, forked["pid"], StreamChannel(ours), PipeReader(out_r), PipeReader(err_r)
+        channel = StreamChannel(ours)
+        # Protocol 2: the supervisor says how the child is jailed before anything else; this
+        # fake never jails (the real supervisor's jails are tested on the real binary).
+        scratch = Path(tempfile.mkdtemp(prefix=f"kforge-child{child_id}-"))
+        channel.send(
+            {
+                "type": "sandbox",
+                "enabled": False,
+                "why_not": "fake supervisor",
+                "dirs": {"judge": str(scratch / "judge"), "candidate": str(scratch / "candidate")},
+            }
         )
+        return Child(child_id, forked["pid"], channel, PipeReader(out_r), PipeReader(err_r))
 
     def ready_child(self, child_id: int) -> tuple[Child, dict[str, Any]]:
         child = self.fork(child_id)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import worker_kernels as K
 from worker_jobs import make_job, run
 
@@ -94,7 +95,7 @@ def test_unwritten_output_fails_compare(tmp_path):
     details = result["correctness_details"]
     assert details["mismatch_count"] == 500  # the poison never matches the expected values
     assert details["first_mismatch"]["index"] == [500]
-    assert details["first_mismatch"]["actual"] == "NaN"
+    assert details["first_mismatch"]["actual"] == torch.finfo(torch.float32).max  # the poison
 
 
 def test_unwritten_output_fails_evaluate(tmp_path):
@@ -278,3 +279,38 @@ def test_run_job_command_prints_only_the_result(tmp_path):
     result = json.loads(proc.stdout)
     assert result["correctness"] is True
     assert b"to stderr" in proc.stderr and proc.stderr.count(b"x" * 1023) >= 5 * 1024
+
+
+NOISY_REFERENCE = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x + 0.5 * torch.randn_like(x)
+
+
+def get_inputs():
+    return [torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_kernels_that_draw_random_numbers_run_under_the_same_seed(tmp_path):
+    # Both kernels of a trial (and both runs of an evaluate) start from the same generator
+    # state, so a kernel that samples noise as its reference does agrees with it.
+    candidate = NOISY_REFERENCE.replace("class Model(", "class ModelNew(")
+    result = run(
+        make_job(K.torch_kernel(candidate), K.torch_kernel(NOISY_REFERENCE), tmp_path=tmp_path)
+    )
+    assert result["correctness"], result.get("validation_error")
+    result = run(make_job(K.torch_kernel(candidate), tmp_path=tmp_path))
+    assert result["correctness"], result.get("validation_error")
+    different = candidate.replace("0.5 * torch.randn_like(x)", "0.5 * torch.rand_like(x)")
+    result = run(
+        make_job(K.torch_kernel(different), K.torch_kernel(NOISY_REFERENCE), tmp_path=tmp_path)
+    )
+    assert not result["correctness"]

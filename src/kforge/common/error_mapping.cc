@@ -51,10 +51,21 @@ int jsonrpc_code_for(ErrorCode code) {
   }
 }
 
-Json error_body(const Status& status) {
-  Json error = {{"code", error_code_name(status.code())}, {"message", status.message()}};
-  if (!status.field_path().empty()) error["field"] = status.field_path();
-  return Json{{"error", std::move(error)}, {"detail", status.to_string()}};
+Json error_body(const Status& status, int http_status) {
+  if (http_status == 0) http_status = http_status_for(status.code());
+  const bool client_error = http_status >= 400 && http_status < 500 && http_status != 404;
+  const std::string code(error_code_name(status.code()));
+  Json body = {{"error", status.to_string()},
+               {"status", client_error ? "client_error" : "error"},
+               {"code", code},
+               {"message", status.message()},
+               {"detail", status.to_string()}};
+  if (!status.field_path().empty()) {
+    body["field"] = status.field_path();
+    body["validation_errors"] = Json::array(
+        {{{"field", status.field_path()}, {"message", status.message()}, {"type", code}}});
+  }
+  return body;
 }
 
 }  // namespace kforge

@@ -13,9 +13,15 @@ int http_status_for(ErrorCode code);
 // (-32602 invalid params, -32601 method not found, -32603 internal, ...).
 int jsonrpc_code_for(ErrorCode code);
 
-// The JSON error body every REST endpoint returns:
-//   {"error": {"code": "invalid_argument", "message": "...", "field": "kernel.io"}}
-// plus "detail": "<field>: <message>" (FastAPI-style, for old clients).
-Json error_body(const Status& status);
+// The JSON error body every REST endpoint returns, in the kernel evaluation server's shape
+// (`error` a string, `status` "client_error" for a bad request, else "error") with kforge's
+// details beside it:
+//   {"error": "kernel.io: is required", "status": "client_error", "code": "invalid_argument",
+//    "message": "is required", "field": "kernel.io", "detail": "kernel.io: is required",
+//    "validation_errors": [{"field": "kernel.io", "message": "is required",
+//                           "type": "invalid_argument"}]}
+// `field` and `validation_errors` only when the error is about one field. `http_status`
+// defaults to http_status_for(status.code()).
+Json error_body(const Status& status, int http_status = 0);
 
 }  // namespace kforge

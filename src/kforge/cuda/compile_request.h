@@ -1,5 +1,6 @@
 // The NVRTC compile request of a `cuda` KernelCode: its source, metadata.kernel_name (or
-// entry_point), the allow-listed metadata.compile_options and one -D per is_meta argument.
+// entry_point; when neither is given, the source's only __global__ function), the
+// allow-listed metadata.compile_options and one -D per is_meta argument.
 #pragma once
 
 #include <string>

@@ -43,6 +43,16 @@ StatusOr<GpuInfo> query_gpu(const DriverApi& api, int ordinal) {
   KF_RETURN_IF_ERROR(attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, info.memory_clock_khz));
   KF_RETURN_IF_ERROR(attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, info.memory_bus_width_bits));
   info.l2_cache_bytes = l2;
+  int pci_domain = 0;
+  int pci_bus = 0;
+  int pci_device = 0;
+  if (attr(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, pci_domain).is_ok() &&
+      attr(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, pci_bus).is_ok() &&
+      attr(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, pci_device).is_ok()) {
+    char bus_id[32] = {};
+    std::snprintf(bus_id, sizeof(bus_id), "%04x:%02x:%02x.0", pci_domain, pci_bus, pci_device);
+    info.pci_bus_id = bus_id;
+  }
   size_t total = 0;
   KF_RETURN_IF_ERROR(api.check(api.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem"));
   info.total_memory_bytes = static_cast<int64_t>(total);
@@ -72,7 +82,8 @@ Json GpuInfo::to_json() const {
               {"clock_khz", clock_khz},
               {"memory_clock_khz", memory_clock_khz},
               {"memory_bus_width_bits", memory_bus_width_bits},
-              {"driver_version", driver_version}};
+              {"driver_version", driver_version},
+              {"pci_bus_id", pci_bus_id}};
 }
 
 std::vector<GpuInfo> list_gpus(std::string* why_none) {

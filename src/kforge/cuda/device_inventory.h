@@ -23,6 +23,7 @@ struct GpuInfo {
   int memory_clock_khz = 0;
   int memory_bus_width_bits = 0;
   int driver_version = 0;  // e.g. 13000
+  std::string pci_bus_id;  // "0000:1b:00.0" (names /proc/driver/nvidia/gpus/<id>)
 
   // "sm_90a" for Hopper (9.0 gets the arch-specific 'a' variant), else "sm_XY".
   std::string arch() const;

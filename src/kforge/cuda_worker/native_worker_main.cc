@@ -14,6 +14,7 @@
 
 #include "kforge/common/files.h"
 #include "kforge/cuda_worker/cuda_job.h"
+#include "kforge/sandbox/jail.h"
 #include "kforge/workers/protocol.h"
 
 namespace kforge::cuda_worker {
@@ -59,7 +60,7 @@ class Channel {
   workers::FrameDecoder decoder_;
 };
 
-Json sandbox_report() {
+Json sandbox_report(const Json& jail) {
   int pdeath = 0;
   prctl(PR_GET_PDEATHSIG, &pdeath);
   Json limits = Json::object();
@@ -74,7 +75,8 @@ Json sandbox_report() {
   return {{"setsid", getsid(0) == getpid()},
           {"parent_death_signal", pdeath != 0},
           {"user_host_code", false},
-          {"limits", limits}};
+          {"limits", limits},
+          {"jail", jail}};
 }
 
 }  // namespace
@@ -83,6 +85,29 @@ int run_worker_process(const WorkerRuntimeOptions& options, int protocol_fd) {
   const auto start = Clock::now();
   std::signal(SIGPIPE, SIG_IGN);
   Channel channel(protocol_fd);
+  // Protocol 2: the supervisor's `sandbox` message comes first; the jail is entered before
+  // NVRTC or CUDA is touched, so compiling and running a job's kernel happen inside it.
+  Json jail_report = {{"jailed", false}};
+  while (true) {
+    auto msg = channel.recv();
+    if (!msg.is_ok() || !msg->has_value()) return msg.is_ok() ? 0 : 1;
+    const Json& m = **msg;
+    if (m.value("type", "") == "shutdown") return 0;
+    if (m.value("type", "") != "sandbox") continue;
+    if (m.value("enabled", false) && m.contains("jail")) {
+      auto spec = sandbox::JailSpec::from_json(m["jail"]);
+      auto entered = spec.is_ok() ? sandbox::enter_jail(*spec) : StatusOr<Json>(spec.status());
+      if (!entered.is_ok()) {
+        (void)channel.send({{"type", "sandbox_failed"}, {"error", entered.status().to_string()}});
+        return 3;
+      }
+      jail_report = *entered;
+      jail_report["jailed"] = true;
+    } else {
+      jail_report["why_not"] = m.value("why_not", "");
+    }
+    break;
+  }
   auto runtime = WorkerRuntime::start(options);
   Json ready = {
       {"type", "ready"},
@@ -92,7 +117,7 @@ int run_worker_process(const WorkerRuntimeOptions& options, int protocol_fd) {
       {"warmup_ms", std::chrono::duration<double, std::milli>(Clock::now() - start).count()},
       {"warmup_steps_ms", runtime->warmup_steps_ms()},
       {"warmup_errors", runtime->warmup_errors()},
-      {"sandbox", sandbox_report()}};
+      {"sandbox", sandbox_report(jail_report)}};
   if (Status s = channel.send(ready); !s) {
     std::cerr << "kforge worker cuda: cannot send ready: " << s.message() << '\n';
     return 1;

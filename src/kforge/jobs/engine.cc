@@ -15,6 +15,7 @@
 #include "kforge/store/sqlite/sqlite_store.h"
 #include "kforge/workers/native_cuda_worker.h"
 #include "kforge/workers/python_worker.h"
+#include "kforge/workers/sandbox_policy.h"
 
 namespace kforge::jobs {
 namespace {
@@ -83,23 +84,38 @@ StatusOr<std::filesystem::path> find_worker_path() {
                    "; set --worker-path or KFORGE_WORKER_PATH");
 }
 
-std::filesystem::path find_cuda_abi_library(const std::filesystem::path& executable) {
-  if (const char* p = std::getenv("KFORGE_CUDA_ABI"); p != nullptr && *p != '\0') {  // NOLINT
+namespace {
+
+std::filesystem::path find_library_near(const std::filesystem::path& executable,
+                                        const char* env_name, const char* file_name) {
+  if (const char* p = std::getenv(env_name); p != nullptr && *p != '\0') {  // NOLINT
     return p;
   }
   const auto dir = executable.parent_path();
-  for (const auto& candidate :
-       {dir / "libkforge_cuda.so", dir.parent_path() / "lib" / "libkforge_cuda.so"}) {
+  for (const auto& candidate : {dir / file_name, dir.parent_path() / "lib" / file_name}) {
     std::error_code ec;
     if (std::filesystem::is_regular_file(candidate, ec)) return candidate;
   }
   return {};
 }
 
+}  // namespace
+
+std::filesystem::path find_cuda_abi_library(const std::filesystem::path& executable) {
+  return find_library_near(executable, "KFORGE_CUDA_ABI", "libkforge_cuda.so");
+}
+
+std::filesystem::path find_sandbox_library(const std::filesystem::path& executable) {
+  return find_library_near(executable, "KFORGE_SANDBOX_LIB", "libkforge_sandbox.so");
+}
+
 StatusOr<Engine> build_engine(const EngineOptions& options) {
   std::error_code ec;
   auto data_dir = std::filesystem::absolute(options.data_dir, ec);
   if (ec) return invalid_argument("bad data directory: " + ec.message(), "--data-dir");
+  // Everything the server creates (the store, its journals, caches) is its own: jobs run as
+  // other uids and must not read it even where a path to it leaks.
+  ::umask(077);
   Engine engine;
   KF_ASSIGN_OR_RETURN(engine.data_dir_lock, DataDirLock::acquire(data_dir));
 
@@ -153,6 +169,36 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     }
   }
 
+  // Isolation of every job process: identities, cgroups, jails.
+  const std::string sandbox_library = find_sandbox_library(executable).string();
+  workers::SandboxOptions sandbox_options;
+  sandbox_options.mode = options.sandbox;
+  sandbox_options.data_dir = data_dir;
+  sandbox_options.memory_bytes = options.child_memory_bytes;
+  sandbox_options.pids_max = options.job_pids_max;
+  sandbox_options.uid_base = options.sandbox_uid_base;
+  sandbox_options.kernel_cache = options.kernel_cache;
+  sandbox_options.cupy_cache_dir = options.cupy_cache_dir;
+  for (const std::filesystem::path& p :
+       {std::filesystem::path(find_program(python)), worker_path, executable.parent_path(),
+        std::filesystem::path(cuda_abi).parent_path(),
+        std::filesystem::path(sandbox_library).parent_path(),
+        std::filesystem::path(nvrtc_library).parent_path()}) {
+    if (p.empty()) continue;
+    std::error_code canonical_error;
+    auto real = std::filesystem::canonical(p, canonical_error);
+    sandbox_options.expose.push_back((canonical_error ? p : real).string());
+    // A venv's interpreter is a symlink into the base installation: expose the venv too.
+    if (!canonical_error && real != p) {
+      sandbox_options.expose.push_back(p.parent_path().parent_path().string());
+    }
+  }
+  if (const char* inc = std::getenv("KFORGE_CUDA_INCLUDE"); inc != nullptr && *inc != '\0') {
+    sandbox_options.expose.emplace_back(inc);
+  }
+  KF_ASSIGN_OR_RETURN(std::shared_ptr<workers::SandboxPolicy> sandbox,
+                      workers::SandboxPolicy::create(sandbox_options));
+
   workers::ChildLimits limits;
   limits.output_cap_bytes = options.output_cap_bytes;
   limits.memory_limit_bytes =
@@ -169,7 +215,11 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     o.warm_children = gpu != nullptr ? options.warm_children_gpu : options.warm_children_cpu;
     o.cuda_abi_library = cuda_abi;
     o.nvrtc_library = nvrtc_library;
+    o.sandbox_library = sandbox_library;
+    o.sandbox = sandbox;
+    o.cupy_cache_dir = options.cupy_cache_dir;
     if (gpu != nullptr) {
+      o.gpu_minor = workers::nvidia_device_minor(gpu->pci_bus_id);
       o.cuda_visible_device = gpu->uuid;
       o.triton_arch = std::to_string(gpu->cc_major * 10 + gpu->cc_minor);
       o.device_info = gpu->to_json();
@@ -188,7 +238,9 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     o.limits = limits;
     o.warm_children =
         gpu != nullptr ? options.warm_cuda_workers_gpu : options.warm_cuda_workers_cpu;
+    o.sandbox = sandbox;
     if (gpu != nullptr) {
+      o.gpu_minor = workers::nvidia_device_minor(gpu->pci_bus_id);
       o.cuda_visible_device = gpu->uuid;
       o.device_info = gpu->to_json();
     } else {
@@ -225,12 +277,16 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
 
   store::SqliteStore::Options store_options;
   store_options.path = data_dir / "kforge.db";
+  store_options.synchronous = options.store_fsync ? store::SqliteStore::Synchronous::kFull
+                                                  : store::SqliteStore::Synchronous::kNormal;
   KF_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(store_options));
 
   JobServiceImpl::Options service_options;
   service_options.max_attempts = options.max_attempts;
+  service_options.queue = options.queue;
   service_options.version = options.version;
-  service_options.device_metrics = options.device_metrics;
+  service_options.sandbox = sandbox->describe();
+  service_options.device_metrics_default = options.device_metrics_default;
   service_options.ncu = find_ncu(options.ncu);
   if (service_options.ncu.empty()) {
     service_options.ncu_missing =

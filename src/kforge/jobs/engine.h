@@ -31,11 +31,17 @@ struct EngineOptions {
   int warm_cuda_workers_gpu = 3;
   int warm_cuda_workers_cpu = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
+  QueueLimits queue;                 // unfinished jobs, in total and per client
+  bool store_fsync = true;           // SQLite synchronous=FULL (false: NORMAL)
   std::string version = "dev";
-  // Nsight Compute: the default of `enable_device_metrics`, and the ncu executable (empty:
-  // `ncu` on PATH, else /usr/local/cuda/bin/ncu).
-  bool device_metrics = false;
-  std::string ncu;
+  // Job isolation (workers/sandbox_policy.h): auto | required | off.
+  std::string sandbox = "auto";
+  int64_t job_pids_max = 1024;
+  uint32_t sandbox_uid_base = 61000;
+  std::string kernel_cache = "isolated";  // isolated | shared (SandboxOptions)
+  bool device_metrics_default = false;    // see JobServiceImpl::Options
+  std::filesystem::path cupy_cache_dir;   // CuPy's kernel cache for jobs; empty: cache/cupy
+  std::string ncu;  // Nsight Compute executable; empty: `ncu` on PATH, else /usr/local/cuda/bin/ncu
 };
 
 // The job service and the lock on its data directory; destroy the service first.
@@ -56,5 +62,8 @@ StatusOr<std::filesystem::path> find_worker_path();
 // libkforge_cuda.so (the C ABI the Python worker loads for `cuda` kernels): KFORGE_CUDA_ABI,
 // else next to the executable or in ../lib (the build tree); empty when absent.
 std::filesystem::path find_cuda_abi_library(const std::filesystem::path& executable);
+// libkforge_sandbox.so (the jail's C ABI for the Python worker): KFORGE_SANDBOX_LIB, else next
+// to the executable or in ../lib; empty when absent.
+std::filesystem::path find_sandbox_library(const std::filesystem::path& executable);
 
 }  // namespace kforge::jobs

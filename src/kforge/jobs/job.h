@@ -39,6 +39,7 @@ struct JobRecord {
   int64_t created_ms = 0;   // Unix ms
   int64_t started_ms = 0;   // 0 until started
   int64_t finished_ms = 0;  // 0 until finished
+  std::string phase;        // a running job's progress phase ("loading", ...); not stored
 };
 
 }  // namespace kforge::jobs

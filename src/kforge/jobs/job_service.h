@@ -7,7 +7,7 @@
 // quick and must not call back into the JobService while holding their own locks.
 //
 // Example (in a frontend, on a pool thread):
-//   KF_ASSIGN_OR_RETURN(auto job, service.submit(std::move(request)));
+//   KF_ASSIGN_OR_RETURN(auto job, service.submit(std::move(request), "peer 127.0.0.1"));
 //   auto sub = service.when_done(job.id, [](const jobs::JobRecord& done) { ... });
 #pragma once
 
@@ -39,10 +39,13 @@ class JobService {
 
   virtual ~JobService() = default;
 
-  // Checks the requested device, assigns an id and a seed (when absent), persists the job
-  // and queues it. On return the job is durable. Blocks. kInvalidArgument (field "device")
-  // for an unknown device; kUnavailable while shutting down.
-  virtual StatusOr<JobRecord> submit(model::JobRequest request) = 0;
+  // Checks the requested device and the queue limits, assigns an id and a seed (when
+  // absent), persists the job and queues it. On return the job is durable. Blocks.
+  // `client` names who submits (frontends derive it: "peer 10.0.0.7", "stdio", ...): the
+  // key of the per-client quota. kInvalidArgument (field "device") for an unknown device;
+  // kResourceExhausted when the client's quota is used up; kUnavailable when the whole
+  // queue is full or the server is shutting down. Queue errors name the limit (the flag).
+  virtual StatusOr<JobRecord> submit(model::JobRequest request, const std::string& client) = 0;
 
   // The job as it is now; kNotFound when unknown. Blocks.
   virtual StatusOr<JobRecord> get(const std::string& id) = 0;

@@ -34,7 +34,8 @@ JobServiceImpl::JobServiceImpl(Options options, std::unique_ptr<store::Store> st
       store_(std::move(store)),
       devices_(std::move(devices)),
       clock_(clock),
-      started_at_(clock.now()) {
+      started_at_(clock.now()),
+      quota_(options_.queue) {
   scheduler_ = std::make_unique<scheduler::Scheduler>(
       slot_infos(devices_),
       [this](const std::string& id, const std::string& device) { run_job(id, device); },
@@ -45,9 +46,22 @@ JobServiceImpl::~JobServiceImpl() {
   stop();
 }
 
+StatusOr<model::JobRequest> JobServiceImpl::load_request(const std::string& job_id) {
+  KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(job_id));
+  if (!stored) return not_found("job '" + job_id + "' is no longer in the store");
+  return parse_stored_request(*stored);
+}
+
+void JobServiceImpl::forget_locked(std::map<std::string, Active>::iterator it) {
+  quota_.release(it->second.client, it->second.request_bytes);
+  active_.erase(it);
+}
+
 StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(const JobRecord& record) const {
   model::RequestLimits limits;
-  limits.max_timeout_s = 1e9;  // a stored request was valid when it was accepted
+  limits.min_timeout_s = 0;  // a stored request was valid when it was accepted
+  limits.max_timeout_s = 1e9;
+  limits.max_trials = 1 << 30;
   return record.kind == model::JobKind::kCompare
              ? model::parse_compare_request(record.request, limits)
              : model::parse_evaluate_request(record.request, limits);
@@ -81,15 +95,19 @@ Status JobServiceImpl::start() {
     }
     Active active;
     record.state = JobState::kQueued;
+    active.request_bytes = record.request.dump().size();
+    active.client = "recovered";  // accepted before the restart: counted, never refused
+    record.request = Json();
     active.record = record;
-    active.request = std::move(request).value();
     active.target = *target;
     {
       std::lock_guard lock(mu_);
+      quota_.add(active.client, active.request_bytes);
       active_[record.id] = std::move(active);
     }
     scheduler_->enqueue(record.id, *target);
     ++recovered_;
+    legacy_.job_submitted(clock_.unix_ms());
     KF_LOG_INFO("job={} recovered after restart (attempt {} of {})", record.id, record.attempts + 1,
                 options_.max_attempts);
   }
@@ -166,16 +184,8 @@ workers::Worker* JobServiceImpl::pick_worker(const std::string& device,
   return nullptr;
 }
 
-StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request) {
+StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std::string& client) {
   KF_ASSIGN_OR_RETURN(std::string target, scheduler_->resolve_target(request.device));
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return unavailable("the server is shutting down");
-    if (active_.size() >= options_.max_active_jobs) {
-      return Status(ErrorCode::kResourceExhausted,
-                    "too many jobs queued (" + std::to_string(active_.size()) + "); retry later");
-    }
-  }
   if (!request.seed) request.seed = secure_random_u64() >> 1;  // fits a JSON int64
   JobRecord record;
   record.id = new_job_id();
@@ -184,17 +194,32 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request) {
   record.request = model::to_request_json(request);
   record.device = target;
   record.created_ms = clock_.unix_ms();
-  KF_RETURN_IF_ERROR(store_->insert_job(record));
+  const size_t request_bytes = record.request.dump().size();
+  {
+    // Counted before the insert, so concurrent submits cannot overshoot the limits.
+    std::lock_guard lock(mu_);
+    if (stopping_) return unavailable("the server is shutting down");
+    KF_RETURN_IF_ERROR(quota_.admit(client, request_bytes));
+  }
+  if (Status s = store_->insert_job(record); !s) {
+    std::lock_guard lock(mu_);
+    quota_.release(client, request_bytes);
+    return s;
+  }
   {
     std::lock_guard lock(mu_);
     Active active;
+    Json request_json = std::move(record.request);  // not copied into active_
     active.record = record;
-    active.request = std::move(request);
+    record.request = std::move(request_json);
+    active.client = client;
+    active.request_bytes = request_bytes;
     active.target = target;
     active_[record.id] = std::move(active);
   }
   scheduler_->enqueue(record.id, target);
   ++submitted_;
+  legacy_.job_submitted(record.created_ms);
   KF_LOG_DEBUG("job={} accepted kind={} target={}", record.id, model::to_string(record.kind),
                target);
   return record;
@@ -202,18 +227,19 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request) {
 
 Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobRequest& r,
                                  const std::string& device) const {
-  Json spec = {{"job_id", record.id},
-               {"kind", model::to_string(r.kind)},
-               {"kernel", model::to_json(r.kernel)},
-               {"reference", r.reference ? model::to_json(*r.reference) : Json()},
-               {"num_correct_trials", r.num_correct_trials},
-               {"measure_performance", r.measure_performance},
-               {"timing", model::to_json(r.timing)},
-               {"atol", r.atol ? Json(*r.atol) : Json()},
-               {"rtol", r.rtol ? Json(*r.rtol) : Json()},
-               {"seed", r.seed.value_or(0)},
-               {"device", device},
-               {"timeout_s", r.timeout_s}};
+  Json spec = {
+      {"job_id", record.id},
+      {"kind", model::to_string(r.kind)},
+      {"kernel", model::to_json(r.kernel)},
+      {"reference", r.reference ? model::to_json(*r.reference) : Json()},
+      {"num_correct_trials", r.num_correct_trials},
+      {"measure_performance", r.measure_performance},
+      {"timing", model::to_json(r.timing)},
+      {"atol", r.atol ? Json(*r.atol) : Json()},
+      {"rtol", r.rtol ? Json(*r.rtol) : Json()},
+      {"seed", r.seed.value_or(0)},
+      {"device", device},
+      {"timeout_s", r.timeout_s}};
   if (wants_device_metrics(r) && device != "cpu" && !options_.ncu.empty()) {
     spec["device_metrics"] = {
         {"ncu", options_.ncu}, {"sections", ncu_sections()}, {"timeout_s", r.timeout_s}};
@@ -223,7 +249,6 @@ Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobReques
 
 void JobServiceImpl::run_job(const std::string& job_id, const std::string& device) {
   JobRecord record;
-  model::JobRequest request;
   auto cancel = std::make_shared<workers::CancelToken>();
   std::string cancelled_before_start;
   {
@@ -239,7 +264,6 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
     it->second.record.started_ms = clock_.unix_ms();
     ++it->second.record.attempts;
     record = it->second.record;
-    request = it->second.request;
   }
   if (!cancelled_before_start.empty()) {
     finish(job_id, JobState::kCancelled, Json(), cancelled_before_start);
@@ -250,7 +274,16 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
     finish(job_id, JobState::kFailed, Json(), "store error: " + s.message());
     return;
   }
+  legacy_.job_started(device, static_cast<double>(record.started_ms - record.created_ms) / 1000.0);
   publish_progress(job_id, {job_id, "starting", "running on " + device, 0.01});
+  auto loaded = load_request(job_id);
+  if (!loaded.is_ok()) {
+    KF_LOG_ERROR("job={} request cannot be read back: {}", job_id, loaded.status().to_string());
+    finish(job_id, JobState::kFailed, Json(),
+           "stored request can no longer be read: " + loaded.status().to_string());
+    return;
+  }
+  const model::JobRequest request = std::move(loaded).value();
   workers::Worker* worker = pick_worker(device, request);
   if (worker == nullptr) {
     finish(job_id, JobState::kFailed, Json(), "no worker can run this job on " + device);
@@ -262,10 +295,18 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
   job.spec = worker_spec(record, request, device);
   job.timeout = std::chrono::milliseconds(static_cast<int64_t>(request.timeout_s * 1000.0));
   auto started = clock_.now();
-  workers::WorkerOutcome outcome = worker->run(
-      job, *cancel, [this, &job_id](const std::string& phase, const std::string& msg, double f) {
-        publish_progress(job_id, {job_id, phase, msg, f});
-      });
+  workers::WorkerOutcome outcome;
+  try {
+    outcome = worker->run(
+        job, *cancel, [this, &job_id](const std::string& phase, const std::string& msg, double f) {
+          publish_progress(job_id, {job_id, phase, msg, f});
+        });
+  } catch (const std::exception& e) {
+    // A worker must not throw (what a child sends is untrusted), but if one does, the job
+    // still ends, and its slot and quota are given back, instead of staying "running".
+    outcome = {workers::WorkerOutcome::Kind::kWorkerFailure, Json(),
+               std::string("the worker failed unexpectedly: ") + e.what()};
+  }
   double ms = std::chrono::duration<double, std::milli>(clock_.now() - started).count();
   switch (outcome.kind) {
     case workers::WorkerOutcome::Kind::kResult:
@@ -285,7 +326,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
       if (reason == "server shutting down") {
         // Not the client's doing: leave it queued in the store for the next start.
         std::lock_guard lock(mu_);
-        active_.erase(job_id);
+        if (auto it = active_.find(job_id); it != active_.end()) forget_locked(it);
         (void)store_->requeue(job_id);
         return;
       }
@@ -302,9 +343,33 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
 
 void JobServiceImpl::finish(const std::string& id, JobState state, Json result, std::string error) {
   int64_t now = clock_.unix_ms();
+  FinishedJobSample sample;
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it != active_.end()) {
+      const Active& a = it->second;
+      const int64_t loaded = a.checking_ms > 0 ? a.checking_ms
+                             : a.timing_ms > 0 ? a.timing_ms
+                                               : now;
+      if (a.loading_ms > 0) sample.compile_s = static_cast<double>(loaded - a.loading_ms) / 1000.0;
+      if (a.timing_ms > 0) sample.timing_s = static_cast<double>(now - a.timing_ms) / 1000.0;
+      sample.started = a.record.started_ms > 0;
+      sample.run_s = sample.started ? static_cast<double>(now - a.record.started_ms) / 1000.0 : 0;
+      sample.end_to_end_s = static_cast<double>(now - a.record.created_ms) / 1000.0;
+      sample.device = a.record.device;
+    }
+  }
+  // The old server reported how long compilation took; the loading phase is kforge's.
+  if (result.is_object() && !result.contains("compilation_time") && sample.compile_s >= 0) {
+    result["compilation_time"] = sample.compile_s;
+  }
   if (Status s = store_->finish_job(id, state, result, error, now); !s) {
     KF_LOG_ERROR("job={} result could not be stored: {}", id, s.message());
   }
+  sample.state = state;
+  sample.result = &result;
+  legacy_.job_finished(sample);
   std::map<uint64_t, DoneCallback> subs;
   JobRecord record;
   {
@@ -317,12 +382,13 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
       subscription_.erase(sub);
     for (const auto& [sub, _] : it->second.progress_subs)
       subscription_.erase(sub);
-    active_.erase(it);
+    forget_locked(it);
   }
   record.state = state;
   record.result = std::move(result);
   record.error = std::move(error);
   record.finished_ms = now;
+  record.phase.clear();
   ++finished_;
   for (auto& [sub, cb] : subs)
     cb(record);
@@ -337,6 +403,12 @@ void JobServiceImpl::publish_progress(const std::string& id, JobProgress progres
     // Progress only moves forward, whatever order phases report in.
     progress.fraction = std::max(progress.fraction, it->second.last_fraction);
     it->second.last_fraction = progress.fraction;
+    Active& a = it->second;
+    a.record.phase = progress.phase;
+    const int64_t now = clock_.unix_ms();
+    if (progress.phase == "loading" && a.loading_ms == 0) a.loading_ms = now;
+    if (progress.phase == "correctness" && a.checking_ms == 0) a.checking_ms = now;
+    if (progress.phase.starts_with("timing") && a.timing_ms == 0) a.timing_ms = now;
     for (const auto& [sub, cb] : it->second.progress_subs)
       subs.push_back(cb);
   }
@@ -447,11 +519,27 @@ Json JobServiceImpl::health() {
     if (d.measure_peaks) entry["peaks"] = peaks_of(d.device.name);
     devices.push_back(std::move(entry));
   }
+  // The old server's keys: GPUs free to take a job, and its two services.
+  int64_t gpus = 0;
+  int64_t idle_gpus = 0;
+  for (const auto& d : scheduler_->device_status()) {
+    if (d.value("kind", "") != "gpu") continue;
+    ++gpus;
+    if (!d.value("busy", false)) ++idle_gpus;
+  }
+  const char* service = degraded ? "degraded" : "healthy";
   double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
-  return Json{{"status", degraded ? "degraded" : "healthy"},
-              {"version", options_.version},
-              {"uptime_s", uptime},
-              {"devices", devices}};
+  return Json{
+      {"status", service},
+      {"version", options_.version},
+      {"uptime_s", uptime},
+      {"gpu_manager", {{"available_gpus", idle_gpus}, {"total_gpus", gpus}}},
+      {"compilation_service",
+       {{"status", service},
+        {"available_kernel_types", {"torch", "torch_cuda", "triton", "cuda", "multi_kernel"}}}},
+      {"profiling_service", {{"status", service}, {"devices", devices.size()}}},
+      {"devices", devices},
+      {"sandbox", options_.sandbox}};
 }
 
 Json JobServiceImpl::stats() {
@@ -460,9 +548,19 @@ Json JobServiceImpl::stats() {
                      JobState::kCancelled}) {
     by_state[std::string(to_string(s))] = 0;
   }
-  if (auto counts = store_->count_by_state(); counts.is_ok()) {
-    for (const auto& [s, n] : *counts)
-      by_state[std::string(to_string(s))] = n;
+  const int64_t now_ms = clock_.unix_ms();
+  Json job_stats = Json{{"total_jobs", 0}, {"by_status", Json::object()}, {"average_age", 0.0}};
+  if (auto summary = store_->job_summary(); summary.is_ok()) {
+    for (const auto& [s, n] : *summary)
+      by_state[std::string(to_string(s))] = n.count;
+    std::vector<std::string> phases;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [id, a] : active_) {
+        if (a.record.state == JobState::kRunning) phases.push_back(a.record.phase);
+      }
+    }
+    job_stats = legacy_job_stats(*summary, phases, now_ms);
   }
   Json devices = scheduler_->device_status();
   int64_t restarts = 0;
@@ -483,16 +581,32 @@ Json JobServiceImpl::stats() {
     }
   }
   double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
-  return Json{{"uptime_s", uptime},
-              {"version", options_.version},
-              {"queue_depth", scheduler_->queue_depth()},
-              {"jobs", by_state},
-              {"jobs_submitted", submitted_.load()},
-              {"jobs_finished", finished_.load()},
-              {"jobs_recovered", recovered_.load()},
-              {"worker_restarts", restarts},
-              {"child_crashes", crashes},
-              {"devices", devices}};
+  Json queue;
+  {
+    std::lock_guard lock(mu_);
+    const QueueLimits& l = quota_.limits();
+    queue = Json{{"jobs", quota_.jobs()},
+                 {"bytes", quota_.bytes()},
+                 {"clients", quota_.clients()},
+                 {"max_jobs", l.max_jobs},
+                 {"max_bytes", l.max_bytes},
+                 {"max_jobs_per_client", l.max_jobs_per_client},
+                 {"max_bytes_per_client", l.max_bytes_per_client}};
+  }
+  Json out = legacy_.snapshot(uptime, now_ms);
+  out.update(Json{{"job_stats", std::move(job_stats)},
+                  {"uptime_s", uptime},
+                  {"version", options_.version},
+                  {"queue_depth", scheduler_->queue_depth()},
+                  {"queue", std::move(queue)},
+                  {"jobs", by_state},
+                  {"jobs_submitted", submitted_.load()},
+                  {"jobs_finished", finished_.load()},
+                  {"jobs_recovered", recovered_.load()},
+                  {"worker_restarts", restarts},
+                  {"child_crashes", crashes},
+                  {"devices", devices}});
+  return out;
 }
 
 StatusOr<int64_t> JobServiceImpl::cleanup(std::chrono::seconds older_than) {

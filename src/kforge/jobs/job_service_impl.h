@@ -3,6 +3,10 @@
 // Durability: a job is written to the store before submit() returns. At start(), jobs the
 // store still has as queued or running (the server died) are queued again, up to
 // `max_attempts` starts each; past that they fail with the reason.
+//
+// Memory: an unfinished job costs a JobRecord without its request (ids, state, times) and
+// its quota entry; the request itself stays in the store and is read back when the job
+// starts, so queued work is bounded by QueueLimits in the store's bytes, not held in RAM.
 #pragma once
 
 #include <atomic>
@@ -17,6 +21,8 @@
 
 #include "kforge/common/clock.h"
 #include "kforge/jobs/job_service.h"
+#include "kforge/jobs/legacy_stats.h"
+#include "kforge/jobs/queue_quota.h"
 #include "kforge/scheduler/scheduler.h"
 #include "kforge/store/store.h"
 #include "kforge/workers/worker.h"
@@ -36,12 +42,15 @@ struct DeviceWorkers {
 class JobServiceImpl final : public JobService {
  public:
   struct Options {
-    int max_attempts = 3;             // starts per job across restarts
-    size_t max_active_jobs = 100000;  // queued + running; submit() fails beyond
+    int max_attempts = 3;  // starts per job across restarts
+    QueueLimits queue;     // unfinished (queued + running) jobs; submit() refuses beyond
     std::string version = "dev";
-    bool device_metrics = false;  // default of a request's enable_device_metrics
-    std::string ncu;              // the ncu executable; empty when there is none...
-    std::string ncu_missing;      // ...and why
+    Json sandbox = Json::object();  // SandboxPolicy::describe(), shown by health()
+    // Nsight Compute device metrics for requests that do not say (--device-metrics,
+    // ENABLE_DEVICE_METRICS=true); the worker spec carries `device_metrics` (ncu, sections).
+    bool device_metrics_default = false;
+    std::string ncu;          // the ncu executable; empty when there is none...
+    std::string ncu_missing;  // ...and why
   };
 
   JobServiceImpl(Options options, std::unique_ptr<store::Store> store,
@@ -54,7 +63,7 @@ class JobServiceImpl final : public JobService {
   // queued stay queued in the store and run after the next start.
   void stop();
 
-  StatusOr<JobRecord> submit(model::JobRequest request) override;
+  StatusOr<JobRecord> submit(model::JobRequest request, const std::string& client) override;
   StatusOr<JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
@@ -66,12 +75,16 @@ class JobServiceImpl final : public JobService {
 
  private:
   struct Active {
-    JobRecord record;  // current state (no result)
-    model::JobRequest request;
-    std::string target;                            // scheduler target
+    JobRecord record;          // current state (no request, no result: both live in the store)
+    std::string client;        // who submitted it (the quota key)
+    size_t request_bytes = 0;  // its stored request, for the quota
+    std::string target;        // scheduler target
     std::shared_ptr<workers::CancelToken> cancel;  // set while running
     std::string cancel_reason;
     double last_fraction = 0;
+    // When the worker reported each phase first (Unix ms, 0 = not yet): the loading phase is
+    // the compilation time, the timing phases the profiling time.
+    int64_t loading_ms = 0, checking_ms = 0, timing_ms = 0;
     std::map<uint64_t, DoneCallback> done_subs;
     std::map<uint64_t, ProgressCallback> progress_subs;
   };
@@ -82,7 +95,7 @@ class JobServiceImpl final : public JobService {
   Json worker_spec(const JobRecord& record, const model::JobRequest& request,
                    const std::string& device) const;
   bool wants_device_metrics(const model::JobRequest& request) const {
-    return request.device_metrics.value_or(options_.device_metrics);
+    return request.enable_device_metrics.value_or(options_.device_metrics_default);
   }
   // Roofline and device metrics (result_extras.h), added to a worker's result.
   void add_extras(Json& result, const model::JobRequest& request, const std::string& device);
@@ -91,6 +104,10 @@ class JobServiceImpl final : public JobService {
   void finish(const std::string& id, JobState state, Json result, std::string error);
   void publish_progress(const std::string& id, JobProgress progress);
   StatusOr<model::JobRequest> parse_stored_request(const JobRecord& record) const;
+  // The request of an unfinished job, read back from the store.
+  StatusOr<model::JobRequest> load_request(const std::string& job_id);
+  // Removes an unfinished job from active_ and the quota. Requires mu_.
+  void forget_locked(std::map<std::string, Active>::iterator it);
 
   const Options options_;
   const std::unique_ptr<store::Store> store_;
@@ -101,6 +118,7 @@ class JobServiceImpl final : public JobService {
 
   std::mutex mu_;
   std::map<std::string, Active> active_;          // guarded by mu_: queued + running jobs
+  QueueQuota quota_;                              // guarded by mu_: what active_ holds
   std::map<uint64_t, std::string> subscription_;  // guarded by mu_: id -> job id
   uint64_t next_subscription_ = 1;                // guarded by mu_
   bool stopping_ = false;                         // guarded by mu_
@@ -108,6 +126,7 @@ class JobServiceImpl final : public JobService {
   std::atomic<int64_t> submitted_{0};
   std::atomic<int64_t> finished_{0};
   std::atomic<int64_t> recovered_{0};
+  LegacyMetrics legacy_;  // the old server's /stats counters
 };
 
 }  // namespace kforge::jobs

@@ -1,52 +1,123 @@
 #include "kforge/jobs/job_view.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
-#include <ctime>
+#include "kforge/jobs/exec_result_view.h"
 
 namespace kforge::jobs {
 namespace {
 
-const std::string& host_name() {
-  static const std::string name = [] {
-    char buf[256] = {};
-    if (gethostname(buf, sizeof(buf) - 1) != 0) return std::string("unknown");
-    return std::string(buf);
-  }();
-  return name;
+std::string lookup_host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+// The host name's first IPv4 address, like the old server's gethostbyname(gethostname()).
+std::string lookup_host_ip(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+    return "127.0.0.1";
+  }
+  char text[INET_ADDRSTRLEN] = {};
+  const auto* addr = reinterpret_cast<const sockaddr_in*>(found->ai_addr);
+  const bool ok = inet_ntop(AF_INET, &addr->sin_addr, text, sizeof(text)) != nullptr;
+  freeaddrinfo(found);
+  return ok ? std::string(text) : std::string("127.0.0.1");
+}
+
+// Fields shared by both views; `status` is set by the caller.
+Json common_view(const JobRecord& job) {
+  Json j = {{"job_id", job.id},
+            {"state", to_string(job.state)},
+            {"kind", model::to_string(job.kind)},
+            {"device", job.device},
+            {"attempts", job.attempts},
+            {"created_at", epoch_seconds(job.created_ms)},
+            {"error", job.error.empty() ? Json() : Json(job.error)},
+            {"pod_name", pod_name()},
+            {"pod_ip", pod_ip()}};
+  if (job.state == JobState::kRunning && !job.phase.empty()) j["phase"] = job.phase;
+  if (job.started_ms > 0) j["started_at"] = epoch_seconds(job.started_ms);
+  if (job.finished_ms > 0) j["finished_at"] = epoch_seconds(job.finished_ms);
+  const bool is_compare = job.kind == model::JobKind::kCompare;
+  if (job.result.is_object()) {
+    Json r = exec_result_view(job.result, is_compare);
+    for (const char* key : {"ref_runtime", "ref_runtime_stats", "speedup"}) {
+      auto it = r.find(key);
+      if (it != r.end()) j[key] = *it;
+    }
+    j["kernel_exec_result"] = std::move(r);
+  }
+  return j;
 }
 
 }  // namespace
 
-std::string iso8601_utc(int64_t unix_ms) {
-  time_t secs = static_cast<time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof(buf) - n, ".%03dZ", static_cast<int>(unix_ms % 1000));
-  return buf;
+std::string_view legacy_job_status(JobState state, std::string_view phase) {
+  switch (state) {
+    case JobState::kQueued:
+      return "submitted";
+    case JobState::kRunning:
+      if (phase == "correctness") return "validating";
+      if (phase == "timing_reference" || phase == "timing_candidate") return "profiling";
+      return "compiling";
+    case JobState::kSucceeded:
+      return "completed";
+    case JobState::kFailed:
+    case JobState::kCancelled:
+      return "failed";
+  }
+  return "failed";
 }
 
-Json job_response(const JobRecord& job) {
-  Json j = {{"job_id", job.id},
-            {"status", to_string(job.state)},
-            {"kind", model::to_string(job.kind)},
-            {"device", job.device},
-            {"attempts", job.attempts},
-            {"created_at", iso8601_utc(job.created_ms)},
-            {"pod_name", host_name()}};
-  if (job.started_ms > 0) j["started_at"] = iso8601_utc(job.started_ms);
-  if (job.finished_ms > 0) j["finished_at"] = iso8601_utc(job.finished_ms);
-  if (!job.error.empty()) j["error"] = job.error;
-  if (job.result.is_object()) {
-    j["kernel_exec_result"] = job.result;
-    for (const char* key : {"ref_runtime", "ref_runtime_stats", "speedup"}) {
-      auto it = job.result.find(key);
-      if (it != job.result.end()) j[key] = *it;
-    }
+Json job_status_view(const JobRecord& job) {
+  Json j = common_view(job);
+  j["status"] = legacy_job_status(job.state, job.phase);
+  return j;
+}
+
+Json job_result_view(const JobRecord& job) {
+  Json j = common_view(job);
+  j["status"] = job.state == JobState::kSucceeded ? "success" : "error";
+  if (!j.contains("kernel_exec_result")) {
+    // The old server's error answer carried empty objects here.
+    j["kernel_exec_result"] = Json::object();
+    if (job.kind == model::JobKind::kCompare) j["ref_runtime"] = Json::object();
   }
   return j;
+}
+
+std::optional<JobState> job_state_of_view(const Json& view) {
+  if (!view.is_object()) return std::nullopt;
+  if (auto s = job_state_from(view.value("state", ""))) return s;
+  const std::string status = view.value("status", "");
+  if (auto s = job_state_from(status)) return s;
+  if (status == "submitted") return JobState::kQueued;
+  if (status == "compiling" || status == "validating" || status == "profiling") {
+    return JobState::kRunning;
+  }
+  if (status == "completed") return JobState::kSucceeded;
+  return std::nullopt;
+}
+
+const std::string& pod_name() {
+  static const std::string name = lookup_host_name();
+  return name;
+}
+
+const std::string& pod_ip() {
+  static const std::string ip = lookup_host_ip(pod_name());
+  return ip;
+}
+
+double epoch_seconds(int64_t unix_ms) {
+  return static_cast<double>(unix_ms) / 1000.0;
 }
 
 }  // namespace kforge::jobs

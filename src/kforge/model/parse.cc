@@ -7,6 +7,7 @@
 #include <set>
 
 #include "kforge/common/base64.h"
+#include "kforge/model/cuda_kernel_names.h"
 #include "kforge/model/cuda_options.h"
 
 namespace kforge::model {
@@ -81,6 +82,32 @@ StatusOr<std::optional<int64_t>> read_int(const Json& obj, std::string_view key,
   return std::optional<int64_t>(value);
 }
 
+// A non-negative integer of up to 64 bits (the full range of uint64_t); never wraps: -1 or
+// 2^64 is an error naming the field.
+StatusOr<std::optional<uint64_t>> read_uint64(const Json& obj, std::string_view key,
+                                              const JsonPath& path) {
+  const Json* v = member(obj, key);
+  if (v == nullptr) return std::optional<uint64_t>();
+  const std::string range =
+      "must be an integer between 0 and " + std::to_string(std::numeric_limits<uint64_t>::max());
+  if (v->is_number_unsigned()) return std::optional<uint64_t>(v->get<uint64_t>());
+  if (v->is_number_integer()) {
+    const int64_t i = v->get<int64_t>();
+    if (i < 0) return field_error(path.key(key), range + ", got " + std::to_string(i));
+    return std::optional<uint64_t>(static_cast<uint64_t>(i));
+  }
+  return field_error(
+      path.key(key),
+      range + ", got " + (v->is_number() ? v->dump() : std::string(json_type_name(*v))));
+}
+
+// A JSON integer that fits int64_t (a number_unsigned above INT64_MAX does not).
+bool fits_int64(const Json& v) {
+  return v.is_number_integer() &&
+         (!v.is_number_unsigned() ||
+          v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
+}
+
 StatusOr<std::optional<bool>> read_bool(const Json& obj, std::string_view key,
                                         const JsonPath& path) {
   const Json* v = member(obj, key);
@@ -103,7 +130,8 @@ StatusOr<std::vector<int64_t>> read_shape(const Json& obj, std::string_view key,
   }
   std::vector<int64_t> shape;
   for (const auto& d : *v) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+    // fits_int64 first: 2^63 and above would read as negative through get<int64_t>.
+    if (!fits_int64(d) || d.get<int64_t>() < 0) {
       return field_error(p, "must be a list of non-negative integers");
     }
     shape.push_back(d.get<int64_t>());
@@ -261,6 +289,20 @@ bool is_identifier(const std::string& s) {
   return true;
 }
 
+// A `cuda` kernel's name is an NVRTC name expression: a qualified name, maybe a template
+// instance ("ops::scale<128>"). It is never passed to a shell or a file path.
+bool is_name_expression(const std::string& s) {
+  if (s.empty() || s.size() > 256) return false;
+  if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_' || s[0] == ':')) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+          std::string_view(":<>, *&()").find(c) != std::string_view::npos)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLimits& limits) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   ArgSpec arg;
@@ -290,6 +332,13 @@ StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLi
   bool ok = false;
   switch (arg.type) {
     case ArgType::kInt:
+      if (value->is_number_integer() && !fits_int64(*value)) {
+        return field_error(path.key("value"),
+                           "must be an integer between " +
+                               std::to_string(std::numeric_limits<int64_t>::min()) + " and " +
+                               std::to_string(std::numeric_limits<int64_t>::max()) + ", got " +
+                               value->dump());
+      }
       ok = value->is_number_integer();
       break;
     case ArgType::kFloat:
@@ -322,7 +371,7 @@ StatusOr<std::optional<Dim3>> parse_dim3(const Json& obj, std::string_view key,
     if (v->empty() || v->size() > 3) return field_error(p, "must have 1 to 3 dimensions");
     for (size_t i = 0; i < v->size(); ++i) {
       const Json& e = (*v)[i];
-      if (!e.is_number_integer() || e.get<int64_t>() < 1 || e.get<int64_t>() > max) {
+      if (!fits_int64(e) || e.get<int64_t>() < 1 || e.get<int64_t>() > max) {
         return field_error(p.index(i), "must be an integer between 1 and " + std::to_string(max));
       }
       (i == 0 ? d.x : i == 1 ? d.y : d.z) = e.get<int64_t>();
@@ -403,20 +452,16 @@ Status parse_common(const Json& body, const RequestLimits& limits, JobRequest& r
   KF_ASSIGN_OR_RETURN(auto correct,
                       read_int(body, "num_correct_trials", root, 1, limits.max_correct_trials));
   if (correct) req.num_correct_trials = static_cast<int>(*correct);
-  KF_ASSIGN_OR_RETURN(auto timeout,
-                      read_number(body, "timeout", root, 0.001, limits.max_timeout_s));
+  KF_ASSIGN_OR_RETURN(
+      auto timeout, read_number(body, "timeout", root, limits.min_timeout_s, limits.max_timeout_s));
   if (timeout) req.timeout_s = *timeout;
   KF_ASSIGN_OR_RETURN(req.device, read_string(body, "device", root, false));
   KF_ASSIGN_OR_RETURN(req.atol, read_number(body, "atol", root, 0.0, 1e300));
   KF_ASSIGN_OR_RETURN(req.rtol, read_number(body, "rtol", root, 0.0, 1e300));
   KF_ASSIGN_OR_RETURN(auto measure, read_bool(body, "measure_performance", root));
   if (measure) req.measure_performance = *measure;
-  KF_ASSIGN_OR_RETURN(req.device_metrics, read_bool(body, "enable_device_metrics", root));
-  const Json* seed = member(body, "seed");
-  if (seed != nullptr) {
-    if (!seed->is_number_integer()) return field_error(root.key("seed"), "must be an integer");
-    req.seed = seed->get<uint64_t>();
-  }
+  KF_ASSIGN_OR_RETURN(req.enable_device_metrics, read_bool(body, "enable_device_metrics", root));
+  KF_ASSIGN_OR_RETURN(req.seed, read_uint64(body, "seed", root));
   return Status::ok();
 }
 
@@ -486,6 +531,81 @@ Status check_kernel_rules(const KernelCode& k, std::string_view field) {
   return Status::ok();
 }
 
+// The names a torch / torch_cuda kernel may give its callable (the old server's targeting).
+constexpr const char* kTorchTargetKeys[] = {"function_name", "class_name", "method_name"};
+
+// Checks the metadata fields kforge reads and brings old spellings to kforge's:
+// compiler_options (the old server's) becomes compile_options.
+Status normalize_metadata(KernelCode& k, const JsonPath& path) {
+  Json& meta = k.metadata;
+  // The roofline's work per call (jobs/roofline.h).
+  for (const char* key : {"bytes_moved", "flops"}) {
+    auto it = meta.find(key);
+    if (it != meta.end() && !it->is_null() && (!it->is_number() || it->get<double>() < 0)) {
+      return field_error(path.key(key), "must be a number >= 0");
+    }
+  }
+  if (auto it = meta.find("flops_dtype"); it != meta.end() && !it->is_null()) {
+    static const std::set<std::string> kFlopsDtypes = {"fp32", "tf32", "fp16", "bf16"};
+    if (!it->is_string() || !kFlopsDtypes.contains(it->get<std::string>())) {
+      return field_error(path.key("flops_dtype"), "must be one of fp32, tf32, fp16, bf16");
+    }
+  }
+  for (const char* key : {"entry_point", "kernel_name"}) {
+    auto it = meta.find(key);
+    if (it == meta.end() || it->is_null()) continue;
+    if (!it->is_string()) return field_error(path.key(key), "must be a string");
+    const std::string name = it->get<std::string>();
+    const bool ok =
+        k.kernel_type == KernelType::kCuda ? is_name_expression(name) : is_identifier(name);
+    if (!ok) {
+      return field_error(path.key(key), std::string("must be ") +
+                                            (k.kernel_type == KernelType::kCuda
+                                                 ? "a C++ name (\"scale\", \"ops::scale<128>\")"
+                                                 : "an identifier") +
+                                            ", got '" + name + "'");
+    }
+  }
+  if (auto old = meta.find("compiler_options"); old != meta.end()) {
+    auto current = meta.find("compile_options");
+    if (current != meta.end() && !current->is_null() && *current != *old) {
+      return field_error(path.key("compiler_options"),
+                         "is the old spelling of compile_options; give only one of them");
+    }
+    Json value = *old;
+    meta.erase("compiler_options");
+    if (!value.is_null()) meta["compile_options"] = std::move(value);
+  }
+  bool any_target = false;
+  for (const char* key : kTorchTargetKeys) {
+    auto it = meta.find(key);
+    if (it == meta.end() || it->is_null()) continue;
+    any_target = true;
+    if (!it->is_string() || !is_identifier(it->get<std::string>())) {
+      return field_error(path.key(key), "must be a Python identifier, got " + it->dump());
+    }
+  }
+  if (!any_target) return Status::ok();
+  if (k.kernel_type != KernelType::kTorch && k.kernel_type != KernelType::kTorchCuda) {
+    const char* key = meta.contains("function_name") ? "function_name"
+                      : meta.contains("class_name")  ? "class_name"
+                                                     : "method_name";
+    return field_error(path.key(key),
+                       "applies to torch and torch_cuda kernels; a " +
+                           std::string(to_string(k.kernel_type)) +
+                           " kernel names its entry point with metadata.kernel_name");
+  }
+  const bool function = meta.contains("function_name") && !meta["function_name"].is_null();
+  for (const char* key : {"class_name", "method_name"}) {
+    if (function && meta.contains(key) && !meta[key].is_null()) {
+      return field_error(
+          path.key(key),
+          "cannot be given with function_name (which names a module-level function)");
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 StatusOr<IOContract> parse_io_contract(const Json& j, const JsonPath& path,
@@ -535,31 +655,14 @@ StatusOr<KernelCode> parse_kernel_code(const Json& j, const JsonPath& path,
   if (const Json* meta = member(j, "metadata")) {
     if (!meta->is_object()) return field_error(path.key("metadata"), "must be an object");
     k.metadata = *meta;
-    // The roofline's work per call (jobs/roofline.h).
-    for (const char* key : {"bytes_moved", "flops"}) {
-      auto it = meta->find(key);
-      if (it != meta->end() && !it->is_null() && (!it->is_number() || it->get<double>() < 0)) {
-        return field_error(path.key("metadata").key(key), "must be a number >= 0");
-      }
-    }
-    if (auto it = meta->find("flops_dtype"); it != meta->end() && !it->is_null()) {
-      static const std::set<std::string> kFlopsDtypes = {"fp32", "tf32", "fp16", "bf16"};
-      if (!it->is_string() || !kFlopsDtypes.contains(it->get<std::string>())) {
-        return field_error(path.key("metadata").key("flops_dtype"),
-                           "must be one of fp32, tf32, fp16, bf16");
-      }
-    }
-    for (const char* key : {"entry_point", "kernel_name"}) {
-      auto it = meta->find(key);
-      if (it != meta->end() && !it->is_null()) {
-        if (!it->is_string()) return field_error(path.key("metadata").key(key), "must be a string");
-        const std::string name = it->get<std::string>();
-        if (!is_identifier(name)) {
-          return field_error(path.key("metadata").key(key),
-                             "must be an identifier, got '" + name + "'");
-        }
-      }
-    }
+    KF_RETURN_IF_ERROR(normalize_metadata(k, path.key("metadata")));
+  }
+  if (k.kernel_type == KernelType::kCuda && k.entry_point().empty()) {
+    // As the kernel evaluation server did: a source with one __global__ function needs no name.
+    auto only = single_cuda_kernel(k.source_code);
+    if (!only.is_ok())
+      return field_error(path.key("metadata").key("kernel_name"), only.status().message());
+    k.metadata["kernel_name"] = *only;
   }
   return k;
 }
@@ -615,8 +718,51 @@ StatusOr<JobRequest> parse_evaluate_request(const Json& body, const RequestLimit
   return req;
 }
 
+namespace {
+
+// The legacy body of POST / and /compare, {ref_code, custom_code} (KernelBench Model and
+// ModelNew sources), as the kernel evaluation server read it: a torch reference, a
+// torch_cuda candidate, num_trials 100 and timeout 30 s unless given.
+StatusOr<Json> from_legacy_body(const Json& body) {
+  const Json* ref = member(body, "ref_code");
+  const Json* custom = member(body, "custom_code");
+  if (ref == nullptr || custom == nullptr) {
+    return field_error(JsonPath(ref == nullptr ? "ref_code" : "custom_code"),
+                       "is required (the legacy body has both ref_code and custom_code)");
+  }
+  Json out = body;
+  out.erase("ref_code");
+  out.erase("custom_code");
+  out["ref_kernel"] = Json{{"source_code", *ref}, {"kernel_type", "torch"}};
+  out["custom_kernel"] = Json{{"source_code", *custom}, {"kernel_type", "torch_cuda"}};
+  if (member(out, "timeout") == nullptr) out["timeout"] = 30;
+  return out;
+}
+
+// A field of the converted legacy body named as the client sent it.
+Status in_legacy_terms(const Status& status) {
+  std::string field = status.field_path();
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{"ref_kernel.source_code", "ref_code"},
+        {"custom_kernel.source_code", "custom_code"}}) {
+    if (field == from) field = to;
+  }
+  return Status(status.code(), status.message(), field);
+}
+
+}  // namespace
+
 StatusOr<JobRequest> parse_compare_request(const Json& body, const RequestLimits& limits) {
   KF_RETURN_IF_ERROR(expect_object(body, JsonPath()));
+  const bool legacy =
+      member(body, "ref_kernel") == nullptr && member(body, "custom_kernel") == nullptr &&
+      (member(body, "ref_code") != nullptr || member(body, "custom_code") != nullptr);
+  if (legacy) {
+    KF_ASSIGN_OR_RETURN(Json converted, from_legacy_body(body));
+    auto request = parse_compare_request(converted, limits);
+    if (!request.is_ok()) return in_legacy_terms(request.status());
+    return request;
+  }
   JobRequest req;
   req.kind = JobKind::kCompare;
   const Json* ref = member(body, "ref_kernel");

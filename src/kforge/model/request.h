@@ -46,15 +46,17 @@ struct JobRequest {
   std::optional<double> atol;
   std::optional<double> rtol;
   std::optional<uint64_t> seed;  // the server draws one when absent
-  // `enable_device_metrics`: profile the timed kernels once under Nsight Compute; absent =
-  // the server's default (--device-metrics / ENABLE_DEVICE_METRICS).
-  std::optional<bool> device_metrics;
+  // Nsight Compute device metrics (`enable_device_metrics`); absent: the server's default
+  // (--device-metrics / ENABLE_DEVICE_METRICS).
+  std::optional<bool> enable_device_metrics;
 };
 
-// Bounds on what a request may ask for; violations are 400s naming the field.
+// Bounds on what a request may ask for; violations are 400s naming the field. The timeout
+// and trial bounds are the kernel evaluation server's.
 struct RequestLimits {
-  double max_timeout_s = 3600.0;
-  int max_trials = 100000;
+  double min_timeout_s = 5.0;
+  double max_timeout_s = 600.0;
+  int max_trials = 10000;
   int max_correct_trials = 1000;
   int64_t max_tensor_bytes = int64_t{16} << 30;  // per tensor, 16 GiB
   size_t max_args = 256;

@@ -107,7 +107,7 @@ Json to_request_json(const JobRequest& r) {
   if (r.atol) j["atol"] = *r.atol;
   if (r.rtol) j["rtol"] = *r.rtol;
   if (r.seed) j["seed"] = *r.seed;
-  if (r.device_metrics) j["enable_device_metrics"] = *r.device_metrics;
+  if (r.enable_device_metrics) j["enable_device_metrics"] = *r.enable_device_metrics;
   return j;
 }
 

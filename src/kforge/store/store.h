@@ -48,6 +48,13 @@ class Store {
 
   // Number of jobs per state.
   virtual StatusOr<std::map<jobs::JobState, int64_t>> count_by_state() = 0;
+
+  // Number of jobs per state and the sum of their created_ms (for average ages).
+  struct StateSummary {
+    int64_t count = 0;
+    int64_t created_ms_sum = 0;
+  };
+  virtual StatusOr<std::map<jobs::JobState, StateSummary>> job_summary() = 0;
 };
 
 }  // namespace kforge::store

@@ -105,6 +105,23 @@ std::string phase_text(const std::string& phase) {
 
 }  // namespace
 
+ChildChannel::~ChildChannel() = default;
+
+Status ChildChannel::send_sandbox() {
+  if (!sandbox) return internal_error("send_sandbox without a prepared sandbox");
+  return write_all(proto.get(), encode_frame(sandbox->message),
+                   Clock::now() + std::chrono::seconds(10));
+}
+
+void ChildChannel::kill_all() {
+  if (sandbox && sandbox->cgroup) {
+    if (!sandbox->cgroup->kill_all(std::chrono::milliseconds(2000))) {
+      KF_LOG_WARN("cgroup {} did not empty after SIGKILL", sandbox->cgroup->name());
+    }
+  }
+  kill_process_group(pid);
+}
+
 StatusOr<ChildPipes> ChildPipes::create() {
   ChildPipes p;
   std::array<int, 2> proto{};
@@ -171,6 +188,9 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_poin
             KF_RETURN_IF_ERROR(check_protocol_version(m));
             child.ready = true;
             child.ready_message = m;
+          } else if (m.value("type", "") == "sandbox_failed") {
+            return unavailable("the worker process could not enter its sandbox: " +
+                               m.value("error", std::string("(no reason given)")));
           }
         }
         if (r == ReadResult::kEof && !child.ready) {
@@ -210,6 +230,8 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   if (!sent) proto_open = false;  // the child is gone; the exit status tells why
 
   auto next_memory_check = start + kMemoryCheckPeriod;
+  sandbox::JobCgroup* cgroup = child.sandbox ? child.sandbox->cgroup.get() : nullptr;
+  const int64_t oom_before = cgroup != nullptr ? cgroup->stats().oom_kills : 0;
   while (proto_open && !got_result && !stop_reason) {
     std::vector<pollfd> fds = {{child.proto.get(), POLLIN, 0}, {cancel.wait_fd(), POLLIN, 0}};
     if (out_open) fds.push_back({child.out.get(), POLLIN, 0});
@@ -274,19 +296,38 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
     auto now = Clock::now();
     if (!got_result && !stop_reason && now >= deadline) stop_reason = ChildJobEnd::Kind::kTimeout;
     if (now >= next_memory_check) {
-      int64_t rss = process_group_rss_bytes(child.pid);
-      end.peak_rss_bytes = std::max(end.peak_rss_bytes, rss);
-      if (limits.memory_limit_bytes > 0 && rss > limits.memory_limit_bytes && !got_result) {
-        stop_reason = ChildJobEnd::Kind::kMemoryLimit;
+      if (cgroup != nullptr) {
+        auto stats = cgroup->stats();
+        end.peak_rss_bytes = std::max(end.peak_rss_bytes, stats.memory_peak_bytes);
+        if (stats.oom_kills > oom_before && !got_result) {
+          stop_reason = ChildJobEnd::Kind::kMemoryLimit;
+        }
+      } else {
+        int64_t pss = process_group_pss_bytes(child.pid);
+        end.peak_rss_bytes = std::max(end.peak_rss_bytes, pss);
+        if (limits.memory_limit_bytes > 0 && pss > limits.memory_limit_bytes && !got_result) {
+          stop_reason = ChildJobEnd::Kind::kMemoryLimit;
+        }
       }
       next_memory_check = now + kMemoryCheckPeriod;
     }
   }
 
   // One last sample, so short jobs (under one sampling period) report their memory too.
-  end.peak_rss_bytes = std::max(end.peak_rss_bytes, process_group_rss_bytes(child.pid));
-  // The child is done with (or failed) its one job: nothing it started may outlive it.
-  kill_process_group(child.pid);
+  if (cgroup != nullptr) {
+    auto stats = cgroup->stats();
+    end.peak_rss_bytes = std::max(end.peak_rss_bytes, stats.memory_peak_bytes);
+    end.cgroup_oom_kills = stats.oom_kills - oom_before;
+    end.pids_limit_hits = stats.pids_max_hits;
+    if (end.cgroup_oom_kills > 0 && !got_result && !stop_reason) {
+      stop_reason = ChildJobEnd::Kind::kMemoryLimit;
+    }
+  } else {
+    end.peak_rss_bytes = std::max(end.peak_rss_bytes, process_group_pss_bytes(child.pid));
+  }
+  // The child is done with (or failed) its one job: nothing it started may outlive it, even
+  // a process that left the child's session (the cgroup holds every descendant).
+  child.kill_all();
   auto drain_until = Clock::now() + kDrainGrace;
   while ((out_open || err_open) && Clock::now() < drain_until) {
     std::vector<pollfd> fds;
@@ -370,9 +411,9 @@ Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
       fail("crash", "the kernel process " + describe_exit(end.exit) + " " + when);
       break;
     case ChildJobEnd::Kind::kMemoryLimit:
-      fail("memory_limit", "the kernel process used " + std::to_string(end.peak_rss_bytes >> 20) +
-                               " MiB of host memory, over the limit, " + when +
-                               ": the process group was killed");
+      fail("memory_limit", "the job's processes used " + std::to_string(end.peak_rss_bytes >> 20) +
+                               " MiB of host memory, over its limit, " + when +
+                               ": every process of the job was killed");
       break;
     case ChildJobEnd::Kind::kProtocolError:
       fail("worker", "the worker broke the protocol " + when + ": " + end.detail);
@@ -385,6 +426,12 @@ Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
                                  {"stderr_bytes", end.stderr_capture.total_bytes()}};
   }
   Json process = {{"wall_ms", end.wall_ms}, {"peak_rss_bytes", end.peak_rss_bytes}};
+  if (end.cgroup_oom_kills > 0) process["oom_kills"] = end.cgroup_oom_kills;
+  if (end.pids_limit_hits > 0) {
+    process["pids_limit_hits"] = end.pids_limit_hits;
+    r["warnings"].push_back("the job hit its process limit (pids.max) " +
+                            std::to_string(end.pids_limit_hits) + " time(s)");
+  }
   if (end.exit && end.exit->exit_code) process["exit_code"] = *end.exit->exit_code;
   if (end.exit && end.exit->signal) process["signal"] = *end.exit->signal;
   r["process"] = std::move(process);

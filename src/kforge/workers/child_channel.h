@@ -19,6 +19,7 @@
 #include "kforge/workers/output_capture.h"
 #include "kforge/workers/process.h"
 #include "kforge/workers/protocol.h"
+#include "kforge/workers/sandbox_policy.h"
 #include "kforge/workers/unique_fd.h"
 #include "kforge/workers/worker.h"
 
@@ -48,6 +49,22 @@ struct ChildChannel {
   bool ready = false;
   Json ready_message;
   std::chrono::steady_clock::time_point started_at;
+  // Its cgroup, scratch directory and jail (null before the sandbox is prepared). Declared
+  // last, so it is destroyed first: its cgroup is killed before the descriptors close.
+  std::unique_ptr<ChildSandbox> sandbox;
+
+  ~ChildChannel();
+  ChildChannel() = default;
+  ChildChannel(const ChildChannel&) = delete;
+  ChildChannel& operator=(const ChildChannel&) = delete;
+  ChildChannel(ChildChannel&&) = default;
+  ChildChannel& operator=(ChildChannel&&) = default;
+
+  // Sends the protocol's `sandbox` message (the first message of every child).
+  Status send_sandbox();
+  // SIGKILL to everything the child started: its cgroup when it has one (whatever the
+  // processes did with sessions and process groups), else its process group.
+  void kill_all();
 };
 
 // The descriptors a new child gets: a protocol socket pair and stdout/stderr pipes. The
@@ -64,7 +81,10 @@ struct ChildPipes {
 
 struct ChildLimits {
   size_t output_cap_bytes = size_t{64} * 1024;
-  int64_t memory_limit_bytes = 0;  // RSS of the child's process group; 0 = unlimited
+  // Without a cgroup: proportional set size of the child's process group; 0 = unlimited.
+  // With one, the kernel enforces the cgroup's memory.max and the supervisor reads its
+  // OOM-kill count.
+  int64_t memory_limit_bytes = 0;
 };
 
 // How a job on a child ended, before it is turned into a result.
@@ -79,7 +99,9 @@ struct ChildJobEnd {
   OutputCapture stdout_capture;
   OutputCapture stderr_capture;
   double wall_ms = 0;
-  int64_t peak_rss_bytes = 0;
+  int64_t peak_rss_bytes = 0;  // the cgroup's memory peak, or the group's peak PSS
+  int64_t cgroup_oom_kills = 0;
+  int64_t pids_limit_hits = 0;
 };
 
 // Waits until the child sends `ready` (checking its protocol version). Output the child

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cstdlib>
 
 #include "kforge/common/files.h"
@@ -35,15 +36,15 @@ class ProcessExits final : public ExitSource {
 }  // namespace
 
 NativeCudaWorker::NativeCudaWorker(NativeCudaWorkerOptions options)
-    : options_(std::move(options)) {}
+    : options_(std::move(options)), pool_(options_.device, options_.warm_children, pool_hooks()) {}
 
 NativeCudaWorker::~NativeCudaWorker() {
   shutdown();
 }
 
-void NativeCudaWorker::set_state(std::string state, std::string error) {
+void NativeCudaWorker::set_state(WorkerState state, std::string error) {
   std::lock_guard lock(mu_);
-  state_ = std::move(state);
+  state_ = state;
   if (!error.empty()) last_error_ = std::move(error);
 }
 
@@ -75,6 +76,8 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child
                 {2, pipes.err_w.get()},
                 {3, pipes.proto_theirs.get()}};
   launch.rlimit_nofile = 4096;
+  // Jailed processes start as pid 1 of their own pid namespace: they see no other process.
+  launch.new_pid_namespace = options_.sandbox->jailing();
   KF_ASSIGN_OR_RETURN(Process process, launch_process(launch));
   auto child = std::make_unique<Child>();
   KF_RETURN_IF_ERROR(pipes.attach(child->channel));
@@ -82,6 +85,13 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child
   child->channel.pid = process.pid();
   child->channel.started_at = Clock::now();
   child->process = std::move(process);
+  std::string name = "cu-";
+  for (char c : options_.device)
+    if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+  name += "-" + std::to_string(child->channel.child_id);
+  KF_ASSIGN_OR_RETURN(child->channel.sandbox, options_.sandbox->prepare_native_child(
+                                                  name, child->process.pid(), options_.gpu_minor));
+  KF_RETURN_IF_ERROR(child->channel.send_sandbox());
   {
     std::lock_guard lock(mu_);
     ++started_;
@@ -106,81 +116,46 @@ Status NativeCudaWorker::wait_ready(Child& child) {
   return Status::ok();
 }
 
-void NativeCudaWorker::top_up_warm_children() {
-  while (static_cast<int>(warm_.size()) < options_.warm_children) {
+WarmPool<NativeCudaWorker::Child>::Hooks NativeCudaWorker::pool_hooks() {
+  WarmPool<Child>::Hooks hooks;
+  hooks.start = [this]() -> StatusOr<std::unique_ptr<Child>> {
     auto child = start_child();
-    if (!child.is_ok()) {
-      KF_LOG_WARN("worker=cuda device={} could not start a worker process: {}", options_.device,
-                  child.status().message());
-      set_state("failed", child.status().message());
-      return;
-    }
-    warm_.push_back(std::move(child).value());
-  }
-}
-
-StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::take_ready_child() {
-  Status last = Status::ok();
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    std::unique_ptr<Child> child;
-    if (!warm_.empty()) {
-      child = std::move(warm_.front());  // the oldest: the one most likely to be ready
-      warm_.pop_front();
-    } else {
-      auto started = start_child();
-      if (!started.is_ok()) {
-        last = started.status();
-        continue;
-      }
-      child = std::move(started).value();
-    }
-    Status ready = wait_ready(*child);
-    if (ready) return child;
-    last = ready;
+    if (!child.is_ok()) set_state(WorkerState::kFailed, child.status().message());
+    return child;
+  };
+  hooks.wait_ready = [this](Child& child) { return wait_ready(child); };
+  hooks.discard = [this](Child& child, const Status& why) {
     KF_LOG_WARN("worker=cuda device={} process pid={} failed before ready: {}", options_.device,
-                child->channel.pid, ready.message());
+                child.channel.pid, why.message());
+    child.channel.kill_all();
     std::lock_guard lock(mu_);
     ++child_crashes_;
-  }
-  return last;
+    last_error_ = why.message();
+  };
+  return hooks;
 }
 
 void NativeCudaWorker::prepare() {
-  set_state("starting");
-  if (Status s = make_dirs(options_.data_dir / "scratch"); !s) {
-    set_state("failed", s.message());
-    return;
-  }
-  top_up_warm_children();
-  for (auto it = warm_.begin(); it != warm_.end();) {
-    if (Status ready = wait_ready(**it); !ready) {
-      KF_LOG_WARN("worker=cuda device={} process failed while warming: {}", options_.device,
-                  ready.message());
-      set_state("failed", ready.message());
-      it = warm_.erase(it);
-      continue;
-    }
-    ++it;
-  }
-  if (!warm_.empty()) set_state("ready");
-  KF_LOG_INFO("worker=cuda device={} {} warm process(es) ready", options_.device, warm_.size());
+  set_state(WorkerState::kStarting);
+  size_t ready = pool_.warm_all();
+  set_state(ready > 0 ? WorkerState::kReady : WorkerState::kFailed);
+  KF_LOG_INFO("worker=cuda device={} {} warm process(es) ready", options_.device, ready);
 }
 
 WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
                                     const ProgressSink& progress) {
-  set_state("busy");
+  set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm native CUDA worker process", 0.02);
-  auto taken = take_ready_child();
+  auto taken = pool_.take();
   if (!taken.is_ok()) {
-    set_state("failed", taken.status().message());
+    set_state(WorkerState::kFailed, taken.status().message());
     return {WorkerOutcome::Kind::kWorkerFailure, Json(),
             "the native CUDA worker for " + options_.device +
                 " is unavailable: " + taken.status().message()};
   }
   std::unique_ptr<Child> active = std::move(taken).value();
-  const auto scratch = options_.data_dir / "scratch" / job.job_id;
   Json spec = job.spec;
-  spec["scratch_dir"] = scratch.string();
+  spec["scratch_dir"] = active->channel.sandbox->scratch.string();
   spec["cache_dir"] = (options_.data_dir / "cache").string();
   Json message = {{"type", "job"}, {"job", spec}};
 
@@ -191,14 +166,13 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
   ProcessExits exits(active->process);
   ChildJobEnd end = run_job_on_child(active->channel, message, job.timeout, cancel, progress, exits,
                                      options_.limits);
-  top_up_warm_children();
+  (void)pool_.top_up();
   Json worker_info = {{"type", "cuda"},
                       {"pid", active->channel.pid},
                       {"warmup_ms", active->channel.ready_message.value("warmup_ms", 0.0)}};
+  worker_info["sandbox"] = active->channel.ready_message.value("sandbox", Json::object());
   Json result = assemble_result(spec, end, job.timeout, worker_info);
-  if (Status s = remove_tree(scratch); !s) {
-    KF_LOG_WARN("job={} could not remove scratch dir: {}", job.job_id, s.message());
-  }
+  active.reset();  // kills what is left of the process and removes its scratch directory
   {
     std::lock_guard lock(mu_);
     ++jobs_run_;
@@ -207,7 +181,7 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
       ++child_crashes_;
     }
     if (end.kind == ChildJobEnd::Kind::kTimeout) ++timeouts_;
-    state_ = "ready";
+    state_ = WorkerState::kReady;
   }
   if (end.kind == ChildJobEnd::Kind::kCancelled) {
     return {WorkerOutcome::Kind::kCancelled, std::move(result), "cancelled"};
@@ -219,7 +193,7 @@ Json NativeCudaWorker::status() const {
   std::lock_guard lock(mu_);
   Json s = {{"type", "cuda"},
             {"device", options_.device},
-            {"state", state_},
+            {"state", worker_state_name(state_)},
             {"processes_started", started_},
             {"jobs_run", jobs_run_},
             {"child_crashes", child_crashes_},
@@ -234,8 +208,8 @@ Json NativeCudaWorker::status() const {
 
 void NativeCudaWorker::shutdown() {
   // Closing the protocol socket makes a waiting process exit; ~Process kills and reaps.
-  warm_.clear();
-  set_state("stopped");
+  pool_.clear();
+  set_state(WorkerState::kStopped);
 }
 
 }  // namespace kforge::workers

@@ -23,6 +23,7 @@
 #include "kforge/common/json.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/process.h"
+#include "kforge/workers/warm_pool.h"
 #include "kforge/workers/worker.h"
 
 namespace kforge::workers {
@@ -41,6 +42,8 @@ struct NativeCudaWorkerOptions {
   // the L2 flush buffer (a few hundred MiB of GPU memory).
   int warm_children = 1;
   std::chrono::seconds child_ready_timeout{120};
+  std::shared_ptr<const SandboxPolicy> sandbox;  // never null (see PythonWorkerOptions)
+  int gpu_minor = -1;
 };
 
 class NativeCudaWorker final : public Worker {
@@ -63,27 +66,25 @@ class NativeCudaWorker final : public Worker {
   };
 
   StatusOr<std::unique_ptr<Child>> start_child();
-  // A ready process: a pre-started one when healthy, else a new one.
-  StatusOr<std::unique_ptr<Child>> take_ready_child();
-  void top_up_warm_children();
   Status wait_ready(Child& child);
+  WarmPool<Child>::Hooks pool_hooks();
   std::map<std::string, std::string> child_env() const;
-  void set_state(std::string state, std::string error = {});
+  void set_state(WorkerState state, std::string error = {});
 
   const NativeCudaWorkerOptions options_;
-  std::deque<std::unique_ptr<Child>> warm_;  // runner thread only; oldest first
-  int next_child_id_ = 1;                    // runner thread only
+  int next_child_id_ = 1;  // runner thread only
+  WarmPool<Child> pool_;   // runner thread only
 
   mutable std::mutex mu_;
-  std::string state_ = "stopped";             // guarded by mu_: stopped|starting|ready|busy|failed
-  std::string last_error_;                    // guarded by mu_
-  Json child_device_ = Json();                // guarded by mu_: `device` of the last ready process
-  Json child_warmup_steps_ = Json::object();  // guarded by mu_
-  double child_warmup_ms_ = 0;                // guarded by mu_
-  int64_t started_ = 0;                       // guarded by mu_
-  int64_t jobs_run_ = 0;                      // guarded by mu_
-  int64_t child_crashes_ = 0;                 // guarded by mu_
-  int64_t timeouts_ = 0;                      // guarded by mu_
+  WorkerState state_ = WorkerState::kStopped;  // guarded by mu_
+  std::string last_error_;                     // guarded by mu_
+  Json child_device_ = Json();                 // guarded by mu_: `device` of the last ready process
+  Json child_warmup_steps_ = Json::object();   // guarded by mu_
+  double child_warmup_ms_ = 0;                 // guarded by mu_
+  int64_t started_ = 0;                        // guarded by mu_
+  int64_t jobs_run_ = 0;                       // guarded by mu_
+  int64_t child_crashes_ = 0;                  // guarded by mu_
+  int64_t timeouts_ = 0;                       // guarded by mu_
 };
 
 }  // namespace kforge::workers

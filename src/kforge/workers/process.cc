@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -224,7 +225,9 @@ StatusOr<Process> launch_process(const LaunchOptions& o) {
 
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return errno_error("pipe2", errno);
-  pid_t pid = ::fork();
+  pid_t pid = o.new_pid_namespace ? static_cast<pid_t>(::syscall(SYS_clone, CLONE_NEWPID | SIGCHLD,
+                                                                 nullptr, nullptr, nullptr, 0))
+                                  : ::fork();
   if (pid < 0) {
     int err = errno;
     ::close(report[0]);
@@ -253,6 +256,52 @@ StatusOr<Process> launch_process(const LaunchOptions& o) {
 void kill_process_group(pid_t pgid) {
   if (pgid <= 1) return;  // never signal our own or init's group by accident
   ::kill(-pgid, SIGKILL);
+}
+
+namespace {
+
+// Calls `visit(base)` for every /proc/<pid> whose process group is `pgid`.
+template <typename Visit>
+void for_each_in_group(pid_t pgid, Visit&& visit) {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return;
+  while (dirent* e = ::readdir(proc)) {  // NOLINT(concurrency-mt-unsafe): DIR* is ours
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string base = std::string("/proc/") + e->d_name;
+    std::ifstream stat(base + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    long ppid = 0;
+    long pgrp = 0;
+    rest >> state >> ppid >> pgrp;
+    if (pgrp == pgid) visit(base);
+  }
+  ::closedir(proc);
+}
+
+}  // namespace
+
+int64_t process_group_pss_bytes(pid_t pgid) {
+  int64_t total = 0;
+  for_each_in_group(pgid, [&](const std::string& base) {
+    std::ifstream rollup(base + "/smaps_rollup");
+    std::string key;
+    int64_t kib = 0;
+    std::string unit;
+    while (rollup >> key) {
+      if (key == "Pss:" && rollup >> kib >> unit) {
+        total += kib * 1024;
+        return;
+      }
+      std::string rest_of_line;
+      std::getline(rollup, rest_of_line);
+    }
+  });
+  return total;
 }
 
 int64_t process_group_rss_bytes(pid_t pgid) {

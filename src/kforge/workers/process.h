@@ -40,6 +40,9 @@ struct LaunchOptions {
   std::optional<uint64_t> rlimit_as_bytes;  // RLIMIT_AS
   std::optional<uint64_t> rlimit_nofile;    // RLIMIT_NOFILE
   std::optional<uint64_t> rlimit_core_bytes = 0;
+  // Start the process as pid 1 of a new pid namespace (clone(CLONE_NEWPID) instead of fork):
+  // it then sees no other process, and all it starts dies with it.
+  bool new_pid_namespace = false;
 };
 
 // A launched child of this process.
@@ -80,5 +83,8 @@ void kill_process_group(pid_t pgid);
 
 // Resident memory of every process whose process group is `pgid`, in bytes (0 if none).
 int64_t process_group_rss_bytes(pid_t pgid);
+// Proportional set size of the same processes (pages shared copy-on-write with the zygote
+// count once, divided among their sharers), from /proc/<pid>/smaps_rollup.
+int64_t process_group_pss_bytes(pid_t pgid);
 
 }  // namespace kforge::workers

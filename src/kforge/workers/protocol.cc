@@ -48,16 +48,19 @@ std::optional<StatusOr<Json>> FrameDecoder::next() {
   if (buffered() < 4 + size_t{n}) return std::nullopt;
   std::string_view body(buffer_.data() + offset_ + 4, n);
   offset_ += 4 + n;
-  Json message = Json::parse(body, nullptr, false);
+  // A child is untrusted: its frames go through the same depth-limited parser as requests.
+  auto message = parse_json(body);
   // Compact the buffer once the consumed prefix dominates.
   if (offset_ > (size_t{1} << 20) && offset_ * 2 > buffer_.size()) {
     buffer_.erase(0, offset_);
     offset_ = 0;
   }
-  if (message.is_discarded() || !message.is_object()) {
-    return StatusOr<Json>(io_error("protocol frame is not a JSON object"));
+  if (!message.is_ok()) {
+    return StatusOr<Json>(
+        io_error("protocol frame is not a JSON object: " + message.status().message()));
   }
-  return StatusOr<Json>(std::move(message));
+  if (!message->is_object()) return StatusOr<Json>(io_error("protocol frame is not a JSON object"));
+  return message;
 }
 
 Status write_all(int fd, std::string_view data, std::chrono::steady_clock::time_point deadline) {
@@ -117,11 +120,11 @@ StatusOr<ControlRead> recv_control(int fd) {
       return errno_error("recv from zygote", errno);
     }
     buf.resize(static_cast<size_t>(n));
-    Json message = Json::parse(buf, nullptr, false);
-    if (message.is_discarded() || !message.is_object()) {
+    auto message = parse_json(buf);
+    if (!message.is_ok() || !message->is_object()) {
       return invalid_argument("zygote sent a message that is not a JSON object");
     }
-    return ControlRead{ControlRead::Kind::kMessage, std::move(message)};
+    return ControlRead{ControlRead::Kind::kMessage, std::move(message).value()};
   }
 }
 

@@ -14,7 +14,7 @@
 
 namespace kforge::workers {
 
-inline constexpr int kProtocolMajor = 1;
+inline constexpr int kProtocolMajor = 2;
 inline constexpr int kProtocolMinor = 0;
 inline constexpr size_t kMaxFrameBytes = size_t{256} << 20;
 inline constexpr size_t kMaxControlBytes = size_t{64} << 10;

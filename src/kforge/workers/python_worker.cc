@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
@@ -28,15 +29,16 @@ Status set_nonblocking(int fd) {
 
 }  // namespace
 
-PythonWorker::PythonWorker(PythonWorkerOptions options) : options_(std::move(options)) {}
+PythonWorker::PythonWorker(PythonWorkerOptions options)
+    : options_(std::move(options)), pool_(options_.device, options_.warm_children, pool_hooks()) {}
 
 PythonWorker::~PythonWorker() {
   shutdown();
 }
 
-void PythonWorker::set_state(std::string state, std::string error) {
+void PythonWorker::set_state(WorkerState state, std::string error) {
   std::lock_guard lock(mu_);
-  state_ = std::move(state);
+  state_ = state;
   if (!error.empty()) last_error_ = std::move(error);
 }
 
@@ -47,8 +49,12 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
   env["PYTHONUNBUFFERED"] = "1";
   env["PYTHONDONTWRITEBYTECODE"] = "1";
   env["PYTHONHASHSEED"] = "0";
+  env["PYTHONSAFEPATH"] = "1";  // `-m` must not put the working directory on sys.path
   env["TRITON_CACHE_DIR"] = (options_.data_dir / "cache" / "triton").string();
   env["TORCH_EXTENSIONS_DIR"] = (options_.data_dir / "cache" / "torch_extensions").string();
+  env["CUPY_CACHE_DIR"] = options_.cupy_cache_dir.empty()
+                              ? (options_.data_dir / "cache" / "cupy").string()
+                              : options_.cupy_cache_dir.string();
   if (options_.device == "cpu") {
     env["TRITON_INTERPRET"] = "1";
     env["CUDA_VISIBLE_DEVICES"] = "";
@@ -58,6 +64,7 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
   }
   if (!options_.cuda_abi_library.empty()) env["KFORGE_CUDA_ABI"] = options_.cuda_abi_library;
   if (!options_.nvrtc_library.empty()) env["KFORGE_NVRTC_LIB"] = options_.nvrtc_library;
+  if (!options_.sandbox_library.empty()) env["KFORGE_SANDBOX_LIB"] = options_.sandbox_library;
   if (options_.child_address_space_bytes) {
     env["KFORGE_CHILD_AS_BYTES"] = std::to_string(*options_.child_address_space_bytes);
   }
@@ -65,7 +72,7 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
 }
 
 Status PythonWorker::start_zygote() {
-  set_state("starting");
+  set_state(WorkerState::kStarting);
   KF_RETURN_IF_ERROR(make_dirs(options_.data_dir / "cache" / "triton"));
   KF_RETURN_IF_ERROR(make_dirs(options_.data_dir / "scratch"));
   int pair[2];
@@ -142,7 +149,7 @@ Status PythonWorker::start_zygote() {
     hello_ = m;
     zygote_pid_ = pid;
     if (zygote_starts_++ > 0) ++restarts_;
-    state_ = "ready";
+    state_ = WorkerState::kReady;
     KF_LOG_INFO("worker device={} zygote ready pid={} startup_ms={}", options_.device, pid,
                 m.value("startup_ms", 0.0));
     return Status::ok();
@@ -150,7 +157,7 @@ Status PythonWorker::start_zygote() {
 }
 
 void PythonWorker::stop_zygote() {
-  warm_.clear();
+  pool_.clear();
   if (control_.valid()) {
     (void)send_control(control_.get(), Json{{"type", "shutdown"}});
   }
@@ -239,19 +246,47 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
   forked_.erase(child_id);
   child->started_at = Clock::now();
   KF_RETURN_IF_ERROR(pipes.attach(*child));
+  // The child waits for its `sandbox` message before it does anything: it is in its cgroup
+  // (and so is every process it will start) before it runs a line of a job's code.
+  std::string name = "py-";
+  for (char c : options_.device)
+    if (std::isalnum(static_cast<unsigned char>(c))) name += c;
+  name += "-" + std::to_string(child_id);
+  auto prepared = options_.sandbox->prepare_python_child(name, child->pid, options_.gpu_minor);
+  if (!prepared.is_ok()) {
+    kill_process_group(child->pid);
+    return prepared.status().with_context("preparing the child's sandbox");
+  }
+  child->sandbox = std::move(prepared).value();
+  if (Status s = child->send_sandbox(); !s) {
+    child->kill_all();
+    return s;
+  }
   return child;
 }
 
-void PythonWorker::top_up_warm_children() {
-  while (static_cast<int>(warm_.size()) < options_.warm_children) {
-    auto child = fork_child();
-    if (!child.is_ok()) {
-      KF_LOG_WARN("worker device={} could not pre-fork a child: {}", options_.device,
-                  child.status().message());
-      return;
+WarmPool<ChildChannel>::Hooks PythonWorker::pool_hooks() {
+  WarmPool<ChildChannel>::Hooks hooks;
+  hooks.start = [this]() -> StatusOr<std::unique_ptr<ChildChannel>> {
+    if (!control_.valid() && zygote_) {
+      pool_.clear();  // its children died with the old zygote
+      stop_zygote();
     }
-    warm_.push_back(std::move(child).value());
-  }
+    return fork_child();
+  };
+  hooks.wait_ready = [this](ChildChannel& child) {
+    Status ready = wait_child_ready(child, *this, Clock::now() + options_.child_ready_timeout);
+    if (ready) note_ready(child);
+    return ready;
+  };
+  hooks.discard = [this](ChildChannel& child, const Status& why) {
+    KF_LOG_WARN("worker device={} child pid={} failed before ready: {}", options_.device, child.pid,
+                why.message());
+    child.kill_all();
+    std::lock_guard lock(mu_);
+    ++child_crashes_;
+  };
+  return hooks;
 }
 
 void PythonWorker::note_ready(const ChildChannel& child) {
@@ -261,99 +296,55 @@ void PythonWorker::note_ready(const ChildChannel& child) {
   last_child_warmup_steps_ = child.ready_message.value("warmup_steps_ms", Json::object());
 }
 
-StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::take_ready_child() {
-  Status last = Status::ok();
-  // A pre-forked child can die while it waits (or the zygote with it): try a few fresh ones.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (!control_.valid()) {
-      warm_.clear();
-      if (zygote_) stop_zygote();
-      KF_RETURN_IF_ERROR(start_zygote());
-    }
-    std::unique_ptr<ChildChannel> child;
-    if (!warm_.empty()) {
-      child = std::move(warm_.front());  // the oldest: the one most likely to be ready
-      warm_.pop_front();
-    } else {
-      auto forked = fork_child();
-      if (!forked.is_ok()) {
-        last = forked.status();
-        continue;
-      }
-      child = std::move(forked).value();
-    }
-    Status ready = wait_child_ready(*child, *this, Clock::now() + options_.child_ready_timeout);
-    if (ready) {
-      note_ready(*child);
-      return child;
-    }
-    last = ready;
-    KF_LOG_WARN("worker device={} child pid={} failed before ready: {}", options_.device,
-                child->pid, ready.message());
-    kill_process_group(child->pid);
-    std::lock_guard lock(mu_);
-    ++child_crashes_;
-  }
-  return last;
-}
-
 void PythonWorker::prepare() {
   if (Status s = start_zygote(); !s) {
-    set_state("failed", s.message());
+    set_state(WorkerState::kFailed, s.message());
     KF_LOG_ERROR("worker device={} failed to start: {}", options_.device, s.message());
     return;
   }
   // Warm the children now, so the first jobs find them ready (and status() can say so).
-  top_up_warm_children();
-  for (auto it = warm_.begin(); it != warm_.end();) {
-    Status ready = wait_child_ready(**it, *this, Clock::now() + options_.child_ready_timeout);
-    if (!ready) {
-      KF_LOG_WARN("worker device={} child failed while warming: {}", options_.device,
-                  ready.message());
-      kill_process_group((*it)->pid);
-      it = warm_.erase(it);
-      continue;
-    }
-    note_ready(**it);
-    ++it;
-  }
+  pool_.warm_all();
 }
 
 WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
                                 const ProgressSink& progress) {
-  set_state("busy");
+  set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm worker process", 0.02);
-  auto child = take_ready_child();
+  auto child = pool_.take();
   if (!child.is_ok()) {
-    set_state(control_.valid() ? "ready" : "failed", child.status().message());
+    set_state(control_.valid() ? WorkerState::kReady : WorkerState::kFailed,
+              child.status().message());
     return {WorkerOutcome::Kind::kWorkerFailure, Json(),
             "the Python worker for " + options_.device +
                 " is unavailable: " + child.status().message()};
   }
   std::unique_ptr<ChildChannel> active = std::move(child).value();
 
-  const auto scratch = options_.data_dir / "scratch" / job.job_id;
-  if (Status s = make_dirs(scratch); !s) {
-    kill_process_group(active->pid);
-    set_state("ready");
-    return {WorkerOutcome::Kind::kWorkerFailure, Json(), s.message()};
-  }
   Json spec = job.spec;
-  spec["scratch_dir"] = scratch.string();
-  spec["cache_dir"] = (options_.data_dir / "cache").string();
+  spec["scratch_dir"] = active->sandbox->judge_dir.string();
+  spec["cache_dir"] = options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir().string()
+                                                  : (options_.data_dir / "cache").string();
   Json message = {{"type", "job"}, {"job", spec}};
 
   // Replace the child just taken while this job runs: the next job then starts at once.
-  top_up_warm_children();
+  (void)pool_.top_up();
 
   ChildJobEnd end =
       run_job_on_child(*active, message, job.timeout, cancel, progress, *this, options_.limits);
   Json worker_info = {{"type", "python"},
                       {"pid", active->pid},
                       {"warmup_ms", active->ready_message.value("warmup_ms", 0.0)}};
+  worker_info["sandbox"] = active->ready_message.value("sandbox", Json::object());
   Json result = assemble_result(spec, end, job.timeout, worker_info);
-  if (Status s = remove_tree(scratch); !s) {
-    KF_LOG_WARN("job={} could not remove scratch dir: {}", job.job_id, s.message());
+  const bool zygote_died = !control_.valid() && end.kind == ChildJobEnd::Kind::kCrashed;
+  active.reset();  // kills what is left of the job and removes its scratch directory
+  if (zygote_died) {
+    // The zygote (the parent of every child) died while the job ran, taking the child with
+    // it: that is the worker's failure, not the kernel's crash.
+    set_state(WorkerState::kFailed, "the zygote exited during a job");
+    return {WorkerOutcome::Kind::kWorkerFailure, Json(),
+            "the Python worker for " + options_.device +
+                " stopped while the job ran (not the kernel's fault); submit it again"};
   }
   {
     std::lock_guard lock(mu_);
@@ -363,7 +354,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
       ++child_crashes_;
     }
     if (end.kind == ChildJobEnd::Kind::kTimeout) ++timeouts_;
-    state_ = control_.valid() ? "ready" : "failed";
+    state_ = control_.valid() ? WorkerState::kReady : WorkerState::kFailed;
   }
   if (end.kind == ChildJobEnd::Kind::kCancelled) {
     return {WorkerOutcome::Kind::kCancelled, std::move(result), "cancelled"};
@@ -373,10 +364,14 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
 
 Json PythonWorker::status() const {
   std::lock_guard lock(mu_);
-  Json s = {{"type", "python"},      {"device", options_.device},
-            {"state", state_},       {"restarts", restarts_},
-            {"jobs_run", jobs_run_}, {"child_crashes", child_crashes_},
-            {"timeouts", timeouts_}, {"child_warmup_ms", last_child_warmup_ms_}};
+  Json s = {{"type", "python"},
+            {"device", options_.device},
+            {"state", worker_state_name(state_)},
+            {"restarts", restarts_},
+            {"jobs_run", jobs_run_},
+            {"child_crashes", child_crashes_},
+            {"timeouts", timeouts_},
+            {"child_warmup_ms", last_child_warmup_ms_}};
   s["warm_children_target"] = options_.warm_children;
   s["child_warmup_steps_ms"] = last_child_warmup_steps_;
   if (zygote_pid_ > 0) s["zygote_pid"] = zygote_pid_;
@@ -389,7 +384,7 @@ Json PythonWorker::status() const {
 
 void PythonWorker::shutdown() {
   stop_zygote();
-  set_state("stopped");
+  set_state(WorkerState::kStopped);
 }
 
 }  // namespace kforge::workers

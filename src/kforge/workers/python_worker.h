@@ -21,6 +21,7 @@
 #include "kforge/common/json.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/process.h"
+#include "kforge/workers/warm_pool.h"
 #include "kforge/workers/worker.h"
 
 namespace kforge::workers {
@@ -36,6 +37,12 @@ struct PythonWorkerOptions {
   std::vector<std::string> extra_env_names;  // --worker-env
   std::string cuda_abi_library;  // libkforge_cuda.so, for `cuda` kernels (KFORGE_CUDA_ABI)
   std::string nvrtc_library;     // libnvrtc for it (KFORGE_NVRTC_LIB); "" = search
+  std::string sandbox_library;   // libkforge_sandbox.so, the jail (KFORGE_SANDBOX_LIB)
+  // Identities, cgroups and jails of the children (never null: an "off" policy still gives
+  // each child its own scratch directories).
+  std::shared_ptr<const SandboxPolicy> sandbox;
+  int gpu_minor = -1;  // /dev/nvidiaN of this device (the others are hidden from jobs)
+  std::filesystem::path cupy_cache_dir;  // CUPY_CACHE_DIR of jobs; empty: data_dir/cache/cupy
   ChildLimits limits;
   // Children kept forked and warm ahead of jobs. A GPU child's warm-up (CUDA context, first
   // Triton launch) takes longer than a small job, so a GPU keeps 3 (measured on an
@@ -71,36 +78,33 @@ class PythonWorker final : public Worker, private ExitSource {
   Status handle_control_message(const Json& message);
   // Forks a child through the zygote and waits for its `forked` reply.
   StatusOr<std::unique_ptr<ChildChannel>> fork_child();
-  // A ready child: the pre-forked one when it is healthy, else a new one.
-  StatusOr<std::unique_ptr<ChildChannel>> take_ready_child();
-  // Forks children until `warm_children` are waiting.
-  void top_up_warm_children();
+  WarmPool<ChildChannel>::Hooks pool_hooks();
   void note_ready(const ChildChannel& child);
   std::map<std::string, std::string> zygote_env() const;
-  void set_state(std::string state, std::string error = {});
+  void set_state(WorkerState state, std::string error = {});
 
   const PythonWorkerOptions options_;
 
   // Owned by the runner thread.
   std::optional<Process> zygote_;
   UniqueFd control_;
-  std::deque<std::unique_ptr<ChildChannel>> warm_;  // oldest first
-  std::map<int, pid_t> forked_;                     // child_id -> pid, from `forked`
-  std::map<int, std::string> fork_failures_;        // child_id -> error, from `fork_failed`
-  std::map<pid_t, ExitStatus> exits_;               // from `exited`, pruned
+  WarmPool<ChildChannel> pool_;
+  std::map<int, pid_t> forked_;               // child_id -> pid, from `forked`
+  std::map<int, std::string> fork_failures_;  // child_id -> error, from `fork_failed`
+  std::map<pid_t, ExitStatus> exits_;         // from `exited`, pruned
   int next_child_id_ = 1;
 
   mutable std::mutex mu_;
-  std::string state_ = "stopped";    // guarded by mu_: stopped|starting|ready|busy|failed
-  std::string last_error_;           // guarded by mu_
-  Json hello_ = Json::object();      // guarded by mu_
-  Json child_device_ = Json();       // guarded by mu_: `device` of the last ready child
-  int64_t restarts_ = 0;             // guarded by mu_: zygote (re)starts after the first
-  int64_t zygote_starts_ = 0;        // guarded by mu_
-  int64_t jobs_run_ = 0;             // guarded by mu_
-  int64_t child_crashes_ = 0;        // guarded by mu_
-  int64_t timeouts_ = 0;             // guarded by mu_
-  double last_child_warmup_ms_ = 0;  // guarded by mu_
+  WorkerState state_ = WorkerState::kStopped;  // guarded by mu_
+  std::string last_error_;                     // guarded by mu_
+  Json hello_ = Json::object();                // guarded by mu_
+  Json child_device_ = Json();                 // guarded by mu_: `device` of the last ready child
+  int64_t restarts_ = 0;                       // guarded by mu_: zygote (re)starts after the first
+  int64_t zygote_starts_ = 0;                  // guarded by mu_
+  int64_t jobs_run_ = 0;                       // guarded by mu_
+  int64_t child_crashes_ = 0;                  // guarded by mu_
+  int64_t timeouts_ = 0;                       // guarded by mu_
+  double last_child_warmup_ms_ = 0;            // guarded by mu_
   Json last_child_warmup_steps_ = Json::object();  // guarded by mu_
   pid_t zygote_pid_ = -1;                          // guarded by mu_
 };

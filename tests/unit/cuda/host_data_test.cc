@@ -117,7 +117,9 @@ TEST(HostTensorTest, PoisonVariantsDifferEverywhere) {
 }
 
 TEST(HostCompareTest, DefaultTolerancesPerDtype) {
-  EXPECT_EQ(resolve_tolerance(DType::kFloat32, std::nullopt, std::nullopt).atol, 1e-4);
+  EXPECT_EQ(resolve_tolerance(DType::kFloat32, std::nullopt, std::nullopt).atol, 1e-2);
+  EXPECT_EQ(resolve_tolerance(DType::kFloat32, std::nullopt, std::nullopt).rtol, 1e-2);
+  EXPECT_EQ(resolve_tolerance(DType::kFloat64, std::nullopt, std::nullopt).atol, 1e-6);
   EXPECT_EQ(resolve_tolerance(DType::kBFloat16, std::nullopt, std::nullopt).rtol, 1e-2);
   EXPECT_EQ(resolve_tolerance(DType::kInt32, std::nullopt, std::nullopt).atol, 0.0);
   EXPECT_EQ(resolve_tolerance(DType::kFloat32, 0.5, std::nullopt).atol, 0.5);

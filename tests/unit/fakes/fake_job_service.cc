@@ -16,7 +16,8 @@ void FakeJobService::note_blocking_call() {
   blocking_threads_.insert(std::this_thread::get_id());
 }
 
-StatusOr<jobs::JobRecord> FakeJobService::submit(model::JobRequest request) {
+StatusOr<jobs::JobRecord> FakeJobService::submit(model::JobRequest request,
+                                                 const std::string& client) {
   std::lock_guard lock(mu_);
   note_blocking_call();
   if (!submit_error_.is_ok()) return submit_error_;
@@ -32,6 +33,7 @@ StatusOr<jobs::JobRecord> FakeJobService::submit(model::JobRequest request) {
   job.record.device = request.device.empty() ? "cpu" : request.device;
   job.record.created_ms = now_ms();
   job.request = std::move(request);
+  job.client = client;
   jobs::JobRecord record = job.record;
   order_.push_back(record.id);
   jobs_.emplace(record.id, std::move(job));
@@ -259,6 +261,13 @@ std::optional<model::JobRequest> FakeJobService::submitted_request(const std::st
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return std::nullopt;
   return it->second.request;
+}
+
+std::optional<std::string> FakeJobService::submitted_client(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second.client;
 }
 
 size_t FakeJobService::waiter_count() const {

@@ -35,7 +35,7 @@ class FakeJobService : public jobs::JobService {
   FakeJobService() = default;
 
   // ---- JobService ----
-  StatusOr<jobs::JobRecord> submit(model::JobRequest request) override;
+  StatusOr<jobs::JobRecord> submit(model::JobRequest request, const std::string& client) override;
   StatusOr<jobs::JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
@@ -63,6 +63,8 @@ class FakeJobService : public jobs::JobService {
   std::vector<std::string> job_ids() const;
   // The request as submitted (model::JobRequest keeps what the frontend parsed).
   std::optional<model::JobRequest> submitted_request(const std::string& id) const;
+  // Who submitted it (the `client` argument of submit).
+  std::optional<std::string> submitted_client(const std::string& id) const;
   // Live when_done subscriptions (all jobs).
   size_t waiter_count() const;
   // Waits until waiter_count() == n (true) or the timeout passes (false).
@@ -77,6 +79,7 @@ class FakeJobService : public jobs::JobService {
   struct Job {
     jobs::JobRecord record;
     model::JobRequest request;
+    std::string client;
   };
   struct Waiter {
     std::string job_id;

@@ -44,7 +44,7 @@ class JobServiceTest : public ::testing::Test {
     return std::move(s).value();
   }
 
-  void start_service(int max_attempts = 3) {
+  void start_service(int max_attempts = 3, QueueLimits queue = {}) {
     std::vector<DeviceWorkers> devices;
     DeviceWorkers cpu;
     cpu.device = {"cpu", false};
@@ -54,6 +54,7 @@ class JobServiceTest : public ::testing::Test {
     devices.push_back(std::move(cpu));
     JobServiceImpl::Options o;
     o.max_attempts = max_attempts;
+    o.queue = queue;
     service_ = std::make_unique<JobServiceImpl>(o, open_store(), std::move(devices),
                                                 SystemClock::instance());
     ASSERT_TRUE(service_->start().is_ok());
@@ -75,7 +76,7 @@ class JobServiceTest : public ::testing::Test {
 
 TEST_F(JobServiceTest, RunsAJobAndStoresItsResult) {
   start_service();
-  auto job = service_->submit(torch_request());
+  auto job = service_->submit(torch_request(), "test");
   ASSERT_TRUE(job.is_ok()) << job.status().to_string();
   EXPECT_EQ(job->state, JobState::kQueued);
   JobRecord done = wait_done(job->id);
@@ -94,7 +95,7 @@ TEST_F(JobServiceTest, RunsAJobAndStoresItsResult) {
 
 TEST_F(JobServiceTest, UnknownDeviceIsRejectedNamingTheField) {
   start_service();
-  auto job = service_->submit(torch_request("cuda:7"));
+  auto job = service_->submit(torch_request("cuda:7"), "test");
   ASSERT_FALSE(job.is_ok());
   EXPECT_EQ(job.status().field_path(), "device");
   EXPECT_NE(job.status().message().find("cpu"), std::string::npos);
@@ -104,8 +105,8 @@ TEST_F(JobServiceTest, UnknownDeviceIsRejectedNamingTheField) {
 TEST_F(JobServiceTest, CancelsQueuedAndRunningJobs) {
   start_service();
   worker_->hold(true);
-  auto running = service_->submit(torch_request());
-  auto queued = service_->submit(torch_request());
+  auto running = service_->submit(torch_request(), "test");
+  auto queued = service_->submit(torch_request(), "test");
   ASSERT_TRUE(running.is_ok() && queued.is_ok());
   ASSERT_TRUE(worker_->wait_started(1));
   ASSERT_TRUE(service_->cancel(queued->id, "").is_ok());
@@ -120,7 +121,7 @@ TEST_F(JobServiceTest, CancelsQueuedAndRunningJobs) {
 TEST_F(JobServiceTest, ProgressIsDeliveredAndMonotonic) {
   start_service();
   worker_->hold(true);
-  auto job = service_->submit(torch_request());
+  auto job = service_->submit(torch_request(), "test");
   ASSERT_TRUE(job.is_ok());
   std::mutex mu;
   std::vector<JobProgress> seen;
@@ -141,7 +142,7 @@ TEST_F(JobServiceTest, ProgressIsDeliveredAndMonotonic) {
 TEST_F(JobServiceTest, WorkerFailureFailsTheJob) {
   start_service();
   worker_->fail_next = true;
-  auto job = service_->submit(torch_request());
+  auto job = service_->submit(torch_request(), "test");
   ASSERT_TRUE(job.is_ok());
   JobRecord r = wait_done(job->id);
   EXPECT_EQ(r.state, JobState::kFailed);
@@ -189,9 +190,71 @@ TEST_F(JobServiceTest, RecoversInterruptedJobsAfterARestart) {
   EXPECT_EQ(stats["jobs"]["failed"], 1);
 }
 
+// Issue #8 item 8: unfinished work is bounded per client (429) and in total (503), and a
+// finished job gives its room back.
+TEST_F(JobServiceTest, QueueLimitsRefuseByClientThenInTotal) {
+  start_service(3, {.max_jobs = 3,
+                    .max_bytes = 1 << 20,
+                    .max_jobs_per_client = 2,
+                    .max_bytes_per_client = 1 << 20});
+  worker_->hold(true);
+  auto a1 = service_->submit(torch_request(), "a");
+  auto a2 = service_->submit(torch_request(), "a");
+  ASSERT_TRUE(a1.is_ok() && a2.is_ok());
+  auto a3 = service_->submit(torch_request(), "a");
+  EXPECT_EQ(a3.status().code(), ErrorCode::kResourceExhausted);
+  auto b1 = service_->submit(torch_request(), "b");
+  ASSERT_TRUE(b1.is_ok());
+  auto b2 = service_->submit(torch_request(), "b");
+  EXPECT_EQ(b2.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(b2.status().message().find("--max-queued-jobs"), std::string::npos);
+  Json stats = service_->stats();
+  EXPECT_EQ(stats["queue"]["jobs"], 3);
+  EXPECT_EQ(stats["queue"]["clients"], 2);
+  EXPECT_GT(stats["queue"]["bytes"].get<int64_t>(), 0);
+  // Refused jobs were never stored.
+  EXPECT_EQ(stats["jobs"]["queued"].get<int64_t>() + stats["jobs"]["running"].get<int64_t>(), 3);
+  worker_->hold(false);
+  worker_->release_all();
+  for (const auto& job : {a1, a2, b1})
+    EXPECT_EQ(wait_done(job->id).state, JobState::kSucceeded);
+  EXPECT_EQ(service_->stats()["queue"]["jobs"], 0);
+  EXPECT_TRUE(service_->submit(torch_request(), "a").is_ok());
+}
+
+TEST_F(JobServiceTest, QueuedBytesAreTheStoredRequestSize) {
+  Json body = {{"kernel",
+                {{"source_code", "class Model: pass\n# " + std::string(4000, 'x')},
+                 {"kernel_type", "torch"}}}};
+  auto big = model::parse_evaluate_request(body, model::RequestLimits{});
+  ASSERT_TRUE(big.is_ok());
+  start_service(
+      3,
+      {.max_jobs = 100, .max_bytes = 10000, .max_jobs_per_client = 0, .max_bytes_per_client = 0});
+  worker_->hold(true);
+  ASSERT_TRUE(service_->submit(*big, "a").is_ok());
+  ASSERT_TRUE(service_->submit(*big, "b").is_ok());
+  auto third = service_->submit(*big, "c");
+  EXPECT_EQ(third.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(third.status().message().find("--max-queued-bytes"), std::string::npos);
+  worker_->hold(false);
+  worker_->release_all();
+}
+
+// The engine keeps no copy of a queued request: the worker gets what the store holds.
+TEST_F(JobServiceTest, ARunningJobsRequestIsReadBackFromTheStore) {
+  start_service();
+  auto job = service_->submit(torch_request(), "test");
+  ASSERT_TRUE(job.is_ok());
+  JobRecord done = wait_done(job->id);
+  ASSERT_EQ(done.state, JobState::kSucceeded);
+  EXPECT_EQ(done.result["echo"]["kernel"]["source_code"], "class Model: pass");
+  EXPECT_EQ(done.result["echo"]["seed"], job->request["seed"]);
+}
+
 TEST_F(JobServiceTest, CleanupDropsOldFinishedJobs) {
   start_service();
-  auto job = service_->submit(torch_request());
+  auto job = service_->submit(torch_request(), "test");
   ASSERT_TRUE(job.is_ok());
   wait_done(job->id);
   auto kept = service_->cleanup(std::chrono::hours(1));

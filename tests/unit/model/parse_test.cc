@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kforge/common/base64.h"
 #include "kforge/model/serialize.h"
 
@@ -187,6 +189,59 @@ TEST(ParseTest, EvaluateWithReferenceBecomesACompare) {
   EXPECT_EQ(req->kind, JobKind::kCompare);
   ASSERT_TRUE(req->reference.has_value());
   EXPECT_EQ(req->reference->kernel_type, KernelType::kTorch);
+}
+
+}  // namespace
+}  // namespace kforge::model
+
+namespace kforge::model {
+namespace {
+
+// Issue #8 item 10: `seed: -1` became 2^64 - 1. Out-of-range integers are 400s naming the
+// field, never wrapped.
+TEST(ParseRangeTest, SeedIsAnUnsigned64BitIntegerAndNeverWraps) {
+  auto with_seed = [](Json seed) {
+    Json body = {{"kernel", torch_kernel()}, {"seed", std::move(seed)}};
+    return parse_evaluate_request(body, kLimits);
+  };
+  auto max = with_seed(Json(std::numeric_limits<uint64_t>::max()));
+  ASSERT_TRUE(max.is_ok()) << max.status().to_string();
+  EXPECT_EQ(*max->seed, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(*with_seed(Json(0))->seed, 0u);
+  for (const char* bad :
+       {"-1", "-9223372036854775808", "18446744073709551616", "1.5", "1e30", "\"7\"", "true"}) {
+    auto r = with_seed(Json::parse(bad));
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_EQ(r.status().field_path(), "seed") << bad;
+    EXPECT_NE(r.status().message().find("between 0 and 18446744073709551615"), std::string::npos)
+        << r.status().message();
+  }
+}
+
+TEST(ParseRangeTest, IntegersBeyondInt64AreRefusedWhereverTheyAppear) {
+  const Json too_big = Json::parse("9223372036854775808");  // 2^63: a uint64 in nlohmann
+  Json k = triton_kernel();
+  k["io"]["args"][3]["value"] = too_big;
+  Status s = compare_error({{"ref_kernel", torch_kernel()}, {"custom_kernel", k}});
+  EXPECT_EQ(s.field_path(), "custom_kernel.io.args[3].value") << s.to_string();
+  k = triton_kernel();
+  k["io"]["args"][0]["tensor_spec"]["shape"] = Json::array({too_big});
+  EXPECT_EQ(compare_error({{"ref_kernel", torch_kernel()}, {"custom_kernel", k}}).field_path(),
+            "custom_kernel.io.args[0].tensor_spec.shape");
+  k = triton_kernel();
+  k["io"]["launch"]["grid"] = Json::array({too_big});
+  EXPECT_EQ(compare_error({{"ref_kernel", torch_kernel()}, {"custom_kernel", k}}).field_path(),
+            "custom_kernel.io.launch.grid[0]");
+  k = triton_kernel();
+  k["io"]["args"][0]["tensor_spec"]["init"]["seed"] = too_big;
+  EXPECT_EQ(compare_error({{"ref_kernel", torch_kernel()}, {"custom_kernel", k}}).field_path(),
+            "custom_kernel.io.args[0].tensor_spec.init.seed");
+  for (const char* field : {"num_trials", "num_correct_trials", "num_warmup"}) {
+    Json body = {{"kernel", torch_kernel()}, {field, too_big}};
+    EXPECT_EQ(parse_evaluate_request(body, kLimits).status().field_path(), field);
+    body[field] = -1;
+    EXPECT_EQ(parse_evaluate_request(body, kLimits).status().field_path(), field);
+  }
 }
 
 }  // namespace

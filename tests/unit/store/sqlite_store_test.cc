@@ -104,6 +104,20 @@ TEST_F(SqliteStoreTest, OpenCreatesDirectoriesWalAndSchemaVersion) {
   EXPECT_EQ(raw_sql(path_, "PRAGMA user_version"), std::to_string(SqliteStore::schema_version()));
 }
 
+// Issue #8 item 10: with synchronous=NORMAL an acknowledged job could be lost on power loss.
+// FULL is the default (every commit is fsynced before insert_job returns); NORMAL only when
+// asked for.
+TEST_F(SqliteStoreTest, CommitsAreFsyncedUnlessNormalIsAskedFor) {
+  auto store = open_store();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->synchronous(), SqliteStore::Synchronous::kFull);
+  store.reset();
+  auto normal =
+      SqliteStore::open({.path = path_, .synchronous = SqliteStore::Synchronous::kNormal});
+  ASSERT_TRUE(normal.is_ok()) << normal.status().to_string();
+  EXPECT_EQ(*(*normal)->synchronous(), SqliteStore::Synchronous::kNormal);
+}
+
 TEST_F(SqliteStoreTest, OpenRefusesNewerSchemaAndUnopenablePaths) {
   ASSERT_NE(open_store(), nullptr);
   raw_sql(path_, "PRAGMA user_version = 999");

@@ -47,10 +47,10 @@ TEST(ProtocolTest, RejectsBadFrames) {
 }
 
 TEST(ProtocolTest, VersionCheck) {
-  EXPECT_TRUE(check_protocol_version({{"protocol", {{"major", 1}, {"minor", 7}}}}).is_ok());
-  Status s = check_protocol_version({{"protocol", {{"major", 2}, {"minor", 0}}}});
+  EXPECT_TRUE(check_protocol_version({{"protocol", {{"major", 2}, {"minor", 7}}}}).is_ok());
+  Status s = check_protocol_version({{"protocol", {{"major", 1}, {"minor", 0}}}});
   EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition);
-  EXPECT_NE(s.message().find("2.0"), std::string::npos);
+  EXPECT_NE(s.message().find("1.0"), std::string::npos);
   EXPECT_FALSE(check_protocol_version({{"type", "ready"}}).is_ok());
 }
 

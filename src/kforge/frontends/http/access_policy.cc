@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kforge/common/hash.h"
+
 namespace kforge::frontends::http {
 namespace {
 
@@ -33,7 +35,14 @@ std::string_view strip_port(std::string_view host) {
 
 }  // namespace
 
-AccessPolicy::AccessPolicy(Options options) : options_(std::move(options)) {}
+AccessPolicy::AccessPolicy(Options options) : options_(std::move(options)) {
+  if (!options_.token.empty()) token_fingerprint_ = sha256_hex(options_.token).substr(0, 8);
+}
+
+std::string AccessPolicy::client_identity(std::string_view peer) const {
+  std::string id = "peer " + std::string(peer);
+  return token_fingerprint_.empty() ? id : "token " + token_fingerprint_ + " " + id;
+}
 
 bool AccessPolicy::constant_time_equals(std::string_view given, std::string_view expected) {
   // Every byte of `expected` is visited whatever `given` holds; a length mismatch is folded

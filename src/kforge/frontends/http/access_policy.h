@@ -37,6 +37,12 @@ class AccessPolicy {
   // preflights).
   std::optional<HttpResponse> check(const HttpRequest& request, const std::string& allow) const;
 
+  // The client identity of a request that passed check() from the peer address `peer`:
+  // "peer <address>", prefixed with "token <first 8 hex of sha256(token)> " when a token is
+  // configured (so one token's holders on different hosts are different clients, and the
+  // identity never reveals the token).
+  std::string client_identity(std::string_view peer) const;
+
   // CORS headers to add to the response of `request` (empty without an allowed Origin).
   HeaderList cors_headers(const HttpRequest& request) const;
 
@@ -53,6 +59,7 @@ class AccessPolicy {
   bool token_ok(const HttpRequest& request) const;
 
   Options options_;
+  std::string token_fingerprint_;  // empty without a token
 };
 
 }  // namespace kforge::frontends::http

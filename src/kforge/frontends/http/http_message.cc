@@ -62,7 +62,7 @@ HttpResponse HttpResponse::error(const Status& status) {
 }
 
 HttpResponse HttpResponse::error(int http_status, const Status& status) {
-  return json(http_status, error_body(status));
+  return json(http_status, error_body(status, http_status));
 }
 
 std::optional<std::string> percent_decode(std::string_view text, bool plus_as_space) {

@@ -37,6 +37,9 @@ struct HttpRequest {
   std::string body;        // the whole body (the server enforces its size limit)
   ParamMap path_params;    // filled by the router from `{name}` segments, percent-decoded
   std::string request_id;  // the X-Request-Id the response will carry
+  // Who sent it, the key of per-client limits (queue quota, MCP sessions): "peer <address>",
+  // prefixed with "token <fingerprint> " when the server has a token. Set by the server.
+  std::string client;
 
   // Value of the first header called `name` (case-insensitive), or nullptr.
   const std::string* header(std::string_view name) const;

@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <thread>
 
+#include "kforge/common/error_mapping.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/http/server_core.h"
@@ -20,6 +21,31 @@ using tcp = net::ip::tcp;
 
 namespace {
 constexpr auto kTuple = net::as_tuple(net::use_awaitable);
+
+// Written to a connection refused at the cap, before it is closed.
+const std::string& too_many_connections_response() {
+  static const std::string response = [] {
+    const std::string body =
+        error_body(unavailable("too many open connections (--max-connections); retry shortly"))
+            .dump();
+    return "HTTP/1.1 503 Service Unavailable\r\nServer: kforge\r\n"
+           "Content-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n"
+           "Content-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  return response;
+}
+
+// Refuses a socket at once without reading from it: best effort, never blocks.
+void refuse_connection(tcp::socket& socket) {
+  boost::system::error_code ec;
+  socket.non_blocking(true, ec);
+  const std::string& response = too_many_connections_response();
+  socket.write_some(net::buffer(response.data(), response.size()), ec);
+  socket.shutdown(tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -81,19 +107,76 @@ void ServerCore::start_connection(tcp::socket socket) {
   boost::system::error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
   std::shared_ptr<Connection> connection;
+  std::shared_ptr<Connection> evicted;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;  // the socket closes on return
+    if (connections_.size() - evicting_ >= options_.max_connections) {
+      evicted = pick_eviction_locked();
+      if (evicted == nullptr) {
+        ++refused_total_;
+        if (refused_total_ == 1 || refused_total_ % 1000 == 0) {
+          KF_LOG_WARN("http: {} connections are busy (--max-connections); refused {} so far",
+                      connections_.size(), refused_total_);
+        }
+        refuse_connection(socket);
+        return;
+      }
+    }
     uint64_t id = next_connection_id_++;
     connection = make_connection(std::move(socket), *this, id);
-    connections_[id] = connection;
+    Entry entry;
+    entry.connection = connection;
+    entry.since = std::chrono::steady_clock::now();
+    connections_.emplace(id, std::move(entry));
+  }
+  if (evicted != nullptr) {
+    net::post(evicted->executor(), [evicted] { evicted->force_close(); });
   }
   connection->start();
 }
 
+std::shared_ptr<Connection> ServerCore::pick_eviction_locked() {
+  // The oldest idle connection first; a head that is still arriving only when none is idle.
+  for (ConnectionPhase phase :
+       {ConnectionPhase::kAwaitingRequest, ConnectionPhase::kReceivingHead}) {
+    Entry* oldest = nullptr;
+    std::shared_ptr<Connection> live;
+    for (auto& [id, entry] : connections_) {
+      if (entry.evicting || entry.phase != phase) continue;
+      if (oldest != nullptr && entry.since >= oldest->since) continue;
+      if (auto c = entry.connection.lock()) {
+        oldest = &entry;
+        live = std::move(c);
+      }
+    }
+    if (oldest != nullptr) {
+      oldest->evicting = true;
+      ++evicting_;
+      if (++evicted_total_ == 1 || evicted_total_ % 1000 == 0) {
+        KF_LOG_WARN("http: at --max-connections ({}); closed {} idle connections so far",
+                    options_.max_connections, evicted_total_);
+      }
+      return live;
+    }
+  }
+  return nullptr;
+}
+
+void ServerCore::set_phase(uint64_t id, ConnectionPhase phase) {
+  std::lock_guard lock(mu_);
+  auto it = connections_.find(id);
+  if (it == connections_.end() || it->second.phase == phase) return;
+  it->second.phase = phase;
+  it->second.since = std::chrono::steady_clock::now();
+}
+
 void ServerCore::unregister_connection(uint64_t id) {
   std::lock_guard lock(mu_);
-  connections_.erase(id);
+  if (auto it = connections_.find(id); it != connections_.end()) {
+    if (it->second.evicting) --evicting_;
+    connections_.erase(it);
+  }
   if (stopping_ && !destroying_ && connections_.empty()) {
     // The drain is over: release the drain timer so run() can return.
     net::post(control_, [this] {
@@ -110,8 +193,8 @@ bool ServerCore::no_connections() {
 std::vector<std::shared_ptr<Connection>> ServerCore::live_connections() {
   std::vector<std::shared_ptr<Connection>> live;
   std::lock_guard lock(mu_);
-  for (auto& [id, weak] : connections_) {
-    if (auto s = weak.lock()) live.push_back(std::move(s));
+  for (auto& [id, entry] : connections_) {
+    if (auto s = entry.connection.lock()) live.push_back(std::move(s));
   }
   return live;
 }
@@ -161,11 +244,42 @@ void ServerCore::force_close_all() {
 // ---------------------------------------------------------------------------------------
 // HttpServer
 
-Status HttpServer::check_bind_policy(const std::string& host, bool host_is_loopback,
-                                     const std::string& token) {
-  if (host_is_loopback || !token.empty()) return Status::ok();
-  return failed_precondition("refusing to bind " + host +
-                             " without an API token: set --token or KFORGE_TOKEN");
+namespace {
+
+StatusOr<net::ip::address> resolve_address(const std::string& host) {
+  boost::system::error_code ec;
+  net::ip::address address = net::ip::make_address(host, ec);
+  if (!ec) return address;
+  // A host name: resolve it (at startup only, so blocking is fine).
+  net::io_context resolver_ioc;
+  tcp::resolver resolver(resolver_ioc);
+  auto results = resolver.resolve(host, "0", ec);
+  if (ec || results.empty()) {
+    return invalid_argument("cannot resolve '" + host + "' to an address to listen on" +
+                                (ec ? ": " + ec.message() : std::string()),
+                            "host");
+  }
+  return results.begin()->endpoint().address();
+}
+
+Status bind_policy(const std::string& host, const net::ip::address& address,
+                   const std::string& token) {
+  if (address.is_loopback() || !token.empty()) return Status::ok();
+  std::string what = host == address.to_string() ? host : host + " (" + address.to_string() + ")";
+  return failed_precondition("refusing to bind " + what +
+                             " without an API token: set --token-file, --token or KFORGE_TOKEN");
+}
+
+}  // namespace
+
+StatusOr<std::string> HttpServer::resolve_host(const std::string& host) {
+  KF_ASSIGN_OR_RETURN(net::ip::address address, resolve_address(host));
+  return address.to_string();
+}
+
+Status HttpServer::check_bind_policy(const std::string& host, const std::string& token) {
+  KF_ASSIGN_OR_RETURN(net::ip::address address, resolve_address(host));
+  return bind_policy(host, address, token);
 }
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(Options options, jobs::JobService& service,
@@ -181,19 +295,11 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(Options options, Router
     return invalid_argument("must be between 1 and 256", "io_threads");
   }
   if (options.max_body_bytes == 0) return invalid_argument("must be positive", "max_body_bytes");
-  boost::system::error_code ec;
-  net::ip::address address = net::ip::make_address(options.host, ec);
-  if (ec) {
-    // A host name: resolve it (at startup only, so blocking is fine).
-    net::io_context resolver_ioc;
-    tcp::resolver resolver(resolver_ioc);
-    auto results = resolver.resolve(options.host, std::to_string(options.port), ec);
-    if (ec || results.empty()) {
-      return invalid_argument("cannot resolve '" + options.host + "': " + ec.message(), "host");
-    }
-    address = results.begin()->endpoint().address();
+  if (options.max_connections == 0) {
+    return invalid_argument("must be positive", "max_connections");
   }
-  KF_RETURN_IF_ERROR(check_bind_policy(options.host, address.is_loopback(), options.token));
+  KF_ASSIGN_OR_RETURN(net::ip::address address, resolve_address(options.host));
+  KF_RETURN_IF_ERROR(bind_policy(options.host, address, options.token));
   tcp::endpoint endpoint(address, options.port);
   auto core =
       std::make_unique<ServerCore>(std::move(options), std::move(router), address.is_loopback());

@@ -5,6 +5,17 @@
 //
 // Behaviour on the wire:
 // - Keep-alive and pipelining; one request at a time per connection.
+// - At most `max_connections` connections. When a new one arrives at the cap, the
+//   connection idle the longest (waiting for a request; then, failing that, the one whose
+//   head has been arriving the longest) is closed to make room; if every connection is
+//   busy with a request, the newcomer gets 503 and is closed at once.
+// - Timeouts: a connection may wait `idle_timeout` for the first byte of a request; from
+//   that byte the whole head must arrive within `header_timeout`, the body within
+//   `body_timeout`, and each write must finish within `write_timeout`.
+// - A client that half-closes (shutdown(SHUT_WR)) after sending its request still gets the
+//   answer; the connection closes after it.
+// - Framing per RFC 9112 (http_reader.h): Transfer-Encoding other than exactly "chunked",
+//   or together with Content-Length, is 400.
 // - Body limit `max_body_bytes` per request: refused from Content-Length before the body is
 //   read, and enforced while reading chunked bodies (413). `Expect: 100-continue` is answered
 //   (with 100, or with the refusal) before the client sends the body.
@@ -57,10 +68,13 @@ class HttpServer {
     int io_threads = 1;
     std::vector<std::string> allowed_origins;  // see access_policy.h
     size_t max_header_bytes = size_t{64} << 10;
-    // A kept-alive connection with no new request is closed after this long.
+    // Open connections at once (see above); keep it well under RLIMIT_NOFILE.
+    size_t max_connections = 1024;
+    // A connection with no request under way is closed after this long.
     std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};
-    // Limit for receiving one request once its first byte arrived, and for each write.
-    std::chrono::milliseconds read_timeout{std::chrono::seconds(30)};
+    // From the first byte of a request to the end of its head, and for its body.
+    std::chrono::milliseconds header_timeout{std::chrono::seconds(30)};
+    std::chrono::milliseconds body_timeout{std::chrono::seconds(60)};
     std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};
     // After stop(), in-flight exchanges get this long to finish before sockets are closed.
     std::chrono::milliseconds drain_timeout{std::chrono::seconds(10)};
@@ -80,10 +94,15 @@ class HttpServer {
   // for a bad option, kUnavailable when the address cannot be bound.
   static StatusOr<std::unique_ptr<HttpServer>> create(Options options, Router router);
 
-  // Checks the bind policy alone: a non-loopback `host` needs a `token`.
-  // `host_is_loopback` is whether the resolved address is a loopback address.
-  static Status check_bind_policy(const std::string& host, bool host_is_loopback,
-                                  const std::string& token);
+  // The address `host` names: a literal address, or a name resolved (blocking, at start-up
+  // only) to its first address. kInvalidArgument (field "host") when it does not resolve.
+  static StatusOr<std::string> resolve_host(const std::string& host);
+
+  // Checks the bind policy alone: a `host` that is not a loopback address (127.0.0.0/8 or ::1,
+  // after resolution: "127.0.0.1.nip.io" is a name, not an address) needs a `token`.
+  // kInvalidArgument when the host does not resolve, kFailedPrecondition when a token is
+  // needed and missing.
+  static Status check_bind_policy(const std::string& host, const std::string& token);
 
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -1,11 +1,14 @@
-// One HTTP/1.1 connection (Boost.Beast + C++20 coroutines). The only translation unit that
-// includes Beast: it costs ~30 s and ~1 GB to compile, so keep HTTP parsing here.
+// One HTTP/1.1 connection (Boost.Beast + C++20 coroutines). With http_reader.cc (the parser
+// set-up and the checks on a head, without sockets) the only translation units that include
+// Beast: this one costs ~30 s and ~1 GB to compile.
 //
-// A Session loops: read a request head; refuse it early (access checks, Content-Length over
-// the limit) or answer `Expect: 100-continue`; read the body (limit enforced for chunked
-// bodies too); run the route's handler with a Responder over a fresh Exchange; wait, without
-// blocking, for the answer while watching the socket for a disconnect and firing deadlines;
-// then write the response, or a chunked event stream with keep-alive comments.
+// A Session loops: wait (idle timeout) for the first byte of a request, then read its head
+// (header timeout, counted from that byte); refuse it early (framing, access checks,
+// Content-Length over the limit) or answer `Expect: 100-continue`; read the body (body
+// timeout; limit enforced for chunked bodies too); run the route's handler with a Responder
+// over a fresh Exchange; wait, without blocking, for the answer while watching the socket for
+// a disconnect and firing deadlines; then write the response, or a chunked event stream with
+// keep-alive comments. It reports its phase to the server for the connection cap.
 //
 // Wake-ups: a handler answering from any thread updates the Exchange and calls its `wake`
 // function, which posts Session::wake() to this connection's strand through the server's
@@ -24,6 +27,7 @@
 #include "kforge/common/log.h"
 #include "kforge/common/random.h"
 #include "kforge/frontends/http/exchange.h"
+#include "kforge/frontends/http/http_reader.h"
 #include "kforge/frontends/http/server_core.h"
 
 namespace kforge::frontends::http {
@@ -48,16 +52,6 @@ bool is_disconnect(const beast::error_code& ec) {
          ec == net::error::connection_aborted || ec == net::error::broken_pipe ||
          ec == net::error::operation_aborted || ec == net::error::bad_descriptor ||
          ec == net::error::not_connected || ec == beast::error::timeout;
-}
-
-bool sane_request_id(std::string_view id) {
-  if (id.empty() || id.size() > 128) return false;
-  for (char c : id) {
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.' || c == ':';
-    if (!ok) return false;
-  }
-  return true;
 }
 
 // What the log line and the response headers need after the request was handed over.
@@ -88,6 +82,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   Session(tcp::socket socket, ServerCore& server, uint64_t id)
       : server_(server),
         id_(id),
+        peer_(peer_address(socket)),
         stream_(std::move(socket)),
         signal_(stream_.get_executor()),
         park_(stream_.get_executor()) {}
@@ -109,9 +104,15 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
 
   static net::awaitable<void> main(std::shared_ptr<Session> self) { co_await self->run(); }
   net::awaitable<void> run();
+  static std::string peer_address(const tcp::socket& socket) {
+    beast::error_code ec;
+    auto endpoint = socket.remote_endpoint(ec);
+    return ec ? std::string("unknown") : endpoint.address().to_string();
+  }
+
   net::awaitable<bool> serve_one();
-  net::awaitable<bool> read_body(bhttp::request_parser<bhttp::string_body>& parser,
-                                 const RequestMeta& meta);
+  net::awaitable<bool> await_first_byte();
+  net::awaitable<bool> read_body(RequestParser& parser, const RequestMeta& meta);
   net::awaitable<bool> dispatch(HttpRequest request, RequestMeta& meta, bool keep_alive);
   net::awaitable<std::optional<Exchange::Answer>> wait_for_answer();
   net::awaitable<bool> serve_stream(RequestMeta& meta, StreamHead head, bool keep_alive);
@@ -124,8 +125,11 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   std::function<void()> make_wake();
   void end_exchange();
 
+  void set_phase(ConnectionPhase phase) { server_.set_phase(id_, phase); }
+
   ServerCore& server_;
   const uint64_t id_;
+  const std::string peer_;  // the client's address, for its identity
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   net::steady_timer signal_;  // woken by wake(); also the deadline and keep-alive timer
@@ -134,6 +138,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
   State state_ = State::kIdle;
   bool wake_pending_ = false;
   bool stopping_ = false;
+  // The client half-closed (EOF) after its request: it still gets its answer, then the
+  // connection closes.
+  bool peer_done_sending_ = false;
 };
 
 net::awaitable<void> Session::run() {
@@ -196,34 +203,6 @@ void Session::force_close() {
 // Plain (non-coroutine) helpers keep temporaries out of coroutine bodies: GCC 12 has bugs
 // with class-type temporaries in conditional expressions inside coroutines.
 
-HttpResponse malformed_request_response(const beast::error_code& ec) {
-  if (ec == bhttp::error::header_limit) {
-    return HttpResponse::error(431, invalid_argument("request header is too large"));
-  }
-  return HttpResponse::error(400, invalid_argument("malformed HTTP request: " + ec.message()));
-}
-
-HttpRequest request_from_head(const bhttp::request<bhttp::string_body>& head) {
-  HttpRequest request;
-  request.method = std::string(head.method_string());
-  request.target = std::string(head.target());
-  request.path = std::string(split_target(request.target).first);
-  for (const auto& field : head) {
-    std::string name(field.name_string());
-    for (char& c : name) {
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
-    request.headers.emplace_back(std::move(name), std::string(field.value()));
-  }
-  const std::string* client_id = request.header("x-request-id");
-  if (client_id != nullptr && sane_request_id(*client_id)) {
-    request.request_id = *client_id;
-  } else {
-    request.request_id = random_hex(8);
-  }
-  return request;
-}
-
 RequestMeta meta_for(const HttpRequest& request, unsigned version, const AccessPolicy& policy,
                      std::chrono::steady_clock::time_point started) {
   RequestMeta meta;
@@ -236,31 +215,18 @@ RequestMeta meta_for(const HttpRequest& request, unsigned version, const AccessP
   return meta;
 }
 
-// Access checks and the Content-Length limit, on the head alone.
-std::optional<HttpResponse> refusal_for(const HttpRequest& request,
-                                        boost::optional<std::uint64_t> content_length,
-                                        const ServerCore& server) {
+// Framing, access checks and the Content-Length limit, on the head alone.
+std::optional<HttpResponse> refusal_for(const HttpRequest& request, const RequestParser& parser,
+                                        const ServerCore& server, const ReaderLimits& limits) {
+  if (auto refusal = check_framing(parser)) return refusal;
   std::string allow;
   if (request.method == "OPTIONS") allow = server.router().allowed_methods(request.path);
-  std::optional<HttpResponse> refusal = server.policy().check(request, allow);
-  if (refusal) return refusal;
-  const size_t limit = server.options().max_body_bytes;
-  if (content_length && *content_length > limit) {
-    return HttpResponse::error(
-        Status(ErrorCode::kPayloadTooLarge, "request body of " + std::to_string(*content_length) +
-                                                " bytes exceeds the limit of " +
-                                                std::to_string(limit) + " bytes"));
-  }
-  return std::nullopt;
+  if (auto refusal = server.policy().check(request, allow)) return refusal;
+  return check_content_length(parser, limits);
 }
 
-HttpResponse body_error_response(const beast::error_code& ec, size_t limit) {
-  if (ec == bhttp::error::body_limit) {
-    return HttpResponse::error(
-        Status(ErrorCode::kPayloadTooLarge,
-               "request body exceeds the limit of " + std::to_string(limit) + " bytes"));
-  }
-  return HttpResponse::error(invalid_argument("malformed HTTP body: " + ec.message()));
+ReaderLimits reader_limits(const HttpServer::Options& options) {
+  return ReaderLimits{options.max_header_bytes, options.max_body_bytes};
 }
 
 // Runs the handler. The caller passes a temporary Responder, so the session holds none.
@@ -272,17 +238,27 @@ void run_handler(const Router& router, HttpRequest request, const Responder& res
   }
 }
 
+// Waits, up to the idle timeout, until the first byte of the next request is buffered.
+// False when the connection ends instead.
+net::awaitable<bool> Session::await_first_byte() {
+  set_phase(ConnectionPhase::kAwaitingRequest);
+  if (buffer_.size() > 0) co_return true;  // pipelined
+  stream_.expires_after(server_.options().idle_timeout);
+  auto [ec, n] = co_await stream_.async_read_some(buffer_.prepare(4096), kTuple);
+  buffer_.commit(n);
+  co_return !ec && n > 0;
+}
+
 net::awaitable<bool> Session::serve_one() {
   const auto& options = server_.options();
+  const ReaderLimits limits = reader_limits(options);
   state_ = State::kIdle;
-  bhttp::request_parser<bhttp::string_body> parser;
-  parser.header_limit(static_cast<uint32_t>(options.max_header_bytes));
-  parser.body_limit(boost::none);  // checked against Content-Length after the access checks
-  if (buffer_.size() > 0) {
-    stream_.expires_after(options.read_timeout);
-  } else {
-    stream_.expires_after(options.idle_timeout);
-  }
+  if (!co_await await_first_byte()) co_return false;
+  set_phase(ConnectionPhase::kReceivingHead);
+  RequestParser parser;
+  configure_for_head(parser, limits);
+  // The whole head must arrive within the header timeout of its first byte.
+  stream_.expires_after(options.header_timeout);
   auto [ec, n] = co_await bhttp::async_read_header(stream_, buffer_, parser, kTuple);
   const auto started = std::chrono::steady_clock::now();
   if (ec) {
@@ -297,10 +273,12 @@ net::awaitable<bool> Session::serve_one() {
     co_return false;
   }
   state_ = State::kReading;
-  HttpRequest request = request_from_head(parser.get());
+  set_phase(ConnectionPhase::kBusy);
+  HttpRequest request = request_from_head(parser);
+  request.client = server_.policy().client_identity(peer_);
   RequestMeta meta = meta_for(request, parser.get().version(), server_.policy(), started);
   const bool keep_alive = parser.get().keep_alive();
-  std::optional<HttpResponse> refusal = refusal_for(request, parser.content_length(), server_);
+  std::optional<HttpResponse> refusal = refusal_for(request, parser, server_, limits);
   if (refusal) {
     // The body of a refused request is never read (nor asked for with 100 Continue), so the
     // connection can be kept only if there is none.
@@ -321,11 +299,10 @@ net::awaitable<bool> Session::serve_one() {
 
 // Reads the body (answering `Expect: 100-continue` first). False when the connection must
 // end (the refusal, if any, has been written).
-net::awaitable<bool> Session::read_body(bhttp::request_parser<bhttp::string_body>& parser,
-                                        const RequestMeta& meta) {
+net::awaitable<bool> Session::read_body(RequestParser& parser, const RequestMeta& meta) {
   if (parser.is_done()) co_return true;
   const auto& options = server_.options();
-  parser.body_limit(options.max_body_bytes);
+  limit_body(parser, reader_limits(options));
   auto expect = parser.get()[bhttp::field::expect];
   if (meta.version >= 11 && beast::iequals(expect, "100-continue")) {
     bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, meta.version};
@@ -333,7 +310,7 @@ net::awaitable<bool> Session::read_body(bhttp::request_parser<bhttp::string_body
     auto [ec, n] = co_await bhttp::async_write(stream_, go_on, kTuple);
     if (ec) co_return false;
   }
-  stream_.expires_after(options.read_timeout);
+  stream_.expires_after(options.body_timeout);
   auto [ec, n] = co_await bhttp::async_read(stream_, buffer_, parser, kTuple);
   if (!ec) co_return true;
   if (!is_disconnect(ec)) {
@@ -358,7 +335,7 @@ net::awaitable<bool> Session::dispatch(HttpRequest request, RequestMeta& meta, b
     co_return false;
   }
   bool keep = false;
-  const bool may_keep = keep_alive && !stopping_;
+  const bool may_keep = keep_alive && !stopping_ && !peer_done_sending_;
   if (answer->response) {
     keep = co_await write_response(meta, std::move(*answer->response), may_keep);
   } else {
@@ -377,19 +354,25 @@ net::awaitable<bool> Session::wait_signal() {
   co_return !ec;
 }
 
-// Completes only when the peer closes or fails (or when cancelled by the other branch).
-// Bytes of a pipelined next request are kept in buffer_ for the parser. A client that
-// half-closes its side while waiting reads as gone (EOF), as with nginx's 499.
+// Completes only when the peer fails (reset, or the other branch cancels it). Bytes of a
+// pipelined next request are kept in buffer_ for the parser. EOF is not a disconnect: a
+// client may half-close (shutdown(SHUT_WR)) after its request and still read the answer, so
+// after EOF the socket is no longer read and the answer is written as usual (a client that
+// closed entirely makes that write fail instead).
 net::awaitable<void> Session::watch_peer() {
   while (true) {
-    if (buffer_.size() >= kMaxPipelinedBytes) {
+    if (buffer_.size() >= kMaxPipelinedBytes || peer_done_sending_) {
       park_.expires_at(net::steady_timer::time_point::max());
       co_await park_.async_wait(kTuple);
       co_return;
     }
     auto [ec, n] = co_await stream_.socket().async_read_some(buffer_.prepare(4096), kTuple);
-    if (ec) co_return;
     buffer_.commit(n);
+    if (ec == net::error::eof) {
+      peer_done_sending_ = true;
+      continue;
+    }
+    if (ec) co_return;
   }
 }
 

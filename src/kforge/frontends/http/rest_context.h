@@ -23,7 +23,7 @@ enum class SubmitKind { kEvaluate, kCompare };
 void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest request,
                    Responder responder);
 
-// The 202 answer that tells a client to poll: job_response(job) (or {job_id, status} when
+// The 202 answer that tells a client to poll: job_status_view(job) (or {job_id, status} when
 // `job` is null), a message and `Location: /job/<id>`.
 HttpResponse poll_response(const std::string& job_id, const jobs::JobRecord* job,
                            const std::string& message);

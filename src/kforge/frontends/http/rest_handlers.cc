@@ -21,7 +21,7 @@ void handle_get_job(const RestContextPtr& ctx, const HttpRequest& request, Respo
       responder.send(HttpResponse::error(job.status()));
       return;
     }
-    responder.send(HttpResponse::json(200, jobs::job_response(*job)));
+    responder.send(HttpResponse::json(200, jobs::job_status_view(*job)));
   });
 }
 
@@ -59,15 +59,21 @@ void handle_cancel_job(const RestContextPtr& ctx, HttpRequest request, Responder
     }
     // A running job ends once its process group is gone: answer then, with the final state.
     auto subscribed = ctx->service.when_done(id, [responder](const jobs::JobRecord& job) {
-      responder.send(HttpResponse::json(200, jobs::job_response(job)));
+      responder.send(HttpResponse::json(200, jobs::job_status_view(job)));
     });
     if (!subscribed.is_ok()) responder.send(HttpResponse::error(subscribed.status()));
   });
 }
 
-// GET /health: JobService::health never touches the store, so it is answered inline.
-void handle_health(const RestContextPtr& ctx, const HttpRequest&, const Responder& responder) {
-  responder.send(HttpResponse::json(200, ctx->service.health()));
+// GET /health: liveness and devices (JobService::health, no store access) plus the old
+// server's job_stats, a per-state count from the store, read on the pool.
+void handle_health(const RestContextPtr& ctx, const HttpRequest&, Responder responder) {
+  ctx->blocking([ctx, responder = std::move(responder)] {
+    Json health = ctx->service.health();
+    Json stats = ctx->service.stats();
+    if (auto it = stats.find("job_stats"); it != stats.end()) health["job_stats"] = *it;
+    responder.send(HttpResponse::json(200, health));
+  });
 }
 
 // GET /stats
@@ -99,11 +105,11 @@ StatusOr<std::optional<double>> read_age(const Json* value, const std::string& f
 StatusOr<std::optional<Json>> query_number(const HttpRequest& request, const char* name) {
   const std::string* text = request.query_param(name);
   if (text == nullptr) return std::optional<Json>();
-  Json value = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded() || !value.is_number()) {
+  auto value = parse_json(*text);
+  if (!value.is_ok() || !value->is_number()) {
     return invalid_argument("must be a number, got '" + *text + "'", std::string("query.") + name);
   }
-  return std::optional<Json>(std::move(value));
+  return std::optional<Json>(std::move(value).value());
 }
 
 // The cleanup age: body {"max_age_hours": h} or {"older_than_seconds": s}, or the same
@@ -159,8 +165,9 @@ void handle_cleanup(const RestContextPtr& ctx, HttpRequest request, Responder re
       responder.send(HttpResponse::error(deleted.status()));
       return;
     }
-    responder.send(
-        HttpResponse::json(200, Json{{"deleted", *deleted}, {"older_than_seconds", age->count()}}));
+    responder.send(HttpResponse::json(200, Json{{"status", "cleanup_completed"},
+                                                {"deleted", *deleted},
+                                                {"older_than_seconds", age->count()}}));
   });
 }
 
@@ -184,8 +191,8 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
   KF_RETURN_IF_ERROR(router.add("POST", "/job/{id}/cancel", [ctx](HttpRequest r, Responder s) {
     handle_cancel_job(ctx, std::move(r), std::move(s));
   }));
-  KF_RETURN_IF_ERROR(router.add("GET", "/health", [ctx](const HttpRequest& r, const Responder& s) {
-    handle_health(ctx, r, s);
+  KF_RETURN_IF_ERROR(router.add("GET", "/health", [ctx](const HttpRequest& r, Responder s) {
+    handle_health(ctx, r, std::move(s));
   }));
   KF_RETURN_IF_ERROR(router.add("GET", "/stats", [ctx](const HttpRequest& r, Responder s) {
     handle_stats(ctx, r, std::move(s));

@@ -3,7 +3,7 @@
 //   POST /evaluate, POST /compare, POST / (legacy = /compare)   submit, then wait (default)
 //                                                                 or ?wait=false -> 202
 //   GET  /job/{id}                                               a job and its result
-//   GET  /health                                                 liveness (never the store)
+//   GET  /health                                                 liveness, devices, job counts
 //   GET  /stats                                                  counters
 //   POST /admin/cleanup-jobs                                     delete old finished jobs
 //
@@ -20,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include "kforge/common/status.h"
 #include "kforge/frontends/http/blocking_executor.h"
@@ -34,8 +35,12 @@ struct RestOptions {
   // A waiting submit answers 202 (with the job id, to poll) once the job's own `timeout`
   // plus this allowance for queueing has passed without a result.
   std::chrono::milliseconds queue_wait_allowance{std::chrono::minutes(10)};
-  // Age of the finished jobs POST /admin/cleanup-jobs deletes when the request names none.
-  std::chrono::seconds default_cleanup_age{std::chrono::hours(24)};
+  // Age of the finished jobs POST /admin/cleanup-jobs deletes when the request names none
+  // (the old server's 300 s).
+  std::chrono::seconds default_cleanup_age{300};
+  // The GPU type submit answers name in `gpu_type` and `X-GPU-Type` (the old server's
+  // GPU_TYPE: a100, h100, h200); empty: neither is sent.
+  std::string gpu_type;
 };
 
 // Registers the REST routes. Fails only if one of them is already registered.

@@ -36,6 +36,14 @@ bool is_token(std::string_view s) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> Router::routes() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(routes_.size());
+  for (const Route& r : routes_)
+    out.emplace_back(r.method, r.pattern);
+  return out;
+}
+
 Status Router::add(std::string method, std::string_view pattern, Handler handler) {
   if (!is_token(method)) return invalid_argument("malformed HTTP method '" + method + "'");
   if (pattern.empty() || pattern.front() != '/') {

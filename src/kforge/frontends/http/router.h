@@ -20,6 +20,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kforge/common/status.h"
@@ -46,6 +47,9 @@ class Router {
 
   // Methods registered for `path`, sorted ("GET, POST"); empty when the path is unknown.
   std::string allowed_methods(std::string_view path) const;
+
+  // Every registered (method, pattern), in registration order.
+  std::vector<std::pair<std::string, std::string>> routes() const;
 
   // Matches, fills request.path_params and calls the handler; answers 404/405 (JSON error
   // bodies) itself. A handler that throws gets a 500.

@@ -9,6 +9,10 @@
 //
 // Gate: exchanges may outlive the server (a JobService callback may hold one), so their
 // wake-ups go through a Gate that ServerCore closes before its io_context is destroyed.
+//
+// Connection cap: every connection reports its Phase; at `max_connections`, a new socket
+// evicts the connection waiting longest for a request (then the one receiving a head the
+// longest), or is answered 503 and closed when every connection is busy.
 #pragma once
 
 #include <atomic>
@@ -18,6 +22,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -39,6 +44,13 @@ struct Gate {
 
 class ServerCore;
 
+// What a connection is doing, for the connection cap.
+enum class ConnectionPhase {
+  kAwaitingRequest,  // no byte of the next request yet (a new or kept-alive connection)
+  kReceivingHead,    // part of a request head has arrived
+  kBusy,             // reading a body, handling, writing or streaming: never evicted
+};
+
 // One accepted connection. Every method but executor() and start() runs on executor().
 class Connection {
  public:
@@ -50,7 +62,7 @@ class Connection {
   // Graceful stop: close when idle; in-flight exchanges are told (kServerStopping) and may
   // still be answered.
   virtual void on_server_stop() = 0;
-  // The drain is over: close the socket now.
+  // The drain is over, or the connection is evicted for a new one: close the socket now.
   virtual void force_close() = 0;
 };
 
@@ -79,10 +91,14 @@ class ServerCore {
   const AccessPolicy& policy() const { return policy_; }
   const std::shared_ptr<Gate>& gate() const { return gate_; }
   void unregister_connection(uint64_t id);
+  void set_phase(uint64_t id, ConnectionPhase phase);
 
  private:
   boost::asio::awaitable<void> accept_loop();
   void start_connection(boost::asio::ip::tcp::socket socket);
+  // At the cap: marks the connection to evict and returns it (null when all are busy).
+  // Requires mu_.
+  std::shared_ptr<Connection> pick_eviction_locked();
   std::vector<std::shared_ptr<Connection>> live_connections();
   bool no_connections();
   void force_close_all();
@@ -94,10 +110,19 @@ class ServerCore {
   std::atomic<uint16_t> port_{0};
 
   std::mutex mu_;
-  bool stopping_ = false;                                      // guarded by mu_
-  bool destroying_ = false;                                    // guarded by mu_
-  uint64_t next_connection_id_ = 0;                            // guarded by mu_
-  std::map<uint64_t, std::weak_ptr<Connection>> connections_;  // guarded by mu_
+  bool stopping_ = false;    // guarded by mu_
+  bool destroying_ = false;  // guarded by mu_
+  struct Entry {
+    std::weak_ptr<Connection> connection;
+    ConnectionPhase phase = ConnectionPhase::kAwaitingRequest;
+    std::chrono::steady_clock::time_point since;  // when it entered `phase`
+    bool evicting = false;                        // closing for a newer connection
+  };
+  uint64_t next_connection_id_ = 0;        // guarded by mu_
+  std::map<uint64_t, Entry> connections_;  // guarded by mu_
+  size_t evicting_ = 0;                    // guarded by mu_: entries with `evicting`
+  uint64_t evicted_total_ = 0;             // guarded by mu_
+  uint64_t refused_total_ = 0;             // guarded by mu_
 
   // Asio objects last: destroyed first, while the registry above still exists.
   boost::asio::io_context ioc_;

@@ -13,6 +13,9 @@
 namespace kforge::frontends::http {
 namespace {
 
+// Retry-After of a 429/503 from a full queue: jobs take seconds, so a few seconds is right.
+constexpr int kRetryAfterSeconds = 5;
+
 // ?wait=... ; absent means true.
 StatusOr<bool> parse_wait(const HttpRequest& request) {
   const std::string* value = request.query_param("wait");
@@ -52,6 +55,24 @@ class WaitState {
   std::optional<uint64_t> subscription_;  // guarded by mu_
 };
 
+// The no-cache headers the old server sent with every evaluation answer.
+void add_no_cache_headers(HttpResponse& response) {
+  response.headers.emplace_back("Cache-Control", "no-cache, no-store, must-revalidate");
+  response.headers.emplace_back("Pragma", "no-cache");
+  response.headers.emplace_back("Expires", "0");
+}
+
+// 200 with a finished job, as the old server answered a submit (plus gpu_type when known).
+HttpResponse finished_answer(const RestContext& ctx, const jobs::JobRecord& job) {
+  Json body = jobs::job_result_view(job);
+  if (!ctx.options.gpu_type.empty()) body["gpu_type"] = ctx.options.gpu_type;
+  HttpResponse response = HttpResponse::json(200, body);
+  add_no_cache_headers(response);
+  if (!ctx.options.gpu_type.empty())
+    response.headers.emplace_back("X-GPU-Type", ctx.options.gpu_type);
+  return response;
+}
+
 std::chrono::milliseconds wait_bound(const RestOptions& options, double job_timeout_s) {
   double ms = std::ceil(job_timeout_s * 1000.0);
   return std::chrono::milliseconds(static_cast<int64_t>(ms)) + options.queue_wait_allowance;
@@ -64,7 +85,7 @@ void respond_with_current_state(const RestContextPtr& ctx, const std::string& id
   ctx->blocking([ctx, id, responder, message = std::move(message)] {
     auto current = ctx->service.get(id);
     if (current.is_ok() && jobs::is_terminal(current->state)) {
-      responder.send(HttpResponse::json(200, jobs::job_response(*current)));
+      responder.send(finished_answer(*ctx, *current));
       return;
     }
     responder.send(poll_response(id, current.is_ok() ? &*current : nullptr, message));
@@ -92,9 +113,9 @@ void wait_for_job(const RestContextPtr& ctx, const jobs::JobRecord& job, double 
         ctx, id, r,
         "no result after " + std::to_string(bound.count()) + " ms of waiting; poll GET /job/" + id);
   });
-  auto sub = ctx->service.when_done(id, [state, responder](const jobs::JobRecord& done) {
+  auto sub = ctx->service.when_done(id, [ctx, state, responder](const jobs::JobRecord& done) {
     state->end();
-    responder.send(HttpResponse::json(200, jobs::job_response(done)));
+    responder.send(finished_answer(*ctx, done));
   });
   if (!sub.is_ok()) {
     state->end();
@@ -104,9 +125,18 @@ void wait_for_job(const RestContextPtr& ctx, const jobs::JobRecord& job, double 
   if (state->set_subscription(*sub)) ctx->service.unsubscribe(*sub);
 }
 
+// A refused submit; a full queue (503) or a used-up quota (429) says when to come back.
+HttpResponse submit_error(const Status& status) {
+  HttpResponse response = HttpResponse::error(status);
+  if (status.code() == ErrorCode::kResourceExhausted || status.code() == ErrorCode::kUnavailable) {
+    response.headers.emplace_back("Retry-After", std::to_string(kRetryAfterSeconds));
+  }
+  return response;
+}
+
 // The part of a submit that runs on the blocking pool.
-void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::string& body, bool wait,
-                     const Responder& responder) {
+void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::string& body,
+                     const std::string& client, bool wait, const Responder& responder) {
   if (responder.cancelled()) {
     // The client left or the server is stopping before anything was accepted.
     responder.send(HttpResponse::error(unavailable("the request was cancelled before submit")));
@@ -125,9 +155,9 @@ void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::stri
     return;
   }
   const double timeout_s = request->timeout_s;
-  auto job = ctx->service.submit(std::move(request).value());
+  auto job = ctx->service.submit(std::move(request).value(), client);
   if (!job.is_ok()) {
-    responder.send(HttpResponse::error(job.status()));
+    responder.send(submit_error(job.status()));
     return;
   }
   if (!wait) {
@@ -141,11 +171,13 @@ void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::stri
 
 HttpResponse poll_response(const std::string& job_id, const jobs::JobRecord* job,
                            const std::string& message) {
-  Json body =
-      job != nullptr ? jobs::job_response(*job) : Json{{"job_id", job_id}, {"status", "queued"}};
+  Json body = job != nullptr
+                  ? jobs::job_status_view(*job)
+                  : Json{{"job_id", job_id}, {"status", "submitted"}, {"state", "queued"}};
   body["message"] = message;
   HttpResponse response = HttpResponse::json(202, body);
   response.headers.emplace_back("Location", "/job/" + job_id);
+  add_no_cache_headers(response);
   return response;
 }
 
@@ -156,10 +188,10 @@ void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest reque
     responder.send(HttpResponse::error(wait.status()));
     return;
   }
-  ctx->blocking(
-      [ctx, kind, wait = *wait, body = std::move(request.body), responder = std::move(responder)] {
-        submit_blocking(ctx, kind, body, wait, responder);
-      });
+  ctx->blocking([ctx, kind, wait = *wait, body = std::move(request.body),
+                 client = std::move(request.client), responder = std::move(responder)] {
+    submit_blocking(ctx, kind, body, client, wait, responder);
+  });
 }
 
 }  // namespace kforge::frontends::http

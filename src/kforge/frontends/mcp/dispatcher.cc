@@ -203,6 +203,9 @@ void Dispatcher::call_tool(const std::shared_ptr<RequestContext>& ctx, const Jso
     }
     arguments = *it;
   }
+  if (tool->spec.normalize_arguments) {
+    arguments = tool->spec.normalize_arguments(std::move(arguments));
+  }
   auto call = std::make_shared<ToolCall>(tool->spec.name, std::move(arguments), ctx);
   if (Status valid = validate_json(tool->spec.input_schema, call->arguments()); !valid) {
     call->finish(ToolResult::error("Invalid arguments for tool " + tool->spec.name + ": " +

@@ -157,10 +157,13 @@ void post_blocking(const EndpointPtr& ep, const HttpRequest& request, const Resp
   const bool is_initialize = json.is_object() && json.value("method", Json()) == "initialize";
   std::shared_ptr<Session> session;
   if (is_initialize) {
-    auto created = ep->sessions.create();
+    auto created = ep->sessions.create(request.client);
     if (!created.is_ok()) {
-      responder.send(rpc_error(http_status_for(created.status().code()), jsonrpc::readable_id(json),
-                               jsonrpc::kInternalError, created.status().message()));
+      HttpResponse refusal =
+          rpc_error(http_status_for(created.status().code()), jsonrpc::readable_id(json),
+                    jsonrpc::kInternalError, created.status().message());
+      refusal.headers.emplace_back("Retry-After", "5");
+      responder.send(std::move(refusal));
       return;
     }
     session = std::move(created).value();

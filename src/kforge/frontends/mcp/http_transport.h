@@ -11,12 +11,15 @@
 //   DELETE ends the session (200).
 //
 // Sessions: `initialize` creates one and its response carries `Mcp-Session-Id` (a stale id on
-// an initialize is ignored, a new one is minted). Other requests need the header: missing ->
+// an initialize is ignored, a new one is minted). Limits (session_store.h): a flood of
+// `initialize` only ever replaces sessions that were never used; when full, 503 (429 for one
+// client's cap) with Retry-After. Other requests need the header: missing ->
 // 400 (-32000), unknown or ended -> 404 (-32001).
 // `MCP-Protocol-Version`: a present, unsupported value -> 400; any supported value is accepted
 // (absent means 2025-03-26); the session keeps what `initialize` negotiated.
 // Accept is read leniently: missing, `*/*` or JSON-only gets JSON; 406 only when it excludes
-// both JSON and SSE. A Content-Type other than JSON -> 415. Malformed JSON -> 400 (-32700);
+// both JSON and SSE. A Content-Type other than JSON -> 415. Malformed JSON, or JSON nested
+// deeper than --max-json-depth (common/json.h), -> 400 (-32700);
 // an invalid message -> 400 (-32600). Origin/Host checks, CORS, the token and the body limit
 // are the HTTP server's (access_policy.h); they apply before these handlers run.
 // A client disconnect is not a cancellation: only notifications/cancelled cancels.

@@ -69,7 +69,18 @@ bool json_equal(const Json& a, const Json& b) {
   return a == b;
 }
 
-Status validate_at(const Json& root, const Json& schema, const Json& value, const JsonPath& path);
+// Bounds the recursion of both walks below: each level is one level of the schema (or one
+// $ref hop), never more than the value's own depth, so only a schema that nests this deep or
+// a $ref cycle can reach it.
+constexpr int kMaxWalkDepth = 128;
+
+Status too_deep(const JsonPath& path) {
+  return fail(path, "is nested too deeply to validate (more than " + std::to_string(kMaxWalkDepth) +
+                        " schema levels or a $ref cycle)");
+}
+
+Status validate_at(const Json& root, const Json& schema, const Json& value, const JsonPath& path,
+                   int depth);
 
 // The schema a local reference ("#/$defs/<name>") points to in `root`, or nullptr.
 const Json* resolve_ref(const Json& root, const Json& ref) {
@@ -144,7 +155,8 @@ Status check_sizes(const Json& schema, const Json& value, const JsonPath& path) 
   return Status::ok();
 }
 
-Status check_object(const Json& root, const Json& schema, const Json& value, const JsonPath& path) {
+Status check_object(const Json& root, const Json& schema, const Json& value, const JsonPath& path,
+                    int depth) {
   if (!value.is_object()) return Status::ok();
   static const Json kNoProperties = Json::object();
   auto props_it = schema.find("properties");
@@ -164,7 +176,7 @@ Status check_object(const Json& root, const Json& schema, const Json& value, con
                                      (allowed.empty() ? std::string(" (none are accepted)")
                                                       : " (expected one of: " + allowed + ")"));
     }
-    KF_RETURN_IF_ERROR(validate_at(root, *additional, member, path.key(key)));
+    KF_RETURN_IF_ERROR(validate_at(root, *additional, member, path.key(key), depth + 1));
   }
   if (auto required = schema.find("required"); required != schema.end()) {
     for (const auto& name : *required) {
@@ -175,22 +187,23 @@ Status check_object(const Json& root, const Json& schema, const Json& value, con
   for (const auto& [key, sub] : props.items()) {
     auto member = value.find(key);
     if (member == value.end()) continue;
-    KF_RETURN_IF_ERROR(validate_at(root, sub, *member, path.key(key)));
+    KF_RETURN_IF_ERROR(validate_at(root, sub, *member, path.key(key), depth + 1));
   }
   return Status::ok();
 }
 
-Status check_schema_at(const Json& root, const Json& schema, const JsonPath& path);
+Status check_schema_at(const Json& root, const Json& schema, const JsonPath& path, int depth);
 
-Status check_schema_map(const Json& root, const Json& map, const JsonPath& path) {
+Status check_schema_map(const Json& root, const Json& map, const JsonPath& path, int depth) {
   if (!map.is_object()) return fail(path, "must be an object of schemas");
   for (const auto& [key, sub] : map.items()) {
-    KF_RETURN_IF_ERROR(check_schema_at(root, sub, path.key(key)));
+    KF_RETURN_IF_ERROR(check_schema_at(root, sub, path.key(key), depth + 1));
   }
   return Status::ok();
 }
 
-Status check_schema_at(const Json& root, const Json& schema, const JsonPath& path) {
+Status check_schema_at(const Json& root, const Json& schema, const JsonPath& path, int depth) {
+  if (depth > kMaxWalkDepth) return too_deep(path);
   if (schema.is_boolean()) return Status::ok();
   if (!schema.is_object()) return fail(path, "a schema must be an object or a boolean");
   for (const auto& [key, value] : schema.items()) {
@@ -208,7 +221,7 @@ Status check_schema_at(const Json& root, const Json& schema, const JsonPath& pat
     } else if (key == "enum") {
       if (!value.is_array() || value.empty()) return fail(path.key(key), "must be a list");
     } else if (key == "properties" || key == "$defs") {
-      KF_RETURN_IF_ERROR(check_schema_map(root, value, path.key(key)));
+      KF_RETURN_IF_ERROR(check_schema_map(root, value, path.key(key), depth));
     } else if (key == "$ref") {
       if (resolve_ref(root, value) == nullptr) {
         return fail(path.key(key), "must be a local reference \"#/$defs/<name>\" that exists");
@@ -219,7 +232,7 @@ Status check_schema_at(const Json& root, const Json& schema, const JsonPath& pat
         if (!n.is_string()) return fail(path.key(key), "must be a list of names");
       }
     } else if (key == "items" || key == "additionalProperties") {
-      KF_RETURN_IF_ERROR(check_schema_at(root, value, path.key(key)));
+      KF_RETURN_IF_ERROR(check_schema_at(root, value, path.key(key), depth + 1));
     } else if (key != "const") {
       bool is_count =
           key.find("Length") != std::string::npos || key.find("Items") != std::string::npos;
@@ -234,14 +247,16 @@ Status check_schema_at(const Json& root, const Json& schema, const JsonPath& pat
   return Status::ok();
 }
 
-Status validate_at(const Json& root, const Json& schema, const Json& value, const JsonPath& path) {
+Status validate_at(const Json& root, const Json& schema, const Json& value, const JsonPath& path,
+                   int depth) {
+  if (depth > kMaxWalkDepth) return too_deep(path);
   if (schema.is_boolean()) {
     return schema.get<bool>() ? Status::ok() : fail(path, "is not allowed");
   }
   if (auto ref = schema.find("$ref"); ref != schema.end()) {
     const Json* target = resolve_ref(root, *ref);
     if (target == nullptr) return internal_error("unresolvable $ref " + ref->dump());
-    KF_RETURN_IF_ERROR(validate_at(root, *target, value, path));
+    KF_RETURN_IF_ERROR(validate_at(root, *target, value, path, depth + 1));
   }
   KF_RETURN_IF_ERROR(check_type(schema, value, path));
   if (auto it = schema.find("const"); it != schema.end() && !json_equal(*it, value)) {
@@ -256,10 +271,10 @@ Status validate_at(const Json& root, const Json& schema, const Json& value, cons
   }
   KF_RETURN_IF_ERROR(check_number(schema, value, path));
   KF_RETURN_IF_ERROR(check_sizes(schema, value, path));
-  KF_RETURN_IF_ERROR(check_object(root, schema, value, path));
+  KF_RETURN_IF_ERROR(check_object(root, schema, value, path, depth));
   if (auto items = schema.find("items"); items != schema.end() && value.is_array()) {
     for (size_t i = 0; i < value.size(); ++i) {
-      KF_RETURN_IF_ERROR(validate_at(root, *items, value[i], path.index(i)));
+      KF_RETURN_IF_ERROR(validate_at(root, *items, value[i], path.index(i), depth + 1));
     }
   }
   return Status::ok();
@@ -268,11 +283,11 @@ Status validate_at(const Json& root, const Json& schema, const Json& value, cons
 }  // namespace
 
 Status check_supported_schema(const Json& schema) {
-  return check_schema_at(schema, schema, JsonPath("schema"));
+  return check_schema_at(schema, schema, JsonPath("schema"), 0);
 }
 
 Status validate_json(const Json& schema, const Json& value, const JsonPath& path) {
-  return validate_at(schema, schema, value, path);
+  return validate_at(schema, schema, value, path, 0);
 }
 
 }  // namespace kforge::frontends::mcp

@@ -9,6 +9,9 @@
 // refused by `check_supported_schema` (as is a $ref that does not resolve), so a
 // schema can never promise a constraint that is silently not checked.
 //
+// Both walks are bounded (128 levels of schema or $ref hops), so a self-referencing schema or
+// a deep value ends with an error, not a stack overflow.
+//
 // Errors are kInvalidArgument with the JSON path of the offending value and a reason, e.g.
 // "io_contract.args[2].role: must be one of \"input\", \"output\", \"inout\"".
 //

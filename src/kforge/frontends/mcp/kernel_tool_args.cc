@@ -72,7 +72,72 @@ Json kernel_code(const Json& args, const char* source, const char* type, const c
   return k;
 }
 
+// Removes null members of objects, at every depth (array elements are kept).
+void drop_nulls(Json& value) {
+  if (value.is_object()) {
+    for (auto it = value.begin(); it != value.end();) {
+      if (it->is_null()) {
+        it = value.erase(it);
+      } else {
+        drop_nulls(*it);
+        ++it;
+      }
+    }
+  } else if (value.is_array()) {
+    for (auto& e : value)
+      drop_nulls(e);
+  }
+}
+
+// Copies a KernelCode object's members to the flat argument names `prefix` + source, ...
+void flatten_kernel(const Json& kernel, Json& out, const char* source, const char* type,
+                    const char* io, const char* metadata) {
+  if (!kernel.is_object()) {
+    out[source] = kernel;  // not an object: let validation name it
+    return;
+  }
+  copy_if_present(kernel, out, "source_code", source);
+  copy_if_present(kernel, out, "kernel_type", type);
+  copy_if_present(kernel, out, "io", io);
+  copy_if_present(kernel, out, "metadata", metadata);
+}
+
+// A REST body (EvaluationRequest / CompareRequest) as flat tool arguments.
+Json flatten_rest_body(const Json& body) {
+  Json out = Json::object();
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& key = it.key();
+    if (key == "kernel") {
+      flatten_kernel(*it, out, "kernel_source", "kernel_type", "io_contract", "metadata");
+    } else if (key == "reference_kernel") {
+      flatten_kernel(*it, out, "reference_kernel_source", "reference_kernel_type",
+                     "reference_kernel_io", "reference_kernel_metadata");
+    } else if (key == "ref_kernel") {
+      flatten_kernel(*it, out, "ref_kernel_source", "ref_kernel_type", "ref_kernel_io",
+                     "ref_kernel_metadata");
+    } else if (key == "custom_kernel") {
+      flatten_kernel(*it, out, "custom_kernel_source", "custom_kernel_type", "custom_kernel_io",
+                     "custom_kernel_metadata");
+    } else {
+      out[key] = *it;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+Json normalize_arguments(Json arguments) {
+  drop_nulls(arguments);
+  if (!arguments.is_object() || arguments.size() != 1) return arguments;
+  auto request = arguments.find("request");
+  if (request == arguments.end() || !request->is_object()) return arguments;
+  Json inner = *request;
+  for (const char* key : {"kernel", "reference_kernel", "ref_kernel", "custom_kernel"}) {
+    if (inner.contains(key)) return flatten_rest_body(inner);
+  }
+  return inner;
+}
 
 std::string argument_path(KernelTool tool, std::string_view rest_path) {
   for (const auto& [from, to] : renames(tool)) {
@@ -116,7 +181,7 @@ StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& args,
     }
   }
   for (const char* key : {"num_trials", "num_warmup", "timeout", "atol", "rtol", "device",
-                          "num_correct_trials", "timing"}) {
+                          "num_correct_trials", "timing", "enable_device_metrics"}) {
     copy_if_present(args, body, key);
   }
   if (tool == KernelTool::kValidate) {
@@ -127,7 +192,6 @@ StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& args,
     if (!body.contains("num_warmup")) body["num_warmup"] = kDefaultNumWarmup;
     if (!body.contains("timeout")) body["timeout"] = kDefaultTimeoutS;
   }
-  if (tool != KernelTool::kValidate) copy_if_present(args, body, "enable_device_metrics");
   return body;
 }
 

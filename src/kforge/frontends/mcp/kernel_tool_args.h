@@ -23,6 +23,16 @@
 
 namespace kforge::frontends::mcp {
 
+// The arguments in the flat form the tool's inputSchema describes, from any form the kernel
+// evaluation server's tools accepted (REFERENCE.md §1):
+// - flat arguments (kernel_source, kernel_type, ...), as they are;
+// - one `request` object holding the flat arguments;
+// - one `request` object holding the REST body (the later revision of those tools took
+//   EvaluationRequest {kernel, num_trials, timeout} / CompareRequest {ref_kernel,
+//   custom_kernel, ...}), mapped to the flat names (kernel.source_code -> kernel_source, ...).
+// Members that are null are dropped at every depth: null means "not given", as there.
+Json normalize_arguments(Json arguments);
+
 // The REST body the arguments stand for (defaults filled in). `warnings` receives notes on
 // accepted-but-unused arguments (none at present).
 StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& arguments,

@@ -1,5 +1,7 @@
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
 
+#include <algorithm>
+
 namespace kforge::frontends::mcp {
 namespace {
 
@@ -86,12 +88,14 @@ Json metadata_schema(const char* what) {
 // Arguments shared by the three kernel tools.
 void add_common(Json& props, bool timing, double timeout_default) {
   props["timeout"] = {{"type", "number"},
-                      {"exclusiveMinimum", 0},
+                      {"minimum", 5},
+                      {"maximum", 600},
                       {"default", timeout_default},
-                      {"description", "Seconds for the whole job, compilation included."}};
-  props["atol"] = {{"type", "number"},
-                   {"minimum", 0},
-                   {"description", "Absolute tolerance (default by dtype: 1e-4 fp32, 1e-2 fp16)."}};
+                      {"description", "Seconds for the whole job, compilation included (5-600)."}};
+  props["atol"] = {
+      {"type", "number"},
+      {"minimum", 0},
+      {"description", "Absolute tolerance (default 1e-2 for fp32, fp16 and bf16; 1e-6 fp64)."}};
   props["rtol"] = {{"type", "number"}, {"minimum", 0}, {"description", "Relative tolerance."}};
   props["device"] = {{"type", "string"},
                      {"description",
@@ -104,6 +108,7 @@ void add_common(Json& props, bool timing, double timeout_default) {
   if (!timing) return;
   props["num_trials"] = {{"type", "integer"},
                          {"minimum", 1},
+                         {"maximum", 10000},
                          {"default", kDefaultNumTrials},
                          {"description", "Most timed trials per kernel."}};
   props["num_warmup"] = {{"type", "integer"},
@@ -116,11 +121,36 @@ void add_common(Json& props, bool timing, double timeout_default) {
                       "budget_ms, rse_target, cuda_graph, l2_flush."}};
 }
 
+// Lets every optional property of `schema` (and of the object schemas inside it) be null:
+// the old server's tools took null for "not given", and normalize_arguments drops nulls.
+void make_optionals_nullable(Json& schema) {
+  if (!schema.is_object()) return;
+  if (auto items = schema.find("items"); items != schema.end()) make_optionals_nullable(*items);
+  auto props = schema.find("properties");
+  if (props == schema.end()) return;
+  const Json required = schema.value("required", Json::array());
+  for (auto it = props->begin(); it != props->end(); ++it) {
+    make_optionals_nullable(*it);
+    const bool is_required =
+        std::find(required.begin(), required.end(), Json(it.key())) != required.end();
+    if (is_required) continue;
+    if (auto type = it->find("type"); type != it->end()) {
+      if (type->is_string()) *type = Json::array({*type, "null"});
+      if (type->is_array() && std::find(type->begin(), type->end(), "null") == type->end()) {
+        type->push_back("null");
+      }
+    }
+    if (auto e = it->find("enum"); e != it->end()) e->push_back(nullptr);
+  }
+}
+
 Json object_schema(Json props, Json required) {
-  return Json{{"type", "object"},
-              {"properties", std::move(props)},
-              {"required", std::move(required)},
-              {"additionalProperties", false}};
+  Json schema = {{"type", "object"},
+                 {"properties", std::move(props)},
+                 {"required", std::move(required)},
+                 {"additionalProperties", false}};
+  make_optionals_nullable(schema);
+  return schema;
 }
 
 Json device_metrics_schema() {
@@ -187,33 +217,41 @@ const Json& job_view_schema() {
     "type": "object",
     "properties": {
       "job_id": {"type": "string"},
-      "status": {"type": "string", "enum": ["queued", "running", "success", "failed", "cancelled"]},
+      "status": {"type": "string", "enum": ["success", "error", "submitted", "compiling", "validating", "profiling", "completed", "failed", "not_found"], "description": "A finished evaluation: success (a verdict was reached, see kernel_exec_result) or error. A job looked up: submitted, compiling, validating, profiling, completed or failed."},
+      "state": {"type": "string", "enum": ["queued", "running", "success", "failed", "cancelled"], "description": "kforge's job state."},
+      "phase": {"type": "string"},
       "kind": {"type": "string", "enum": ["evaluate", "compare"]},
       "device": {"type": "string"},
       "attempts": {"type": "integer"},
-      "created_at": {"type": "string"},
-      "started_at": {"type": "string"},
-      "finished_at": {"type": "string"},
-      "error": {"type": "string"},
+      "created_at": {"type": "number", "description": "Unix epoch seconds."},
+      "started_at": {"type": "number"},
+      "finished_at": {"type": "number"},
+      "error": {"type": ["string", "null"]},
       "kernel_exec_result": {
         "type": "object",
         "properties": {
           "compiled": {"type": "boolean"},
           "correctness": {"type": "boolean"},
-          "runtime": {"type": ["number", "null"]},
-          "runtime_stats": {"type": ["object", "null"]},
+          "runtime": {"type": "number", "description": "Mean runtime in ms; 0.0 when not timed."},
+          "runtime_median": {"type": "number"},
+          "runtime_stats": {"type": "object"},
           "error_kind": {"type": ["string", "null"]},
           "compilation_error": {"type": "string"},
           "validation_error": {"type": "string"},
           "runtime_error": {"type": "string"},
+          "compilation_time": {"type": "number"},
           "metadata": {"type": "object"}
         }
       },
-      "ref_runtime": {"type": ["number", "null"]},
-      "ref_runtime_stats": {"type": ["object", "null"]},
-      "speedup": {"type": ["number", "null"]},
+      "ref_runtime": {"type": "object", "description": "The reference's runtime statistics (compares)."},
+      "ref_runtime_stats": {"type": "object"},
+      "speedup": {"type": "number"},
       "pod_name": {"type": "string"},
-      "warnings": {"type": "array", "items": {"type": "string"}}
+      "pod_ip": {"type": "string"},
+      "warnings": {"type": "array", "items": {"type": "string"}},
+      "compiled": {"type": "boolean"},
+      "validated": {"type": "boolean"},
+      "compilation_time": {"type": ["number", "null"]}
     },
     "required": ["job_id", "status"]
   })json");
@@ -239,6 +277,11 @@ const Json& server_stats_schema() {
   static const Json s = Json::parse(R"json({
     "type": "object",
     "properties": {
+      "status": {"type": "string"},
+      "gpu_available": {"type": "boolean"},
+      "gpu_count": {"type": "integer"},
+      "gpu_info": {"type": "array", "items": {"type": "object"}},
+      "job_stats": {"type": "object"},
       "uptime_s": {"type": "number"},
       "version": {"type": "string"},
       "queue_depth": {"type": "integer"},
@@ -247,7 +290,7 @@ const Json& server_stats_schema() {
       "jobs_finished": {"type": "integer"},
       "devices": {"type": "array", "items": {"type": "object"}}
     },
-    "required": ["queue_depth", "jobs", "devices"]
+    "required": ["status", "gpu_available", "gpu_count", "job_stats", "queue_depth", "jobs", "devices"]
   })json");
   return s;
 }

@@ -1,7 +1,5 @@
 #include "kforge/frontends/mcp/kernel_tools.h"
 
-#include <fmt/format.h>
-
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,7 +68,7 @@ Json job_meta(const std::string& job_id) {
 
 // Subscribes to the job's progress and end, and cancels it when the request is cancelled.
 void watch_job(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
-               const jobs::JobRecord& job, std::vector<std::string> warnings) {
+               const jobs::JobRecord& job, std::vector<std::string> warnings, bool validate) {
   RequestContext& rc = call->context();
   const std::string id = job.id;
   auto watch = std::make_shared<JobWatch>();
@@ -90,14 +88,15 @@ void watch_job(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
     });
     if (sub.is_ok() && !watch->add(*sub)) ctx->service.unsubscribe(*sub);
   }
-  auto done = ctx->service.when_done(
-      id, [ctx, call, watch, id, warnings = std::move(warnings)](const jobs::JobRecord& finished) {
+  auto done =
+      ctx->service.when_done(id, [ctx, call, watch, id, validate,
+                                  warnings = std::move(warnings)](const jobs::JobRecord& finished) {
         drop(ctx->service, watch->end());
         RequestContext& request = call->context();
         request.report_progress(100.0, 100.0, "job " + id + ": finished", job_meta(id));
         request.log(LogLevel::kInfo, "kforge",
                     "job " + id + " " + std::string(jobs::to_string(finished.state)));
-        call->finish(finished_job_result(finished, warnings));
+        call->finish(finished_job_result(finished, warnings, validate));
       });
   if (!done.is_ok()) {
     drop(ctx->service, watch->end());
@@ -119,7 +118,7 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
                                    request.status().to_string()));
     return;
   }
-  auto job = ctx->service.submit(std::move(request).value());
+  auto job = ctx->service.submit(std::move(request).value(), call->context().session().client());
   if (!job.is_ok()) {
     call->finish(ToolResult::error(std::string(name) + ": the job was not accepted: " +
                                    in_argument_terms(tool, job.status()).to_string()));
@@ -129,19 +128,17 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
   rc.report_progress(0.0, 100.0, "job " + job->id + " queued on " + job->device, job_meta(job->id));
   rc.log(LogLevel::kInfo, "kforge",
          std::string(name) + ": job " + job->id + " submitted (device " + job->device + ")");
-  watch_job(ctx, call, *job, std::move(warnings));
+  watch_job(ctx, call, *job, std::move(warnings), tool == KernelTool::kValidate);
 }
 
 void get_job_status(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   const std::string id = call->arguments()["job_id"].get<std::string>();
   auto job = ctx->service.get(id);
   if (!job.is_ok()) {
-    std::string why = job.status().code() == ErrorCode::kNotFound
-                          ? "no job has the id '" + id +
-                                "' (job ids come from evaluate_kernel, "
-                                "compare_kernels or validate_kernel)"
-                          : job.status().to_string();
-    call->finish(ToolResult::error("get_job_status: " + why));
+    // As the old tool did, an unknown id is a normal result with status "not_found".
+    call->finish(job.status().code() == ErrorCode::kNotFound
+                     ? job_not_found_result(id)
+                     : ToolResult::error("get_job_status: " + job.status().to_string()));
     return;
   }
   call->finish(job_status_result(*job));
@@ -155,11 +152,7 @@ void get_server_stats(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& ca
     call->finish(ToolResult::error("get_server_stats: " + error->get<std::string>()));
     return;
   }
-  std::string summary = fmt::format("{} job(s) queued; devices:", stats.value("queue_depth", 0));
-  for (const auto& d : stats.value("devices", Json::array())) {
-    summary += " " + d.value("name", std::string("?"));
-  }
-  call->finish(ToolResult::structured_value(std::move(stats), std::move(summary)));
+  call->finish(server_stats_result(stats, ctx->service.health()));
 }
 
 Json kernel_annotations() {
@@ -188,6 +181,7 @@ ToolSpec kernel_spec(KernelTool tool) {
   spec.output_schema = job_view_schema();
   spec.annotations = kernel_annotations();
   spec.long_running = true;
+  spec.normalize_arguments = normalize_arguments;
   switch (tool) {
     case KernelTool::kEvaluate:
       spec.title = "Evaluate a kernel";
@@ -195,9 +189,11 @@ ToolSpec kernel_spec(KernelTool tool) {
           "Compile, check and time one GPU kernel (Triton, CUDA, PyTorch) in an isolated "
           "process; with reference_kernel_source it is also checked against that reference and "
           "both are timed. Returns the job result: compiled, correctness (with max errors), "
-          "runtime statistics in ms, speedup. A kernel that fails to compile, is wrong, crashes "
-          "or times out is reported with isError and the reason. On the 'cpu' device Triton "
-          "runs in the interpreter and timings are CPU timings." +
+          "runtime statistics in ms (runtime = mean), speedup. A kernel that fails to compile, is "
+          "wrong, crashes or times out is a normal result: compiled=false with "
+          "compilation_error, or correctness=false with validation_error. On the 'cpu' device "
+          "Triton runs in the interpreter and timings are CPU timings. Arguments may also be "
+          "wrapped in {\"request\": {...}}." +
           std::string(kCompareRule);
       break;
     case KernelTool::kCompare:
@@ -212,7 +208,8 @@ ToolSpec kernel_spec(KernelTool tool) {
       spec.title = "Validate a kernel";
       spec.description =
           "Compile a kernel and check its correctness (against reference_kernel_source when "
-          "given), without timing. Faster than evaluate_kernel while iterating on a kernel.";
+          "given), without timing: compiled, validated, compilation_error, validation_error, "
+          "compilation_time (s). Faster than evaluate_kernel while iterating on a kernel.";
       break;
   }
   return spec;
@@ -241,9 +238,12 @@ Status add_kernel_tools(ToolRegistry& tools, jobs::JobService& service,
   status.name = "get_job_status";
   status.title = "Job status";
   status.description =
-      "The state (queued, running, success, failed, cancelled) and, once finished, the result "
-      "of a job started by evaluate_kernel, compare_kernels or validate_kernel.";
+      "The status (submitted, compiling, validating, profiling, completed, failed; 'state' has "
+      "kforge's queued/running/success/failed/cancelled) and, once finished, the result of a "
+      "job started by evaluate_kernel, compare_kernels or validate_kernel; status 'not_found' "
+      "for an unknown id.";
   status.input_schema = job_status_input_schema();
+  status.normalize_arguments = normalize_arguments;
   status.output_schema = job_view_schema();
   status.annotations = read_only_annotations();
   KF_RETURN_IF_ERROR(tools.add(
@@ -252,8 +252,10 @@ Status add_kernel_tools(ToolRegistry& tools, jobs::JobService& service,
   stats.name = "get_server_stats";
   stats.title = "Server statistics";
   stats.description =
-      "kforge's queue depth, jobs by state, and each device (cpu, cuda:N) with its workers.";
+      "Server status, GPUs (gpu_available, gpu_count, gpu_info), job_stats, and kforge's queue "
+      "depth, jobs by state and each device (cpu, cuda:N) with its workers.";
   stats.input_schema = server_stats_input_schema();
+  stats.normalize_arguments = normalize_arguments;
   stats.output_schema = server_stats_schema();
   stats.annotations = read_only_annotations();
   return tools.add(std::move(stats),

@@ -1,9 +1,11 @@
 #include "kforge/frontends/mcp/remote_job_service.h"
 
+#include <cmath>
 #include <ctime>
 #include <vector>
 
 #include "kforge/common/log.h"
+#include "kforge/jobs/job_view.h"
 #include "kforge/model/serialize.h"
 
 namespace kforge::frontends::mcp {
@@ -20,24 +22,35 @@ int64_t parse_iso8601_ms(const std::string& text) {
   return static_cast<int64_t>(timegm(&tm)) * 1000 + millis;
 }
 
+// A time field of a view: epoch seconds (a number), or an ISO-8601 string from an older
+// kforge; 0 when absent.
+int64_t view_time_ms(const Json& view, const char* key) {
+  auto it = view.find(key);
+  if (it == view.end()) return 0;
+  if (it->is_number()) return static_cast<int64_t>(std::llround(it->get<double>() * 1000.0));
+  if (it->is_string()) return parse_iso8601_ms(it->get<std::string>());
+  return 0;
+}
+
 StatusOr<jobs::JobRecord> job_record_from_view(const Json& view) {
   if (!view.is_object() || !view.contains("job_id") || !view["job_id"].is_string()) {
     return io_error("the server's job answer has no job_id");
   }
   jobs::JobRecord job;
   job.id = view["job_id"].get<std::string>();
-  auto state = jobs::job_state_from(view.value("status", ""));
+  auto state = jobs::job_state_of_view(view);
   if (!state) return io_error("the server's job answer has an unknown status");
   job.state = *state;
   job.kind =
       model::job_kind_from(view.value("kind", "evaluate")).value_or(model::JobKind::kEvaluate);
   job.device = view.value("device", "");
-  job.error = view.value("error", "");
+  if (auto e = view.find("error"); e != view.end() && e->is_string()) job.error = *e;
   job.attempts = view.value("attempts", 0);
-  job.created_ms = parse_iso8601_ms(view.value("created_at", ""));
-  job.started_ms = parse_iso8601_ms(view.value("started_at", ""));
-  job.finished_ms = parse_iso8601_ms(view.value("finished_at", ""));
-  if (auto r = view.find("kernel_exec_result"); r != view.end() && r->is_object()) {
+  job.phase = view.value("phase", "");
+  job.created_ms = view_time_ms(view, "created_at");
+  job.started_ms = view_time_ms(view, "started_at");
+  job.finished_ms = view_time_ms(view, "finished_at");
+  if (auto r = view.find("kernel_exec_result"); r != view.end() && r->is_object() && !r->empty()) {
     job.result = *r;
     for (const char* key : {"ref_runtime", "ref_runtime_stats", "speedup"}) {
       if (auto it = view.find(key); it != view.end()) job.result[key] = *it;
@@ -60,7 +73,9 @@ RemoteJobService::~RemoteJobService() {
   poller_.join();
 }
 
-StatusOr<jobs::JobRecord> RemoteJobService::submit(model::JobRequest request) {
+// The server counts the quota by this process's own identity; `client` stays local.
+StatusOr<jobs::JobRecord> RemoteJobService::submit(model::JobRequest request,
+                                                   const std::string& /*client*/) {
   const Json body = model::to_request_json(request);
   const char* path =
       request.kind == model::JobKind::kCompare ? "/compare?wait=false" : "/evaluate?wait=false";

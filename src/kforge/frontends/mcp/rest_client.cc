@@ -74,6 +74,9 @@ Status write_all(int fd, std::string_view data) {
   return Status::ok();
 }
 
+// The most a server's answer may hold (job results carry at most a few MiB of output).
+constexpr size_t kMaxResponseBytes = size_t{64} << 20;
+
 StatusOr<std::string> read_all(int fd) {
   std::string out;
   char buf[65536];
@@ -83,6 +86,10 @@ StatusOr<std::string> read_all(int fd) {
     if (n < 0) return errno_error("reading the response", errno);
     if (n == 0) return out;
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > kMaxResponseBytes) {
+      return io_error("the server's answer exceeds " + std::to_string(kMaxResponseBytes) +
+                      " bytes");
+    }
   }
 }
 
@@ -94,7 +101,9 @@ StatusOr<std::string> decode_chunked(std::string_view data) {
     size_t size = std::strtoul(std::string(data.substr(0, eol)).c_str(), nullptr, 16);
     data.remove_prefix(eol + 2);
     if (size == 0) return out;
-    if (data.size() < size + 2) return io_error("truncated chunked response");
+    if (size > data.size() || data.size() - size < 2) {
+      return io_error("truncated chunked response");
+    }
     out.append(data.substr(0, size));
     data.remove_prefix(size + 2);
   }
@@ -189,7 +198,9 @@ StatusOr<RestResponse> RestClient::call(std::string_view method, std::string_vie
 }
 
 Status status_from_error_body(int http_status, const std::string& body) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  // The answer of another process: parsed with the depth limit, like every untrusted JSON.
+  auto parsed = parse_json(body);
+  const Json j = parsed.is_ok() ? std::move(parsed).value() : Json();
   std::string message = "HTTP " + std::to_string(http_status);
   ErrorCode code = http_status == 404   ? ErrorCode::kNotFound
                    : http_status == 400 ? ErrorCode::kInvalidArgument
@@ -197,14 +208,23 @@ Status status_from_error_body(int http_status, const std::string& body) {
                    : http_status == 403 ? ErrorCode::kPermissionDenied
                                         : ErrorCode::kUnavailable;
   std::string field;
-  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
-    const Json& e = j["error"];
-    message = e.value("message", message);
-    field = e.value("field", std::string());
-    const std::string name = e.value("code", std::string());
+  // kforge's body has code/message/field beside the old server's `error` string; an older
+  // kforge nested them in an `error` object.
+  const Json* e = nullptr;
+  if (j.is_object() && j.contains("code") && j["code"].is_string()) {
+    e = &j;
+  } else if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    e = &j["error"];
+  }
+  if (e != nullptr) {
+    message = e->value("message", message);
+    field = e->value("field", std::string());
+    const std::string name = e->value("code", std::string());
     for (int c = 0; c <= static_cast<int>(ErrorCode::kIo); ++c) {
       if (error_code_name(static_cast<ErrorCode>(c)) == name) code = static_cast<ErrorCode>(c);
     }
+  } else if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+    message = j["error"].get<std::string>();
   } else if (!body.empty()) {
     message += ": " + body.substr(0, 200);
   }
@@ -217,10 +237,10 @@ StatusOr<Json> RestClient::call_json(std::string_view method, std::string_view p
   std::string text = body != nullptr ? body->dump() : std::string();
   KF_ASSIGN_OR_RETURN(RestResponse r, call(method, path, text));
   if (r.status < 200 || r.status >= 300) return status_from_error_body(r.status, r.body);
-  Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
+  auto j = parse_json(r.body);
+  if (!j.is_ok()) {
     return io_error("the server at " + options_.base_url + " answered " + std::string(path) +
-                    " with something that is not JSON");
+                    " with something that is not JSON: " + j.status().message());
   }
   return j;
 }

@@ -5,8 +5,10 @@
 
 namespace kforge::frontends::mcp {
 
-Session::Session(std::string id)
-    : id_(std::move(id)), last_active_(std::chrono::steady_clock::now()) {}
+Session::Session(std::string id, std::string client)
+    : id_(std::move(id)),
+      client_(std::move(client)),
+      last_active_(std::chrono::steady_clock::now()) {}
 
 Session::~Session() = default;
 

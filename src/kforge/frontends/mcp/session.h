@@ -39,13 +39,15 @@ class Session {
  public:
   using ClientResponseCallback = std::function<void(StatusOr<Json>)>;
 
-  // `id` is the Mcp-Session-Id (empty for stdio).
-  explicit Session(std::string id);
+  // `id` is the Mcp-Session-Id (empty for stdio); `client` who opened it (the key of
+  // per-client limits: "peer <address>" over HTTP, "stdio").
+  explicit Session(std::string id, std::string client = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
+  const std::string& client() const { return client_; }
 
   // ---- lifecycle ----
   // Records the outcome of `initialize`.
@@ -101,6 +103,7 @@ class Session {
 
  private:
   const std::string id_;
+  const std::string client_;
   mutable std::mutex mu_;
   std::optional<std::string> version_;                                // guarded by mu_
   Json client_capabilities_ = Json::object();                         // guarded by mu_

@@ -4,8 +4,18 @@
 // ASCII, unguessable). Sessions expire after `idle_ttl` without a request while idle (no
 // request in flight, no open GET stream); the default is long (24 h) because most clients do
 // not re-initialize after a 404 (Claude Code, the Python SDK, mcp-remote): an evicted session
-// means tools stop working until the user reconnects. Past `max_sessions`, the least recently
-// used idle session is evicted to make room; if none is idle, creation fails (kResourceExhausted).
+// means tools stop working until the user reconnects.
+//
+// Two kinds of session, so that unauthenticated `initialize` floods cannot push out real ones:
+// - pending: created by `initialize`, not used since. At most `max_pending_sessions`; a new
+//   one past that replaces the oldest pending session. They expire after `pending_ttl`.
+// - established: used at least once after `initialize` (find() succeeded: the client sent
+//   notifications/initialized, a request or a GET). Never evicted to make room; they end by
+//   DELETE or expiry. At `max_sessions` established sessions, initialize is refused
+//   (kUnavailable, HTTP 503) until some end.
+// Per client (Session::client(), e.g. "peer 10.0.0.7"), at most `max_sessions_per_client`
+// sessions of both kinds: past that the client's oldest pending session makes room, or, when
+// it has none, initialize is refused (kResourceExhausted, HTTP 429).
 //
 // A deleted (DELETE /mcp) or expired id is unknown afterwards: find() says kNotFound (404).
 //
@@ -13,11 +23,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kforge/common/status.h"
 #include "kforge/frontends/mcp/session.h"
@@ -30,31 +42,52 @@ class SessionStore {
 
   struct Options {
     std::chrono::seconds idle_ttl{std::chrono::hours(24)};
-    size_t max_sessions = 10000;
-    Clock clock;  // empty: std::chrono::steady_clock::now
+    std::chrono::seconds pending_ttl{std::chrono::minutes(10)};
+    size_t max_sessions = 10000;            // established
+    size_t max_pending_sessions = 1000;     // initialized but never used
+    size_t max_sessions_per_client = 5000;  // both kinds
+    Clock clock;                            // empty: std::chrono::steady_clock::now
   };
 
   explicit SessionStore(Options options);
   ~SessionStore();  // closes every session
 
-  // A new session with a fresh id (expired sessions are swept first).
-  StatusOr<std::shared_ptr<Session>> create();
-  // The live session with `id`, marked active now. kNotFound when unknown, deleted or expired.
+  // A new (pending) session for `client` with a fresh id; expired sessions are swept first.
+  // kUnavailable / kResourceExhausted when full (see above), naming the limit.
+  StatusOr<std::shared_ptr<Session>> create(const std::string& client = {});
+  // The live session with `id`, marked active (and established) now. kNotFound when unknown,
+  // deleted or expired.
   StatusOr<std::shared_ptr<Session>> find(const std::string& id);
   // Ends the session (DELETE); false when unknown.
   bool remove(const std::string& id);
   size_t size() const;
+  size_t pending() const;
 
  private:
+  struct Entry {
+    std::shared_ptr<Session> session;
+    bool established = false;
+    uint64_t created = 0;  // creation order: the oldest pending session goes first
+  };
+  using Map = std::map<std::string, Entry>;
+
   std::chrono::steady_clock::time_point now() const;
-  bool expired(const Session& session, std::chrono::steady_clock::time_point now) const;
-  // Removes expired sessions (and, when full, the least recently used idle one) and returns
-  // them for closing outside the lock.
-  std::vector<std::shared_ptr<Session>> sweep_locked(std::chrono::steady_clock::time_point now);
+  bool expired(const Entry& entry, std::chrono::steady_clock::time_point now) const;
+  // Removes the entry, keeping the counts; returns its session for closing outside the lock.
+  std::shared_ptr<Session> erase_locked(Map::iterator it);
+  // The oldest pending session (of `client` when given), or end().
+  Map::iterator oldest_pending_locked(const std::string* client);
+  // Makes room for a session of `client`: sweeps expired sessions and evicts pending ones
+  // as the limits say. Sessions to close are appended to `ended`.
+  Status make_room_locked(const std::string& client, std::chrono::steady_clock::time_point now,
+                          std::vector<std::shared_ptr<Session>>& ended);
 
   const Options options_;
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Session>> sessions_;  // guarded by mu_
+  Map sessions_;                              // guarded by mu_
+  size_t pending_ = 0;                        // guarded by mu_
+  uint64_t created_ = 0;                      // guarded by mu_: sessions ever created
+  std::map<std::string, size_t> per_client_;  // guarded by mu_: sessions of each client
 };
 
 }  // namespace kforge::frontends::mcp

@@ -51,7 +51,7 @@ StdioTransport::StdioTransport(const Dispatcher& dispatcher, int in_fd, int out_
       in_fd_(in_fd),
       options_(options),
       writer_(std::make_shared<LineWriter>(out_fd)),
-      session_(std::make_shared<Session>("")) {
+      session_(std::make_shared<Session>("", "stdio")) {
   session_->set_standalone_sink(writer_);
   if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     KF_LOG_WARN("mcp stdio: no stop pipe ({}); only end of input stops the server", errno);

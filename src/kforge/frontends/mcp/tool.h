@@ -34,6 +34,9 @@ struct ToolSpec {
   Json annotations = Json::object();  // readOnlyHint, destructiveHint, idempotentHint, ...
   // Long-running: over HTTP the answer streams (SSE) from the start, with keep-alive comments.
   bool long_running = false;
+  // When set, the call's arguments pass through it before they are validated against
+  // `input_schema` (e.g. to accept older argument forms); it returns the arguments to use.
+  std::function<Json(Json arguments)> normalize_arguments;
 };
 
 struct ToolResult {

@@ -252,13 +252,23 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::open(const Options& options)
   if (mode != "wal") {
     return failed_precondition(where + ": cannot enable WAL (journal_mode is " + mode + ")");
   }
-  // NORMAL in WAL mode: commits reach the WAL file (no fsync) before returning, which
-  // survives a killed process; checkpoints are fsynced, so the file is never corrupted.
-  KF_RETURN_IF_ERROR(exec(db, "PRAGMA synchronous=NORMAL", where));
+  // FULL in WAL mode: every commit is fsynced to the WAL before it returns, so an
+  // acknowledged job survives power loss. NORMAL skips that fsync (a killed process loses
+  // nothing, an OS crash may lose the last commits); checkpoints are fsynced either way.
+  const char* sync = options.synchronous == Synchronous::kFull ? "FULL" : "NORMAL";
+  KF_RETURN_IF_ERROR(exec(db, std::string("PRAGMA synchronous=") + sync, where));
   KF_RETURN_IF_ERROR(exec(db, "PRAGMA foreign_keys=ON", where));
   KF_RETURN_IF_ERROR(store->migrate().with_context(where));
   KF_RETURN_IF_ERROR(store->prepare_statements().with_context(where));
   return store;
+}
+
+StatusOr<SqliteStore::Synchronous> SqliteStore::synchronous() {
+  std::lock_guard lock(mu_);
+  KF_ASSIGN_OR_RETURN(std::string level, query_text(db_, "PRAGMA synchronous"));
+  if (level == "2") return Synchronous::kFull;
+  if (level == "1") return Synchronous::kNormal;
+  return internal_error("PRAGMA synchronous is " + level + ", neither FULL (2) nor NORMAL (1)");
 }
 
 int SqliteStore::schema_version() {
@@ -301,7 +311,8 @@ Status SqliteStore::prepare_statements() {
        "UPDATE jobs SET state = ?, result = ?, error = ?, finished_ms = ? WHERE id = ?"},
       {Query::kUnfinished, select + " WHERE state IN (?, ?) ORDER BY created_ms, rowid"},
       {Query::kDeleteFinished, "DELETE FROM jobs WHERE state IN (?, ?, ?) AND finished_ms < ?"},
-      {Query::kCountByState, "SELECT state, COUNT(*) FROM jobs GROUP BY state"},
+      {Query::kCountByState,
+       "SELECT state, COUNT(*), COALESCE(SUM(created_ms), 0) FROM jobs GROUP BY state"},
   };
   static_assert(std::size(queries) == static_cast<size_t>(Query::kCount));
   statements_.assign(static_cast<size_t>(Query::kCount), nullptr);
@@ -436,20 +447,29 @@ StatusOr<int64_t> SqliteStore::delete_finished_before(int64_t unix_ms) {
 }
 
 StatusOr<std::map<JobState, int64_t>> SqliteStore::count_by_state() {
+  KF_ASSIGN_OR_RETURN(auto summary, job_summary());
   std::map<JobState, int64_t> counts;
+  for (const auto& [state, s] : summary)
+    counts[state] = s.count;
+  return counts;
+}
+
+StatusOr<std::map<JobState, Store::StateSummary>> SqliteStore::job_summary() {
+  std::map<JobState, StateSummary> summary;
   for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
                      JobState::kCancelled}) {
-    counts[s] = 0;
+    summary[s] = StateSummary{};
   }
   std::lock_guard lock(mu_);
   Call call(db_, statement(Query::kCountByState));
   while (true) {
     KF_ASSIGN_OR_RETURN(bool row, call.step("count jobs by state"));
-    if (!row) return counts;
+    if (!row) return summary;
     const std::string text = column_text(call.stmt(), 0);
     const std::optional<JobState> state = jobs::job_state_from(text);
     if (!state) return internal_error("jobs table holds an unknown state '" + text + "'");
-    counts[*state] = sqlite3_column_int64(call.stmt(), 1);
+    summary[*state] =
+        StateSummary{sqlite3_column_int64(call.stmt(), 1), sqlite3_column_int64(call.stmt(), 2)};
   }
 }
 

@@ -16,10 +16,11 @@
 // Migrations are a table in sqlite_store.cc: entry i takes user_version i to i + 1 and runs
 // in one transaction at `open`. A database newer than this binary is refused.
 //
-// Durability: `journal_mode=WAL`, `synchronous=NORMAL`. Every mutating call is one
-// transaction, committed to the WAL file (write(2)) before the call returns OK, so it survives
-// SIGKILL of the process. An OS crash or power loss may lose the last commits that were not
-// yet checkpointed, but never corrupts the file.
+// Durability: `journal_mode=WAL`, and `synchronous=FULL` by default: every mutating call is
+// one transaction, written and fsynced to the WAL file before the call returns OK, so it
+// survives SIGKILL of the process and power loss. With Synchronous::kNormal the fsync is
+// skipped: SIGKILL still loses nothing, an OS crash or power loss may lose the last commits
+// (never corrupting the file). FULL costs one fsync per call (docs/benchmarks.md).
 //
 // Thread-safety: all methods may be called concurrently; one mutex serialises them. Other
 // processes may open the same file (WAL readers, `busy_timeout_ms` for writers).
@@ -44,9 +45,12 @@ namespace kforge::store {
 
 class SqliteStore final : public Store {
  public:
+  enum class Synchronous { kFull, kNormal };  // SQLite's `PRAGMA synchronous`
+
   struct Options {
     std::filesystem::path path;  // database file; missing parent directories are created
     int busy_timeout_ms = 5000;  // how long a write waits for another process's lock
+    Synchronous synchronous = Synchronous::kFull;
   };
 
   // Opens (creating if needed) the database, enables WAL and migrates the schema.
@@ -56,6 +60,9 @@ class SqliteStore final : public Store {
 
   // The schema version this binary creates and understands.
   static int schema_version();
+
+  // The connection's `PRAGMA synchronous`, read back from SQLite.
+  StatusOr<Synchronous> synchronous();
 
   ~SqliteStore() override;
   SqliteStore(const SqliteStore&) = delete;
@@ -82,6 +89,8 @@ class SqliteStore final : public Store {
   StatusOr<int64_t> delete_finished_before(int64_t unix_ms) override;
   // Every state is present in the map, with 0 when no job is in it.
   StatusOr<std::map<jobs::JobState, int64_t>> count_by_state() override;
+  // Every state is present in the map, with zeros when no job is in it.
+  StatusOr<std::map<jobs::JobState, StateSummary>> job_summary() override;
 
  private:
   enum class Query : int;  // the cached statements; defined in sqlite_store.cc

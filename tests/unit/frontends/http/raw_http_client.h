@@ -59,6 +59,17 @@ class RawHttpClient {
     fd_ = -1;
   }
 
+  // An abortive close: the server sees a reset, not an end of stream.
+  void reset() {
+    if (fd_ < 0) return;
+    linger abort{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+    close();
+  }
+
+  // shutdown(SHUT_WR): the server reads end of stream; this side can still read.
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
   // Writes all of `bytes`; false if the peer closed.
   bool send(std::string_view bytes) {
     while (!bytes.empty()) {

@@ -10,6 +10,7 @@
 #include "frontends/http/raw_http_client.h"
 #include "frontends/http/server_harness.h"
 #include "kforge/frontends/http/http_server.h"
+#include "kforge/jobs/exec_result_view.h"
 
 namespace kforge::frontends::http {
 namespace {
@@ -43,7 +44,11 @@ Json compare_body() {
 }
 
 Json result_json(int n = 1) {
-  return Json{{"compiled", true}, {"correctness", true}, {"runtime", 1.5}, {"n", n}};
+  return Json{{"compiled", true},
+              {"correctness", true},
+              {"runtime", 1.2},
+              {"runtime_stats", {{"mean", 1.5}, {"median", 1.2}}},
+              {"n", n}};
 }
 
 class RestHandlersTest : public ::testing::Test {
@@ -80,7 +85,8 @@ TEST_F(RestHandlersTest, WaitFalseAnswers202AndTheJobCanBePolled) {
   ASSERT_EQ(r->status, 202) << r->body;
   Json accepted = Json::parse(r->body);
   const std::string id = accepted["job_id"];
-  EXPECT_EQ(accepted["status"], "queued");
+  EXPECT_EQ(accepted["status"], "submitted");  // the old server's job states
+  EXPECT_EQ(accepted["state"], "queued");
   EXPECT_EQ(r->header("location"), "/job/" + id);
   EXPECT_EQ(r->header("content-type"), "application/json");
   EXPECT_FALSE(r->header("x-request-id").empty());
@@ -94,15 +100,18 @@ TEST_F(RestHandlersTest, WaitFalseAnswers202AndTheJobCanBePolled) {
   auto polled = get("/job/" + id);
   ASSERT_TRUE(polled);
   EXPECT_EQ(polled->status, 200);
-  EXPECT_EQ(Json::parse(polled->body)["status"], "queued");
+  EXPECT_EQ(Json::parse(polled->body)["status"], "submitted");
+  EXPECT_TRUE(Json::parse(polled->body)["created_at"].is_number());  // epoch seconds
 
   ASSERT_TRUE(jobs_.finish(id, result_json()).is_ok());
   polled = get("/job/" + id);
   ASSERT_TRUE(polled);
   Json done = Json::parse(polled->body);
-  EXPECT_EQ(done["status"], "success");
+  EXPECT_EQ(done["status"], "completed");
+  EXPECT_EQ(done["state"], "success");
   EXPECT_EQ(done["kernel_exec_result"]["compiled"], true);
-  EXPECT_EQ(done["kernel_exec_result"]["runtime"], 1.5);
+  EXPECT_EQ(done["kernel_exec_result"]["runtime"], 1.5);  // the mean
+  EXPECT_EQ(done["kernel_exec_result"]["runtime_median"], 1.2);
 }
 
 TEST_F(RestHandlersTest, WaitingRequestCompletesWhenTheJobFinishes) {
@@ -121,12 +130,15 @@ TEST_F(RestHandlersTest, WaitingRequestCompletesWhenTheJobFinishes) {
   EXPECT_EQ(body["status"], "success");
   EXPECT_EQ(body["kind"], "compare");
   EXPECT_EQ(body["kernel_exec_result"]["correctness"], true);
+  EXPECT_EQ(body["ref_runtime"], jobs::zero_runtime_stats());  // the reference was not timed
+  EXPECT_FALSE(body["pod_ip"].get<std::string>().empty());
+  EXPECT_EQ(r->header("cache-control"), "no-cache, no-store, must-revalidate");
   EXPECT_EQ(jobs_.waiter_count(), 0u);
 }
 
 TEST_F(RestHandlersTest, AlreadyFinishedJobIsAnsweredFromTheCallback) {
   start();
-  // A failed job is still an answer (200 with status "failed"), not an HTTP error.
+  // A job kforge could not run is still an answer (200, status "error"), not an HTTP error.
   RawHttpClient client(port_);
   ASSERT_TRUE(client.send(make_request("POST", "/evaluate", evaluate_body().dump())));
   ASSERT_TRUE(jobs_.wait_for_waiters(1, kWait));
@@ -134,7 +146,9 @@ TEST_F(RestHandlersTest, AlreadyFinishedJobIsAnsweredFromTheCallback) {
   auto r = client.read_response();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(Json::parse(r->body)["status"], "failed");
+  EXPECT_EQ(Json::parse(r->body)["status"], "error");
+  EXPECT_EQ(Json::parse(r->body)["state"], "failed");
+  EXPECT_EQ(Json::parse(r->body)["kernel_exec_result"], Json::object());
   EXPECT_EQ(Json::parse(r->body)["error"], "no worker could start");
 }
 
@@ -147,19 +161,20 @@ TEST_F(RestHandlersTest, CancelEndsAQueuedJobAndAnswersTheJob) {
   auto bad = post("/job/" + id + "/cancel", Json{{"reason", 7}});
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
-  EXPECT_EQ(Json::parse(bad->body)["error"]["field"], "reason");
+  EXPECT_EQ(Json::parse(bad->body)["field"], "reason");
 
   auto cancelled = post("/job/" + id + "/cancel", Json{{"reason", "user asked"}});
   ASSERT_TRUE(cancelled);
   ASSERT_EQ(cancelled->status, 200) << cancelled->body;
   Json job = Json::parse(cancelled->body);
-  EXPECT_EQ(job["status"], "cancelled");
+  EXPECT_EQ(job["state"], "cancelled");
+  EXPECT_EQ(job["status"], "failed");  // the old server's job states had no "cancelled"
   EXPECT_EQ(job["error"], "user asked");
 
   auto again = http_call(port_, "POST", "/job/" + id + "/cancel");  // no body: fine
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200);
-  EXPECT_EQ(Json::parse(again->body)["status"], "cancelled");
+  EXPECT_EQ(Json::parse(again->body)["state"], "cancelled");
 
   auto unknown = http_call(port_, "POST", "/job/0123456789abcdef/cancel");
   ASSERT_TRUE(unknown);
@@ -186,8 +201,8 @@ TEST_F(RestHandlersTest, MalformedCompareBodyIs400NamingTheJsonPath) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
   Json error = Json::parse(r->body);
-  EXPECT_EQ(error["error"]["code"], "invalid_argument");
-  EXPECT_EQ(error["error"]["field"], "custom_kernel.kernel_type");
+  EXPECT_EQ(error["code"], "invalid_argument");
+  EXPECT_EQ(error["field"], "custom_kernel.kernel_type");
   EXPECT_EQ(error["detail"], "custom_kernel.kernel_type: is required");
 
   body = compare_body();
@@ -198,7 +213,7 @@ TEST_F(RestHandlersTest, MalformedCompareBodyIs400NamingTheJsonPath) {
   r = post("/compare", body);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
-  EXPECT_EQ(Json::parse(r->body)["error"]["field"], "custom_kernel.io.args[0].tensor_spec.shape");
+  EXPECT_EQ(Json::parse(r->body)["field"], "custom_kernel.io.args[0].tensor_spec.shape");
   EXPECT_TRUE(jobs_.job_ids().empty());
 }
 
@@ -207,13 +222,12 @@ TEST_F(RestHandlersTest, InvalidJsonAndBadQueryAre400) {
   auto r = http_call(port_, "POST", "/evaluate", "{not json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
-  EXPECT_EQ(Json::parse(r->body)["error"]["message"].get<std::string>().rfind(
-                "body is not valid JSON", 0),
+  EXPECT_EQ(Json::parse(r->body)["message"].get<std::string>().rfind("body is not valid JSON", 0),
             0u);
   r = post("/evaluate?wait=maybe", evaluate_body());
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
-  EXPECT_EQ(Json::parse(r->body)["error"]["field"], "query.wait");
+  EXPECT_EQ(Json::parse(r->body)["field"], "query.wait");
   r = post("/evaluate", Json::array({1, 2}));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
@@ -227,12 +241,45 @@ TEST_F(RestHandlersTest, SubmitErrorsMapToTheirStatus) {
   auto r = post("/evaluate", body);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400);
-  EXPECT_EQ(Json::parse(r->body)["error"]["field"], "device");
-  jobs_.set_submit_error(unavailable("the job service is shutting down"));
+  EXPECT_EQ(Json::parse(r->body)["field"], "device");
+  jobs_.set_submit_error(unavailable("the job queue is full (--max-queued-jobs 10)"));
   r = post("/evaluate", evaluate_body());
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
-  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "unavailable");
+  EXPECT_EQ(Json::parse(r->body)["code"], "unavailable");
+  EXPECT_EQ(r->header("retry-after"), "5");
+  jobs_.set_submit_error(
+      Status(ErrorCode::kResourceExhausted, "quota (--max-queued-per-client 2)"));
+  r = post("/evaluate", evaluate_body());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(Json::parse(r->body)["code"], "resource_exhausted");
+  EXPECT_NE(r->body.find("--max-queued-per-client"), std::string::npos);
+  EXPECT_EQ(r->header("retry-after"), "5");
+}
+
+TEST_F(RestHandlersTest, JobsAreSubmittedInTheNameOfTheClient) {
+  start();
+  auto r = post("/evaluate?wait=false", evaluate_body());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 202) << r->body;
+  EXPECT_EQ(jobs_.submitted_client(jobs_.job_ids().at(0)), "peer 127.0.0.1");
+}
+
+// Issue #8 item 10: 11 of 40 jobs were created without the half-closing client getting
+// their ids.
+TEST_F(RestHandlersTest, HalfClosingClientsGetEveryJobId) {
+  start();
+  for (int i = 0; i < 40; ++i) {
+    RawHttpClient client(port_);
+    ASSERT_TRUE(client.send(make_request("POST", "/evaluate?wait=false", evaluate_body().dump())));
+    client.shutdown_write();
+    auto r = client.read_response(kWait);
+    ASSERT_TRUE(r) << "job " << i << " was not acknowledged";
+    EXPECT_EQ(r->status, 202);
+    EXPECT_EQ(Json::parse(r->body)["job_id"], jobs_.job_ids().at(static_cast<size_t>(i)));
+  }
+  EXPECT_EQ(jobs_.job_ids().size(), 40u);
 }
 
 TEST_F(RestHandlersTest, UnknownJobIs404) {
@@ -240,7 +287,7 @@ TEST_F(RestHandlersTest, UnknownJobIs404) {
   auto r = get("/job/does-not-exist");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 404);
-  EXPECT_EQ(Json::parse(r->body)["error"]["code"], "not_found");
+  EXPECT_EQ(Json::parse(r->body)["code"], "not_found");
 }
 
 TEST_F(RestHandlersTest, HealthAndStats) {
@@ -263,28 +310,30 @@ TEST_F(RestHandlersTest, HealthAndStats) {
 
 TEST_F(RestHandlersTest, CleanupDeletesOldFinishedJobs) {
   start();
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 4; ++i)
     ASSERT_TRUE(post("/evaluate?wait=false", evaluate_body()));
   auto ids = jobs_.job_ids();
-  ASSERT_EQ(ids.size(), 3u);
-  ASSERT_TRUE(jobs_.finish(ids[0], result_json()).is_ok());
-  ASSERT_TRUE(jobs_.finish(ids[1], result_json()).is_ok());
+  ASSERT_EQ(ids.size(), 4u);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(jobs_.finish(ids[i], result_json()).is_ok());
   ASSERT_TRUE(jobs_.age_finished_job(ids[0], std::chrono::hours(48)).is_ok());
   ASSERT_TRUE(jobs_.age_finished_job(ids[1], std::chrono::hours(2)).is_ok());
+  ASSERT_TRUE(jobs_.age_finished_job(ids[2], std::chrono::minutes(10)).is_ok());
 
-  auto r = http_call(port_, "POST", "/admin/cleanup-jobs");  // default: 24 h
+  auto r = post("/admin/cleanup-jobs", Json{{"older_than_seconds", 3 * 3600}});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(Json::parse(r->body)["deleted"], 1);
-  EXPECT_EQ(Json::parse(r->body)["older_than_seconds"], 86400);
-
-  r = post("/admin/cleanup-jobs", Json{{"older_than_seconds", 3 * 3600}});
-  ASSERT_TRUE(r);
-  EXPECT_EQ(Json::parse(r->body)["deleted"], 0);
+  EXPECT_EQ(Json::parse(r->body)["status"], "cleanup_completed");
   r = http_call(port_, "POST", "/admin/cleanup-jobs?max_age_hours=1.5");
   ASSERT_TRUE(r);
   EXPECT_EQ(Json::parse(r->body)["deleted"], 1);
   EXPECT_EQ(Json::parse(r->body)["older_than_seconds"], 5400);
+  r = http_call(port_, "POST", "/admin/cleanup-jobs");  // default: 300 s, as the old server
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Json::parse(r->body)["deleted"], 1);
+  EXPECT_EQ(Json::parse(r->body)["older_than_seconds"], 300);
+  EXPECT_EQ(Json::parse(r->body)["status"], "cleanup_completed");
   EXPECT_EQ(jobs_.job_ids().size(), 1u);  // the queued job is never deleted
 
   struct Bad {
@@ -302,7 +351,7 @@ TEST_F(RestHandlersTest, CleanupDeletesOldFinishedJobs) {
     r = http_call(port_, "POST", bad.target, bad.body);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 400) << bad.body;
-    EXPECT_EQ(Json::parse(r->body)["error"]["field"], bad.field) << bad.body;
+    EXPECT_EQ(Json::parse(r->body)["field"], bad.field) << bad.body;
   }
 }
 
@@ -343,18 +392,20 @@ TEST_F(RestHandlersTest, ClientDisconnectWhileWaitingUnsubscribesButKeepsTheJob)
     RawHttpClient client(port_);
     ASSERT_TRUE(client.send(make_request("POST", "/evaluate", evaluate_body().dump())));
     ASSERT_TRUE(jobs_.wait_for_waiters(1, kWait));
+    client.reset();  // gone (an end of stream alone could be a half-close)
   }
   EXPECT_TRUE(jobs_.wait_for_waiters(0, kWait));
   const std::string id = jobs_.job_ids().at(0);
   auto r = get("/job/" + id);
   ASSERT_TRUE(r);
-  EXPECT_EQ(Json::parse(r->body)["status"], "queued");
+  EXPECT_EQ(Json::parse(r->body)["status"], "submitted");
   ASSERT_TRUE(jobs_.finish(id, result_json()).is_ok());
 }
 
 TEST_F(RestHandlersTest, WaitingIsBoundedByJobTimeoutPlusQueueAllowance) {
   HttpServer::Options options;
   options.rest.queue_wait_allowance = milliseconds(150);
+  options.rest.limits.min_timeout_s = 0.01;  // (the default minimum is the old server's 5 s)
   start(options);
   RawHttpClient client(port_);
   auto started = std::chrono::steady_clock::now();
@@ -368,7 +419,8 @@ TEST_F(RestHandlersTest, WaitingIsBoundedByJobTimeoutPlusQueueAllowance) {
   EXPECT_EQ(r->status, 202);
   Json body = Json::parse(r->body);
   EXPECT_EQ(body["job_id"], id);
-  EXPECT_EQ(body["status"], "running");
+  EXPECT_EQ(body["status"], "compiling");
+  EXPECT_EQ(body["state"], "running");
   EXPECT_EQ(r->header("location"), "/job/" + id);
   EXPECT_TRUE(jobs_.wait_for_waiters(0, kWait));
 }

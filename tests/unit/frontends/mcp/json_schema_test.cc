@@ -87,6 +87,29 @@ TEST(JsonSchemaTest, LocalReferencesToDefs) {
   EXPECT_FALSE(check_supported_schema(Json::parse(R"({"$ref":"http://x/schema"})")).is_ok());
 }
 
+// Issue #8 item 5: every recursive walk of untrusted data is bounded. A self-referencing
+// schema (which would recurse for ever) and a deep value under a recursive schema end with
+// an error, not a stack overflow.
+TEST(JsonSchemaTest, RecursionIsBounded) {
+  const Json cycle = Json::parse(R"({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})");
+  ASSERT_TRUE(check_supported_schema(cycle).is_ok());
+  Status s = validate_json(cycle, Json::object());
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("nested too deeply"), std::string::npos) << s.to_string();
+
+  const Json tree = Json::parse(
+      R"({"$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+          "$ref": "#/$defs/node"})");
+  Json deep = Json::array();
+  Json* tip = &deep;
+  for (int i = 0; i < 5000; ++i) {
+    tip->push_back(Json::array());
+    tip = &(*tip)[0];
+  }
+  EXPECT_NE(validate_json(tree, deep).message().find("nested too deeply"), std::string::npos);
+  EXPECT_TRUE(validate_json(tree, Json::parse("[[[]],[]]")).is_ok());
+}
+
 TEST(JsonSchemaTest, TheKernelToolSchemasAreFullySupported) {
   for (KernelTool tool : {KernelTool::kEvaluate, KernelTool::kCompare, KernelTool::kValidate}) {
     EXPECT_TRUE(check_supported_schema(kernel_tool_input_schema(tool)).is_ok());

@@ -122,5 +122,43 @@ TEST(KernelToolArgsTest, RestPathsAreRenamedInPathsAndMessages) {
             "the declared inputs disagree: ref_kernel_io has [x] but custom_kernel_io has [y]");
 }
 
+TEST(KernelToolArgsTest, NormalizeDropsNullsAndUnwrapsRequest) {
+  Json flat = {{"kernel_source", "k"}, {"io_contract", nullptr}, {"metadata", {{"x", nullptr}}}};
+  EXPECT_EQ(normalize_arguments(flat),
+            (Json{{"kernel_source", "k"}, {"metadata", Json::object()}}));
+  // {"request": <flat arguments>}
+  EXPECT_EQ(normalize_arguments(Json{{"request", {{"kernel_source", "k"}, {"atol", nullptr}}}}),
+            (Json{{"kernel_source", "k"}}));
+  // {"request": <EvaluationRequest>}
+  Json evaluation = {{"request",
+                      {{"kernel",
+                        {{"source_code", "s"},
+                         {"kernel_type", "triton"},
+                         {"io", io_contract()},
+                         {"metadata", {{"entry_point", "k"}}}}},
+                       {"num_trials", 3},
+                       {"timeout", 30}}}};
+  EXPECT_EQ(normalize_arguments(evaluation), (Json{{"kernel_source", "s"},
+                                                   {"kernel_type", "triton"},
+                                                   {"io_contract", io_contract()},
+                                                   {"metadata", {{"entry_point", "k"}}},
+                                                   {"num_trials", 3},
+                                                   {"timeout", 30}}));
+  // {"request": <CompareRequest>}
+  Json compare = {{"request",
+                   {{"ref_kernel", {{"source_code", "r"}, {"kernel_type", "torch"}}},
+                    {"custom_kernel", {{"source_code", "c"}, {"kernel_type", "cuda"}}},
+                    {"rtol", 0.1}}}};
+  EXPECT_EQ(normalize_arguments(compare), (Json{{"ref_kernel_source", "r"},
+                                                {"ref_kernel_type", "torch"},
+                                                {"custom_kernel_source", "c"},
+                                                {"custom_kernel_type", "cuda"},
+                                                {"rtol", 0.1}}));
+  // Anything else is left for validation to name.
+  Json two = {{"request", Json::object()}, {"kernel_source", "k"}};
+  EXPECT_EQ(normalize_arguments(two), two);
+  EXPECT_EQ(normalize_arguments(Json{{"request", "x"}}), (Json{{"request", "x"}}));
+}
+
 }  // namespace
 }  // namespace kforge::frontends::mcp

@@ -98,7 +98,7 @@ TEST_F(KernelToolsTest, EvaluateSubmitsReportsProgressAndAnswersWithTheJob) {
   EXPECT_TRUE(jobs_.wait_for_waiters(0, seconds(5)));
 }
 
-TEST_F(KernelToolsTest, KernelFailuresAreToolErrorsWithTheReason) {
+TEST_F(KernelToolsTest, KernelFailuresAreNormalResultsWithTheReason) {
   auto channel = call(1, "evaluate_kernel", torch_args());
   ASSERT_TRUE(jobs_.wait_for_waiters(1, seconds(5)));
   const std::string id = jobs_.job_ids().at(0);
@@ -110,16 +110,83 @@ TEST_F(KernelToolsTest, KernelFailuresAreToolErrorsWithTheReason) {
                   .is_ok());
   auto r = channel->response();
   ASSERT_TRUE(r);
-  EXPECT_EQ((*r)["result"]["isError"], true);
+  // As the old tools did: a kernel failure is a result to read, not a tool error.
+  EXPECT_FALSE((*r)["result"].contains("isError") && (*r)["result"]["isError"] == true);
   EXPECT_EQ((*r)["result"]["content"][0]["text"],
             "The kernel did not compile (job " + id + " on cpu) [compile]: SyntaxError: line 3");
-  EXPECT_EQ((*r)["result"]["structuredContent"]["kernel_exec_result"]["compiled"], false);
+  const Json& sc = (*r)["result"]["structuredContent"];
+  EXPECT_EQ(sc["status"], "success");
+  EXPECT_EQ(sc["kernel_exec_result"]["compiled"], false);
+  EXPECT_EQ(sc["kernel_exec_result"]["compilation_error"], "SyntaxError: line 3");
 
   auto failed = call(2, "validate_kernel", torch_args());
   ASSERT_TRUE(jobs_.wait_for_jobs(2, seconds(5)));
   ASSERT_TRUE(jobs_.wait_for_waiters(1, seconds(5)));
   ASSERT_TRUE(jobs_.fail(jobs_.job_ids().at(1), "no worker could start").is_ok());
-  EXPECT_EQ((*failed->response())["result"]["isError"], true);
+  auto answer = failed->response();
+  ASSERT_TRUE(answer);
+  EXPECT_FALSE((*answer)["result"].contains("isError") && (*answer)["result"]["isError"] == true);
+  const Json& v = (*answer)["result"]["structuredContent"];
+  EXPECT_EQ(v["status"], "error");
+  EXPECT_EQ(v["error"], "no worker could start");
+  EXPECT_EQ(v["validated"], false);
+  EXPECT_EQ(v["compiled"], false);
+}
+
+TEST_F(KernelToolsTest, ValidateAnswersValidatedAndCompilationTime) {
+  auto channel = call(1, "validate_kernel", torch_args());
+  ASSERT_TRUE(jobs_.wait_for_waiters(1, seconds(5)));
+  ASSERT_TRUE(jobs_
+                  .finish(jobs_.job_ids().at(0), Json{{"compiled", true},
+                                                      {"correctness", true},
+                                                      {"compilation_time", 0.25},
+                                                      {"metadata", {{"device", "cpu"}}}})
+                  .is_ok());
+  const Json v = (*channel->response())["result"]["structuredContent"];
+  EXPECT_EQ(v["status"], "success");
+  EXPECT_EQ(v["compiled"], true);
+  EXPECT_EQ(v["validated"], true);
+  EXPECT_EQ(v["compilation_time"], 0.25);
+  EXPECT_TRUE(v["validation_error"].is_null());
+  EXPECT_EQ(v["metadata"]["gpu_id"], -1);
+}
+
+TEST_F(KernelToolsTest, NullOptionalsAndTheWrappedRequestFormAreAccepted) {
+  Json flat = torch_args();
+  for (const char* key : {"io_contract", "metadata", "reference_kernel_source", "atol", "rtol",
+                          "num_trials", "timeout", "enable_device_metrics", "device"}) {
+    flat[key] = nullptr;
+  }
+  auto first = call(1, "evaluate_kernel", flat);
+  ASSERT_TRUE(jobs_.wait_for_jobs(1, seconds(5)));
+  // The later revision of the old tools: the REST body under "request".
+  Json rest = {{"request",
+                {{"kernel", {{"source_code", kTorch}, {"kernel_type", "torch"}, {"io", nullptr}}},
+                 {"num_trials", 7},
+                 {"timeout", 30}}}};
+  auto second = call(2, "evaluate_kernel", rest);
+  ASSERT_TRUE(jobs_.wait_for_jobs(2, seconds(5)));
+  Json compare = {{"request",
+                   {{"ref_kernel", {{"source_code", kTorch}, {"kernel_type", "torch"}}},
+                    {"custom_kernel", {{"source_code", kTorch}, {"kernel_type", "torch"}}},
+                    {"atol", 0.05}}}};
+  auto third = call(3, "compare_kernels", compare);
+  ASSERT_TRUE(jobs_.wait_for_jobs(3, seconds(5)));
+  auto wrapped_flat = call(4, "validate_kernel", Json{{"request", torch_args()}});
+  ASSERT_TRUE(jobs_.wait_for_jobs(4, seconds(5)));
+  const auto ids = jobs_.job_ids();
+  EXPECT_EQ(jobs_.submitted_request(ids[1])->timing.max_trials, 7);
+  EXPECT_DOUBLE_EQ(jobs_.submitted_request(ids[1])->timeout_s, 30.0);
+  EXPECT_EQ(jobs_.submitted_request(ids[2])->atol, 0.05);
+  EXPECT_EQ(jobs_.submitted_request(ids[2])->kind, model::JobKind::kCompare);
+  EXPECT_FALSE(jobs_.submitted_request(ids[3])->measure_performance);
+  for (const auto& id : ids)
+    ASSERT_TRUE(jobs_.finish(id, Json{{"compiled", true}, {"correctness", true}}).is_ok());
+  for (const auto& c : {first, second, third, wrapped_flat}) {
+    auto r = c->response();
+    ASSERT_TRUE(r);
+    EXPECT_EQ((*r)["result"]["structuredContent"]["status"], "success");
+  }
 }
 
 TEST_F(KernelToolsTest, CancellingTheRequestCancelsTheJob) {
@@ -145,17 +212,25 @@ TEST_F(KernelToolsTest, CancellingTheRequestCancelsTheJob) {
   EXPECT_EQ(channel->response_count(), 0);
 }
 
-TEST_F(KernelToolsTest, RejectedSubmitsAndUnknownJobsAreToolErrors) {
+TEST_F(KernelToolsTest, RejectedSubmitsAreToolErrorsUnknownJobsAreNotFound) {
   jobs_.set_submit_error(invalid_argument("unknown device 'cuda:9'", "device"));
   auto r = call(1, "evaluate_kernel", torch_args())->response();
   EXPECT_EQ((*r)["result"]["isError"], true);
   EXPECT_NE((*r)["result"]["content"][0]["text"].get<std::string>().find("device: unknown device"),
             std::string::npos);
   auto missing = call(2, "get_job_status", Json{{"job_id", "nope"}})->response();
-  EXPECT_EQ((*missing)["result"]["isError"], true);
+  EXPECT_FALSE((*missing)["result"].contains("isError"));
+  EXPECT_EQ((*missing)["result"]["structuredContent"]["status"], "not_found");
+  EXPECT_EQ((*missing)["result"]["structuredContent"]["job_id"], "nope");
   auto stats = call(3, "get_server_stats", Json::object())->response();
   EXPECT_FALSE((*stats)["result"].contains("isError"));
-  EXPECT_TRUE((*stats)["result"]["structuredContent"].is_object());
+  const Json& s = (*stats)["result"]["structuredContent"];
+  for (const char* key : {"status", "gpu_available", "gpu_count", "gpu_info", "job_stats"}) {
+    EXPECT_TRUE(s.contains(key)) << key;
+  }
+  EXPECT_EQ(s["gpu_available"], false);  // the fake has only a cpu device
+  auto invalid = call(4, "evaluate_kernel", Json{{"kernel_type", "torch"}})->response();
+  EXPECT_EQ((*invalid)["result"]["isError"], true);  // a bad call is still a tool error
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "fakes/fake_job_service.h"
 #include "frontends/http/server_harness.h"
+#include "kforge/common/error_mapping.h"
 #include "kforge/jobs/job_view.h"
 
 namespace kforge::frontends::mcp {
@@ -24,25 +25,43 @@ TEST(RemoteJobServiceTest, JobViewsRoundTrip) {
   job.attempts = 1;
   job.created_ms = 1790000000123;
   job.finished_ms = 1790000001456;
-  job.result = {{"compiled", true}, {"speedup", 2.5}, {"ref_runtime", 1.0}};
-  auto back = job_record_from_view(jobs::job_response(job));
-  ASSERT_TRUE(back.is_ok());
-  EXPECT_EQ(back->id, "abc");
-  EXPECT_EQ(back->kind, model::JobKind::kCompare);
-  EXPECT_EQ(back->state, jobs::JobState::kSucceeded);
-  EXPECT_EQ(back->created_ms, job.created_ms);
-  EXPECT_EQ(back->finished_ms, job.finished_ms);
-  EXPECT_EQ(back->result["speedup"], 2.5);
-  EXPECT_EQ(jobs::job_response(*back)["speedup"], 2.5);
+  job.result = {{"compiled", true},
+                {"speedup", 2.5},
+                {"runtime_stats", {{"mean", 2.0}, {"median", 1.9}}},
+                {"ref_runtime", 1.0}};
+  for (const Json& view : {jobs::job_status_view(job), jobs::job_result_view(job)}) {
+    auto back = job_record_from_view(view);
+    ASSERT_TRUE(back.is_ok());
+    EXPECT_EQ(back->id, "abc");
+    EXPECT_EQ(back->kind, model::JobKind::kCompare);
+    EXPECT_EQ(back->state, jobs::JobState::kSucceeded);
+    EXPECT_EQ(back->created_ms, job.created_ms);
+    EXPECT_EQ(back->finished_ms, job.finished_ms);
+    EXPECT_EQ(back->result["speedup"], 2.5);
+    // Shown again (kforge mcp --server), the view is the same.
+    EXPECT_EQ(jobs::job_status_view(*back), jobs::job_status_view(job));
+  }
+  // An older kforge's view: ISO times and kforge's states in `status`.
+  auto old = job_record_from_view(
+      Json{{"job_id", "x"}, {"status", "running"}, {"created_at", "2026-11-25T21:38:43.123Z"}});
+  ASSERT_TRUE(old.is_ok());
+  EXPECT_EQ(old->state, jobs::JobState::kRunning);
+  EXPECT_EQ(old->created_ms, parse_iso8601_ms("2026-11-25T21:38:43.123Z"));
   EXPECT_EQ(parse_iso8601_ms("yesterday"), 0);
   EXPECT_FALSE(job_record_from_view(Json{{"status", "success"}}).is_ok());
 }
 
 TEST(RemoteJobServiceTest, ErrorBodiesBecomeTheSameStatus) {
-  Status s = status_from_error_body(
-      400, R"({"error":{"code":"invalid_argument","message":"bad","field":"kernel.io"}})");
+  Status s =
+      status_from_error_body(400, error_body(invalid_argument("bad", "kernel.io"), 400).dump());
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "bad");
   EXPECT_EQ(s.field_path(), "kernel.io");
+  Status nested = status_from_error_body(
+      400, R"({"error":{"code":"invalid_argument","message":"bad","field":"kernel.io"}})");
+  EXPECT_EQ(nested.field_path(), "kernel.io");
+  Status fastapi = status_from_error_body(500, R"({"error": "boom", "status": "error"})");
+  EXPECT_EQ(fastapi.message(), "boom");
   EXPECT_EQ(status_from_error_body(404, "").code(), ErrorCode::kNotFound);
   EXPECT_EQ(status_from_error_body(502, "<html>").code(), ErrorCode::kUnavailable);
 }
@@ -74,11 +93,11 @@ TEST(RemoteJobServiceTest, ForwardsToTheRestApi) {
   model::JobRequest request;
   request.kernel.source_code = "import torch";
   request.device = "cpu";
-  auto job = remote.submit(request);
+  auto job = remote.submit(request, "test");
   ASSERT_TRUE(job.is_ok()) << job.status().to_string();
   EXPECT_EQ(job->state, jobs::JobState::kQueued);
   request.device = "tpu:0";
-  EXPECT_EQ(remote.submit(request).status().field_path(), "device");
+  EXPECT_EQ(remote.submit(request, "test").status().field_path(), "device");
 
   std::promise<jobs::JobRecord> done;
   std::promise<std::string> running;
@@ -106,7 +125,7 @@ TEST(RemoteJobServiceTest, ForwardsToTheRestApi) {
   EXPECT_TRUE(remote.cancel(job->id, "x").is_ok());  // finished: left as it was
   EXPECT_EQ(remote.cancel("0123456789abcdef", "x").code(), ErrorCode::kNotFound);
   request.device = "cpu";
-  auto second = remote.submit(request);
+  auto second = remote.submit(request, "test");
   ASSERT_TRUE(second.is_ok());
   ASSERT_TRUE(remote.cancel(second->id, "the agent gave up").is_ok());
   auto cancelled = remote.get(second->id);

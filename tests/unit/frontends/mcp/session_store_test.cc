@@ -19,6 +19,7 @@ class SessionStoreTest : public ::testing::Test {
   SessionStore::Options options(size_t max = 100) {
     SessionStore::Options o;
     o.idle_ttl = hours(24);
+    o.pending_ttl = hours(24);
     o.max_sessions = max;
     o.clock = [this] { return now_; };
     return o;
@@ -82,28 +83,85 @@ TEST_F(SessionStoreTest, IdleSessionsExpireButBusyOnesDoNot) {
   EXPECT_FALSE(sink->closed);
 }
 
-TEST_F(SessionStoreTest, WhenFullTheLeastRecentlyUsedIdleSessionMakesRoom) {
-  SessionStore store(options(2));
+// Issue #8 item 9: 10,001 unauthenticated initialize calls evicted an idle session in use.
+TEST_F(SessionStoreTest, AnInitializeFloodNeverEvictsASessionInUse) {
+  SessionStore::Options o = options(100);
+  o.max_pending_sessions = 50;
+  SessionStore store(o);
+  auto legit = store.create("peer 10.0.0.1");
+  ASSERT_TRUE(legit.is_ok());
+  ASSERT_TRUE(store.find((*legit)->id()).is_ok());  // used: established
+  for (int i = 0; i < 10001; ++i) {
+    now_ += std::chrono::milliseconds(1);
+    ASSERT_TRUE(store.create("peer 10.0.0.66").is_ok()) << i;
+  }
+  EXPECT_EQ(store.pending(), 50u);
+  EXPECT_EQ(store.size(), 51u);
+  EXPECT_TRUE(store.find((*legit)->id()).is_ok());
+  EXPECT_FALSE((*legit)->closed());
+}
+
+TEST_F(SessionStoreTest, PendingSessionsMakeRoomOldestFirstAndExpireSooner) {
+  SessionStore::Options o = options(100);
+  o.max_pending_sessions = 2;
+  o.pending_ttl = minutes(10);
+  SessionStore store(o);
   auto a = store.create();
   now_ += minutes(1);
   auto b = store.create();
   now_ += minutes(1);
-  ASSERT_TRUE(store.find((*a)->id()).is_ok());  // a is now more recent than b
   auto c = store.create();
-  ASSERT_TRUE(c.is_ok());
-  EXPECT_EQ(store.size(), 2u);
-  EXPECT_TRUE(store.find((*a)->id()).is_ok());
-  EXPECT_FALSE(store.find((*b)->id()).is_ok());
-  EXPECT_TRUE((*b)->closed());
+  ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok());
+  EXPECT_TRUE((*a)->closed());
+  EXPECT_FALSE(store.find((*a)->id()).is_ok());
+  EXPECT_TRUE(store.find((*b)->id()).is_ok());  // now established
+  now_ += minutes(11);
+  EXPECT_FALSE(store.find((*c)->id()).is_ok());  // never used: expired
+  EXPECT_TRUE(store.find((*b)->id()).is_ok());   // used: 24 h
 }
 
-TEST_F(SessionStoreTest, WhenEverySessionIsBusyCreationFails) {
-  SessionStore store(options(1));
+TEST_F(SessionStoreTest, WhenEstablishedSessionsAreAtTheCapInitializeIsRefused) {
+  SessionStore store(options(2));
+  for (int i = 0; i < 2; ++i) {
+    auto s = store.create();
+    ASSERT_TRUE(s.is_ok());
+    ASSERT_TRUE(store.find((*s)->id()).is_ok());
+  }
+  auto refused = store.create();
+  EXPECT_EQ(refused.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("--mcp-max-sessions"), std::string::npos);
+  EXPECT_EQ(store.size(), 2u);
+}
+
+TEST_F(SessionStoreTest, OneClientsCapReplacesItsOwnPendingSessionsThenRefuses) {
+  SessionStore::Options o = options(100);
+  o.max_sessions_per_client = 2;
+  SessionStore store(o);
+  auto other = store.create("peer 10.0.0.1");
+  auto a = store.create("peer 10.0.0.2");
+  auto b = store.create("peer 10.0.0.2");
+  ASSERT_TRUE(other.is_ok() && a.is_ok() && b.is_ok());
+  auto c = store.create("peer 10.0.0.2");  // replaces a, its own oldest pending one
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_TRUE((*a)->closed());
+  EXPECT_FALSE((*other)->closed());
+  ASSERT_TRUE(store.find((*b)->id()).is_ok());
+  ASSERT_TRUE(store.find((*c)->id()).is_ok());
+  auto refused = store.create("peer 10.0.0.2");  // both in use: nothing to replace
+  EXPECT_EQ(refused.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("--mcp-max-sessions-per-client"), std::string::npos);
+  EXPECT_TRUE(store.create("peer 10.0.0.1").is_ok());
+}
+
+TEST_F(SessionStoreTest, WhenEveryPendingSessionIsBusyCreationFails) {
+  SessionStore::Options o = options(100);
+  o.max_pending_sessions = 1;
+  SessionStore store(o);
   auto a = store.create();
   auto sink = std::make_shared<NullSink>();
   (*a)->set_standalone_sink(sink);
   auto b = store.create();
-  EXPECT_EQ(b.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(b.status().code(), ErrorCode::kUnavailable);
 }
 
 TEST_F(SessionStoreTest, DestroyingTheStoreClosesSessionsAndTheirStreams) {

@@ -102,6 +102,25 @@ TEST_F(StdioTransportTest, OneMessagePerLineAndErrorsForBadLines) {
   EXPECT_TRUE(io.status().is_ok());
 }
 
+// Issue #8 item 5: ~100k levels of nesting (about 200 KB) crashed the process in a recursive
+// copy. Now the parser refuses them (-32700) and the session goes on.
+TEST_F(StdioTransportTest, DeeplyNestedJsonIsAParseErrorNotACrash) {
+  StdioHarness io(*dispatcher_, 1 << 20);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  io.write_text(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"x":)" + deep + "}}\n");
+  Json error = io.read_message();
+  EXPECT_EQ(error["error"]["code"], jsonrpc::kParseError);
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("nested deeper"), std::string::npos);
+  io.write_text(deep + "\n");
+  EXPECT_EQ(io.read_message()["error"]["code"], jsonrpc::kParseError);
+  io.write_text(R"({"jsonrpc":"2.0","id":2,"method":"ping"})"
+                "\n");
+  EXPECT_EQ(io.read_message()["id"], 2);
+  io.close_input();
+  io.join();
+  EXPECT_TRUE(io.status().is_ok());
+}
+
 TEST_F(StdioTransportTest, StopEndsRunWhileInputIsOpen) {
   StdioHarness io(*dispatcher_);
   io.transport().stop();

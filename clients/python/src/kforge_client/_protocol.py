@@ -1,0 +1,268 @@
+"""What the clients say to the server, without doing I/O.
+
+Every client call is an operation: a generator that yields what it needs done — a `Call` (an
+HTTP request; the driver sends back the httpx.Response) or a `Sleep` — and returns the call's
+value. KernelEvalClient drives operations with blocking I/O and AsyncKernelEvalClient with
+asyncio, so the logic (request bodies, answers, polling, batches) exists once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, Union
+
+import httpx
+
+from kforge_client.models import KernelCode, RuntimeStats, as_kernel_dict
+from kforge_client.results import JobStatus
+
+__all__ = ["BatchItem", "CompareJob", "EvaluateJob", "KernelEvalError"]
+
+DEFAULT_URL = "http://localhost:8000"
+# The server waits up to the job's timeout plus this allowance for queueing before it
+# answers 202 (docs/rest-api.md "Waiting and polling").
+SERVER_QUEUE_ALLOWANCE_S = 600.0
+
+KernelLike = Union[KernelCode, dict]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call:
+    """An HTTP request to make; the driver answers with the httpx.Response."""
+
+    method: str
+    path: str
+    json: Any = None
+    params: dict[str, str] | None = None
+    timeout: httpx.Timeout | float = 30.0
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+Operation = Generator[Union[Call, Sleep], Any, T]
+
+
+class KernelEvalError(httpx.HTTPStatusError):
+    """The server refused a request (4xx) or failed (5xx). `field` names the offending
+    request field when the server said which one; `body` is the server's error answer."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"error": response.text}
+        if not isinstance(body, dict):
+            body = {"error": str(body)}
+        self.body: dict[str, Any] = body
+        self.status_code = response.status_code
+        self.field: str | None = body.get("field")
+        message = body.get("error") or body.get("detail") or response.reason_phrase
+        super().__init__(
+            f"HTTP {response.status_code}: {message}", request=response.request, response=response
+        )
+
+
+@dataclass
+class EvaluateJob:
+    """One evaluate of a batch (the arguments of KernelEvalClient.evaluate)."""
+
+    kernel: KernelLike
+    num_trials: int = 100
+    timeout: float | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CompareJob:
+    """One compare of a batch (the arguments of KernelEvalClient.compare)."""
+
+    ref_kernel: KernelLike
+    custom_kernel: KernelLike
+    num_trials: int = 100
+    timeout: float | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+BatchItem = Union[EvaluateJob, CompareJob]
+
+
+class Config:
+    """A client's settings."""
+
+    def __init__(
+        self, base_url: str, timeout: float, token: str | None, poll_interval: float
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = float(timeout)
+        self.poll_interval = float(poll_interval)
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    def job_timeout(self, timeout: float | None) -> float:
+        return float(timeout) if timeout else self.timeout
+
+    def wait_bound(self, timeout: float | None = None) -> float:
+        """How long a client waits for a job: its timeout, the server's queueing allowance
+        and a margin."""
+        return self.job_timeout(timeout) + SERVER_QUEUE_ALLOWANCE_S + 30.0
+
+
+def evaluate_body(
+    kernel: KernelLike, num_trials: int, timeout: float, options: dict[str, Any]
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "kernel": as_kernel_dict(kernel),
+        "num_trials": num_trials,
+        "timeout": timeout,
+    }
+    if options.get("reference_kernel") is not None:
+        options = {**options, "reference_kernel": as_kernel_dict(options["reference_kernel"])}
+    body.update({k: v for k, v in options.items() if v is not None})
+    return body
+
+
+def compare_body(
+    ref_kernel: KernelLike,
+    custom_kernel: KernelLike,
+    num_trials: int,
+    timeout: float,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "ref_kernel": as_kernel_dict(ref_kernel),
+        "custom_kernel": as_kernel_dict(custom_kernel),
+        "num_trials": num_trials,
+        "timeout": timeout,
+    }
+    body.update({k: v for k, v in options.items() if v is not None})
+    return body
+
+
+def batch_request(item: BatchItem, config: Config) -> tuple[str, dict[str, Any], float]:
+    """(path, body, job timeout) of a batch item."""
+    timeout = config.job_timeout(item.timeout)
+    if isinstance(item, EvaluateJob):
+        return (
+            "/evaluate",
+            evaluate_body(item.kernel, item.num_trials, timeout, item.options),
+            timeout,
+        )
+    if isinstance(item, CompareJob):
+        body = compare_body(
+            item.ref_kernel, item.custom_kernel, item.num_trials, timeout, item.options
+        )
+        return "/compare", body, timeout
+    raise TypeError(f"a batch item is an EvaluateJob or a CompareJob, got {type(item).__name__}")
+
+
+def with_runtime_stats(result: dict[str, Any]) -> dict[str, Any]:
+    """The old client's return value: ref_runtime and runtime_stats as RuntimeStats."""
+    if isinstance(result.get("ref_runtime"), dict):
+        result["ref_runtime"] = RuntimeStats.from_dict(result["ref_runtime"])
+    exec_result = result.get("kernel_exec_result")
+    if isinstance(exec_result, dict) and isinstance(exec_result.get("runtime_stats"), dict):
+        exec_result["runtime_stats"] = RuntimeStats.from_dict(exec_result["runtime_stats"])
+    return result
+
+
+def finished_answer(view: dict[str, Any]) -> dict[str, Any]:
+    """A finished job read from GET /job/{id} in the shape of a submit's answer (status
+    "success" when the evaluation reached a verdict, else "error")."""
+    answer = dict(view)
+    answer["status"] = "success" if view.get("state") == "success" else "error"
+    answer.pop("message", None)
+    return answer
+
+
+def check(response: httpx.Response) -> Any:
+    """The answer's JSON; KernelEvalError for an error status."""
+    if response.status_code >= 400:
+        raise KernelEvalError(response)
+    return response.json()
+
+
+# -- operations ---------------------------------------------------------------------------
+
+
+def request_json(call: Call) -> Operation[Any]:
+    response = yield call
+    return check(response)
+
+
+def submit(path: str, body: dict[str, Any]) -> Operation[str]:
+    """Queues a job without waiting; its id."""
+    answer = yield from request_json(Call("POST", path, body, params={"wait": "false"}))
+    return str(answer["job_id"])
+
+
+def poll(config: Config, job_id: str, timeout: float | None) -> Operation[dict[str, Any]]:
+    """GET /job/{id} until the job finishes; the finished job as a submit's answer."""
+    deadline = time.monotonic() + (timeout or config.wait_bound())
+    while True:
+        view = yield from request_json(Call("GET", f"/job/{job_id}", timeout=10))
+        if JobStatus.from_dict(view).done:
+            return finished_answer(view)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} is still {view.get('status')}")
+        yield Sleep(config.poll_interval)
+
+
+def submit_and_wait(
+    config: Config, path: str, body: dict[str, Any], timeout: float
+) -> Operation[dict[str, Any]]:
+    """Submits and waits for the answer; a 202 (still queued after the server's wait bound)
+    is polled to the end."""
+    http_timeout = httpx.Timeout(10.0, read=config.wait_bound(timeout))
+    response = yield Call("POST", path, body, timeout=http_timeout)
+    answer = check(response)
+    if response.status_code == 202:
+        return (yield from poll(config, str(answer["job_id"]), None))
+    return answer  # type: ignore[no-any-return]
+
+
+def submit_batch(config: Config, items: Sequence[BatchItem]) -> Operation[list[str]]:
+    ids = []
+    for item in items:
+        path, body, _ = batch_request(item, config)
+        ids.append((yield from submit(path, body)))
+    return ids
+
+
+def run_batch(
+    config: Config, items: Sequence[BatchItem], timeout: float | None
+) -> Operation[list[dict[str, Any]]]:
+    """Queues every item, then polls them all until each has finished; answers in order."""
+    ids = yield from submit_batch(config, items)
+    deadline = time.monotonic() + (timeout or config.wait_bound())
+    done: dict[str, dict[str, Any]] = {}
+    while True:
+        for job_id in ids:
+            if job_id not in done:
+                view = yield from request_json(Call("GET", f"/job/{job_id}", timeout=10))
+                if JobStatus.from_dict(view).done:
+                    done[job_id] = finished_answer(view)
+        if len(done) == len(ids):
+            return [done[job_id] for job_id in ids]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(ids) - len(done)} batch job(s) did not finish")
+        yield Sleep(config.poll_interval)
+
+
+def cleanup(max_age_hours: float | None, older_than_seconds: int | None) -> Operation[Any]:
+    body = {"max_age_hours": max_age_hours, "older_than_seconds": older_than_seconds}
+    body = {k: v for k, v in body.items() if v is not None}
+    return (yield from request_json(Call("POST", "/admin/cleanup-jobs", body or None)))
+
+
+def cancel(job_id: str, reason: str | None) -> Operation[Any]:
+    body = {"reason": reason} if reason else None
+    return (yield from request_json(Call("POST", f"/job/{job_id}/cancel", body, timeout=60)))

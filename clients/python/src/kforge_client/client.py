@@ -1,0 +1,395 @@
+"""KernelEvalClient (blocking) and AsyncKernelEvalClient: the HTTP clients.
+
+The methods of the kernel evaluation server's client keep their names, arguments and return
+values (dicts, with `ref_runtime` and `runtime_stats` as RuntimeStats): compare, evaluate,
+health_check, get_job_status, get_stats, cleanup_jobs, close. kforge adds typed results
+(compare_result, evaluate_result, job), submission without waiting (submit_evaluate,
+submit_compare, wait_for_job, cancel_job), batches (run_batch, submit_batch) and openapi().
+
+A submit that the server answers with 202 (the job is still queued after the server's wait
+bound) is polled until it finishes, so evaluate/compare always return a finished job. The
+logic is in _protocol.py, as I/O-free operations the two clients drive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from kforge_client import _protocol as op
+from kforge_client._protocol import (
+    DEFAULT_URL,
+    BatchItem,
+    Call,
+    CompareJob,
+    EvaluateJob,
+    KernelEvalError,
+    KernelLike,
+    Operation,
+    T,
+)
+from kforge_client.results import EvaluationResult, JobStatus
+
+__all__ = [
+    "AsyncKernelEvalClient",
+    "BatchItem",
+    "CompareJob",
+    "EvaluateJob",
+    "KernelEvalClient",
+    "KernelEvalError",
+]
+
+
+class KernelEvalClient:
+    """Blocking client of a kforge (or kernel evaluation) server.
+
+    Example:
+        with KernelEvalClient("http://localhost:8000") as client:
+            result = client.compare(ref_kernel, custom_kernel, num_trials=100)
+            print(result["kernel_exec_result"]["runtime"], result["ref_runtime"]["mean"])
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        timeout: float = 120,
+        token: str | None = None,
+        poll_interval: float = 0.5,
+    ) -> None:
+        """timeout: the default job timeout in seconds (sent as `timeout`); token: the
+        server's API token (sent as a Bearer token); poll_interval: seconds between polls."""
+        self._config = op.Config(base_url, timeout, token, poll_interval)
+        self.base_url = self._config.base_url
+        self.timeout = self._config.timeout
+        self.session = httpx.Client(base_url=self.base_url, headers=self._config.headers)
+
+    def _run(self, operation: Operation[T]) -> T:
+        """Drives an operation with blocking I/O."""
+        try:
+            action = next(operation)
+            while True:
+                if isinstance(action, Call):
+                    response = self.session.request(
+                        action.method,
+                        action.path,
+                        json=action.json,
+                        params=action.params,
+                        timeout=action.timeout,
+                    )
+                    action = operation.send(response)
+                else:
+                    time.sleep(action.seconds)
+                    action = operation.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    def _get(self, path: str, timeout: float = 30) -> Any:
+        return self._run(op.request_json(Call("GET", path, timeout=timeout)))
+
+    # -- the old client's API ------------------------------------------------------------
+
+    def compare(
+        self,
+        ref_kernel: KernelLike,
+        custom_kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Checks custom_kernel against ref_kernel and times both; waits for the result.
+        options: kforge's request fields (atol, rtol, device, num_correct_trials, timing,
+        seed, measure_performance, enable_device_metrics, ...)."""
+        t = self._config.job_timeout(timeout)
+        body = op.compare_body(ref_kernel, custom_kernel, num_trials, t, options)
+        return op.with_runtime_stats(
+            self._run(op.submit_and_wait(self._config, "/compare", body, t))
+        )
+
+    def evaluate(
+        self,
+        kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        """Evaluates one kernel (with options["reference_kernel"], against a reference)."""
+        t = self._config.job_timeout(timeout)
+        body = op.evaluate_body(kernel, num_trials, t, options)
+        return op.with_runtime_stats(
+            self._run(op.submit_and_wait(self._config, "/evaluate", body, t))
+        )
+
+    def health_check(self) -> dict[str, Any]:
+        return self._get("/health", timeout=10)  # type: ignore[no-any-return]
+
+    def get_job_status(self, job_id: str) -> dict[str, Any]:
+        return self._get(f"/job/{job_id}", timeout=10)  # type: ignore[no-any-return]
+
+    def get_stats(self) -> dict[str, Any]:
+        return self._get("/stats")  # type: ignore[no-any-return]
+
+    def cleanup_jobs(
+        self, max_age_hours: float | None = None, older_than_seconds: int | None = None
+    ) -> dict[str, Any]:
+        """Deletes finished jobs older than an age (default: the server's, 300 s)."""
+        return self._run(op.cleanup(max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> KernelEvalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- kforge: typed results, jobs, batches --------------------------------------------
+
+    def compare_result(
+        self,
+        ref_kernel: KernelLike,
+        custom_kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> EvaluationResult:
+        """compare, as a typed EvaluationResult."""
+        return EvaluationResult.from_dict(
+            self.compare(ref_kernel, custom_kernel, num_trials, timeout, **options)
+        )
+
+    def evaluate_result(
+        self,
+        kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> EvaluationResult:
+        """evaluate, as a typed EvaluationResult."""
+        return EvaluationResult.from_dict(self.evaluate(kernel, num_trials, timeout, **options))
+
+    def submit_evaluate(
+        self,
+        kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> str:
+        """Queues an evaluate and returns its job id at once (wait=false)."""
+        body = op.evaluate_body(kernel, num_trials, self._config.job_timeout(timeout), options)
+        return self._run(op.submit("/evaluate", body))
+
+    def submit_compare(
+        self,
+        ref_kernel: KernelLike,
+        custom_kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> str:
+        """Queues a compare and returns its job id at once (wait=false)."""
+        t = self._config.job_timeout(timeout)
+        return self._run(
+            op.submit(
+                "/compare", op.compare_body(ref_kernel, custom_kernel, num_trials, t, options)
+            )
+        )
+
+    def job(self, job_id: str) -> JobStatus:
+        """GET /job/{id}, typed."""
+        return JobStatus.from_dict(self.get_job_status(job_id))
+
+    def wait_for_job(self, job_id: str, timeout: float | None = None) -> EvaluationResult:
+        """Polls a job until it finishes. TimeoutError after `timeout` seconds (default: the
+        client's timeout plus the server's queueing allowance)."""
+        return EvaluationResult.from_dict(self._run(op.poll(self._config, job_id, timeout)))
+
+    def cancel_job(self, job_id: str, reason: str | None = None) -> JobStatus:
+        """Cancels a queued or running job; returns it once it has ended."""
+        return JobStatus.from_dict(self._run(op.cancel(job_id, reason)))
+
+    def submit_batch(self, items: Sequence[BatchItem]) -> list[str]:
+        """Queues every item without waiting; returns their job ids in order."""
+        return self._run(op.submit_batch(self._config, items))
+
+    def run_batch(
+        self, items: Sequence[BatchItem], timeout: float | None = None
+    ) -> list[EvaluationResult]:
+        """Queues every item, then waits for all of them; results in the items' order. The
+        server runs them on its devices in parallel; `timeout` bounds the whole wait."""
+        answers = self._run(op.run_batch(self._config, items, timeout))
+        return [EvaluationResult.from_dict(a) for a in answers]
+
+    def openapi(self) -> dict[str, Any]:
+        """The server's OpenAPI document (GET /openapi.json)."""
+        return self._get("/openapi.json", timeout=10)  # type: ignore[no-any-return]
+
+
+class AsyncKernelEvalClient:
+    """The asyncio twin of KernelEvalClient: the same methods, awaited.
+
+    Example:
+        async with AsyncKernelEvalClient("http://localhost:8000") as client:
+            results = await asyncio.gather(*(client.evaluate(k) for k in kernels))
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        timeout: float = 120,
+        token: str | None = None,
+        poll_interval: float = 0.5,
+    ) -> None:
+        self._config = op.Config(base_url, timeout, token, poll_interval)
+        self.base_url = self._config.base_url
+        self.timeout = self._config.timeout
+        self.session = httpx.AsyncClient(base_url=self.base_url, headers=self._config.headers)
+
+    async def _run(self, operation: Operation[T]) -> T:
+        """Drives an operation with asyncio."""
+        try:
+            action = next(operation)
+            while True:
+                if isinstance(action, Call):
+                    response = await self.session.request(
+                        action.method,
+                        action.path,
+                        json=action.json,
+                        params=action.params,
+                        timeout=action.timeout,
+                    )
+                    action = operation.send(response)
+                else:
+                    await asyncio.sleep(action.seconds)
+                    action = operation.send(None)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def _get(self, path: str, timeout: float = 30) -> Any:
+        return await self._run(op.request_json(Call("GET", path, timeout=timeout)))
+
+    async def compare(
+        self,
+        ref_kernel: KernelLike,
+        custom_kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        t = self._config.job_timeout(timeout)
+        body = op.compare_body(ref_kernel, custom_kernel, num_trials, t, options)
+        return op.with_runtime_stats(
+            await self._run(op.submit_and_wait(self._config, "/compare", body, t))
+        )
+
+    async def evaluate(
+        self,
+        kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> dict[str, Any]:
+        t = self._config.job_timeout(timeout)
+        body = op.evaluate_body(kernel, num_trials, t, options)
+        return op.with_runtime_stats(
+            await self._run(op.submit_and_wait(self._config, "/evaluate", body, t))
+        )
+
+    async def health_check(self) -> dict[str, Any]:
+        return await self._get("/health", timeout=10)  # type: ignore[no-any-return]
+
+    async def get_job_status(self, job_id: str) -> dict[str, Any]:
+        return await self._get(f"/job/{job_id}", timeout=10)  # type: ignore[no-any-return]
+
+    async def get_stats(self) -> dict[str, Any]:
+        return await self._get("/stats")  # type: ignore[no-any-return]
+
+    async def cleanup_jobs(
+        self, max_age_hours: float | None = None, older_than_seconds: int | None = None
+    ) -> dict[str, Any]:
+        return await self._run(op.cleanup(max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        await self.session.aclose()
+
+    async def close(self) -> None:
+        await self.aclose()
+
+    async def __aenter__(self) -> AsyncKernelEvalClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def compare_result(
+        self,
+        ref_kernel: KernelLike,
+        custom_kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> EvaluationResult:
+        return EvaluationResult.from_dict(
+            await self.compare(ref_kernel, custom_kernel, num_trials, timeout, **options)
+        )
+
+    async def evaluate_result(
+        self,
+        kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> EvaluationResult:
+        return EvaluationResult.from_dict(
+            await self.evaluate(kernel, num_trials, timeout, **options)
+        )
+
+    async def submit_evaluate(
+        self,
+        kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> str:
+        body = op.evaluate_body(kernel, num_trials, self._config.job_timeout(timeout), options)
+        return await self._run(op.submit("/evaluate", body))
+
+    async def submit_compare(
+        self,
+        ref_kernel: KernelLike,
+        custom_kernel: KernelLike,
+        num_trials: int = 100,
+        timeout: float | None = None,
+        **options: Any,
+    ) -> str:
+        t = self._config.job_timeout(timeout)
+        return await self._run(
+            op.submit(
+                "/compare", op.compare_body(ref_kernel, custom_kernel, num_trials, t, options)
+            )
+        )
+
+    async def job(self, job_id: str) -> JobStatus:
+        return JobStatus.from_dict(await self.get_job_status(job_id))
+
+    async def wait_for_job(self, job_id: str, timeout: float | None = None) -> EvaluationResult:
+        return EvaluationResult.from_dict(await self._run(op.poll(self._config, job_id, timeout)))
+
+    async def cancel_job(self, job_id: str, reason: str | None = None) -> JobStatus:
+        return JobStatus.from_dict(await self._run(op.cancel(job_id, reason)))
+
+    async def submit_batch(self, items: Sequence[BatchItem]) -> list[str]:
+        return await self._run(op.submit_batch(self._config, items))
+
+    async def run_batch(
+        self, items: Sequence[BatchItem], timeout: float | None = None
+    ) -> list[EvaluationResult]:
+        answers = await self._run(op.run_batch(self._config, items, timeout))
+        return [EvaluationResult.from_dict(a) for a in answers]
+
+    async def openapi(self) -> dict[str, Any]:
+        return await self._get("/openapi.json", timeout=10)  # type: ignore[no-any-return]

@@ -1,0 +1,400 @@
+"""The candidate process: the only process of a job that imports the candidate's code.
+
+It serves the judge (judge.py, through link.py) over one socket and nothing else: it never
+sees the reference, the expected outputs, the seeds of the correctness inputs or the
+supervisor's protocol socket, and what it answers is treated as a claim (docs/architecture.md
+"Threat model"). Requests and replies are wire.py messages:
+
+    load        {spec, cache_dir, scratch_dir, model_seed, prefer_new} + values: init inputs
+                -> loaded {ok, name, warnings, error?}
+    gen_inputs  {seed} -> inputs + values: the list get_inputs() returned (evaluate only)
+    call        {plan} + values: the invocation's slots -> called {ok, outputs, error?} +
+                values: [output values | null], the read-only inputs after the call
+    time        {plan, timing} + values: slots -> a `trial` per timed trial, each answered
+                by the judge's `trial_ack` {verify, stop} (verify: send `trial_outputs`);
+                then timed {ok, stats, warnings, error?}
+    shutdown    -> the process exits
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import traceback
+from dataclasses import asdict
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from kforge_worker import wire
+from kforge_worker.binding import Invocation, poison_value
+from kforge_worker.compare import plain_tensor_problem
+from kforge_worker.devinfo import WorkerDevice, synchronize
+from kforge_worker.inputs import BoundArg, call_seeded
+from kforge_worker.loaders import (
+    DeviceUnavailable,
+    LoadError,
+    Runnable,
+    format_user_traceback,
+    is_build_failure,
+    load_module,
+)
+from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.spec import parse_kernel, parse_timing
+from kforge_worker.timing import TrialSample, time_cpu, time_gpu
+
+# Triton launches in this process (a launch-enter hook installed before any user code).
+_LAUNCHES = [0]
+
+
+def _count_launch(*_: Any) -> None:
+    _LAUNCHES[0] += 1
+
+
+def install_launch_counter() -> None:
+    """Counts Triton kernel launches of the interpreter (GPU launches are counted by a
+    launch hook, only around correctness calls: see counting_launches)."""
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:
+        return
+    run = InterpretedFunction.run
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _LAUNCHES[0] += 1
+        return run(self, *args, **kwargs)
+
+    InterpretedFunction.run = counted  # type: ignore[method-assign]
+
+
+class counting_launches:
+    """Counts GPU Triton launches inside the block (the hook costs host time per launch, so
+    it is never on while timing)."""
+
+    def __enter__(self) -> None:
+        try:
+            import triton
+
+            triton.knobs.runtime.launch_enter_hook.add(_count_launch)
+        except (ImportError, AttributeError):
+            pass
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            import triton
+
+            triton.knobs.runtime.launch_enter_hook.remove(_count_launch)
+        except (ImportError, AttributeError):
+            pass
+
+
+# Bound now, before any user code runs: a candidate that replaces these names in their
+# modules does not change what the harness calls.
+_perf_counter_ns = time.perf_counter_ns
+_active_count = threading.active_count
+_send = wire.send
+_receive = wire.receive
+
+
+class Candidate:
+    def __init__(self, channel: StreamChannel, device: WorkerDevice, budget_bytes: int) -> None:
+        self.channel = channel
+        self.device = device
+        self.tdev = device.torch_device()
+        self.budget = budget_bytes
+        self.runnable: Runnable | None = None
+        self.module: ModuleType | None = None
+
+    # -- requests -------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        while True:
+            try:
+                message, values = _receive(self.channel, self.tdev, self.budget)
+            except ProtocolError:
+                return
+            kind = message.get("type")
+            if kind == "shutdown":
+                return
+            handler = {
+                "load": self.load,
+                "gen_inputs": self.gen_inputs,
+                "call": self.call,
+                "time": self.time,
+            }.get(str(kind))
+            if handler is None:
+                _send(self.channel, {"type": "error", "error": f"unknown request {kind!r}"})
+                continue
+            handler(message, values)
+
+    def _reply_error(self, reply: str, kind: str, message: str) -> None:
+        _send(
+            self.channel, {"type": reply, "ok": False, "error": {"kind": kind, "message": message}}
+        )
+
+    def load(self, message: dict[str, Any], init_inputs: Any) -> None:
+        from kforge_worker.kernels import build_runnable
+
+        try:
+            kernel = parse_kernel(message.get("spec"), "candidate")
+            scratch = str(message.get("scratch_dir") or os.getcwd())
+            cache = str(message.get("cache_dir") or "")
+            self.module = load_module(kernel, "candidate", scratch, cache)
+            init = list(init_inputs) if isinstance(init_inputs, list | tuple) else None
+            self.runnable = build_runnable(
+                kernel,
+                self.module,
+                init,
+                int(message.get("model_seed", 0)),
+                prefer_new=bool(message.get("prefer_new", True)),
+                device=self.tdev,
+                cache_dir=cache,
+                init_seed=int(message.get("init_seed", 0)),
+            )
+        except LoadError as e:
+            self._reply_error("loaded", "compile", e.details)
+            return
+        except DeviceUnavailable as e:
+            self._reply_error("loaded", "device", str(e))
+            return
+        except Exception as e:
+            cause = getattr(e, "cause", e)
+            self._reply_error("loaded", "setup", f"{e}:\n{format_user_traceback(cause)}")
+            return
+        _send(
+            self.channel,
+            {
+                "type": "loaded",
+                "ok": True,
+                "name": self.runnable.name,
+                "passes_outputs": self.runnable.passes_outputs,
+                "has_get_inputs": callable(getattr(self.module, "get_inputs", None)),
+                "warnings": list(self.runnable.warnings),
+            },
+        )
+
+    def gen_inputs(self, message: dict[str, Any], _: Any) -> None:
+        """get_inputs() of the candidate's own module (an evaluate without a reference)."""
+        fn = getattr(self.module, "get_inputs", None)
+        if not callable(fn):
+            self._reply_error("inputs", "setup", "the kernel defines no get_inputs()")
+            return
+        try:
+            values = call_seeded(fn, int(message.get("seed", 0)))
+        except Exception as e:
+            self._reply_error(
+                "inputs", "runtime", f"get_inputs() raised:\n{format_user_traceback(e)}"
+            )
+            return
+        if not isinstance(values, list | tuple):
+            self._reply_error(
+                "inputs", "runtime", f"get_inputs() must return a list, got {type(values).__name__}"
+            )
+            return
+        _send(self.channel, {"type": "inputs", "ok": True}, list(values))
+
+    def _invocation(self, plan: dict[str, Any], slots: Any) -> Invocation:
+        """Rebuilds the judge's Invocation from its plan and the received slot values."""
+        bound = [
+            BoundArg(str(s["name"]), v, str(s.get("role", "input")), bool(s.get("is_meta")))
+            for s, v in zip(plan["slots"], slots, strict=True)
+        ]
+
+        def value(ref: dict[str, Any]) -> Any:
+            return bound[ref["slot"]].value if "slot" in ref else slots_literal(ref)
+
+        def slots_literal(ref: dict[str, Any]) -> Any:
+            return wire.decode(ref["lit"], [])
+
+        args = [value(r) for r in plan["args"]]
+        kwargs = {k: value(r) for k, r in plan["kwargs"].items()}
+        return Invocation(
+            args,
+            kwargs,
+            outputs=[bound[i] for i in plan["outputs"]],
+            read_only=[bound[i] for i in plan["read_only"]],
+        )
+
+    def _run_once(self, inv: Invocation) -> Any:
+        assert self.runnable is not None
+        try:
+            with torch.no_grad():
+                returned = self.runnable(inv.args, inv.kwargs)
+            synchronize(self.tdev)
+        except SystemExit as e:
+            raise RuntimeError(f"the kernel called sys.exit({e.code!r})") from e
+        return returned
+
+    def _outputs(self, inv: Invocation, returned: Any) -> tuple[list[dict[str, Any]], list[Any]]:
+        from kforge_worker.binding import collect_outputs
+
+        described: list[dict[str, Any]] = []
+        values: list[Any] = []
+        for name, value in collect_outputs(inv, returned):
+            problem = plain_tensor_problem(value, self.tdev)
+            described.append({"name": name, "problem": problem})
+            values.append(value if problem is None else None)
+        return described, values
+
+    def call(self, message: dict[str, Any], slots: Any) -> None:
+        if self.runnable is None:
+            self._reply_error("called", "worker", "call before load")
+            return
+        try:
+            inv = self._invocation(message["plan"], slots)
+        except (KeyError, TypeError, ValueError, ProtocolError) as e:
+            self._reply_error("called", "worker", f"bad call plan: {e}")
+            return
+        seed = message.get("seed")
+        if isinstance(seed, int):
+            torch.manual_seed(seed)  # also seeds every CUDA device's generator
+        threads_before = _active_count()
+        launches_before = _LAUNCHES[0]
+        try:
+            with counting_launches():
+                returned = self._run_once(inv)
+        except Exception as e:
+            kind = "compile" if is_build_failure(e) else "runtime"
+            self._reply_error("called", kind, format_user_traceback(e))
+            return
+        threads_after = _active_count()
+        described, values = self._outputs(inv, returned)
+        read_only = [a.value for a in inv.read_only]
+        _send(
+            self.channel,
+            {
+                "type": "called",
+                "ok": True,
+                "outputs": described,
+                "threads_started": max(0, threads_after - threads_before),
+                "aliases": _aliases(inv, described, values),
+                "kernel_launches": _LAUNCHES[0] - launches_before,
+            },
+            [values, read_only],
+        )
+
+    def time(self, message: dict[str, Any], sets: Any) -> None:
+        """Times the kernel on input sets the judge sent, in turn: before each trial the next
+        set's values are copied into the same input buffers (outside the timed window), so a
+        kernel that caches its output by buffer sees different data every trial."""
+        if self.runnable is None:
+            self._reply_error("timed", "worker", "time before load")
+            return
+        try:
+            plan = message["plan"]
+            if not isinstance(sets, list) or not sets:
+                raise ValueError("no input sets")
+            inv = self._invocation(plan, sets[0])
+            opts = parse_timing(message.get("timing") or {}, "timing")
+            rotating = [
+                i
+                for i, slot in enumerate(plan["slots"])
+                if slot.get("role") in ("input", "inout") and isinstance(sets[0][i], torch.Tensor)
+            ]
+            live = list(sets[0])
+            pristine = [[s[i].clone() for i in rotating] for s in sets]
+        except Exception as e:
+            self._reply_error("timed", "worker", f"bad timing request: {e}")
+            return
+        assert self.runnable is not None
+        runnable = self.runnable
+        poison = [
+            (a.value, poison_value(a.value.dtype, 0))
+            for a in inv.output_only
+            if isinstance(a.value, torch.Tensor)
+        ]
+        stop_requested = False
+        last: list[Any] = [None]
+        trial = [0]
+
+        def call() -> object:
+            last[0] = runnable(inv.args, inv.kwargs)
+            return last[0]
+
+        def before_trial() -> None:
+            # Outside the timed window: every trial starts from the next input set and from
+            # poisoned outputs, so a trial that skips the work or returns an earlier answer is
+            # caught when the judge verifies it.
+            values = pristine[trial[0] % len(pristine)]
+            for i, value in zip(rotating, values, strict=True):
+                live[i].copy_(value)
+            trial[0] += 1
+            for tensor, value in poison:
+                tensor.fill_(value)
+
+        def after_trial(index: int, ms: float) -> bool:
+            nonlocal stop_requested
+            _send(self.channel, {"type": "trial", "index": index, "ms": ms})
+            ack = self.channel.recv()
+            if ack is None:
+                raise ProtocolError("the judge hung up")
+            if ack.get("verify"):
+                described, values = self._outputs(inv, last[0])
+                _send(self.channel, {"type": "trial_outputs", "outputs": described}, values)
+            stop_requested = bool(ack.get("stop"))
+            return stop_requested
+
+        def hook(index: int, sample: TrialSample | None) -> bool:
+            if sample is None:
+                before_trial()
+                return False
+            return after_trial(index, sample.event_ms)
+
+        try:
+            with torch.no_grad():
+                if self.tdev.type == "cuda":
+                    report = time_gpu(call, opts, self.tdev, hook)
+                else:
+                    report = time_cpu(call, opts, hook)
+        except ProtocolError:
+            raise
+        except Exception as e:
+            self._reply_error("timed", "runtime", format_user_traceback(e))
+            return
+        _send(
+            self.channel,
+            {
+                "type": "timed",
+                "ok": True,
+                "stats": asdict(report.stats),
+                "warnings": report.warnings,
+                "stream_skew": report.stream_skew,
+            },
+        )
+
+
+def _aliases(
+    inv: Invocation, described: list[dict[str, Any]], values: list[Any]
+) -> list[list[str]]:
+    """[output, input] pairs where a returned output shares memory with an input."""
+    if inv.outputs:  # declared output buffers are the harness's own tensors
+        return []
+    inputs = {
+        a.value.untyped_storage().data_ptr(): a.name
+        for a in inv.read_only
+        if isinstance(a.value, torch.Tensor)
+    }
+    pairs = []
+    for d, value in zip(described, values, strict=True):
+        if isinstance(value, torch.Tensor):
+            owner = inputs.get(value.untyped_storage().data_ptr())
+            if owner is not None:
+                pairs.append([str(d["name"]), owner])
+    return pairs
+
+
+def serve(channel: StreamChannel, device: WorkerDevice, budget_bytes: int) -> int:
+    """Runs the candidate's request loop; returns the process exit code."""
+    install_launch_counter()
+    try:
+        Candidate(channel, device, budget_bytes).serve()
+    except (ProtocolError, OSError) as e:
+        print(f"kforge_worker candidate: link to the judge failed: {e}", file=sys.stderr)
+        return 1
+    except BaseException:
+        traceback.print_exc()
+        return 70
+    return 0

@@ -1,0 +1,330 @@
+"""The judge's side of the candidate process (candidate.py): starting it, and each request.
+
+The candidate is started before the judge initialises CUDA (its own context comes from its
+own warm-up), jailed apart from the judge when the supervisor sent a jail for it (jailer.py),
+and talks to the judge only through one socket pair. Everything it sends is a claim: sizes
+are checked against a byte budget before anything is read, outputs are compared by the
+judge, and a candidate that dies or breaks the protocol ends the job as a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kforge_worker import wire
+from kforge_worker.binding import Invocation
+from kforge_worker.protocol import ProtocolError, StreamChannel
+
+DEFAULT_BUDGET_BYTES = 64 << 30
+
+
+class CandidateGone(Exception):
+    """The candidate process died or broke the protocol; the message says how."""
+
+
+@dataclass
+class Failure:
+    kind: str  # compile | setup | runtime | device | worker
+    message: str
+
+
+@dataclass
+class LoadReply:
+    name: str = ""
+    passes_outputs: bool = True
+    has_get_inputs: bool = False
+    warnings: list[str] = field(default_factory=list)
+    failure: Failure | None = None
+
+
+@dataclass
+class CallReply:
+    outputs: list[tuple[str, Any]] = field(default_factory=list)  # value or a problem string
+    problems: dict[str, str] = field(default_factory=dict)  # output name -> why not a tensor
+    read_only_after: list[Any] = field(default_factory=list)
+    threads_started: int = 0
+    aliases: list[tuple[str, str]] = field(default_factory=list)  # (output, input), claimed
+    kernel_launches: int = -1  # Triton launches the candidate reported (-1: not counted)
+    failure: Failure | None = None
+
+
+@dataclass
+class TimedReply:
+    stats: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    stream_skew: str = ""
+    trial_wall_ms: list[float] = field(default_factory=list)  # judge-observed, per trial
+    failure: Failure | None = None
+
+
+def plan_invocation(inv: Invocation) -> tuple[dict[str, Any], list[Any]]:
+    """The invocation as a plan of slots (one per argument object) and the slot values."""
+    slots: list[dict[str, Any]] = []
+    values: list[Any] = []
+    by_id: dict[int, int] = {}
+
+    def slot_of(value: Any, name: str, role: str, is_meta: bool) -> int:
+        key = id(value)
+        if key not in by_id:
+            by_id[key] = len(slots)
+            slots.append({"name": name, "role": role, "is_meta": is_meta})
+            values.append(value)
+        return by_id[key]
+
+    named = {id(a.value): a for a in [*inv.outputs, *inv.read_only]}
+
+    def ref(value: Any, fallback: str) -> dict[str, Any]:
+        if isinstance(value, torch.Tensor | list | tuple):
+            arg = named.get(id(value))
+            name = arg.name if arg else fallback
+            role = arg.role if arg else "input"
+            return {"slot": slot_of(value, name, role, bool(arg and arg.is_meta))}
+        return {"lit": wire.encode(value, [])}
+
+    plan = {
+        "args": [ref(v, f"arg{i}") for i, v in enumerate(inv.args)],
+        "kwargs": {k: ref(v, k) for k, v in inv.kwargs.items()},
+    }
+    plan["outputs"] = [slot_of(a.value, a.name, a.role, a.is_meta) for a in inv.outputs]
+    plan["read_only"] = [slot_of(a.value, a.name, a.role, a.is_meta) for a in inv.read_only]
+    plan["slots"] = slots
+    return plan, values
+
+
+class CandidateLink:
+    def __init__(self, sock: socket.socket, pid: int, device: torch.device) -> None:
+        self.channel = StreamChannel(sock)
+        self.pid = pid
+        self.device = device
+        self.budget_bytes = DEFAULT_BUDGET_BYTES
+        self.ready: dict[str, Any] = {}
+        self._exit: str | None = None
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    def wait_ready(self) -> dict[str, Any]:
+        """The candidate's `ready` message (warm-up report, jail report)."""
+        message = self._recv_plain()
+        if message.get("type") != "ready":
+            raise CandidateGone(f"the candidate process sent {message.get('type')!r} first")
+        self.ready = message
+        return message
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.channel.send({"type": "shutdown"})
+        self.channel.close()
+        self._reap(wait_s=1.0, kill=True)
+
+    def _reap(self, wait_s: float, kill: bool) -> str:
+        if self._exit is not None:
+            return self._exit
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self._exit = "ended (its exit status is unknown)"
+                return self._exit
+            if pid == self.pid:
+                self._exit = describe_status(status)
+                return self._exit
+            if time.monotonic() >= deadline:
+                if not kill:
+                    return "is still running"
+                os.kill(self.pid, signal.SIGKILL)
+                kill = False
+                deadline = time.monotonic() + 1.0
+            time.sleep(0.005)
+
+    def gone(self, why: Exception) -> CandidateGone:
+        status = self._reap(wait_s=0.5, kill=True)
+        return CandidateGone(f"the candidate process {status} ({why})")
+
+    def _recv_plain(self) -> dict[str, Any]:
+        try:
+            message = self.channel.recv()
+        except (ProtocolError, OSError) as e:
+            raise self.gone(e) from e
+        if message is None:
+            raise self.gone(ConnectionError("it closed its socket"))
+        return message
+
+    def _request(self, header: dict[str, Any], values: Any = None) -> tuple[dict[str, Any], Any]:
+        try:
+            wire.send(self.channel, header, values)
+            return wire.receive(self.channel, self.device, self.budget_bytes)
+        except (ProtocolError, OSError) as e:
+            raise self.gone(e) from e
+
+    @staticmethod
+    def _failure(reply: dict[str, Any]) -> Failure | None:
+        if reply.get("ok"):
+            return None
+        error = reply.get("error") or {}
+        if not isinstance(error, dict):
+            return Failure("worker", str(error))
+        return Failure(str(error.get("kind", "worker")), str(error.get("message", "")))
+
+    def _expect(self, reply: dict[str, Any], kind: str) -> None:
+        if reply.get("type") != kind:
+            raise self.gone(ProtocolError(f"expected {kind!r}, got {reply.get('type')!r}"))
+
+    # -- requests -----------------------------------------------------------------------
+
+    def load(
+        self,
+        spec: dict[str, Any],
+        *,
+        scratch_dir: str,
+        cache_dir: str,
+        model_seed: int,
+        init_seed: int,
+        init_inputs: list[Any] | None,
+    ) -> LoadReply:
+        reply, _ = self._request(
+            {
+                "type": "load",
+                "spec": spec,
+                "scratch_dir": scratch_dir,
+                "cache_dir": cache_dir,
+                "model_seed": model_seed,
+                "init_seed": init_seed,
+                "prefer_new": True,
+            },
+            init_inputs,
+        )
+        self._expect(reply, "loaded")
+        failure = self._failure(reply)
+        if failure is not None:
+            return LoadReply(failure=failure)
+        warnings = reply.get("warnings") or []
+        return LoadReply(
+            name=str(reply.get("name", "")),
+            passes_outputs=bool(reply.get("passes_outputs", True)),
+            has_get_inputs=bool(reply.get("has_get_inputs")),
+            warnings=[str(w) for w in warnings] if isinstance(warnings, list) else [],
+        )
+
+    def gen_inputs(self, seed: int) -> tuple[list[Any] | None, Failure | None]:
+        reply, values = self._request({"type": "gen_inputs", "seed": seed})
+        self._expect(reply, "inputs")
+        failure = self._failure(reply)
+        if failure is not None:
+            return None, failure
+        if not isinstance(values, list):
+            raise self.gone(ProtocolError("inputs must be a list"))
+        return values, None
+
+    def call(self, inv: Invocation, seed: int | None = None) -> CallReply:
+        """Runs the candidate once; with `seed`, torch's generators are seeded with it first
+        (the reference of a compare runs under the same seed)."""
+        plan, slots = plan_invocation(inv)
+        reply, values = self._request({"type": "call", "plan": plan, "seed": seed}, slots)
+        self._expect(reply, "called")
+        failure = self._failure(reply)
+        if failure is not None:
+            return CallReply(failure=failure)
+        return self._call_reply(reply, values, len(inv.read_only))
+
+    def _call_reply(self, reply: dict[str, Any], values: Any, n_read_only: int) -> CallReply:
+        described = reply.get("outputs")
+        if (
+            not isinstance(described, list)
+            or not isinstance(values, list)
+            or len(values) != 2
+            or not isinstance(values[0], list)
+            or len(values[0]) != len(described)
+        ):
+            raise self.gone(ProtocolError("malformed call reply"))
+        out = CallReply(
+            threads_started=int(reply.get("threads_started") or 0),
+            kernel_launches=int(reply.get("kernel_launches", -1)),
+        )
+        for pair in reply.get("aliases") or []:
+            if isinstance(pair, list) and len(pair) == 2:
+                out.aliases.append((str(pair[0]), str(pair[1])))
+        for d, value in zip(described, values[0], strict=True):
+            name = str(d.get("name", "?")) if isinstance(d, dict) else "?"
+            problem = d.get("problem") if isinstance(d, dict) else "malformed"
+            if problem:
+                out.problems[name] = str(problem)
+            out.outputs.append((name, value))
+        read_only = values[1]
+        if not isinstance(read_only, list) or len(read_only) != n_read_only:
+            raise self.gone(ProtocolError("the candidate did not return its inputs"))
+        out.read_only_after = read_only
+        return out
+
+    def time(
+        self,
+        invs: list[Invocation],
+        timing: dict[str, Any],
+        verify: Callable[[int], bool],
+        check: Callable[[int, CallReply], bool],
+    ) -> TimedReply:
+        """Times the candidate, trial i on input set i % len(invs) (invocations bound the same
+        way on different inputs). After each trial `verify(index)` says whether to fetch that
+        trial's outputs; `check(index, outputs)` judges them."""
+        plan, slots = plan_invocation(invs[0])
+        sets = [slots] + [plan_invocation(other)[1] for other in invs[1:]]
+        walls: list[float] = []
+        try:
+            wire.send(self.channel, {"type": "time", "plan": plan, "timing": timing}, sets)
+            sent = time.perf_counter_ns()
+            while True:
+                reply, _ = wire.receive(self.channel, self.device, self.budget_bytes)
+                if reply.get("type") == "timed":
+                    break
+                if reply.get("type") != "trial":
+                    raise ProtocolError(f"expected 'trial', got {reply.get('type')!r}")
+                walls.append((time.perf_counter_ns() - sent) / 1e6)
+                index = len(walls) - 1
+                want = verify(index)
+                self.channel.send({"type": "trial_ack", "verify": want, "stop": False})
+                if want:
+                    outputs, vals = wire.receive(self.channel, self.device, self.budget_bytes)
+                    if outputs.get("type") != "trial_outputs":
+                        raise ProtocolError("expected 'trial_outputs'")
+                    trial = self._call_reply({"outputs": outputs.get("outputs")}, [vals, []], 0)
+                    if not check(index, trial):
+                        # The judge has its verdict; the rest of the timing does not matter.
+                        pass
+                sent = time.perf_counter_ns()
+        except (ProtocolError, OSError) as e:
+            raise self.gone(e) from e
+        failure = self._failure(reply)
+        if failure is not None:
+            return TimedReply(failure=failure, trial_wall_ms=walls)
+        stats = reply.get("stats")
+        if not isinstance(stats, dict):
+            raise self.gone(ProtocolError("timed without stats"))
+        warnings = reply.get("warnings") or []
+        return TimedReply(
+            stats=stats,
+            warnings=[str(w) for w in warnings] if isinstance(warnings, list) else [],
+            stream_skew=str(reply.get("stream_skew") or ""),
+            trial_wall_ms=walls,
+        )
+
+
+def describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"was killed by signal {sig} ({name})"
+    if os.WIFEXITED(status):
+        return f"exited with code {os.WEXITSTATUS(status)}"
+    return "ended"

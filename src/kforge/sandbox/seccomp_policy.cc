@@ -1,0 +1,138 @@
+#include "kforge/sandbox/seccomp_policy.h"
+
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace kforge::sandbox {
+namespace {
+
+// Denied with EPERM (../shared/research/sandbox.md §5.4).
+constexpr const char* kDenied[] = {
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    "kcmp",
+    "bpf",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "fanotify_init",
+    "lookup_dcookie",
+    "quotactl",
+    "acct",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "syslog",
+    "settimeofday",
+    "clock_settime",
+    "adjtimex",
+    "clock_adjtime",
+    "iopl",
+    "ioperm",
+    "uselib",
+    "ustat",
+    "sysfs",
+    "vhangup",
+    "sethostname",
+    "setdomainname",
+    "nfsservctl",
+    "vm86",
+    "vm86old",
+};
+
+constexpr uint64_t kNamespaceFlags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
+                                     CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | 0x00000080ULL;
+// 0x80 is CLONE_NEWTIME.
+
+struct CtxDeleter {
+  void operator()(scmp_filter_ctx ctx) const { seccomp_release(ctx); }
+};
+
+Status seccomp_error(const char* what, int rc) {
+  return internal_error(std::string("seccomp: ") + what + ": " + std::strerror(-rc));
+}
+
+}  // namespace
+
+std::vector<std::string> denied_syscalls(const SeccompOptions& options) {
+  std::vector<std::string> out;
+  for (const char* name : kDenied) {
+    out.emplace_back(name);
+  }
+  if (!options.allow_perf_events) out.emplace_back("perf_event_open");
+  return out;
+}
+
+StatusOr<std::string> build_seccomp_bpf(const SeccompOptions& options) {
+  std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
+  if (!ctx) return internal_error("seccomp_init failed");
+  // Foreign architectures (i386 through int 0x80, x32) are not the native one: kill.
+  int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+  if (rc != 0) return seccomp_error("bad-arch action", rc);
+  for (const auto& name : denied_syscalls(options)) {
+    int nr = seccomp_syscall_resolve_name(name.c_str());
+    if (nr == __NR_SCMP_ERROR) continue;  // not a system call on this architecture
+    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), nr, 0);
+    if (rc != 0 && rc != -EEXIST) return seccomp_error(name.c_str(), rc);
+  }
+  rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+  if (rc != 0) return seccomp_error("clone3", rc);
+  // One rule per namespace flag: clone with any of them set is refused.
+  for (uint64_t bit = 1; bit != 0 && bit <= kNamespaceFlags; bit <<= 1) {
+    if ((kNamespaceFlags & bit) == 0) continue;
+    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, bit, bit));
+    if (rc != 0 && rc != -EEXIST) return seccomp_error("clone flags", rc);
+  }
+  // libseccomp writes the program to a descriptor: an anonymous file, read back.
+  int fd = ::memfd_create("kforge-seccomp", MFD_CLOEXEC);
+  if (fd < 0) return errno_error("memfd_create", errno);
+  rc = seccomp_export_bpf(ctx.get(), fd);
+  std::string bpf;
+  if (rc == 0 && ::lseek(fd, 0, SEEK_SET) == 0) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof(buf))) > 0) {
+      bpf.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  if (rc != 0) return seccomp_error("export", rc);
+  if (bpf.empty() || bpf.size() % 8 != 0) return internal_error("seccomp: bad exported program");
+  return bpf;
+}
+
+}  // namespace kforge::sandbox

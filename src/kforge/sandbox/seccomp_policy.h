@@ -1,0 +1,32 @@
+// The seccomp filter of a jailed job (docs/security.md "System calls"), built with libseccomp
+// and exported as a raw BPF program that enter_jail() installs (in the Python worker through
+// libkforge_sandbox.so, in the native worker directly).
+//
+// Default allow, with a deny list of what kernels never need: namespace and mount changes,
+// ptrace and cross-process memory access, kernel modules, kexec, bpf, perf_event_open (unless
+// profiling is allowed), io_uring, userfaultfd, keyrings, clock and host changes, ... (EPERM);
+// clone3 answers ENOSYS (its flags sit behind a pointer, so glibc falls back to clone), and
+// clone with any CLONE_NEW* flag is EPERM. Other architectures and x32 system calls kill the
+// process. torch, Triton (cc, ptxas), CUDA, NVRTC, nvcc/load_inline and CuPy need none of
+// the denied calls (measured, ../shared/research/sandbox.md §5.4).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kforge/common/status.h"
+
+namespace kforge::sandbox {
+
+struct SeccompOptions {
+  // Nsight Compute / CUPTI profiling through perf_event_open (device metrics).
+  bool allow_perf_events = false;
+};
+
+// The raw `struct sock_filter` array (a multiple of 8 bytes).
+StatusOr<std::string> build_seccomp_bpf(const SeccompOptions& options);
+
+// Names of the system calls the filter denies with EPERM (for docs and tests).
+std::vector<std::string> denied_syscalls(const SeccompOptions& options);
+
+}  // namespace kforge::sandbox

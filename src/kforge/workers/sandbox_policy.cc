@@ -1,0 +1,327 @@
+#include "kforge/workers/sandbox_policy.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+
+#include "kforge/common/base64.h"
+#include "kforge/common/files.h"
+#include "kforge/common/log.h"
+#include "kforge/sandbox/jail.h"
+#include "kforge/sandbox/seccomp_policy.h"
+
+namespace kforge::workers {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status make_owned_dir(const fs::path& dir, uid_t uid, gid_t gid, mode_t mode) {
+  KF_RETURN_IF_ERROR(make_dirs(dir));
+  if (::chown(dir.c_str(), uid, gid) != 0) return errno_error("chown " + dir.string(), errno);
+  if (::chmod(dir.c_str(), mode) != 0) return errno_error("chmod " + dir.string(), errno);
+  return Status::ok();
+}
+
+// The /dev/nvidiaN nodes a process on `gpu_minor` must not open: every GPU for the cpu
+// device (-1), none where the GPU's node is unknown (kUnknownGpuMinor).
+std::vector<std::string> other_gpu_nodes(int gpu_minor) {
+  std::vector<std::string> out;
+  if (gpu_minor == kUnknownGpuMinor) return out;
+  static const std::regex kNode("nvidia([0-9]+)");
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/dev", ec)) {
+    std::string name = entry.path().filename().string();
+    std::smatch m;
+    if (!std::regex_match(name, m, kNode)) continue;
+    if (std::stoi(m[1].str()) != gpu_minor) out.push_back(entry.path().string());
+  }
+  return out;
+}
+
+}  // namespace
+
+ChildSandbox::~ChildSandbox() {
+  cgroup.reset();  // kills what is left, removes the cgroup
+  if (!scratch.empty()) {
+    if (Status s = remove_tree(scratch); !s) {
+      KF_LOG_WARN("could not remove scratch {}: {}", scratch.string(), s.message());
+    }
+  }
+}
+
+int nvidia_device_minor(const std::string& pci_bus_id) {
+  if (pci_bus_id.empty()) return kUnknownGpuMinor;
+  std::string lower = pci_bus_id;
+  for (char& c : lower)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::ifstream in("/proc/driver/nvidia/gpus/" + lower + "/information");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("Device Minor:")) {
+      try {
+        return std::stoi(line.substr(13));
+      } catch (...) {
+        return kUnknownGpuMinor;
+      }
+    }
+  }
+  return kUnknownGpuMinor;
+}
+
+StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions options) {
+  if (options.mode != "auto" && options.mode != "required" && options.mode != "off") {
+    return invalid_argument("must be auto, required or off, got '" + options.mode + "'",
+                            "--sandbox");
+  }
+  if (options.kernel_cache != "isolated" && options.kernel_cache != "shared") {
+    return invalid_argument("must be isolated or shared, got '" + options.kernel_cache + "'",
+                            "--kernel-cache");
+  }
+  auto policy = std::shared_ptr<SandboxPolicy>(new SandboxPolicy(std::move(options)));
+  SandboxPolicy& p = *policy;
+  const auto& o = p.options_;
+  if (o.mode == "off") {
+    p.why_not_ = "disabled (--sandbox off)";
+  } else if (std::string why; !sandbox::can_jail(&why)) {
+    if (o.mode == "required") return unavailable("--sandbox required, but " + why);
+    p.why_not_ = why;
+  } else {
+    sandbox::SeccompOptions seccomp;
+    seccomp.allow_perf_events = o.allow_perf_events;
+    KF_ASSIGN_OR_RETURN(p.seccomp_bpf_, sandbox::build_seccomp_bpf(seccomp));
+    p.jailing_ = true;
+  }
+  if (o.mode != "off") {
+    sandbox::CgroupOptions co;
+    co.instance = "kforge-" + std::to_string(::getpid());
+    auto tree = sandbox::make_cgroup_tree(co);
+    if (tree.is_ok()) {
+      p.cgroups_ = std::move(tree).value();
+    } else {
+      p.cgroups_error_ = tree.status().message();
+      if (o.mode == "required" && p.jailing_) {
+        return unavailable("--sandbox required, but cgroups: " + p.cgroups_error_);
+      }
+      KF_LOG_WARN("sandbox: no per-job cgroups ({}): memory is watched per process group",
+                  p.cgroups_error_);
+    }
+  }
+  p.memory_bytes_ = o.memory_bytes > 0 ? o.memory_bytes : sandbox::default_job_memory_bytes();
+
+  // Directories: the data directory is searchable but not listable; caches the jobs share
+  // belong to their group.
+  KF_RETURN_IF_ERROR(make_dirs(o.data_dir / "scratch"));
+  if (p.jailing_) {
+    KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir, 0, 0, 0711));
+    KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "scratch", 0, 0, 0711));
+    KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache", 0, 0, 0711));
+    KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / "triton", 0, 0, 0755));
+    KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir(), 0, o.judge_gid, 02770));
+    KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir(), 0, o.candidate_gid, 02770));
+    for (const char* sub : {"triton", "torch_extensions", "cuda", "cupy", "cuda_jit"}) {
+      KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir() / sub, 0, o.judge_gid, 02770));
+      KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir() / sub, 0, o.candidate_gid, 02770));
+    }
+    for (const char* sub : {"cuda", "cuda_jit"}) {
+      KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / sub, 0, o.native_gid, 02770));
+    }
+  }
+  if (!o.cupy_cache_dir.empty()) {
+    if (o.kernel_cache != "shared") {
+      KF_LOG_WARN(
+          "--cupy-cache-dir {} is unused: with --kernel-cache isolated every job has "
+          "its own CuPy cache (docs/security.md)",
+          o.cupy_cache_dir.string());
+    } else if (p.jailing_) {
+      KF_RETURN_IF_ERROR(make_owned_dir(o.cupy_cache_dir, 0, o.candidate_gid, 02770));
+    } else {
+      KF_RETURN_IF_ERROR(make_dirs(o.cupy_cache_dir));
+    }
+  }
+  KF_LOG_INFO("sandbox: mode={} jailing={}{} cgroups={} job memory limit {} MiB, pids {}", o.mode,
+              p.jailing_, p.jailing_ ? "" : " (" + p.why_not_ + ")",
+              p.cgroups_ ? p.cgroups_->describe().value("version", "?") : "none",
+              p.memory_bytes_ >> 20, o.pids_max);
+  return policy;
+}
+
+SandboxPolicy::~SandboxPolicy() = default;
+
+Json SandboxPolicy::describe() const {
+  Json j = {{"mode", options_.mode},
+            {"jailing", jailing_},
+            {"kernel_cache", options_.kernel_cache},
+            {"memory_limit_bytes", memory_bytes_},
+            {"pids_max", options_.pids_max},
+            {"uid_range", {options_.uid_base, options_.uid_base + options_.uid_count - 1}},
+            {"seccomp", jailing_ ? Json(sandbox::denied_syscalls({})) : Json(nullptr)}};
+  if (!why_not_.empty()) j["why_not"] = why_not_;
+  j["cgroups"] = cgroups_ ? cgroups_->describe() : Json{{"error", cgroups_error_}};
+  return j;
+}
+
+uid_t SandboxPolicy::next_uid() const {
+  uint32_t n = next_uid_.fetch_add(1) % options_.uid_count;
+  return options_.uid_base + n;
+}
+
+Json SandboxPolicy::base_jail(const std::string& role, int gpu_minor) const {
+  sandbox::JailSpec spec;
+  spec.role = role;
+  spec.hide = {options_.data_dir.string(), "/sys/fs/cgroup"};
+  spec.expose = options_.expose;
+  spec.mask = other_gpu_nodes(gpu_minor);
+  spec.tmpfs = {"/tmp", "/dev/shm"};
+  spec.rlimits = {{"core", 0},
+                  {"fsize", options_.file_size_bytes},
+                  {"nofile", options_.open_files},
+                  {"nproc", static_cast<uint64_t>(std::max<int64_t>(options_.pids_max, 64))}};
+  spec.seccomp_bpf = seccomp_bpf_;
+  return spec.to_json();
+}
+
+StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::make_scratch(const std::string& name) const {
+  auto child = std::make_unique<ChildSandbox>();
+  child->scratch = options_.data_dir / "scratch" / name;
+  KF_RETURN_IF_ERROR(remove_tree(child->scratch));
+  KF_RETURN_IF_ERROR(make_dirs(child->scratch));
+  child->memory_limit_bytes = memory_bytes_;
+  return child;
+}
+
+Status SandboxPolicy::attach(ChildSandbox& child, const std::string& name, pid_t pid) const {
+  if (!cgroups_) return Status::ok();
+  sandbox::CgroupLimits limits{memory_bytes_, options_.pids_max};
+  KF_ASSIGN_OR_RETURN(child.cgroup, cgroups_->create_job(name, limits));
+  return child.cgroup->attach(pid);
+}
+
+namespace {
+
+// The environment that points a process's kernel caches (Triton, torch extensions, CuPy,
+// the CUDA JIT; the cuda C ABI's cache is the job spec's cache_dir/cuda) below `cache`.
+Json cache_env(const fs::path& home, const fs::path& cache) {
+  return {{"HOME", home.string()},
+          {"TMPDIR", "/tmp"},
+          {"TRITON_CACHE_DIR", (cache / "triton").string()},
+          {"TORCH_EXTENSIONS_DIR", (cache / "torch_extensions").string()},
+          {"CUPY_CACHE_DIR", (cache / "cupy").string()},
+          {"CUDA_CACHE_PATH", (cache / "cuda_jit").string()}};
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(const std::string& name,
+                                                                            pid_t pid,
+                                                                            int gpu_minor) const {
+  KF_ASSIGN_OR_RETURN(auto child, make_scratch(name));
+  child->judge_dir = child->scratch / "judge";
+  child->candidate_dir = child->scratch / "candidate";
+  const bool shared = options_.kernel_cache == "shared";
+  // Kernel caches: private to the process (isolated), or one per role for the whole server
+  // (shared; judges and candidates never share one). The zygote's warm cache is a read-only
+  // layer under both (triton_cache.py).
+  child->judge_cache = shared ? judge_cache_dir() : child->judge_dir / ".cache";
+  child->candidate_cache = shared ? candidate_cache_dir() : child->candidate_dir / ".cache";
+  const auto zygote_triton = options_.data_dir / "cache" / "triton";
+  Json candidate_env = cache_env(child->candidate_dir, child->candidate_cache);
+  const bool own_cupy_dir = shared && !options_.cupy_cache_dir.empty();
+  if (own_cupy_dir) candidate_env["CUPY_CACHE_DIR"] = options_.cupy_cache_dir.string();
+  Json message = {
+      {"type", "sandbox"},
+      {"enabled", jailing_},
+      {"dirs", {{"judge", child->judge_dir}, {"candidate", child->candidate_dir}}},
+      {"caches", {{"judge", child->judge_cache}, {"candidate", child->candidate_cache}}},
+      {"kernel_cache", options_.kernel_cache},
+      {"read_only_caches", {{"triton", zygote_triton.string()}}},
+      {"env",
+       {{"judge", cache_env(child->judge_dir, child->judge_cache)}, {"candidate", candidate_env}}},
+      {"limits", {{"memory_bytes", memory_bytes_}, {"pids_max", options_.pids_max}}},
+      {"cgroup", cgroups_ ? Json(name) : Json(nullptr)}};
+  if (jailing_) {
+    const uid_t judge_uid = next_uid();
+    const uid_t candidate_uid = next_uid();
+    KF_RETURN_IF_ERROR(make_owned_dir(child->judge_dir, judge_uid, options_.judge_gid, 0700));
+    KF_RETURN_IF_ERROR(make_owned_dir(child->candidate_dir, candidate_uid, candidate_uid, 0700));
+    Json judge = base_jail("judge", gpu_minor);
+    judge["uid"] = judge_uid;
+    judge["gid"] = options_.judge_gid;
+    judge["groups"] = {options_.judge_gid};
+    judge["chdir"] = child->judge_dir;
+    judge["umask"] = 007;  // what it writes to a shared judges' cache, other judges read
+    judge["binds"] = {
+        {{"source", child->judge_dir}, {"target", child->judge_dir}, {"writable", true}},
+        {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}}};
+    Json candidate = base_jail("candidate", gpu_minor);
+    candidate["uid"] = candidate_uid;
+    candidate["gid"] = candidate_uid;
+    candidate["groups"] = Json::array();
+    candidate["chdir"] = child->candidate_dir;
+    candidate["binds"] = {
+        {{"source", child->candidate_dir}, {"target", child->candidate_dir}, {"writable", true}},
+        {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}}};
+    if (shared) {
+      judge["binds"].push_back(
+          {{"source", judge_cache_dir()}, {"target", judge_cache_dir()}, {"writable", true}});
+      candidate["gid"] = options_.candidate_gid;
+      candidate["groups"] = {options_.candidate_gid};
+      candidate["umask"] = 007;
+      candidate["binds"].push_back({{"source", candidate_cache_dir()},
+                                    {"target", candidate_cache_dir()},
+                                    {"writable", true}});
+      if (own_cupy_dir) {
+        candidate["binds"].push_back({{"source", options_.cupy_cache_dir},
+                                      {"target", options_.cupy_cache_dir},
+                                      {"writable", true}});
+      }
+    }
+    message["judge"] = judge;
+    message["candidate"] = candidate;
+  } else {
+    KF_RETURN_IF_ERROR(make_dirs(child->judge_dir));
+    KF_RETURN_IF_ERROR(make_dirs(child->candidate_dir));
+    message["why_not"] = why_not_;
+  }
+  child->message = std::move(message);
+  KF_RETURN_IF_ERROR(attach(*child, name, pid));
+  return child;
+}
+
+StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_native_child(const std::string& name,
+                                                                            pid_t pid,
+                                                                            int gpu_minor) const {
+  KF_ASSIGN_OR_RETURN(auto child, make_scratch(name));
+  child->judge_dir = child->scratch;
+  Json message = {{"type", "sandbox"},
+                  {"enabled", jailing_},
+                  {"dirs", {{"scratch", child->scratch}}},
+                  {"limits", {{"memory_bytes", memory_bytes_}, {"pids_max", options_.pids_max}}},
+                  {"cgroup", cgroups_ ? Json(name) : Json(nullptr)}};
+  if (jailing_) {
+    const uid_t uid = next_uid();
+    KF_RETURN_IF_ERROR(make_owned_dir(child->scratch, uid, options_.native_gid, 0700));
+    Json jail = base_jail("native", gpu_minor);
+    jail["uid"] = uid;
+    jail["gid"] = options_.native_gid;
+    jail["groups"] = {options_.native_gid};
+    jail["chdir"] = child->scratch;
+    jail["umask"] = 007;  // its compile-cache entries are read by the next processes
+    // The native worker is already pid 1 of its own pid namespace (the supervisor cloned it
+    // there), so its /proc shows only itself.
+    const auto cache = native_cache_dir();
+    jail["binds"] = {
+        {{"source", child->scratch}, {"target", child->scratch}, {"writable", true}},
+        {{"source", cache / "cuda"}, {"target", cache / "cuda"}, {"writable", true}},
+        {{"source", cache / "cuda_jit"}, {"target", cache / "cuda_jit"}, {"writable", true}}};
+    message["jail"] = jail;
+  } else {
+    message["why_not"] = why_not_;
+  }
+  child->message = std::move(message);
+  KF_RETURN_IF_ERROR(attach(*child, name, pid));
+  return child;
+}
+
+}  // namespace kforge::workers
