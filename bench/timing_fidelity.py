@@ -11,7 +11,7 @@ kernel: a float32 vector add of 2^16 ... 2^26 elements, a sum of 2^24 floats and
   with timing.cuda_graph;
 - ncu: `ncu --metrics gpu__time_duration.sum --cache-control all --clock-control none` over
   --ncu-calls calls of the same kernel on the same inputs (kforge's own replay mode:
-  `python -m kforge_worker replay` / `kforge worker cuda --replay`); a call's time is the
+  `python -m kforge_worker replay BUNDLE` / `kforge worker cuda --replay`); a call's time is the
   sum of its kernels' durations; the median over the calls;
 - triton.testing.do_bench and do_bench_cudagraph (median) of the same call, in a process of
   their own.
@@ -123,7 +123,13 @@ def worker_env() -> dict[str, str]:
 
 
 def ncu_call_times(
-    ncu: str, kforge: str, python: str, kernel: dict[str, Any], spec_path: Path, calls: int
+    ncu: str,
+    kforge: str,
+    python: str,
+    kernel: dict[str, Any],
+    spec_path: Path,
+    bundle_path: Path,
+    calls: int,
 ) -> list[float]:
     """Per-call device time (ms): the sum of the call's kernels' gpu__time_duration."""
     cmd = [
@@ -165,9 +171,7 @@ def ncu_call_times(
             "-m",
             "kforge_worker",
             "replay",
-            str(spec_path),
-            "--role",
-            "candidate",
+            str(bundle_path),
             "--repeat",
             str(calls),
         ]
@@ -190,9 +194,18 @@ def ncu_call_times(
     return [sum(durations[i * per_call : (i + 1) * per_call]) for i in range(calls)]
 
 
-def reference_timers(python: str, spec_path: Path) -> dict[str, float]:
+def reference_timers(python: str, spec_path: Path, bundle_path: Path) -> dict[str, float]:
+    """do_bench and do_bench_cudagraph in a child process, which also writes the replay
+    bundle of the same call (device_metrics.io_bundle) for ncu."""
     out = subprocess.run(
-        [python, str(Path(__file__).resolve()), "--timers-child", str(spec_path)],
+        [
+            python,
+            str(Path(__file__).resolve()),
+            "--timers-child",
+            str(spec_path),
+            "--bundle",
+            str(bundle_path),
+        ],
         capture_output=True,
         text=True,
         env=worker_env(),
@@ -204,23 +217,31 @@ def reference_timers(python: str, spec_path: Path) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def timers_child(spec_path: str) -> int:
-    """do_bench and do_bench_cudagraph of the job's call, loaded as the worker loads it."""
+def timers_child(spec_path: str, bundle_path: str) -> int:
+    """do_bench and do_bench_cudagraph of the job's call on its timing inputs, the kernel
+    built as the worker builds it (through the replay bundle this writes for ncu)."""
     import torch
     import triton.testing
 
+    from kforge_worker.device_metrics import io_bundle, load_bundle, save_bundle
     from kforge_worker.devinfo import parse_device
-    from kforge_worker.kernels import load_kernels
     from kforge_worker.spec import parse_job
 
     job = parse_job(json.loads(Path(spec_path).read_text()))
     device = parse_device(job.device).torch_device()
     torch.cuda.set_device(device)
-    kernels = load_kernels(job, device)
-    inv = kernels.bind_candidate(kernels.make_inputs(job.num_correct_trials))
+    bundle = io_bundle(
+        json.loads(Path(spec_path).read_text())["kernel"],
+        seed=job.seed,
+        trial=job.num_correct_trials,
+        device=device,
+        cache_dir=job.cache_dir,
+    )
+    save_bundle(bundle, Path(bundle_path))
+    runnable, inv, _ = load_bundle(bundle_path)
 
     def call() -> object:
-        return kernels.candidate(inv.args, inv.kwargs)
+        return runnable(inv.args, inv.kwargs)
 
     with torch.no_grad():
         call()
@@ -270,19 +291,23 @@ def measure_case(
         for _ in range(args.graph_evals)
     ]
     row["kforge_graph_ms"] = statistics.median(graph) if graph else None
-    spec_path = work / f"{name.replace(' ', '_').replace('^', '')}.json"
+    stem = name.replace(" ", "_").replace("^", "")
+    spec_path = work / f"{stem}.json"
+    bundle_path = work / f"{stem}.pt"
     spec_path.write_text(json.dumps(replay_spec(kernel, work / "cache")))
     try:
-        ncu = ncu_call_times(args.ncu, args.kforge, args.python, kernel, spec_path, args.ncu_calls)
+        row.update(reference_timers(args.python, spec_path, bundle_path))
+    except Exception as e:
+        row["timers_error"] = str(e)[-2000:]
+    try:
+        ncu = ncu_call_times(
+            args.ncu, args.kforge, args.python, kernel, spec_path, bundle_path, args.ncu_calls
+        )
         row["ncu_ms"] = statistics.median(ncu)
         row["ncu_calls_ms"] = ncu
     except Exception as e:
         row["ncu_ms"] = None
         row["ncu_error"] = str(e)[-2000:]
-    try:
-        row.update(reference_timers(args.python, spec_path))
-    except Exception as e:
-        row["timers_error"] = str(e)[-2000:]
     return row
 
 
@@ -327,6 +352,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--timers-child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--bundle", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--kinds", default=",".join(FK.KINDS))
     parser.add_argument("--sizes", default="16,18,20,22,24,26", help="log2 of the add's sizes")
     parser.add_argument("--extra", default="reduction,gemm")
@@ -341,7 +367,7 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="directory for timing_fidelity.json")
     args = parser.parse_args()
     if args.timers_child:
-        return timers_child(args.timers_child)
+        return timers_child(args.timers_child, args.bundle)
 
     import httpx
 

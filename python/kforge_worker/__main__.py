@@ -11,11 +11,10 @@
     python -m kforge_worker measure-peaks --device cuda:N [--out FILE]
         The device's peak bandwidth and GEMM FLOP/s (peaks.py), run by the server once per
         GPU; imports no user code.
-    python -m kforge_worker replay SPEC.json [--inputs INPUTS.pt] --role candidate|reference
-                                  [--repeat N]
-        One call (or N) of one kernel of a job on saved inputs (default: the job's timing
-        inputs, regenerated from its seed), inside the NVTX range that Nsight Compute is
-        told to profile (device_metrics.py starts it under `ncu`).
+    python -m kforge_worker replay BUNDLE.pt [--repeat N] [--device cuda|cpu]
+        One call (or N) of one kernel on saved inputs (a device_metrics.ReplayBundle),
+        inside the NVTX range that Nsight Compute is told to profile (device_metrics.py
+        starts it under `ncu`, as a child of the process that ran the kernel).
 
 The environment is prepared before torch or triton are imported: on the cpu device Triton
 runs through its interpreter (TRITON_INTERPRET=1); on a GPU the interpreter is off.
@@ -94,10 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     peaks.add_argument("--device", required=True, help="cuda:N")
     peaks.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
     replay = sub.add_parser("replay", help="one call of one kernel on saved inputs (for ncu)")
-    replay.add_argument("spec")
-    replay.add_argument("--inputs", default=None)
-    replay.add_argument("--role", choices=("candidate", "reference"), required=True)
+    replay.add_argument("bundle")
     replay.add_argument("--repeat", type=int, default=1)
+    replay.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = parser.parse_args(argv)
     if args.command == "measure-peaks":
         prepare_environment("cuda")
@@ -105,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return peaks_module.main(args.device, args.out)
     if args.command == "replay":
-        prepare_environment("cuda")
+        prepare_environment(args.device)
         from kforge_worker import device_metrics
 
-        return device_metrics.replay_main(args.spec, args.inputs, args.role, max(1, args.repeat))
+        return device_metrics.replay_main(args.bundle, max(1, args.repeat))
     if args.command == "zygote":
         prepare_environment("cpu" if args.device == "cpu" else "cuda")
         from kforge_worker import zygote

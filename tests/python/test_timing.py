@@ -135,3 +135,30 @@ def test_stream_skew_bound():
     assert "outside the launch stream" in stream_skew_message(0.2, 0.1)
     assert stream_skew_message(1.49, 1.0) == ""
     assert stream_skew_message(1.51, 1.0) != ""
+
+
+def test_time_cpu_calls_the_hook_around_every_trial_and_stops_when_told():
+    """The one hook shape of both loops: (i, None) before trial i, (i, sample) after it; a
+    True after a trial stops timing there (stop_reason "judge")."""
+    from kforge_worker.timing import TrialSample
+
+    seen: list[tuple[int, str]] = []
+
+    def hook(index: int, sample: TrialSample | None) -> bool:
+        if sample is None:
+            seen.append((index, "before"))
+            return True  # ignored before a trial
+        assert sample.event_ms == sample.synced_ms >= 0 and sample.launch_hidden
+        seen.append((index, "after"))
+        return index == 4
+
+    opts = TimingOptions(max_trials=100, min_trials=50, warmup_calls=2, warmup_ms=0.0)
+    report = time_cpu(lambda: None, opts, hook)
+    assert report.stats.trials == 5 and report.stats.stop_reason == "judge"
+    assert seen == [(i, when) for i in range(5) for when in ("before", "after")]
+
+
+def test_the_loops_own_stop_rule_wins_over_a_hook_that_never_stops():
+    opts = TimingOptions(max_trials=7, min_trials=1, warmup_calls=0, warmup_ms=0.0)
+    report = time_cpu(lambda: None, opts, lambda i, s: False)
+    assert report.stats.trials <= 7 and report.stats.stop_reason in ("max_trials", "rse_target")
