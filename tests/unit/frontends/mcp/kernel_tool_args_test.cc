@@ -51,7 +51,7 @@ TEST(KernelToolArgsTest, EvaluateMapsOntoTheRestBodyWithTheOldDefaults) {
   EXPECT_EQ(request->timing.max_trials, 100);
   EXPECT_EQ(request->timing.warmup_calls, 10);
   EXPECT_TRUE(request->measure_performance);
-  EXPECT_EQ(request->device_metrics, true);
+  EXPECT_EQ(request->enable_device_metrics, true);
 }
 
 TEST(KernelToolArgsTest, ValidateDoesNotTime) {
