@@ -37,8 +37,11 @@ Json failed_run(const std::vector<std::string>& argv, const std::string& why) {
   return Json{{"command", argv}, {"exit_code", nullptr}, {"stdout", ""}, {"stderr", why}};
 }
 
-// Runs argv to completion (or the deadline), capturing stdout and stderr.
-Json run_captured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+// Runs argv to completion (or the deadline), capturing stdout and stderr. `home` is ncu's
+// HOME (its configuration files): the job's scratch, writable in the jail, where the server's
+// own HOME is not.
+Json run_captured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                  const std::filesystem::path& home) {
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return failed_run(argv, "cannot run ncu: pipe failed");
@@ -51,6 +54,7 @@ Json run_captured(const std::vector<std::string>& argv, std::chrono::millisecond
   workers::LaunchOptions launch;
   launch.argv = argv;
   launch.env = own_environment();
+  launch.env["HOME"] = home.string();
   launch.fds = {{0, devnull.get()}, {1, out_w.get()}, {2, err_w.get()}};
   launch.die_with_parent = true;
   auto process = workers::launch_process(launch);
@@ -141,7 +145,7 @@ Json run_device_metrics(const Json& spec, const Json& request, const std::string
     } else if (!self.is_ok()) {
       runs[role] = failed_run(argv, "cannot find this kforge binary: " + self.status().message());
     } else {
-      runs[role] = run_captured(argv, timeout);
+      runs[role] = run_captured(argv, timeout, dir);
     }
   }
   return runs;

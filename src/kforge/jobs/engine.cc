@@ -12,6 +12,7 @@
 #include "kforge/cuda/device_inventory.h"
 #include "kforge/cuda/nvrtc_locator.h"
 #include "kforge/jobs/device_peaks.h"
+#include "kforge/jobs/gpu_counters.h"
 #include "kforge/store/sqlite/sqlite_store.h"
 #include "kforge/workers/native_cuda_worker.h"
 #include "kforge/workers/python_worker.h"
@@ -196,6 +197,18 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   if (const char* inc = std::getenv("KFORGE_CUDA_INCLUDE"); inc != nullptr && *inc != '\0') {
     sandbox_options.expose.emplace_back(inc);
   }
+  // Nsight Compute runs inside the jobs' jails (device metrics): its installation stays
+  // readable there. /usr/local/cuda/bin/ncu is a launcher of <toolkit>/nsight-compute-*/ncu,
+  // so the toolkit directory above bin/ is exposed.
+  const std::string ncu = find_ncu(options.ncu);
+  if (!ncu.empty()) {
+    std::error_code ncu_error;
+    auto real = std::filesystem::canonical(ncu, ncu_error).parent_path();
+    if (!ncu_error) {
+      sandbox_options.expose.push_back(
+          (real.filename() == "bin" ? real.parent_path() : real).string());
+    }
+  }
   KF_ASSIGN_OR_RETURN(std::shared_ptr<workers::SandboxPolicy> sandbox,
                       workers::SandboxPolicy::create(sandbox_options));
 
@@ -287,13 +300,19 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   service_options.version = options.version;
   service_options.sandbox = sandbox->describe();
   service_options.device_metrics_default = options.device_metrics_default;
-  service_options.ncu = find_ncu(options.ncu);
-  if (service_options.ncu.empty()) {
-    service_options.ncu_missing =
+  service_options.ncu = ncu;
+  if (ncu.empty()) {
+    service_options.device_metrics_unavailable =
         options.ncu.empty()
             ? "Nsight Compute (ncu) is not installed on this server: not on PATH, not "
               "/usr/local/cuda/bin/ncu (install it, or name it with --ncu)"
             : "the ncu given with --ncu (" + options.ncu + ") is not an executable";
+  } else if (!gpus.empty()) {
+    service_options.device_metrics_unavailable = gpu_counters_denied_reason(
+        profiling_admin_only("/proc/driver/nvidia/params"), sandbox->jailing(), ::geteuid() == 0);
+  }
+  if (!service_options.device_metrics_unavailable.empty() && options.device_metrics_default) {
+    KF_LOG_WARN("--device-metrics: {}", service_options.device_metrics_unavailable);
   }
   for (const auto& d : devices)
     KF_LOG_INFO("device {} ready to serve", d.device.name);

@@ -167,8 +167,9 @@ void JobServiceImpl::add_extras(Json& result, const model::JobRequest& request,
     c.peaks_error = peaks.is_object() ? peaks.value("error", "") : "not measured yet";
   }
   c.device_metrics = wants_device_metrics(request);
-  if (c.device_metrics && c.on_gpu && options_.ncu.empty())
-    c.device_metrics_unavailable = options_.ncu_missing;
+  if (c.device_metrics && c.on_gpu) {
+    c.device_metrics_unavailable = options_.device_metrics_unavailable;
+  }
   add_result_extras(result, c);
 }
 
@@ -227,20 +228,19 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std:
 
 Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobRequest& r,
                                  const std::string& device) const {
-  Json spec = {
-      {"job_id", record.id},
-      {"kind", model::to_string(r.kind)},
-      {"kernel", model::to_json(r.kernel)},
-      {"reference", r.reference ? model::to_json(*r.reference) : Json()},
-      {"num_correct_trials", r.num_correct_trials},
-      {"measure_performance", r.measure_performance},
-      {"timing", model::to_json(r.timing)},
-      {"atol", r.atol ? Json(*r.atol) : Json()},
-      {"rtol", r.rtol ? Json(*r.rtol) : Json()},
-      {"seed", r.seed.value_or(0)},
-      {"device", device},
-      {"timeout_s", r.timeout_s}};
-  if (wants_device_metrics(r) && device != "cpu" && !options_.ncu.empty()) {
+  Json spec = {{"job_id", record.id},
+               {"kind", model::to_string(r.kind)},
+               {"kernel", model::to_json(r.kernel)},
+               {"reference", r.reference ? model::to_json(*r.reference) : Json()},
+               {"num_correct_trials", r.num_correct_trials},
+               {"measure_performance", r.measure_performance},
+               {"timing", model::to_json(r.timing)},
+               {"atol", r.atol ? Json(*r.atol) : Json()},
+               {"rtol", r.rtol ? Json(*r.rtol) : Json()},
+               {"seed", r.seed.value_or(0)},
+               {"device", device},
+               {"timeout_s", r.timeout_s}};
+  if (wants_device_metrics(r) && device != "cpu" && options_.device_metrics_unavailable.empty()) {
     spec["device_metrics"] = {
         {"ncu", options_.ncu}, {"sections", ncu_sections()}, {"timeout_s", r.timeout_s}};
   }
@@ -537,7 +537,15 @@ Json JobServiceImpl::health() {
       {"compilation_service",
        {{"status", service},
         {"available_kernel_types", {"torch", "torch_cuda", "triton", "cuda", "multi_kernel"}}}},
-      {"profiling_service", {{"status", service}, {"devices", devices.size()}}},
+      {"profiling_service",
+       {{"status", service},
+        {"devices", devices.size()},
+        {"device_metrics",
+         {{"available", options_.device_metrics_unavailable.empty()},
+          {"ncu", options_.ncu.empty() ? Json(nullptr) : Json(options_.ncu)},
+          {"why_not", options_.device_metrics_unavailable.empty()
+                          ? Json(nullptr)
+                          : Json(options_.device_metrics_unavailable)}}}}},
       {"devices", devices},
       {"sandbox", options_.sandbox}};
 }

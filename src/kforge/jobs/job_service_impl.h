@@ -49,8 +49,10 @@ class JobServiceImpl final : public JobService {
     // Nsight Compute device metrics for requests that do not say (--device-metrics,
     // ENABLE_DEVICE_METRICS=true); the worker spec carries `device_metrics` (ncu, sections).
     bool device_metrics_default = false;
-    std::string ncu;          // the ncu executable; empty when there is none...
-    std::string ncu_missing;  // ...and why
+    std::string ncu;  // the ncu executable; empty when there is none
+    // Why no job can have device metrics (ncu missing, the GPU's counters closed to the
+    // jobs' processes: gpu_counters.h); "" when they can.
+    std::string device_metrics_unavailable;
   };
 
   JobServiceImpl(Options options, std::unique_ptr<store::Store> store,

@@ -193,10 +193,10 @@ std::string failure_reason(const Json& run) {
   const std::string err = text_of(run, "stderr");
   const std::string both = out + "\n" + err;
   if (both.find("ERR_NVGPUCTRPERM") != std::string::npos) {
-    return "Nsight Compute may not read this GPU's performance counters (ERR_NVGPUCTRPERM): run "
-           "the server as root, or let every user profile (driver option "
-           "NVreg_RestrictProfilingToAdminUsers=0; see "
-           "https://developer.nvidia.com/ERR_NVGPUCTRPERM)";
+    return "Nsight Compute may not read this GPU's performance counters (ERR_NVGPUCTRPERM): the "
+           "profiled process has no CAP_SYS_ADMIN (jobs run jailed, or the server is not root). "
+           "Let every user profile (driver option NVreg_RestrictProfilingToAdminUsers=0; see "
+           "https://developer.nvidia.com/ERR_NVGPUCTRPERM) or serve with --sandbox off as root";
   }
   if (both.find("No kernels were profiled") != std::string::npos) {
     return "ncu profiled no kernel: the call launched no kernel of its own";

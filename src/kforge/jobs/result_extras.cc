@@ -1,6 +1,7 @@
 #include "kforge/jobs/result_extras.h"
 
 #include <optional>
+#include <string_view>
 
 #include "kforge/jobs/ncu_report.h"
 #include "kforge/jobs/roofline.h"
@@ -16,9 +17,27 @@ std::optional<double> median_of(const Json& result, const char* stats_key) {
   return m->get<double>();
 }
 
+// True when the judge's wall-clock check contradicted the candidate's claimed timing.
+bool timing_contradicted(const Json& result) {
+  auto checks = result.find("checks");
+  if (checks == result.end() || !checks->is_array()) return false;
+  for (const auto& c : *checks) {
+    if (c.is_object() && c.value("name", "") == "timing_consistent_with_wall_clock" &&
+        !c.value("passed", true)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Json roofline_for(const Json& result, const ResultExtrasContext& c, const model::KernelCode& k,
                   const model::KernelCode* other, const char* stats_key) {
   if (!c.on_gpu) return roofline_not_measured("not measured on cpu");
+  if (std::string_view(stats_key) == "runtime_stats" && timing_contradicted(result)) {
+    return roofline_not_measured(
+        "the kernel's timing failed the judge's wall-clock check "
+        "(timing_consistent_with_wall_clock): no roofline from it");
+  }
   if (!c.peaks.is_object()) {
     return roofline_not_measured("the device's peaks are not measured: " + c.peaks_error);
   }

@@ -101,6 +101,7 @@ TEST(NcuReportTest, FailuresSayWhatToDo) {
                1));
   EXPECT_NE(perm["error"].get<std::string>().find("performance counters (ERR_NVGPUCTRPERM)"),
             std::string::npos);
+  EXPECT_NE(perm["error"].get<std::string>().find("--sandbox off"), std::string::npos);
   const Json none = device_metrics_of_run(
       run_with("==PROF== Disconnected\n==WARNING== No kernels were profiled.\n"));
   EXPECT_NE(none["error"].get<std::string>().find("launched no kernel"), std::string::npos);

@@ -133,6 +133,32 @@ TEST(ResultExtrasTest, RooflineOnGpuAndLabelsOnCpu) {
   EXPECT_NE(on_cpu["warnings"][0].get<std::string>().find("device metrics:"), std::string::npos);
 }
 
+TEST(ResultExtrasTest, NoRooflineFromATimingTheWallClockContradicts) {
+  model::JobRequest request;
+  request.kernel = kernel(vadd(1 << 20));
+  request.reference = kernel(vadd(1 << 20));
+  Json result = {{"correctness", true},
+                 {"runtime_stats", {{"median", 0.0001}}},
+                 {"ref_runtime_stats", {{"median", 0.01}}},
+                 {"checks", {{{"name", "timing_consistent_with_wall_clock"}, {"passed", false}}}}};
+  add_result_extras(result, {&request, true, kPeaks, "", false, ""});
+  EXPECT_FALSE(result["roofline"]["measured"]);
+  EXPECT_NE(result["roofline"]["reason"].get<std::string>().find("wall-clock check"),
+            std::string::npos);
+  EXPECT_TRUE(result["ref_roofline"]["measured"]);  // the judge timed the reference itself
+}
+
+TEST(ResultExtrasTest, UnavailableDeviceMetricsSayWhyWithoutFailingTheJob) {
+  model::JobRequest request;
+  request.kernel = kernel(vadd(1024));
+  Json result = {{"correctness", true}, {"runtime_stats", {{"median", 0.01}}}};
+  const std::string why = "Nsight Compute cannot read this GPU's performance counters: ...";
+  add_result_extras(result, {&request, true, kPeaks, "", true, why});
+  EXPECT_EQ(result["metadata"]["device_metrics"]["error"], why);
+  EXPECT_EQ(result["correctness"], true);
+  EXPECT_EQ(result["warnings"][0], "device metrics: " + why);
+}
+
 TEST(ResultExtrasTest, DeviceMetricsOfACompareUseTheSeedServersNames) {
   model::JobRequest request;
   request.kernel = kernel(vadd(1024));
