@@ -83,9 +83,18 @@ if [[ -z "${ONLY_CUDA:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
 dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
 "$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
-  "${dropin_tests[@]/#/--ignore=}" 2>&1 | tee "$out/pytest-integration.log" | tail -15
+  "${dropin_tests[@]/#/--ignore=}" --ignore=tests/integration/test_timing_fields.py 2>&1 |
+  tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
+
+echo "== kernel activity, roofline and device metrics (jobs jailed as the server runs them; then --sandbox off)"
+grep -h RmProfilingAdminOnly /proc/driver/nvidia/params 2>/dev/null | tee "$out/profiling-params.txt"
+"$test_py" -m pytest -q -rs -p no:cacheprovider tests/integration/test_timing_fields.py 2>&1 |
+  tee "$out/pytest-timing-fields.log" | tail -15
+record "timing fields + device metrics pytest" "$(grep -E 'passed|failed' "$out/pytest-timing-fields.log" | tail -1)"
+record "  driver counters" "$(cat "$out/profiling-params.txt" 2>/dev/null || echo 'no /proc/driver/nvidia/params')"
+record "  device metrics skipped because" "$(grep -o 'device metrics unavailable here: .\{0,60\}' "$out/pytest-timing-fields.log" | head -1)"
 
 echo "== the old server's users: kernel_eval_client examples and request files on $KFORGE_TEST_DEVICE"
 "$test_py" -m pytest -q -p no:cacheprovider "${dropin_tests[@]}" 2>&1 |
