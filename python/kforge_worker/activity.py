@@ -464,9 +464,14 @@ def profile_windows(
 
 
 def pass_to_wire(profiled: ProfiledPass) -> dict[str, Any]:
-    """The JSON form of a profiled pass (the `activity` of the candidate's `timed` reply)."""
+    """The JSON form of a profiled pass (the `activity` of the candidate's `timed` reply), or
+    {"error"} when the trace held no timed window. Trials the trace lost are left out, so
+    there is one event time per window (pass_from_wire's rule)."""
+    n = min(len(profiled.windows), len(profiled.event_ms))
+    if n == 0:
+        return {"error": "the profiler recorded no timed window (no trace ranges found)"}
     return {
-        "event_ms": list(profiled.event_ms),
+        "event_ms": list(profiled.event_ms[:n]),
         "windows": [
             {
                 "trial": w.trial,
@@ -484,7 +489,7 @@ def pass_to_wire(profiled: ProfiledPass) -> dict[str, Any]:
                     for op in w.ops
                 ],
             }
-            for w in profiled.windows
+            for w in profiled.windows[:n]
         ],
     }
 

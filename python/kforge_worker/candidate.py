@@ -364,7 +364,7 @@ class Candidate:
                             {"error": profiled}
                             if isinstance(profiled, str)
                             else pass_to_wire(profiled)
-                        )
+                        )  # an honest profiler glitch is an error, never a malformed pass
                 else:
                     report = time_cpu(call, opts, hook)
         except ProtocolError:

@@ -173,9 +173,8 @@ def test_device_metrics_of_an_evaluate(server: KforgeServer, kind: str) -> None:
     assert "custom_device_metrics" not in metrics
 
 
-@gpu_only
-@pytest.mark.skipif(not HAS_NCU, reason="Nsight Compute (ncu) is not installed")
-def test_device_metrics_of_a_compare(server: KforgeServer) -> None:
+def compare_with_device_metrics(srv: KforgeServer) -> dict[str, Any]:
+    """metadata.device_metrics of a compare: a torch reference, a Triton candidate."""
     body = {
         "ref_kernel": torch_kernel(TORCH_ADD_REF),
         "custom_kernel": triton_add(),
@@ -183,9 +182,15 @@ def test_device_metrics_of_a_compare(server: KforgeServer) -> None:
         "num_correct_trials": 1,
         "enable_device_metrics": True,
     }
-    r = post(server, "/compare", body)
+    r = post(srv, "/compare", body)
     assert r.status_code == 200, r.text
-    metrics = r.json()["kernel_exec_result"]["metadata"]["device_metrics"]
+    return r.json()["kernel_exec_result"]["metadata"]["device_metrics"]
+
+
+@gpu_only
+@pytest.mark.skipif(not HAS_NCU, reason="Nsight Compute (ncu) is not installed")
+def test_device_metrics_of_a_compare(server: KforgeServer) -> None:
+    metrics = compare_with_device_metrics(server)
     if not expect_metrics_or_the_reason(server, metrics):
         pytest.skip(f"device metrics unavailable here: {metrics['error']}")
     assert metrics["original_device_metrics"]["speed_of_light"], metrics
@@ -202,16 +207,7 @@ def test_device_metrics_of_unjailed_jobs_as_root() -> None:
     try:
         srv.wait_ready(device_under_test())
         assert device_metrics_service(srv)["available"], device_metrics_service(srv)
-        body = {
-            "ref_kernel": torch_kernel(TORCH_ADD_REF),
-            "custom_kernel": triton_add(),
-            "timing": FAST_TIMING,
-            "num_correct_trials": 1,
-            "enable_device_metrics": True,
-        }
-        r = post(srv, "/compare", body)
-        assert r.status_code == 200, r.text
-        metrics = r.json()["kernel_exec_result"]["metadata"]["device_metrics"]
+        metrics = compare_with_device_metrics(srv)
         assert "error" not in metrics, metrics
         assert metrics["custom_device_metrics"]["kernel_name"] == "add_kernel", metrics
         assert metrics["original_device_metrics"]["speed_of_light"], metrics

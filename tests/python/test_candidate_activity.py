@@ -72,6 +72,17 @@ def test_a_pass_round_trips_through_the_wire_form():
     assert back.source == SOURCE_CANDIDATE  # whatever the sender says it is
 
 
+def test_a_pass_the_trace_lost_trials_of_is_still_well_formed():
+    profiled = honest_pass(trials=5)
+    profiled.windows = profiled.windows[:3]  # two window ranges missing from the trace
+    assert len(pass_from_wire(pass_to_wire(profiled)).windows) == 3
+    profiled.windows = []
+    wire = pass_to_wire(profiled)
+    assert wire == {"error": "the profiler recorded no timed window (no trace ranges found)"}
+    result = judged(wire)
+    assert result.kernel_activity["measured"] is False and failed(result) == {}
+
+
 def _wire():
     return pass_to_wire(honest_pass())
 
