@@ -36,15 +36,15 @@ unit-test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 py-test: build
-	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/python tests/integration tests/adversarial
+	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/python tests/kernels tests/workbench tests/integration tests/adversarial
 
 # The adversarial corpus (tests/adversarial/corpus.py) as a table; last line "caught X/Y ...".
 adversarial: build
 	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) tests/adversarial/run.py --device $${KFORGE_TEST_DEVICE:-cpu}
 
 lint: setup
-	$(PY) -m ruff check python tests bench clients
-	$(PY) -m ruff format --check python tests bench clients
+	$(PY) -m ruff check python tests bench clients kernels knowledge
+	$(PY) -m ruff format --check python tests bench clients kernels knowledge
 	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "clang-format: ok"
 
 hostile: build
@@ -59,8 +59,8 @@ fuzz: setup
 test: build lint unit-test py-test hostile fuzz
 
 format: setup
-	$(PY) -m ruff format python tests bench clients
-	$(PY) -m ruff check --fix python tests bench clients
+	$(PY) -m ruff format python tests bench clients kernels
+	$(PY) -m ruff check --fix python tests bench clients kernels
 	clang-format -i $(CXX_SOURCES)
 
 bench: build

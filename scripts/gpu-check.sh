@@ -6,12 +6,21 @@
 #   SKIP_WORKER_TESTS=1  skip tests/python (the worker package's own suite, ~2 min)
 #   ONLY_CUDA=1          run only the `cuda` kernel parts (tests, latency bench, ncu check)
 #   SKIP_CUDA=1          skip them (with ONLY_CUDA, the two halves fit the 10-minute call limit)
+#   ONLY_KERNELS=1       run only the kernel library part (tests/kernels on the GPU, then
+#                        `kforge bench` of all five ops, all versions, all sizes, and the targets)
+#   SKIP_KERNELS=1       skip it
+#   KERNEL_OPS=a,b       the ops `kforge bench` runs (default all five; split them across calls
+#                        if one call would pass the 10-minute limit, e.g. add,softmax,gelu and
+#                        layer_norm,mha: each call writes its own $OUT/bench-<ops>/)
 #   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
 #   ONLY_FIDELITY=1      run only bench/timing_fidelity.py (kforge vs ncu vs do_bench); with
 #   FIDELITY_KINDS       its kernel kinds (default triton,cuda,torch,torch_cuda: 3-5 min per
 #                        kind, so one kind per call), FIDELITY_EVALS (default 10), FIDELITY_ARGS
 #                        (more options, e.g. "--sizes 16,20,24 --extra gemm --graph-evals 0")
 #   SKIP_FIDELITY=1      skip the fidelity bench in a full run
+# The Triton workbench's whole agent session (tests/integration/test_workbench.py) prints a
+# line "workbench session wb_... on cuda:0: best vN; v2 [size: median ms speedup ...]" that the
+# table repeats.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -43,7 +52,7 @@ if [[ -n "${ONLY_FIDELITY:-}" ]]; then
   exit 0
 fi
 
-if [[ -z "${SKIP_TRUST:-}" ]]; then
+if [[ -z "${SKIP_TRUST:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== sandbox: hostile jobs (cpu device on this host, jailed as root)"
 KFORGE_TEST_DEVICE=cpu "$py" -m pytest -q -p no:cacheprovider tests/hostile 2>&1 |
   tee "$out/pytest-hostile.log" | tail -3
@@ -55,7 +64,7 @@ record "adversarial corpus" "$(tail -1 "$out/adversarial.log")"
 fi
 [[ -n "${ONLY_TRUST:-}" ]] && { SKIP_WORKER_TESTS=1; ONLY_CUDA=1; SKIP_CUDA=1; }
 
-if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" ]]; then
+if [[ -z "${SKIP_WORKER_TESTS:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
   echo "== worker package tests (GPU tests included)"
   "$py" -m pytest -q -p no:cacheprovider tests/python 2>&1 | tee "$out/pytest-worker.log" | tail -3
   record "worker pytest (tests/python)" "$(grep -E 'passed|failed' "$out/pytest-worker.log" | tail -1)"
@@ -79,11 +88,12 @@ else
   export KFORGE_NO_MCP_SDK=1
 fi
 
-if [[ -z "${ONLY_CUDA:-}" ]]; then
+if [[ -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
 dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
 "$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
-  "${dropin_tests[@]/#/--ignore=}" --ignore=tests/integration/test_timing_fields.py 2>&1 |
+  "${dropin_tests[@]/#/--ignore=}" --ignore=tests/integration/test_workbench.py \
+  --ignore=tests/integration/test_timing_fields.py 2>&1 |
   tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
@@ -101,6 +111,14 @@ echo "== the old server's users: kernel_eval_client examples and request files o
   tee "$out/pytest-dropin.log" | tail -15
 record "client examples + legacy request files" "$(grep -E 'passed|failed' "$out/pytest-dropin.log" | tail -1)"
 
+if [[ -z "${KFORGE_NO_MCP_SDK:-}" ]]; then
+echo "== Triton workbench: a whole agent session on $KFORGE_TEST_DEVICE (softmax v1 wrong, v2/v3 right)"
+"$test_py" -m pytest -q -s -p no:cacheprovider tests/integration/test_workbench.py 2>&1 |
+  tee "$out/workbench.log" | tail -8
+record "workbench tests on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/workbench.log" | tail -1)"
+record "  session" "$(grep -o '^workbench session.*' "$out/workbench.log" | tail -1 | cut -c1-240)"
+fi
+
 echo "== benchmark: end-to-end eval latency vs fresh-process baseline"
 "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs "${BASELINE_JOBS:-3}" \
   --kernel-cache isolated,shared --out "$out/eval_latency.json" 2>&1 | tee "$out/bench.log" | tail -8
@@ -116,7 +134,7 @@ record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/
 
 fi
 
-if [[ -z "${SKIP_CUDA:-}" ]]; then
+if [[ -z "${SKIP_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== cuda kernels (native worker, NVRTC, C ABI) against the real server on $KFORGE_TEST_DEVICE"
 "$py" -m pytest -q -p no:cacheprovider tests/integration/test_cuda_*.py 2>&1 |
   tee "$out/pytest-cuda.log" | tail -15
@@ -147,7 +165,34 @@ echo "== kforge timing vs ncu gpu__time_duration (memory-bound cuda kernel)"
 record "memory-bound kernel kforge / ncu (us)" "$(grep '^kforge vs ncu (us):' "$out/ncu.log" | cut -d: -f2-)"
 fi
 
-if [[ -z "${SKIP_FIDELITY:-}" && -z "${ONLY_CUDA:-}" ]]; then
+if [[ -z "${SKIP_KERNELS:-}" && -z "${ONLY_CUDA:-}" ]]; then
+echo "== kernel library: every version of every op against torch on $KFORGE_TEST_DEVICE (all dtypes)"
+"$py" -m pytest -q -p no:cacheprovider tests/kernels 2>&1 | tee "$out/pytest-kernels.log" | tail -5
+record "kernel library pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-kernels.log" | tail -1)"
+
+ops="${KERNEL_OPS:-add,softmax,gelu,layer_norm,mha}"
+bench_out="$out/bench-${ops//,/-}"
+echo "== kforge bench: $ops; 4 versions; small, medium, large; 10 runs"
+rm -rf "$bench_out"
+"$KFORGE_BIN" bench --ops "$ops" --device "$KFORGE_TEST_DEVICE" --out "$bench_out" \
+  --data-dir "$out/bench-data" --python "$py" 2>&1 | tee "$bench_out.log" | tail -12
+if [[ -f "$bench_out/bench.json" ]]; then
+  for op in ${ops//,/ }; do
+    echo "-- $op"
+    sed -n '/^## Phase 3: Benchmark results/,/^Median/p' "$bench_out/${op}_log.md" | grep '^|'
+  done
+  "$py" bench/kernel_targets.py "$bench_out/bench.json" --tsv "$bench_out/targets.tsv" |
+    tee "$bench_out/targets.txt"
+  record "kforge bench ($ops)" "logs in $bench_out/"
+  while IFS=$'\t' read -r target measured verdict; do
+    record "  $target" "$measured $verdict"
+  done < "$bench_out/targets.tsv"
+else
+  record "kforge bench ($ops)" "no report: see $bench_out.log"
+fi
+fi
+
+if [[ -z "${SKIP_FIDELITY:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
   fidelity
 fi
 

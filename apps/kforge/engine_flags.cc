@@ -2,9 +2,21 @@
 
 #include <pthread.h>
 
+#include <cstdlib>
+#include <filesystem>
+
+#include "kforge/common/log.h"
 #include "version.h"
 
 namespace kforge::app {
+
+std::filesystem::path default_data_root() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return std::filesystem::path(xdg) / "kforge";
+  }
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "kforge";
+}
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_help) {
   cmd.add_option("--devices", f.devices, std::string(devices_help))
@@ -127,6 +139,33 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.cupy_cache_dir = f.cupy_cache_dir;
   eo.ncu = f.ncu;
   return eo;
+}
+
+StatusOr<EmbeddedEngine> start_embedded_engine(const EngineFlags& flags,
+                                               const std::string& data_dir,
+                                               const std::string& default_name) {
+  jobs::EngineOptions eo = engine_options(flags);
+  std::vector<std::filesystem::path> candidates;
+  if (!data_dir.empty()) {
+    candidates.emplace_back(data_dir);
+  } else {
+    const auto root = default_data_root();
+    candidates.push_back(root / default_name);
+    for (int i = 2; i <= 8; ++i)
+      candidates.push_back(root / (default_name + "-" + std::to_string(i)));
+  }
+  Status last;
+  for (const auto& dir : candidates) {
+    eo.data_dir = dir;
+    auto engine = jobs::build_engine(eo);
+    if (engine.is_ok()) {
+      KF_LOG_INFO("embedded engine: data dir {}", dir.string());
+      return EmbeddedEngine{std::move(engine).value(), dir};
+    }
+    last = engine.status();
+    if (last.code() != ErrorCode::kFailedPrecondition) break;  // not merely "in use"
+  }
+  return last;
 }
 
 StatusOr<std::unique_ptr<jobs::RetentionSweeper>> start_retention(const EngineFlags& f,

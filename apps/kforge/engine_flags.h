@@ -1,5 +1,5 @@
-// What `kforge serve` and `kforge mcp` (its embedded engine) share: the job engine's flags
-// and the process's signal set-up.
+// What `kforge serve`, `kforge mcp` and `kforge bench` (their embedded engines) share: the job
+// engine's flags, starting an embedded engine, and the process's signal set-up.
 #pragma once
 
 #include <signal.h>
@@ -46,6 +46,21 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view device
 
 // The engine options the flags give (data directory and the serve-only limits left default).
 jobs::EngineOptions engine_options(const EngineFlags& flags);
+
+// The embedded engine of a client command (`kforge mcp`, `kforge bench`), with its job service
+// not yet started. Without `data_dir`: ~/.cache/kforge/<default_name> (XDG_CACHE_HOME
+// respected); a data directory is locked by one process at a time, so a second process takes
+// <default_name>-2, and so on up to -8.
+struct EmbeddedEngine {
+  jobs::Engine engine;
+  std::filesystem::path data_dir;  // the one it locked
+};
+StatusOr<EmbeddedEngine> start_embedded_engine(const EngineFlags& flags,
+                                               const std::string& data_dir,
+                                               const std::string& default_name);
+
+// ~/.cache/kforge (XDG_CACHE_HOME respected): where client commands keep their data.
+std::filesystem::path default_data_root();
 
 // Starts deleting finished jobs older than --job-retention (null when it is 0); destroy it
 // before the service. kInvalidArgument naming --job-retention for a bad value.

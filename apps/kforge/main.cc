@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "bench_command.h"
 #include "mcp_command.h"
 #include "secrets.h"
 #include "serve_command.h"
@@ -17,6 +18,8 @@ int main(int argc, char** argv, char** envp) {
   CLI::App* serve_cmd = kforge::app::add_serve_command(app, serve);
   kforge::app::McpConfig mcp;
   CLI::App* mcp_cmd = kforge::app::add_mcp_command(app, mcp);
+  kforge::app::BenchConfig bench;
+  CLI::App* bench_cmd = kforge::app::add_bench_command(app, bench);
   kforge::app::WorkerConfig worker;
   CLI::App* worker_cuda_cmd = kforge::app::add_worker_command(app, worker);
 
@@ -25,6 +28,7 @@ int main(int argc, char** argv, char** envp) {
   kforge::app::scrub_token_from_process(argc, argv, envp);
   if (serve_cmd->parsed()) return kforge::app::run_serve(serve);
   if (mcp_cmd->parsed()) return kforge::app::run_mcp(mcp);
+  if (bench_cmd->parsed()) return kforge::app::run_bench(bench);
   if (worker_cuda_cmd->parsed()) return kforge::app::run_worker_cuda(worker);
   std::cerr << app.help() << '\n';
   return 2;

@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <boost/asio/thread_pool.hpp>
-#include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -25,42 +23,6 @@ namespace kforge::app {
 namespace {
 
 namespace mcp = frontends::mcp;
-
-// ~/.cache/kforge/mcp-data (XDG_CACHE_HOME respected).
-std::filesystem::path default_data_root() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return std::filesystem::path(xdg) / "kforge";
-  }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "kforge";
-}
-
-// The embedded engine. A data directory is locked by one process at a time: with the default
-// directory, a second `kforge mcp` (another editor window) takes mcp-data-2, and so on.
-StatusOr<jobs::Engine> start_engine(const McpConfig& c) {
-  jobs::EngineOptions eo = engine_options(c.engine);
-  std::vector<std::filesystem::path> candidates;
-  if (!c.data_dir.empty()) {
-    candidates.emplace_back(c.data_dir);
-  } else {
-    const auto root = default_data_root();
-    candidates.push_back(root / "mcp-data");
-    for (int i = 2; i <= 8; ++i)
-      candidates.push_back(root / ("mcp-data-" + std::to_string(i)));
-  }
-  Status last;
-  for (const auto& dir : candidates) {
-    eo.data_dir = dir;
-    auto engine = jobs::build_engine(eo);
-    if (engine.is_ok()) {
-      KF_LOG_INFO("kforge mcp: data dir {}", dir.string());
-      return engine;
-    }
-    last = engine.status();
-    if (last.code() != ErrorCode::kFailedPrecondition) break;  // not merely "in use"
-  }
-  return last;
-}
 
 }  // namespace
 
@@ -86,6 +48,7 @@ CLI::App* add_mcp_command(CLI::App& app, McpConfig& c) {
   add_json_depth_flag(*cmd);
   cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
                 "Also serve the MCP conformance suite's fixture tools, resources and prompts");
+  add_workbench_flags(*cmd, c.workbench);
   cmd->add_option("--max-message-mb", c.max_message_mb, "Largest message accepted (MiB)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -107,6 +70,10 @@ int run_mcp(const McpConfig& c) {
   std::unique_ptr<jobs::JobService> remote;
   std::optional<jobs::Engine> engine;
   jobs::JobService* service = nullptr;
+  // The workbench's sessions live in the engine's store; forwarding to a server, in a
+  // database of their own in the workspace root.
+  std::filesystem::path data_dir;
+  std::filesystem::path workbench_db;
   if (!c.server.empty()) {
     auto client = mcp::RestClient::create({c.server, *token, std::chrono::seconds(30)});
     if (!client.is_ok()) {
@@ -116,13 +83,18 @@ int run_mcp(const McpConfig& c) {
     remote = std::make_unique<mcp::RemoteJobService>(std::move(client).value());
     service = remote.get();
     KF_LOG_INFO("kforge mcp: forwarding tool calls to {}", c.server);
+    // No engine, no data directory: the workbench keeps its own under the cache root.
+    data_dir = default_data_root();
+    workbench_db = workspace_root(c.workbench, data_dir) / "workbench.db";
   } else {
-    auto started = start_engine(c);
+    auto started = start_embedded_engine(c.engine, c.data_dir, "mcp-data");
     if (!started.is_ok()) {
       KF_LOG_ERROR("kforge mcp: cannot start the engine: {}", started.status().to_string());
       return 2;
     }
-    engine = std::move(started).value();
+    data_dir = started->data_dir;
+    workbench_db = data_dir / "kforge.db";  // the engine's store (jobs/engine.cc)
+    engine = std::move(started->engine);
     if (Status s = engine->service->start(); !s) {
       KF_LOG_ERROR("kforge mcp: cannot start the job service: {}", s.to_string());
       return 2;
@@ -147,7 +119,14 @@ int run_mcp(const McpConfig& c) {
     mcp::ServerCatalogOptions options;
     options.version = std::string(kVersion);
     options.conformance_fixtures = c.conformance_fixtures;
-    auto catalog = mcp::build_server_catalog(*service, blocking, options);
+    options.bench.allow_local_paths = true;  // the user on stdio owns the files
+    options.bench.kforge_version = options.version;
+    auto workbench = build_workbench(c.workbench, data_dir, workbench_db, *service, blocking);
+    if (workbench.is_ok()) options.workbench = workbench->get();
+    auto catalog =
+        workbench.is_ok()
+            ? mcp::build_server_catalog(*service, blocking, options)
+            : StatusOr<std::unique_ptr<mcp::Catalog>>(workbench.status().with_context("workbench"));
     if (!catalog.is_ok()) {
       KF_LOG_ERROR("kforge mcp: {}", catalog.status().to_string());
       code = 2;

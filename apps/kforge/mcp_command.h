@@ -11,12 +11,14 @@
 
 #include "engine_flags.h"
 #include "secrets.h"
+#include "workbench_flags.h"
 
 namespace kforge::app {
 
 struct McpConfig {
   std::string data_dir;  // empty: ~/.cache/kforge/mcp-data (or -2..-8 when taken)
   EngineFlags engine;    // of the embedded engine
+  WorkbenchFlags workbench;
   std::string log_level = "info";
   std::string server;   // forward to this kforge serve instead of running an engine
   SecretFlags secrets;  // its API token

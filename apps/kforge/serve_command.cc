@@ -11,6 +11,7 @@
 
 #include "kforge/common/log.h"
 #include "kforge/frontends/http/api_docs.h"
+#include "kforge/frontends/http/bench_route.h"
 #include "kforge/frontends/http/http_server.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
@@ -75,6 +76,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
                 "MCP: also serve the fixture tools, resources and prompts of the official MCP "
                 "conformance suite (for testing MCP conformance only)");
+  add_workbench_flags(*cmd, c.workbench);
   cmd->add_option("--mcp-session-ttl-hours", c.mcp_session_ttl_hours,
                   "MCP: an idle session is forgotten after this many hours")
       ->check(CLI::Range(1, 24 * 365))
@@ -172,13 +174,18 @@ int run_serve(const ServeConfig& config) {
   const auto blocking = frontends::http::make_blocking_executor(blocking_pool);
   frontends::http::Router router;
   if (c.mode != "mcp") {
-    if (Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest); !s) {
+    bench::BenchPolicy bench_policy;
+    bench_policy.kforge_version = std::string(kVersion);
+    Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest);
+    if (s.is_ok()) s = frontends::http::add_bench_route(router, service, blocking, bench_policy);
+    if (!s.is_ok()) {
       KF_LOG_ERROR("cannot set up the REST API: {}", s.to_string());
       service.stop();
       return 2;
     }
   }
   // The MCP catalog and dispatcher outlive the server and the pool's tasks (declared first).
+  std::unique_ptr<workbench::Workbench> workbench;
   std::unique_ptr<frontends::mcp::Catalog> catalog;
   std::unique_ptr<frontends::mcp::Dispatcher> dispatcher;
   if (c.mode != "rest") {
@@ -186,7 +193,18 @@ int run_serve(const ServeConfig& config) {
     mo.version = std::string(kVersion);
     mo.conformance_fixtures = c.conformance_fixtures;
     mo.kernel_tools.limits = ho.rest.limits;
-    auto built = frontends::mcp::build_server_catalog(service, blocking, mo);
+    mo.bench.kforge_version = std::string(kVersion);
+    // The workbench's sessions live in the engine's store (jobs/engine.cc: kforge.db).
+    auto wb = build_workbench(c.workbench, c.data_dir,
+                              std::filesystem::path(c.data_dir) / "kforge.db", service, blocking);
+    const Status wb_status = wb.status();
+    if (wb_status.is_ok()) {
+      workbench = std::move(wb).value();
+      mo.workbench = workbench.get();
+    }
+    auto built = wb_status.is_ok() ? frontends::mcp::build_server_catalog(service, blocking, mo)
+                                   : StatusOr<std::unique_ptr<frontends::mcp::Catalog>>(
+                                         wb_status.with_context("workbench"));
     Status s = built.is_ok() ? Status::ok() : built.status();
     if (s.is_ok()) {
       catalog = std::move(built).value();

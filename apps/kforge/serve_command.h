@@ -10,6 +10,7 @@
 #include "engine_flags.h"
 #include "network_flags.h"
 #include "secrets.h"
+#include "workbench_flags.h"
 
 namespace kforge::app {
 
@@ -18,6 +19,7 @@ struct ServeConfig {
   uint16_t port = 8000;
   std::string data_dir = ".kforge";
   EngineFlags engine;
+  WorkbenchFlags workbench;           // MCP: the Triton workbench
   std::string mode = "both";          // "rest" (or "fastapi"), "mcp" or "both"
   bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
   int mcp_session_ttl_hours = 24;

@@ -485,7 +485,10 @@ CASES: list[Case] = [
             measure_performance=True,
             timing=TIMING,
         ),
-        expect=("timing_consistent_with_wall_clock",),
+        # A forged event time disagrees with the device-synchronised clock of the same trials
+        # (launch_stream_only); the judge's wall clock catches it only where the kernel takes
+        # longer than its allowance (0.2 ms + half the trial), which this small one does not.
+        expect=("timing_consistent_with_wall_clock", "launch_stream_only"),
         device="gpu",
         timed=True,
     ),

@@ -37,7 +37,8 @@ def test_initialize_negotiates_and_mints_a_session(mcp: RawMcp) -> None:
     result = r.json()["result"]
     assert result["protocolVersion"] == "2025-11-25"
     assert result["serverInfo"]["name"] == "kforge" and result["serverInfo"]["version"]
-    assert set(result["capabilities"]) == {"tools", "logging"}
+    # resources and prompts: the Triton workbench's knowledge base (docs/workbench.md)
+    assert set(result["capabilities"]) == {"tools", "logging", "resources", "prompts"}
     assert "evaluate_kernel" in result["instructions"]
     assert re.fullmatch(r"[0-9a-f]{32}", mcp.session_id or "")
 
@@ -175,7 +176,7 @@ def test_unknown_method_and_unknown_tool(mcp: RawMcp) -> None:
     mcp.initialize()
     r = mcp.request("tools/destroy")
     assert r.status_code == 200 and rpc_error(r)["code"] == -32601
-    r = mcp.request("resources/list")  # no resources in the product catalog
+    r = mcp.request("completion/complete")  # no completions in the product catalog
     assert rpc_error(r)["code"] == -32601
     r = mcp.request("tools/call", {"name": "rm_rf", "arguments": {}})
     error = rpc_error(r)

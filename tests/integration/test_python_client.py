@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -275,6 +276,7 @@ def test_models_round_trip_and_take_dicts(tmp_path: Path) -> None:
         .add_meta_param("BLOCK", 64)
         .set_grid(2, 3)
         .set_block(64)
+        .set_shared_mem(1024)
         .set_num_warps(4)
         .set_num_stages(2)
         .build()
@@ -284,6 +286,7 @@ def test_models_round_trip_and_take_dicts(tmp_path: Path) -> None:
     assert data["launch"] == {
         "grid": {"x": 2, "y": 3, "z": 1},
         "block": {"x": 64, "y": 1, "z": 1},
+        "shared_mem_bytes": 1024,
         "num_warps": 4,
         "num_stages": 2,
     }
@@ -294,6 +297,19 @@ def test_models_round_trip_and_take_dicts(tmp_path: Path) -> None:
     assert builder.build().launch.grid.x == 9  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="scalar_type"):
         IOContractBuilder().add_scalar("x", "tensor", 1)
+
+    # Every request file's launch config survives the client (a dropped shared_mem_bytes made
+    # the cuda row_sum replay read past its shared memory on the GPU).
+    for path in sorted((Path(__file__).parent / "legacy_requests").glob("*/*.json")):
+        request = json.loads(path.read_text())
+        for key in ("ref_kernel", "custom_kernel"):
+            launch = (request[key].get("io") or {}).get("launch")
+            if launch:
+                parsed = KernelCode.from_dict(request[key]).to_dict()["io"]["launch"]
+                assert {k: parsed[k] for k in launch} == {
+                    k: ({"x": 1, "y": 1, "z": 1} | v) if isinstance(v, dict) else v
+                    for k, v in launch.items()
+                }, path
 
     kernel = KernelCode(source_code="k", kernel_type="cuda", io=data, metadata={"kernel_name": "k"})
     assert kernel.kernel_type is KernelType.CUDA and isinstance(kernel.io, IOContract)

@@ -113,8 +113,9 @@ StatusOr<std::string> build_seccomp_bpf(const SeccompOptions& options) {
   // One rule per namespace flag: clone with any of them set is refused.
   for (uint64_t bit = 1; bit != 0 && bit <= kNamespaceFlags; bit <<= 1) {
     if ((kNamespaceFlags & bit) == 0) continue;
-    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                          SCMP_A0(SCMP_CMP_MASKED_EQ, bit, bit));
+    // The SCMP_A0 macro is a C compound literal; the struct is spelled out for C++.
+    const scmp_arg_cmp flag{.arg = 0, .op = SCMP_CMP_MASKED_EQ, .datum_a = bit, .datum_b = bit};
+    rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1, flag);
     if (rc != 0 && rc != -EEXIST) return seccomp_error("clone flags", rc);
   }
   // libseccomp writes the program to a descriptor: an anonymous file, read back.

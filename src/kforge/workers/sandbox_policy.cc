@@ -120,7 +120,8 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / "triton", 0, 0, 0755));
     KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir(), 0, o.judge_gid, 02770));
     KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir(), 0, o.candidate_gid, 02770));
-    for (const char* sub : {"triton", "torch_extensions", "cuda", "cupy", "cuda_jit"}) {
+    for (const char* sub :
+         {"triton", "torch_extensions", "cuda", "cupy", "cuda_jit", "torchinductor"}) {
       KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir() / sub, 0, o.judge_gid, 02770));
       KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir() / sub, 0, o.candidate_gid, 02770));
     }
@@ -203,8 +204,12 @@ namespace {
 // The environment that points a process's kernel caches (Triton, torch extensions, CuPy,
 // the CUDA JIT; the cuda C ABI's cache is the job spec's cache_dir/cuda) below `cache`.
 Json cache_env(const fs::path& home, const fs::path& cache) {
+  // Job uids have no passwd entry: getpass.getuser() (torch.compile's inductor) reads USER.
   return {{"HOME", home.string()},
+          {"USER", "kforge-job"},
+          {"LOGNAME", "kforge-job"},
           {"TMPDIR", "/tmp"},
+          {"TORCHINDUCTOR_CACHE_DIR", (cache / "torchinductor").string()},
           {"TRITON_CACHE_DIR", (cache / "triton").string()},
           {"TORCH_EXTENSIONS_DIR", (cache / "torch_extensions").string()},
           {"CUPY_CACHE_DIR", (cache / "cupy").string()},

@@ -77,6 +77,11 @@ class IOContractBuilder:
         self._launch().block = LaunchDim(x=x, y=y, z=z)
         return self
 
+    def set_shared_mem(self, shared_mem_bytes: int) -> IOContractBuilder:
+        """Dynamic shared memory per block in bytes (CUDA `extern __shared__` arrays)."""
+        self._launch().shared_mem_bytes = shared_mem_bytes
+        return self
+
     def set_num_warps(self, num_warps: int) -> IOContractBuilder:
         self._launch().num_warps = num_warps
         return self

@@ -128,10 +128,12 @@ class LaunchDim(_Model):
 
 @dataclass
 class LaunchConfig(_Model):
-    """grid (CUDA and Triton), block (CUDA), num_warps / num_stages (Triton)."""
+    """grid (CUDA and Triton), block and shared_mem_bytes (CUDA: dynamic shared memory per
+    block), num_warps / num_stages (Triton)."""
 
     grid: LaunchDim | None = None
     block: LaunchDim | None = None
+    shared_mem_bytes: int | None = None
     num_warps: int | None = None
     num_stages: int | None = None
 

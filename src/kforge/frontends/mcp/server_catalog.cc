@@ -1,6 +1,8 @@
 #include "kforge/frontends/mcp/server_catalog.h"
 
+#include "kforge/frontends/mcp/bench_tool.h"
 #include "kforge/frontends/mcp/fixtures/conformance_fixtures.h"
+#include "kforge/frontends/mcp/workbench_tools.h"
 
 namespace kforge::frontends::mcp {
 
@@ -12,8 +14,13 @@ StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& servic
   catalog->info.description =
       "Compile, check and time GPU kernels (Triton, CUDA, PyTorch) in isolated processes.";
   catalog->info.instructions = kernel_tools_instructions();
-  KF_RETURN_IF_ERROR(
-      add_kernel_tools(catalog->tools, service, std::move(blocking), options.kernel_tools));
+  KF_RETURN_IF_ERROR(add_kernel_tools(catalog->tools, service, blocking, options.kernel_tools));
+  KF_RETURN_IF_ERROR(add_bench_tool(catalog->tools, service, blocking, options.bench));
+  if (options.workbench != nullptr) {
+    catalog->info.instructions += workbench_instructions();
+    KF_RETURN_IF_ERROR(
+        add_workbench_tools(*catalog, *options.workbench, service, std::move(blocking)));
+  }
   if (options.conformance_fixtures) {
     KF_RETURN_IF_ERROR(fixtures::add_conformance_fixtures(*catalog));
   }

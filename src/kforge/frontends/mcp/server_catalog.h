@@ -1,16 +1,19 @@
 // The catalog an MCP frontend serves (the same for Streamable HTTP and stdio): kforge's
-// identity and instructions, the kernel tools on a JobService, and — only when asked for
-// with --conformance-fixtures — the conformance suite's fixtures next to them.
+// identity and instructions, the kernel tools on a JobService, the Triton workbench's tools,
+// resources and prompts when a workbench is given, and — only when asked for with
+// --conformance-fixtures — the conformance suite's fixtures next to them.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "kforge/bench/bench_request.h"
 #include "kforge/common/status.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/mcp/catalog.h"
 #include "kforge/frontends/mcp/kernel_tools.h"
 #include "kforge/jobs/job_service.h"
+#include "kforge/workbench/workbench.h"
 
 namespace kforge::frontends::mcp {
 
@@ -18,6 +21,8 @@ struct ServerCatalogOptions {
   std::string version = "dev";
   bool conformance_fixtures = false;
   KernelToolsOptions kernel_tools;
+  bench::BenchPolicy bench;                   // run_benchmark_suite
+  workbench::Workbench* workbench = nullptr;  // must outlive the catalog when set
 };
 
 // The catalog is heap-allocated because its entries keep pointers into it; it must outlive

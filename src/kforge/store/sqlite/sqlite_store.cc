@@ -9,6 +9,7 @@
 
 #include "kforge/common/files.h"
 #include "kforge/common/json.h"
+#include "kforge/store/sqlite/sqlite_support.h"
 
 namespace kforge::store {
 
@@ -32,6 +33,13 @@ enum class SqliteStore::Query : int {
   kCount
 };
 
+using sqlite_support::Call;
+using sqlite_support::column_text;
+using sqlite_support::dump_json;
+using sqlite_support::exec;
+using sqlite_support::query_text;
+using sqlite_support::sqlite_status;
+
 namespace {
 
 // Migration i takes the schema from user_version i to i + 1. Append only: never edit an
@@ -54,52 +62,33 @@ constexpr std::string_view kMigrations[] = {
       CREATE INDEX jobs_by_state ON jobs(state, created_ms);
       CREATE INDEX jobs_by_finished ON jobs(finished_ms);
     )sql",
+    // 1 -> 2: Triton workbench sessions and their kernel versions (sqlite_workbench_store.h).
+    R"sql(
+      CREATE TABLE workbench_sessions (
+        id          TEXT PRIMARY KEY,
+        kernel_name TEXT NOT NULL DEFAULT '',
+        state       TEXT NOT NULL,
+        workspace   TEXT NOT NULL,
+        data        TEXT NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        updated_ms  INTEGER NOT NULL
+      ) STRICT;
+      CREATE INDEX workbench_sessions_by_update ON workbench_sessions(updated_ms);
+      CREATE TABLE workbench_versions (
+        session_id  TEXT NOT NULL REFERENCES workbench_sessions(id) ON DELETE CASCADE,
+        version     INTEGER NOT NULL,
+        file        TEXT NOT NULL,
+        source      TEXT NOT NULL,
+        results     TEXT NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        PRIMARY KEY (session_id, version)
+      ) STRICT;
+    )sql",
 };
 
 constexpr std::string_view kSelectJob =
     "SELECT id, kind, state, request, result, device, error, attempts, created_ms, started_ms,"
     " finished_ms FROM jobs";
-
-// The one place where SQLite result codes become a Status.
-Status sqlite_status(sqlite3* db, int rc, std::string_view what) {
-  if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return Status::ok();
-  const int primary = rc & 0xff;  // of an extended code
-  ErrorCode code = ErrorCode::kInternal;
-  if (rc == SQLITE_CONSTRAINT_PRIMARYKEY || rc == SQLITE_CONSTRAINT_UNIQUE) {
-    code = ErrorCode::kAlreadyExists;
-  } else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-    code = ErrorCode::kUnavailable;
-  } else if (primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN ||
-             primary == SQLITE_READONLY || primary == SQLITE_PERM || primary == SQLITE_NOLFS) {
-    code = ErrorCode::kIo;
-  }
-  std::string message = std::string(what) + ": " + sqlite3_errstr(rc);
-  // The connection's message is more specific ("UNIQUE constraint failed: jobs.id"), but only
-  // describes `rc` when it came from the connection's latest call.
-  if (db != nullptr && sqlite3_extended_errcode(db) == rc) {
-    message += std::string(" (") + sqlite3_errmsg(db) + ")";
-  }
-  return Status(code, message + " [sqlite rc " + std::to_string(rc) + "]");
-}
-
-Status exec(sqlite3* db, const std::string& sql, std::string_view what) {
-  return sqlite_status(db, sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), what);
-}
-
-// First column of the first row of `sql`, as text.
-StatusOr<std::string> query_text(sqlite3* db, const std::string& sql) {
-  sqlite3_stmt* raw = nullptr;
-  int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &raw, nullptr);
-  if (rc != SQLITE_OK) return sqlite_status(db, rc, sql);
-  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, &sqlite3_finalize);
-  rc = sqlite3_step(stmt.get());
-  if (rc != SQLITE_ROW) {
-    if (rc == SQLITE_DONE) return internal_error(sql + ": returned no row");
-    return sqlite_status(db, rc, sql);
-  }
-  const unsigned char* text = sqlite3_column_text(stmt.get(), 0);
-  return std::string(text == nullptr ? "" : reinterpret_cast<const char*>(text));
-}
 
 // Applies the migrations the database lacks; runs inside the caller's transaction.
 Status apply_migrations(sqlite3* db) {
@@ -117,68 +106,6 @@ Status apply_migrations(sqlite3* db) {
     KF_RETURN_IF_ERROR(exec(db, "PRAGMA user_version = " + to, "set schema version " + to));
   }
   return Status::ok();
-}
-
-// JSON text of a value. Values parsed from JSON hold valid UTF-8; anything else is replaced
-// with U+FFFD rather than throwing.
-std::string dump_json(const Json& value) {
-  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
-
-// Binds parameters left to right to a cached statement and steps it; resets the statement
-// and clears its bindings when destroyed so it can be reused. A bind error is reported by
-// the next step.
-class Call {
- public:
-  Call(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
-  ~Call() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-  Call(const Call&) = delete;
-  Call& operator=(const Call&) = delete;
-
-  Call& text(std::string_view value) {
-    return note(sqlite3_bind_text64(stmt_, ++index_, value.data(), value.size(), SQLITE_TRANSIENT,
-                                    SQLITE_UTF8));
-  }
-  Call& integer(int64_t value) { return note(sqlite3_bind_int64(stmt_, ++index_, value)); }
-  // JSON text, or NULL for a null value.
-  Call& json(const Json& value) {
-    if (value.is_null()) return note(sqlite3_bind_null(stmt_, ++index_));
-    return text(dump_json(value));
-  }
-
-  // Steps once: true when a row is ready (read it through `stmt()`), false when done.
-  StatusOr<bool> step(std::string_view what) {
-    if (bind_rc_ != SQLITE_OK) return sqlite_status(db_, bind_rc_, what);
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return sqlite_status(db_, rc, what);
-  }
-  // Steps a statement that returns no rows.
-  Status run(std::string_view what) { return step(what).status(); }
-
-  sqlite3_stmt* stmt() const { return stmt_; }
-
- private:
-  Call& note(int rc) {
-    if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-    return *this;
-  }
-
-  sqlite3* db_;
-  sqlite3_stmt* stmt_;
-  int index_ = 0;
-  int bind_rc_ = SQLITE_OK;
-};
-
-std::string column_text(sqlite3_stmt* stmt, int col) {
-  const unsigned char* text = sqlite3_column_text(stmt, col);
-  if (text == nullptr) return {};
-  return {reinterpret_cast<const char*>(text),
-          static_cast<size_t>(sqlite3_column_bytes(stmt, col))};
 }
 
 // Decodes a row of kSelectJob.

@@ -13,6 +13,7 @@
 //        started_ms  INTEGER NOT NULL,   -- 0 until started
 //        finished_ms INTEGER NOT NULL)   -- 0 until finished
 //   indexes: jobs_by_state(state, created_ms), jobs_by_finished(finished_ms).
+//   Version 2 adds the workbench tables (sqlite_workbench_store.h).
 // Migrations are a table in sqlite_store.cc: entry i takes user_version i to i + 1 and runs
 // in one transaction at `open`. A database newer than this binary is refused.
 //

@@ -7,6 +7,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include "fakes/fake_job_service.h"
+#include "kforge/frontends/http/bench_route.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/http/rest_handlers.h"
 #include "kforge/frontends/mcp/dispatcher.h"
@@ -41,6 +42,7 @@ class ApiDocsTest : public ::testing::Test {
   ApiDocsTest() {
     auto blocking = make_blocking_executor(pool_);
     EXPECT_TRUE(add_rest_routes(router_, jobs_, blocking, {}).is_ok());
+    EXPECT_TRUE(add_bench_route(router_, jobs_, blocking, {}).is_ok());  // as kforge serve does
     auto catalog = mcp::build_server_catalog(jobs_, blocking, {});
     EXPECT_TRUE(catalog.is_ok());
     catalog_ = std::move(catalog).value();

@@ -1,0 +1,282 @@
+#include "bench_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "kforge/bench/bench_plan.h"
+#include "kforge/bench/bench_render.h"
+#include "kforge/bench/bench_run.h"
+#include "kforge/common/files.h"
+#include "kforge/common/log.h"
+#include "kforge/frontends/mcp/remote_job_service.h"
+#include "version.h"
+
+namespace kforge::app {
+namespace {
+
+// "sizes[1]" -> "--sizes": option errors name the flag the user typed.
+std::string flag_of(const std::string& field) {
+  std::string name = field.substr(0, field.find_first_of("[."));
+  if (name == "kernels_dir" || name == "kernels") return "--kernels";
+  for (char& ch : name) {
+    if (ch == '_') ch = '-';
+  }
+  return "--" + name;
+}
+
+int option_error(const Status& s) {
+  std::cerr << "kforge bench: "
+            << (s.field_path().empty() ? s.message() : flag_of(s.field_path()) + ": " + s.message())
+            << '\n';
+  return 2;
+}
+
+// Progress on stderr: a redrawn bar on a terminal, one line per job otherwise.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool quiet) : quiet_(quiet), tty_(isatty(STDERR_FILENO) == 1) {}
+
+  void update(const bench::BenchProgress& p) {
+    if (quiet_) return;
+    if (!tty_) {
+      std::cerr << "[" << p.done << "/" << p.total << "] " << p.message << '\n';
+      return;
+    }
+    constexpr int kBar = 24;
+    const int filled = p.total > 0 ? kBar * p.done / p.total : kBar;
+    std::string line = "[" + std::string(filled, '#') + std::string(kBar - filled, '.') + "] " +
+                       std::to_string(p.done) + "/" + std::to_string(p.total) + " " + p.message;
+    const size_t width = terminal_width();
+    if (line.size() > width - 1) line.resize(width - 1);
+    std::cerr << "\r\033[K" << line << std::flush;
+    drawn_ = true;
+  }
+
+  void finish() {
+    if (drawn_) std::cerr << '\n';
+    drawn_ = false;
+  }
+
+ private:
+  static size_t terminal_width() {
+    winsize ws{};
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) return ws.ws_col;
+    return 100;
+  }
+
+  const bool quiet_;
+  const bool tty_;
+  bool drawn_ = false;
+};
+
+int write_outputs(const Json& report, bench::LogLang lang, const std::string& out_dir) {
+  auto files = bench::render_bench_files(report, lang);
+  if (!files.is_ok()) {
+    std::cerr << "kforge bench: " << files.status().to_string() << '\n';
+    return 1;
+  }
+  if (Status s = bench::write_bench_files(*files, out_dir); !s.is_ok()) {
+    std::cerr << "kforge bench: " << s.to_string() << '\n';
+    return 1;
+  }
+  std::cout << files->at("summary.md") << '\n';
+  std::cout << "Wrote to " << out_dir << "/:";
+  for (const auto& [name, content] : *files)
+    std::cout << ' ' << name;
+  std::cout << '\n';
+  return 0;
+}
+
+int render_saved(const BenchConfig& c, bench::LogLang lang) {
+  auto text = read_file(c.from_json);
+  if (!text.is_ok()) {
+    std::cerr << "kforge bench: --from-json: " << text.status().to_string() << '\n';
+    return 2;
+  }
+  auto report = parse_json(*text);
+  if (!report.is_ok()) {
+    std::cerr << "kforge bench: --from-json: " << c.from_json << ": " << report.status().message()
+              << '\n';
+    return 2;
+  }
+  return write_outputs(*report, lang, c.out_dir);
+}
+
+bench::BenchOptions bench_options(const BenchConfig& c, std::filesystem::path library) {
+  bench::BenchOptions o;
+  o.ops = c.ops;
+  o.sizes = c.sizes;
+  o.runs = c.runs;
+  o.correct_trials = c.correct_trials;
+  o.job_timeout_s = c.job_timeout_s;
+  o.device = c.device;
+  o.dtype = c.dtype;
+  o.library = std::move(library);
+  o.kernels_dir = c.kernels_dir;
+  o.peaks = !c.no_peaks;
+  o.torch_compile = !c.no_torch_compile;
+  o.kforge_version = std::string(kVersion);
+  return o;
+}
+
+// Runs the plan to the end (or to a signal); returns the report or why there is none.
+StatusOr<Json> run_plan(jobs::JobService& service, bench::BenchPlan plan, const sigset_t& signals,
+                        bool quiet) {
+  boost::asio::thread_pool pool(2);
+  bench::Executor executor = [&pool](std::function<void()> task) {
+    boost::asio::post(pool, std::move(task));
+  };
+  ProgressPrinter printer(quiet);
+  if (!plan.jobs.empty()) {  // the first line, before the first job ends
+    printer.update(bench::BenchProgress{0, static_cast<int>(plan.jobs.size()),
+                                        "running " + plan.jobs.front().label});
+  }
+  std::promise<StatusOr<Json>> promise;
+  auto future = promise.get_future();
+  auto run = bench::BenchRun::start(
+      service, executor, std::move(plan), "kforge bench",
+      [&printer](const bench::BenchProgress& p) { printer.update(p); },
+      [&promise](StatusOr<Json> report) { promise.set_value(std::move(report)); });
+  std::atomic<bool> finished{false};
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (!finished.load()) run->cancel("interrupted (signal " + std::to_string(sig) + ")");
+  });
+  StatusOr<Json> report = future.get();
+  finished.store(true);
+  pthread_kill(signal_thread.native_handle(), SIGTERM);  // wakes sigwait when no signal came
+  signal_thread.join();
+  printer.finish();
+  pool.join();
+  return report;
+}
+
+}  // namespace
+
+CLI::App* add_bench_command(CLI::App& app, BenchConfig& c) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Benchmark the kernel library's versions of each op (or your own, --kernels) against "
+      "torch and torch.compile, and write the development logs, charts and a summary");
+  cmd->add_option("--ops", c.ops,
+                  "Ops to benchmark, in order (add, softmax, gelu, layer_norm, mha)")
+      ->delimiter(',');
+  cmd->add_option("--sizes", c.sizes, "Sizes: any of small, medium, large")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--runs", c.runs, "Timed runs per kernel and size")->capture_default_str();
+  cmd->add_option("--device", c.device, "cpu or cuda:N (default: the first GPU, else cpu)");
+  cmd->add_option("--dtype", c.dtype,
+                  "float32, float16 or bfloat16 (default: each op's: float16 for mha, "
+                  "float32 otherwise)");
+  cmd->add_option("--kernels", c.kernels_dir,
+                  "Benchmark the versions in DIR/<op>/v1_baseline.py .. v4_optimized.py (the "
+                  "kernel library's layout; DIR/<op>/manifest.json and retries.json optional)");
+  cmd->add_option("--out", c.out_dir, "Directory for the logs, charts, summary and JSON")
+      ->capture_default_str();
+  cmd->add_option("--log-lang", c.log_lang,
+                  "Language of the logs: en, or ko (the skill's "
+                  "original Korean headings)")
+      ->capture_default_str();
+  cmd->add_option("--correct-trials", c.correct_trials, "Correctness trials per version and size")
+      ->capture_default_str();
+  cmd->add_option("--job-timeout-s", c.job_timeout_s, "Timeout of each job (seconds)")
+      ->capture_default_str();
+  cmd->add_flag("--no-peaks", c.no_peaks,
+                "Do not measure the copy bandwidth / matmul peaks Phase 4 compares against");
+  cmd->add_flag("--no-torch-compile", c.no_torch_compile,
+                "Leave out the torch.compile baseline (it compiles for a minute per size on "
+                "the cpu device)");
+  cmd->add_option("--from-json", c.from_json,
+                  "Render a saved bench.json again (into --out, in --log-lang); runs nothing");
+  cmd->add_flag("--quiet", c.quiet, "No progress output");
+  cmd->add_option("--server", c.server,
+                  "Run the jobs on this kforge serve (http://host:port) instead of an embedded "
+                  "engine")
+      ->envname("KFORGE_SERVER");
+  cmd->add_option("--token", c.token, "API token of the --server")->envname("KFORGE_TOKEN");
+  cmd->add_option("--data-dir", c.data_dir,
+                  "Jobs database of the embedded engine (default ~/.cache/kforge/bench-data)");
+  add_engine_flags(*cmd, c.engine, "Devices of the embedded engine (default: --device, else all)");
+  cmd->add_option("--log-level", c.log_level, "trace, debug, info, warning, error (to stderr)")
+      ->capture_default_str();
+  return cmd;
+}
+
+int run_bench(const BenchConfig& c) {
+  if (Status s = log::init(c.log_level); !s) {
+    std::cerr << "kforge bench: " << s.to_string() << '\n';
+    return 2;
+  }
+  auto lang = bench::parse_log_lang(c.log_lang, "log_lang");
+  if (!lang.is_ok()) return option_error(lang.status());
+  if (!c.from_json.empty()) return render_saved(c, *lang);
+  auto library = bench::find_kernel_library();
+  if (!library.is_ok()) {
+    std::cerr << "kforge bench: " << library.status().to_string() << '\n';
+    return 2;
+  }
+  bench::BenchOptions options = bench_options(c, *library);
+  if (Status s = bench::validate_options(options); !s.is_ok()) return option_error(s);
+  const sigset_t signals = block_termination_signals();
+
+  std::unique_ptr<jobs::JobService> remote;
+  std::optional<jobs::Engine> engine;
+  jobs::JobService* service = nullptr;
+  if (!c.server.empty()) {
+    auto client = frontends::mcp::RestClient::create({c.server, c.token, std::chrono::seconds(30)});
+    if (!client.is_ok()) return option_error(client.status());
+    remote = std::make_unique<frontends::mcp::RemoteJobService>(std::move(client).value());
+    service = remote.get();
+  } else {
+    EngineFlags flags = c.engine;
+    if (!c.device.empty() && flags.devices == "all") flags.devices = c.device;
+    auto started = start_embedded_engine(flags, c.data_dir, "bench-data");
+    if (!started.is_ok()) {
+      std::cerr << "kforge bench: cannot start the engine: " << started.status().to_string()
+                << '\n';
+      return 2;
+    }
+    engine = std::move(started->engine);
+    if (Status s = engine->service->start(); !s) {
+      std::cerr << "kforge bench: cannot start the job service: " << s.to_string() << '\n';
+      return 2;
+    }
+    service = engine->service.get();
+  }
+
+  auto stop_engine = [&] {
+    if (engine) engine->service->stop();
+  };
+  auto plan = bench::plan_bench(options, service->health());
+  if (!plan.is_ok()) {
+    stop_engine();
+    return option_error(plan.status());
+  }
+  if (!c.quiet) {
+    std::cerr << "kforge bench: " << plan->ops.size() << " op(s) on " << plan->device << " ("
+              << plan->device_facts.value("name", plan->interpreter ? "Triton interpreter" : "")
+              << "), " << plan->jobs.size() << " jobs; logs to " << c.out_dir << "/\n";
+  }
+  StatusOr<Json> report = run_plan(*service, std::move(plan).value(), signals, c.quiet);
+  stop_engine();
+  if (!report.is_ok()) {
+    std::cerr << "kforge bench: " << report.status().to_string() << '\n';
+    return report.status().code() == ErrorCode::kCancelled ? 130 : 1;
+  }
+  return write_outputs(*report, *lang, c.out_dir);
+}
+
+}  // namespace kforge::app

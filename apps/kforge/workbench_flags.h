@@ -1,0 +1,37 @@
+// What `kforge serve` and `kforge mcp` share for the Triton workbench (docs/workbench.md):
+// its flags and how it is built from them (store, knowledge base, workspace root).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "kforge/common/status.h"
+#include "kforge/jobs/job_service.h"
+#include "kforge/workbench/workbench.h"
+
+namespace kforge::app {
+
+struct WorkbenchFlags {
+  std::string workspace;  // empty: <data-dir>/workbench
+  std::string device;     // empty: the first GPU, else cpu
+  int min_versions = 3;
+  int64_t context_budget = 128000;
+};
+
+// Registers --workspace, --workbench-device, --min-versions and --context-budget.
+void add_workbench_flags(CLI::App& cmd, WorkbenchFlags& flags);
+
+// The workspace root the flags give for a data directory.
+std::filesystem::path workspace_root(const WorkbenchFlags& flags,
+                                     const std::filesystem::path& data_dir);
+
+// Opens the workbench's store in `database` (the engine's kforge.db; a file of its own when
+// jobs run on a remote server) and builds the workbench. `executor` runs its blocking work.
+StatusOr<std::unique_ptr<workbench::Workbench>> build_workbench(
+    const WorkbenchFlags& flags, const std::filesystem::path& data_dir,
+    const std::filesystem::path& database, jobs::JobService& service, workbench::Executor executor);
+
+}  // namespace kforge::app

@@ -1,0 +1,570 @@
+#include "kforge/bench/bench_render.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+
+#include "kforge/bench/kernel_library.h"
+#include "kforge/bench/svg_chart.h"
+#include "kforge/common/files.h"
+
+namespace kforge::bench {
+namespace {
+
+// The fixed text of a log, per language. Headings follow the skill (REFERENCE.md §3): its
+// original Korean ones, and their English translations.
+struct Words {
+  const char* title;  // after "# torch.<op> "
+  const char* meta;   // version, device, name, dtype, runs, finished
+  const char* note;
+  const char* phase1;
+  const char* definition;
+  const char* io;
+  const char* complexity;
+  const char* bound;
+  const char* memory_bound;
+  const char* compute_bound;
+  const char* sizes;
+  const char* size_cost;  // bytes, flops
+  const char* size_mapping;
+  const char* phase2;
+  const char* from_library;  // op
+  const char* from_inline;
+  const char* from_dir;  // dir, op
+  const char* source;
+  const char* not_loaded;
+  const char* no_summary;
+  const char* phase3_correct;
+  const char* correct_intro;  // reference, trials, atol, rtol, dtype
+  const char* correct_header;
+  const char* failures;
+  const char* phase3_bench;
+  const char* bench_intro;  // runs, method
+  const char* method_gpu;
+  const char* method_cpu;
+  const char* median_title;
+  const char* speedup_title;
+  const char* throughput_title;
+  const char* throughput_header;
+  const char* chart_alt;
+  const char* phase4;
+  const char* selected;
+  const char* speedup;
+  const char* speedup_line;  // x, kernel ms, torch ms
+  const char* vs_compile;    // y
+  const char* analysis;
+  const char* lowest_final;  // kernel, n
+  const char* runner_up;     // kernel, ms, pct
+  const char* at_large;      // achieved {0}, unit {1}, pct {2}, peak name {3}, peak {4}, unit {5}
+  const char* copy_peak;
+  const char* matmul_peak;    // dtype
+  const char* no_peak;        // reason
+  const char* none_selected;  // reason
+  const char* summary_title;
+  const char* summary_meta;  // version, device, name, runs, sizes
+  const char* summary_header;
+  const char* summary_peaks;
+  const char* of_copy;
+  const char* of_matmul;
+};
+
+constexpr Words kEnglish = {
+    "Triton kernel development log",
+    "kforge bench {} · device {} ({}) · {} · {} runs per size · {}",
+    "> **Note:** {}",
+    "## Phase 1: Research and analysis",
+    "Mathematical definition",
+    "Inputs/outputs",
+    "Computational complexity",
+    "Bound",
+    "Memory-bound",
+    "Compute-bound",
+    "Sizes",
+    "{} moved, {} per call",
+    "Size mapping",
+    "## Phase 2: Kernel writing",
+    "Versions from the kforge kernel library (`kernels/{}/`).",
+    "Versions given as sources with the request.",
+    "Versions from `{}/{}/`.",
+    "Source",
+    "Not loaded",
+    "(no description in its docstring)",
+    "## Phase 3: Correctness Check",
+    "Each version against `{}` at every size: {} trials with fresh inputs each, atol={}, "
+    "rtol={} ({}).",
+    "| Kernel | Result | Retries | Max abs error | Max rel error |",
+    "Failures:",
+    "## Phase 3: Benchmark results",
+    "Mean time per call in ms over {} runs per size ({}); Final = mean of the size means; "
+    "Speedup = torch Final / kernel Final. ❌ marks a version that failed its correctness check "
+    "(excluded from selection).",
+    "each run timed with CUDA events after an L2 flush",
+    "CPU wall clock; Triton in its interpreter",
+    "Median time per call (ms) of the same runs:",
+    "Speedup vs torch per size (torch mean / kernel mean):",
+    "Throughput at the large size (achieved, and % of the measured peak):",
+    "| Kernel | GB/s | TFLOP/s | % of peak |",
+    "time per size per kernel",
+    "## Phase 4: Best kernel",
+    "Selected kernel",
+    "Speedup",
+    "{} vs torch (Final {} ms vs {} ms)",
+    "; {} vs torch.compile",
+    "Analysis",
+    "{} has the lowest Final among {} correct version(s)",
+    " (runner-up {}: {} ms, {:.1f} % slower)",
+    "At the large size it reaches {} {}, {:.1f} % of the measured {} ({} {}).",
+    "device-to-device copy bandwidth",
+    "matmul throughput ({})",
+    "% of the measured peak at the large size: not available ({}).",
+    "none: {}.",
+    "# kforge bench summary",
+    "kforge bench {} · device {} ({}) · {} runs per size · sizes {}",
+    "| Op | Best kernel | Final (ms) | Speedup vs torch | vs torch.compile | Large: % of peak | "
+    "Correct versions |",
+    "Measured peaks:",
+    "of the copy bandwidth",
+    "of the matmul peak",
+};
+
+constexpr Words kKorean = {
+    "Triton Kernel 개발 로그",
+    "kforge bench {} · 장치 {} ({}) · {} · 크기별 {}회 실행 · {}",
+    "> **참고:** cpu 장치: Triton은 인터프리터에서, torch는 CPU에서 실행되었습니다. 이 값은 "
+    "인터프리터의 CPU 벽시계 시간이며 GPU 시간이 아니므로 GPU 결과와 비교할 수 없습니다.",
+    "## Phase 1: 자료 조사 및 분석",
+    "수학적 정의",
+    "입력/출력",
+    "계산 복잡도",
+    "병목 유형",
+    "메모리 바운드",
+    "연산 바운드",
+    "크기",
+    "호출당 {} 이동, {}",
+    "크기 매핑",
+    "## Phase 2: 커널 작성",
+    "버전 출처: kforge 커널 라이브러리 (`kernels/{}/`).",
+    "버전 출처: 요청과 함께 전달된 소스.",
+    "버전 출처: `{}/{}/`.",
+    "소스",
+    "불러오지 못함",
+    "(docstring에 설명 없음)",
+    "## Phase 3: Correctness Check",
+    "각 버전을 모든 크기에서 `{}`와 비교: 크기마다 새 입력으로 {}회 시행, atol={}, rtol={} ({}).",
+    "| Kernel | 결과 | 재시도 | 최대 절대 오차 | 최대 상대 오차 |",
+    "실패:",
+    "## Phase 3: 벤치마크 결과",
+    "크기별 {}회 실행의 호출당 평균 시간(ms) ({}); Final = 크기별 평균의 평균; Speedup = torch "
+    "Final / 커널 Final. ❌는 정확성 검사에 실패한 버전(선택에서 제외)입니다.",
+    "각 실행은 L2 캐시를 비운 뒤 CUDA 이벤트로 측정",
+    "CPU 벽시계 시간, Triton 인터프리터",
+    "같은 실행의 호출당 중앙값 시간(ms):",
+    "크기별 torch 대비 Speedup (torch 평균 / 커널 평균):",
+    "large 크기의 처리량 (달성값과 측정된 피크 대비 %):",
+    "| Kernel | GB/s | TFLOP/s | 피크 대비 % |",
+    "크기별 커널 시간",
+    "## Phase 4: 최적 커널",
+    "선택된 커널",
+    "Speedup",
+    "torch 대비 {} (Final {} ms, torch {} ms)",
+    "; torch.compile 대비 {}",
+    "분석",
+    "{}이(가) 정확한 버전 {}개 중 Final이 가장 낮습니다",
+    " (차순위 {}: {} ms, {:.1f}% 느림)",
+    "large 크기에서 {0} {1}로, 측정된 {3}({4} {5})의 {2:.1f}%입니다.",
+    "장치 내 복사 대역폭",
+    "행렬곱 처리량 ({})",
+    "large 크기의 피크 대비 비율: 알 수 없음 ({}).",
+    "없음: {}.",
+    "# kforge 벤치마크 요약",
+    "kforge bench {} · 장치 {} ({}) · 크기별 {}회 실행 · 크기 {}",
+    "| 연산 | 최적 커널 | Final (ms) | torch 대비 Speedup | torch.compile 대비 | Large: 피크 대비 "
+    "% | "
+    "정확한 버전 |",
+    "측정된 피크:",
+    "(복사 대역폭 대비)",
+    "(행렬곱 피크 대비)",
+};
+
+const Words& words(LogLang lang) {
+  return lang == LogLang::kKo ? kKorean : kEnglish;
+}
+
+template <typename... Args>
+std::string say(const char* pattern, Args&&... args) {
+  return fmt::format(fmt::runtime(pattern), std::forward<Args>(args)...);
+}
+
+std::string str(const Json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+std::optional<double> num(const Json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+const Json& sub(const Json& j, const char* key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+std::string ms(std::optional<double> v) {
+  return v ? fmt::format("{:.4g}", *v) : "—";
+}
+
+std::string times(std::optional<double> v) {
+  if (!v) return "—";
+  return *v >= 0.1 ? fmt::format("{:.2f}x", *v) : fmt::format("{:.2g}x", *v);
+}
+
+std::string error_value(const Json& v) {
+  if (v.is_number()) return fmt::format("{:.3g}", v.get<double>());
+  if (v.is_string()) return "inf";
+  return "—";
+}
+
+std::string quantity(double value, const char* unit) {
+  static constexpr std::array<const char*, 5> kPrefixes = {"", "K", "M", "G", "T"};
+  size_t i = 0;
+  while (value >= 1000 && i + 1 < kPrefixes.size()) {
+    value /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.3g} {}{}", value, kPrefixes[i], unit);
+}
+
+// One line out of a possibly multi-line error (a traceback ends with what went wrong).
+std::string condense(const std::string& error) {
+  auto lines_of = [](const std::string& s) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start <= s.size()) {
+      size_t nl = s.find('\n', start);
+      std::string line = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      if (line.find_first_not_of(" \t\r") != std::string::npos) out.push_back(line);
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+    return out;
+  };
+  std::vector<std::string> lines = lines_of(error);
+  if (lines.empty()) return "";
+  std::string text = lines.front();
+  if (lines.size() > 1) {
+    std::string last = lines.back();
+    last.erase(0, last.find_first_not_of(" \t"));
+    text += " … " + last;
+  }
+  for (char& c : text) {
+    if (c == '|') c = '/';  // keep Markdown tables intact
+  }
+  if (text.size() > 400) text = text.substr(0, 397) + "...";
+  return text;
+}
+
+std::string size_header(const char* first) {
+  return std::string("| ") + first + " | Small | Medium | Large |";
+}
+
+std::string kernel_cell(const Json& row) {
+  std::string k = str(row, "kernel", "?");
+  if (str(row, "kind") == "version" && !row.value("correct", false)) k += " ❌";
+  return k;
+}
+
+// % of the peak for a row's cell at `size`, or "—".
+std::string percent_of_peak(const Json& report, const Json& op, const Json& cell) {
+  const bool compute = str(op, "bound") == "compute";
+  const Json& peaks = sub(report, "peaks");
+  const Json& peak =
+      compute ? sub(sub(peaks, "matmul"), str(op, "dtype").c_str()) : sub(peaks, "copy");
+  const auto achieved = num(cell, compute ? "tflops" : "gbs");
+  const auto top = num(peak, compute ? "tflops" : "gbs");
+  if (!achieved || !top || *top <= 0) return "—";
+  return fmt::format("{:.1f} %", 100.0 * *achieved / *top);
+}
+
+std::string phase1(const Json& op, const Words& w) {
+  const Json& p = sub(op, "phase1");
+  std::string md = std::string(w.phase1) + "\n\n";
+  md += "- **Operation**: `" + str(op, "title") + "` (kforge op `" + str(op, "op") + "`)\n";
+  md += std::string("- **") + w.definition + "**: " + str(p, "definition") + "\n";
+  md += std::string("- **") + w.io + "**: " + str(p, "inputs_outputs") + "\n";
+  md += std::string("- **") + w.complexity + "**: " + str(p, "complexity") + "\n";
+  md += std::string("- **") + w.bound +
+        "**: " + (str(p, "bound") == "compute" ? w.compute_bound : w.memory_bound) + " — " +
+        str(p, "bound_reason") + "\n";
+  std::string sizes;
+  for (const auto& [name, s] : sub(op, "sizes").items()) {
+    if (!sizes.empty()) sizes += "; ";
+    sizes += name + " " + str(s, "label") + " (" +
+             say(w.size_cost, quantity(num(s, "bytes").value_or(0), "B"),
+                 quantity(num(s, "flops").value_or(0), "FLOP")) +
+             ")";
+  }
+  md += std::string("- **") + w.sizes + "**: " + sizes + "\n";
+  if (!str(p, "size_mapping").empty()) {
+    md += std::string("- **") + w.size_mapping + "**: " + str(p, "size_mapping") + "\n";
+  }
+  return md;
+}
+
+std::string phase2(const Json& op, LogLang lang, const Words& w) {
+  std::string md = std::string(w.phase2) + "\n\n";
+  const std::string origin = str(op, "kernels");
+  md += (origin == "library"  ? say(w.from_library, str(op, "op"))
+         : origin == "inline" ? std::string(w.from_inline)
+                              : say(w.from_dir, origin, str(op, "op"))) +
+        "\n";
+  for (const auto& row : sub(op, "rows")) {
+    if (str(row, "kind") != "version") continue;
+    const Json& summary = sub(row, "summary");
+    std::string text = lang == LogLang::kKo ? str(summary, "ko") : "";
+    if (text.empty()) text = str(summary, "en", w.no_summary);
+    if (text.empty()) text = w.no_summary;
+    md += "\n### " + str(row, "kernel") + " — " + text + "\n\n";
+    const std::string error = str(row, "error");
+    if (error.starts_with("could not be loaded: ")) {
+      md += std::string(w.not_loaded) + ": " + condense(error.substr(21)) + "\n";
+    } else {
+      md += std::string(w.source) + ": `" + str(row, "origin") + "`\n";
+    }
+  }
+  return md;
+}
+
+std::string phase3_correctness(const Json& report, const Json& op, const Words& w) {
+  const Json& tol = sub(op, "tolerance");
+  std::string md = std::string(w.phase3_correct) + "\n\n";
+  md += say(w.correct_intro, str(op, "reference"), num(report, "correct_trials").value_or(0),
+            fmt::format("{:g}", num(tol, "atol").value_or(0)),
+            fmt::format("{:g}", num(tol, "rtol").value_or(0)), str(op, "dtype")) +
+        "\n\n";
+  md += std::string(w.correct_header) + "\n|---|---|---|---|---|\n";
+  std::string failures;
+  for (const auto& row : sub(op, "rows")) {
+    if (str(row, "kind") != "version") continue;
+    const bool ok = row.value("correct", false);
+    md += "| " + str(row, "kernel") + " | " + (ok ? "✅" : "❌") + " | " +
+          std::to_string(static_cast<int>(num(row, "retries").value_or(0))) + " | " +
+          error_value(sub(row, "max_abs_error")) + " | " + error_value(sub(row, "max_rel_error")) +
+          " |\n";
+    if (!ok) {
+      const std::string kind = str(row, "error_kind");
+      failures += "- **" + str(row, "kernel") + "**" + (kind.empty() ? "" : " (" + kind + ")") +
+                  ": " + condense(str(row, "error")) + "\n";
+    }
+  }
+  for (const auto& row : sub(op, "rows")) {  // a baseline that failed (torch.compile, say)
+    if (str(row, "kind") == "baseline" && !row.value("correct", true)) {
+      failures += "- **" + str(row, "kernel") + "**: " + condense(str(row, "error")) + "\n";
+    }
+  }
+  if (!failures.empty()) md += std::string("\n") + w.failures + "\n\n" + failures;
+  return md;
+}
+
+std::string cell_value(const Json& row, const char* size, const char* key) {
+  return ms(num(sub(sub(row, "sizes"), size), key));
+}
+
+std::string phase3_bench(const Json& report, const Json& op, const Words& w) {
+  const bool interpreter = report.value("interpreter", false);
+  std::string md = std::string(w.phase3_bench) + "\n\n";
+  md += say(w.bench_intro, num(report, "runs").value_or(0),
+            interpreter ? w.method_cpu : w.method_gpu) +
+        "\n\n";
+  md += "| Kernel | Small | Medium | Large | Final | Speedup |\n|---|---|---|---|---|---|\n";
+  for (const auto& row : sub(op, "rows")) {
+    md += "| " + kernel_cell(row) + " | " + cell_value(row, "small", "mean_ms") + " | " +
+          cell_value(row, "medium", "mean_ms") + " | " + cell_value(row, "large", "mean_ms") +
+          " | " + ms(num(row, "final_ms")) + " | " +
+          (str(row, "kernel") == "torch" ? std::string("1.0x") : times(num(row, "speedup"))) +
+          " |\n";
+  }
+  md += std::string("\n") + w.median_title + "\n\n" + size_header("Kernel") +
+        " Final |\n|---|---|---|---|---|\n";
+  for (const auto& row : sub(op, "rows")) {
+    md += "| " + kernel_cell(row) + " | " + cell_value(row, "small", "median_ms") + " | " +
+          cell_value(row, "medium", "median_ms") + " | " + cell_value(row, "large", "median_ms") +
+          " | " + ms(num(row, "final_median_ms")) + " |\n";
+  }
+  md += std::string("\n") + w.speedup_title + "\n\n" + size_header("Kernel") +
+        "\n|---|---|---|---|\n";
+  for (const auto& row : sub(op, "rows")) {
+    md += "| " + kernel_cell(row);
+    for (const char* size : {"small", "medium", "large"}) {
+      md += " | " + times(num(sub(sub(row, "sizes"), size), "speedup"));
+    }
+    md += " |\n";
+  }
+  if (sub(sub(op, "sizes"), "large").is_object()) {
+    md += std::string("\n") + w.throughput_title + "\n\n" + w.throughput_header +
+          "\n|---|---|---|---|\n";
+    for (const auto& row : sub(op, "rows")) {
+      const Json& cell = sub(sub(row, "sizes"), "large");
+      const auto gbs = num(cell, "gbs");
+      const auto tflops = num(cell, "tflops");
+      md += "| " + kernel_cell(row) + " | " + (gbs ? fmt::format("{:.4g}", *gbs) : "—") + " | " +
+            (tflops ? fmt::format("{:.4g}", *tflops) : "—") + " | " +
+            percent_of_peak(report, op, cell) + " |\n";
+    }
+  }
+  md += "\n![" + str(op, "op") + ": " + w.chart_alt + "](" + str(op, "op") + ".svg)\n";
+  return md;
+}
+
+std::string phase4(const Json& op, const Words& w) {
+  const Json& best = sub(op, "best");
+  std::string md = std::string(w.phase4) + "\n\n";
+  if (!best.is_object() || !best.contains("kernel") || best["kernel"].is_null()) {
+    md += std::string("- **") + w.selected + "**: " + say(w.none_selected, str(best, "reason")) +
+          "\n";
+    return md;
+  }
+  const std::string kernel = str(best, "kernel");
+  std::optional<double> torch_final;
+  for (const auto& row : sub(op, "rows")) {
+    if (str(row, "kernel") == "torch") torch_final = num(row, "final_ms");
+  }
+  md += std::string("- **") + w.selected + "**: " + kernel + "\n";
+  std::string speed =
+      say(w.speedup_line, times(num(best, "speedup")), ms(num(best, "final_ms")), ms(torch_final));
+  if (num(best, "speedup_vs_compile"))
+    speed += say(w.vs_compile, times(num(best, "speedup_vs_compile")));
+  md += std::string("- **") + w.speedup + "**: " + speed + "\n";
+  std::string analysis = say(w.lowest_final, kernel, num(best, "correct_versions").value_or(0));
+  const Json& runner = sub(best, "runner_up");
+  if (runner.is_object() && num(runner, "final_ms") && num(best, "final_ms")) {
+    const double pct = 100.0 * (*num(runner, "final_ms") / *num(best, "final_ms") - 1.0);
+    analysis += say(w.runner_up, str(runner, "kernel"), ms(num(runner, "final_ms")), pct);
+  }
+  analysis += ". ";
+  const Json& large = sub(best, "large");
+  const std::string unit = str(large, "unit");
+  if (num(large, "percent_of_peak")) {
+    const std::string peak_name = str(large, "peak_kind") == "matmul"
+                                      ? say(w.matmul_peak, str(op, "dtype"))
+                                      : std::string(w.copy_peak);
+    analysis += say(w.at_large, fmt::format("{:.4g}", *num(large, "achieved")), unit,
+                    *num(large, "percent_of_peak"), peak_name,
+                    fmt::format("{:.4g}", *num(large, "peak")), unit);
+  } else {
+    analysis += say(w.no_peak, str(large, "reason"));
+  }
+  const Json& p = sub(op, "phase1");
+  analysis += std::string(" ") + (str(p, "bound") == "compute" ? w.compute_bound : w.memory_bound) +
+              ": " + str(p, "bound_reason");
+  md += std::string("- **") + w.analysis + "**: " + analysis + "\n";
+  return md;
+}
+
+std::string meta_line(const Json& report, const Json& op, const Words& w) {
+  return say(w.meta, str(report, "kforge_version"), str(report, "device"),
+             str(report, "device_name"), str(op, "dtype"), num(report, "runs").value_or(0),
+             str(report, "finished_at"));
+}
+
+std::string note(const Json& report, LogLang lang, const Words& w) {
+  if (!report.value("interpreter", false)) return "";
+  return (lang == LogLang::kKo ? std::string(w.note) : say(w.note, str(report, "timing_note"))) +
+         "\n\n";
+}
+
+}  // namespace
+
+StatusOr<LogLang> parse_log_lang(std::string_view text, const std::string& field) {
+  if (text == "en") return LogLang::kEn;
+  if (text == "ko") return LogLang::kKo;
+  return invalid_argument("'" + std::string(text) + "' is not en or ko", field);
+}
+
+std::string render_op_log(const Json& report, const Json& op, LogLang lang) {
+  const Words& w = words(lang);
+  std::string md = "# " + str(op, "title") + " " + w.title + "\n\n";
+  md += meta_line(report, op, w) + "\n\n" + note(report, lang, w);
+  md += phase1(op, w) + "\n" + phase2(op, lang, w) + "\n" + phase3_correctness(report, op, w) +
+        "\n" + phase3_bench(report, op, w) + "\n" + phase4(op, w);
+  return md;
+}
+
+std::string render_summary(const Json& report, LogLang lang) {
+  const Words& w = words(lang);
+  std::string sizes;
+  for (const auto& s : sub(report, "sizes"))
+    sizes += (sizes.empty() ? "" : ", ") + s.get<std::string>();
+  std::string md = std::string(w.summary_title) + "\n\n" +
+                   say(w.summary_meta, str(report, "kforge_version"), str(report, "device"),
+                       str(report, "device_name"), num(report, "runs").value_or(0), sizes) +
+                   "\n\n" + note(report, lang, w);
+  md += std::string(w.summary_header) + "\n|---|---|---|---|---|---|---|\n";
+  for (const auto& op : sub(report, "ops")) {
+    const Json& best = sub(op, "best");
+    const Json& large = sub(best, "large");
+    std::string peak = "—";
+    if (num(large, "percent_of_peak")) {
+      peak = fmt::format("{:.1f} % {}", *num(large, "percent_of_peak"),
+                         str(large, "peak_kind") == "matmul" ? w.of_matmul : w.of_copy);
+    }
+    md += "| " + str(op, "op") + " | " + str(best, "kernel", "—") + " | " +
+          ms(num(best, "final_ms")) + " | " + times(num(best, "speedup")) + " | " +
+          times(num(best, "speedup_vs_compile")) + " | " + peak + " | " +
+          std::to_string(static_cast<int>(num(best, "correct_versions").value_or(0))) + "/" +
+          std::to_string(static_cast<int>(num(best, "versions").value_or(0))) + " |\n";
+  }
+  const Json& peaks = sub(report, "peaks");
+  std::string measured;
+  if (num(sub(peaks, "copy"), "gbs")) {
+    measured += fmt::format(" copy {:.4g} GB/s", *num(sub(peaks, "copy"), "gbs"));
+  }
+  for (const auto& [dtype, p] : sub(peaks, "matmul").items()) {
+    if (num(p, "tflops"))
+      measured += fmt::format(" · matmul {} {:.4g} TFLOP/s", dtype, *num(p, "tflops"));
+  }
+  if (!measured.empty()) md += std::string("\n") + w.summary_peaks + measured + "\n";
+  return md;
+}
+
+StatusOr<std::map<std::string, std::string>> render_bench_files(const Json& report, LogLang lang) {
+  if (!report.is_object() || !report.contains("ops") || !report["ops"].is_array()) {
+    return invalid_argument("not a kforge bench report (no \"ops\" list)", "report");
+  }
+  std::map<std::string, std::string> files;
+  try {
+    for (size_t i = 0; i < report["ops"].size(); ++i) {
+      const Json& op = report["ops"][i];
+      const std::string name = str(op, "op");
+      if (!is_op_name(name)) {
+        return invalid_argument("ops[" + std::to_string(i) + "].op is not an op name", "report");
+      }
+      files[name + "_log.md"] = render_op_log(report, op, lang);
+      files[name + ".svg"] = render_time_chart(op, sub(report, "sizes"));
+    }
+    files["summary.md"] = render_summary(report, lang);
+  } catch (const Json::exception& e) {
+    return invalid_argument(std::string("not a kforge bench report: ") + e.what(), "report");
+  } catch (const fmt::format_error& e) {
+    return internal_error(std::string("rendering the bench report: ") + e.what());
+  }
+  files["bench.json"] = report.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return files;
+}
+
+Status write_bench_files(const std::map<std::string, std::string>& files,
+                         const std::filesystem::path& dir) {
+  KF_RETURN_IF_ERROR(make_dirs(dir));
+  for (const auto& [name, content] : files) {
+    KF_RETURN_IF_ERROR(write_file_atomic(dir / name, content));
+  }
+  return Status::ok();
+}
+
+}  // namespace kforge::bench

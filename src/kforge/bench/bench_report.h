@@ -1,0 +1,41 @@
+// The bench report: the jobs' results turned into what the logs say (docs/bench.md "Report
+// JSON"). Everything the Markdown logs, the charts and the summary show comes from this JSON,
+// so `kforge bench --from-json` can render them again in another language.
+//
+// Per op and row (torch, torch.compile, each version) and size: mean and median time of the
+// `runs` timed runs, achieved GB/s and TFLOP/s, speedup vs torch (torch mean / row mean).
+// Final = mean of the size means (the skill's score); Speedup = torch Final / row Final. A
+// version is correct only if it passed at every size; the best is the correct version with
+// the lowest Final. At the large size the best is compared with the measured peak: copy
+// bandwidth for memory-bound ops, matmul FLOP/s (same dtype) for compute-bound ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kforge/bench/bench_plan.h"
+#include "kforge/common/json.h"
+
+namespace kforge::bench {
+
+// How one planned job ended.
+struct JobOutcome {
+  bool submitted = false;
+  std::string job_id;
+  std::string state;  // "success", "failed", "cancelled"; empty until it ended
+  Json result;        // kernel_exec_result; null when the job produced none
+  std::string error;  // why the service could not run it (failed / cancelled jobs)
+};
+
+// `outcomes` is parallel to plan.jobs. Times are Unix milliseconds.
+Json build_report(const BenchPlan& plan, const std::vector<JobOutcome>& outcomes,
+                  int64_t started_ms, int64_t finished_ms);
+
+// One line about a finished job for progress messages: "ok 0.0412 ms" or "failed: <why>".
+std::string describe_outcome(const JobOutcome& outcome);
+
+// Bytes per element of a bench dtype (float32 4, float16/bfloat16 2).
+int64_t dtype_bytes(const std::string& dtype);
+
+}  // namespace kforge::bench

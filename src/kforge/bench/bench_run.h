@@ -1,0 +1,86 @@
+// BenchRun: runs a BenchPlan's jobs through a JobService (an embedded engine or a remote
+// `kforge serve`), a couple in flight at a time so the device never waits for a submit, and
+// builds the report (bench_report.h) when the last one ends. Nothing waits on a thread:
+// submits (which block) run on the executor, results arrive as JobService callbacks.
+//
+// Lifetime: the run keeps itself alive until `done` has been called; `service` and the
+// executor's threads must outlive it. A job the service could not run (failed, cancelled,
+// timed out) is a result of the bench, not an error of it; `done` gets an error only when a
+// submit is refused (a bad device, a server going away) or the run is cancelled.
+//
+// Thread-safety: cancel() may be called from any thread; callbacks run without locks held,
+// `progress` strictly in order, `done` exactly once and last.
+//
+// Every job is submitted as `client` (JobService::submit: the key of the per-client queue
+// quota), the identity of whoever asked for the bench.
+//
+// Example:
+//   auto run = BenchRun::start(service, executor, std::move(plan), "kforge bench",
+//       [](const BenchProgress& p) { draw(p.done, p.total, p.message); },
+//       [&](StatusOr<Json> report) { promise.set_value(std::move(report)); });
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kforge/bench/bench_plan.h"
+#include "kforge/bench/bench_report.h"
+#include "kforge/jobs/job_service.h"
+
+namespace kforge::bench {
+
+using Executor = std::function<void(std::function<void()>)>;
+
+struct BenchProgress {
+  int done = 0;   // jobs finished
+  int total = 0;  // jobs planned
+  std::string message;
+};
+
+class BenchRun : public std::enable_shared_from_this<BenchRun> {
+ public:
+  using ProgressFn = std::function<void(const BenchProgress&)>;
+  using DoneFn = std::function<void(StatusOr<Json> report)>;
+
+  static std::shared_ptr<BenchRun> start(jobs::JobService& service, Executor executor,
+                                         BenchPlan plan, std::string client, ProgressFn progress,
+                                         DoneFn done);
+
+  // Cancels the jobs in flight and ends the run with kCancelled (once they have ended).
+  void cancel(const std::string& reason);
+
+  BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, std::string client,
+           ProgressFn progress, DoneFn done);
+
+ private:
+  static constexpr int kInFlight = 2;
+
+  void pump();                  // on the executor: submits jobs until kInFlight are in flight
+  Status submit(size_t index);  // one job, and its when_done subscription
+  void on_finished(size_t index, const jobs::JobRecord& job);
+  void fail(Status why);
+  void finish_if_idle(std::unique_lock<std::mutex>& lock);
+
+  jobs::JobService& service_;
+  const Executor executor_;
+  const BenchPlan plan_;
+  const std::string client_;
+  const ProgressFn progress_;
+  const DoneFn done_;
+  const int64_t started_ms_;
+
+  std::mutex mu_;
+  std::vector<JobOutcome> outcomes_;  // guarded by mu_
+  size_t next_ = 0;                   // guarded by mu_
+  int in_flight_ = 0;                 // guarded by mu_
+  int finished_ = 0;                  // guarded by mu_
+  bool ended_ = false;                // guarded by mu_ (done_ called or about to be)
+  bool pumping_ = false;              // guarded by mu_
+  Status stop_reason_;                // guarded by mu_ (cancel or failed submit)
+  std::mutex progress_mu_;            // serialises progress_ calls
+};
+
+}  // namespace kforge::bench

@@ -1,0 +1,101 @@
+#include "kforge/frontends/http/bench_route.h"
+
+#include <memory>
+
+#include "kforge/bench/bench_run.h"
+#include "kforge/common/error_mapping.h"
+
+namespace kforge::frontends::http {
+namespace {
+
+struct BenchContext {
+  jobs::JobService& service;
+  BlockingExecutor blocking;
+  bench::BenchPolicy policy;
+};
+using BenchContextPtr = std::shared_ptr<const BenchContext>;
+
+bool wants_stream(const HttpRequest& request) {
+  const std::string* accept = request.header("accept");
+  return accept != nullptr && accept->find("text/event-stream") != std::string::npos;
+}
+
+// Where the answer goes: one JSON response, or the events of a stream.
+class BenchReply {
+ public:
+  BenchReply(Responder responder, bool stream) : responder_(std::move(responder)) {
+    if (stream) stream_ = responder_.start_stream(StreamHead{});
+  }
+  bool streaming() const { return stream_.has_value(); }
+
+  void progress(const bench::BenchProgress& p) const {
+    if (!stream_) return;
+    const Json event = {{"done", p.done}, {"total", p.total}, {"message", p.message}};
+    stream_->send_event(SseEvent::of(dump_json(event), "progress"));
+  }
+  void answer(const StatusOr<Json>& answer) const {
+    if (!stream_) {
+      responder_.send(answer.is_ok() ? HttpResponse::json(200, *answer)
+                                     : HttpResponse::error(answer.status()));
+      return;
+    }
+    stream_->send_event(answer.is_ok()
+                            ? SseEvent::of(dump_json(*answer), "result")
+                            : SseEvent::of(dump_json(error_body(answer.status())), "error"));
+    stream_->close();
+  }
+
+ private:
+  Responder responder_;
+  std::optional<EventStream> stream_;
+};
+
+void run_bench(const BenchContextPtr& ctx, const std::string& body, const std::string& client,
+               bool stream, const Responder& responder) {
+  auto json = parse_json(body);
+  if (!json.is_ok()) {
+    responder.send(HttpResponse::error(json.status()));
+    return;
+  }
+  auto request = bench::parse_bench_request(*json, ctx->policy);
+  if (!request.is_ok()) {
+    responder.send(HttpResponse::error(request.status()));
+    return;
+  }
+  auto plan = bench::plan_bench(request->options, ctx->service.health());
+  if (!plan.is_ok()) {
+    responder.send(HttpResponse::error(plan.status()));
+    return;
+  }
+  // Errors before this point are plain 4xx answers; from here on the stream (if asked for)
+  // is open and carries the outcome.
+  auto reply = std::make_shared<BenchReply>(responder, stream);
+  auto run = bench::BenchRun::start(
+      ctx->service, ctx->blocking, std::move(plan).value(), client,
+      [reply](const bench::BenchProgress& p) { reply->progress(p); },
+      [reply, request = std::move(request).value()](StatusOr<Json> report) {
+        reply->answer(report.is_ok() ? bench::bench_answer(*report, request)
+                                     : StatusOr<Json>(report.status()));
+      });
+  responder.on_cancel([run](CancelReason reason, const Responder&) {
+    run->cancel(std::string("POST /bench: ") + (reason == CancelReason::kClientGone
+                                                    ? "the client went away"
+                                                    : "the server is stopping"));
+  });
+}
+
+}  // namespace
+
+Status add_bench_route(Router& router, jobs::JobService& service, BlockingExecutor blocking,
+                       bench::BenchPolicy policy) {
+  auto ctx = std::make_shared<const BenchContext>(
+      BenchContext{service, std::move(blocking), std::move(policy)});
+  return router.add("POST", "/bench", [ctx](HttpRequest request, Responder responder) {
+    const bool stream = wants_stream(request);
+    ctx->blocking(
+        [ctx, stream, body = std::move(request.body), client = std::move(request.client),
+         responder = std::move(responder)] { run_bench(ctx, body, client, stream, responder); });
+  });
+}
+
+}  // namespace kforge::frontends::http

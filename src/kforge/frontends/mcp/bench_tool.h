@@ -1,0 +1,30 @@
+// The MCP tool `run_benchmark_suite`: the multi-op pipeline of `kforge bench` (docs/bench.md)
+// on the server's JobService. Arguments are the body of POST /bench (bench/bench_request.h);
+// the result's structuredContent is {report, files} (the Markdown logs, SVG charts and
+// summary), after a one-line summary per op. With a progressToken, a progress notification
+// follows every finished job (progress = jobs done, total = jobs planned). A bench whose
+// versions fail is a result (they are reported in the logs); isError means no report could
+// be made (bad arguments, an unknown device, a refused submit, a cancelled bench).
+// notifications/cancelled cancels the bench's jobs.
+//
+// Example:
+//   KF_RETURN_IF_ERROR(add_bench_tool(catalog.tools, service, executor, policy));
+#pragma once
+
+#include "kforge/bench/bench_request.h"
+#include "kforge/common/status.h"
+#include "kforge/frontends/http/blocking_executor.h"
+#include "kforge/frontends/mcp/tool_registry.h"
+#include "kforge/jobs/job_service.h"
+
+namespace kforge::frontends::mcp {
+
+// `service` and the pool behind `blocking` must outlive every call. `policy.allow_local_paths`
+// adds kernels_dir/out_dir (for `kforge mcp` on stdio, whose user owns the files).
+Status add_bench_tool(ToolRegistry& tools, jobs::JobService& service,
+                      http::BlockingExecutor blocking, bench::BenchPolicy policy);
+
+// One line per op of a bench report: "softmax: v4_optimized, 1.35x vs torch (4/4 correct)".
+std::string summarize_bench(const Json& report);
+
+}  // namespace kforge::frontends::mcp
