@@ -18,6 +18,9 @@
 #                        kind, so one kind per call), FIDELITY_EVALS (default 10), FIDELITY_ARGS
 #                        (more options, e.g. "--sizes 16,20,24 --extra gemm --graph-evals 0")
 #   SKIP_FIDELITY=1      skip the fidelity bench in a full run
+#   ONLY_TIMING=1        run only the timing / kernel activity / device metrics checks under the
+#                        sandbox: tests/python/test_gpu.py + test_device_metrics.py,
+#                        tests/integration/test_timing_fields.py and the adversarial corpus
 # The Triton workbench's whole agent session (tests/integration/test_workbench.py) prints a
 # line "workbench session wb_... on cuda:0: best vN; v2 [size: median ms speedup ...]" that the
 # table repeats.
@@ -44,11 +47,39 @@ fidelity() {
   record "fidelity (${FIDELITY_KINDS:-all kinds})" "$(grep '^fidelity:' "$out/fidelity.log" | cut -d: -f2-)"
 }
 
-if [[ -n "${ONLY_FIDELITY:-}" ]]; then
-  fidelity
+summary() {
   echo
   echo "== gpu-check summary ($(head -1 "$out/gpu.txt"))"
   for i in "${!names[@]}"; do printf '%-44s %s\n' "${names[$i]}" "${results[$i]}"; done
+}
+
+timing_fields() {
+  echo "== kernel activity, roofline and device metrics (jobs jailed as the server runs them; then --sandbox off)"
+  grep -h RmProfilingAdminOnly /proc/driver/nvidia/params 2>/dev/null | tee "$out/profiling-params.txt"
+  "$1" -m pytest -q -rs -p no:cacheprovider tests/integration/test_timing_fields.py 2>&1 |
+    tee "$out/pytest-timing-fields.log" | tail -15
+  record "timing fields + device metrics pytest" "$(grep -E 'passed|failed' "$out/pytest-timing-fields.log" | tail -1)"
+  record "  driver counters" "$(cat "$out/profiling-params.txt" 2>/dev/null || echo 'no /proc/driver/nvidia/params')"
+  record "  device metrics skipped because" "$(grep -o 'device metrics unavailable here: .\{0,60\}' "$out/pytest-timing-fields.log" | head -1)"
+}
+
+if [[ -n "${ONLY_TIMING:-}" ]]; then
+  echo "== worker GPU tests: timing loop, candidate activity and its cross-checks, ncu runs"
+  "$py" -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu.py tests/python/test_device_metrics.py \
+    tests/python/test_candidate_activity.py 2>&1 | tee "$out/pytest-timing-worker.log" | tail -8
+  record "worker timing pytest (GPU)" "$(grep -E 'passed|failed' "$out/pytest-timing-worker.log" | tail -1)"
+  timing_fields "$py"
+  echo "== adversarial corpus on $KFORGE_TEST_DEVICE (controls must pass clean)"
+  "$py" tests/adversarial/run.py --device "$KFORGE_TEST_DEVICE" --json "$out/adversarial.json" 2>&1 |
+    tee "$out/adversarial.log" | tail -32
+  record "adversarial corpus" "$(tail -1 "$out/adversarial.log")"
+  summary
+  exit 0
+fi
+
+if [[ -n "${ONLY_FIDELITY:-}" ]]; then
+  fidelity
+  summary
   exit 0
 fi
 
@@ -98,13 +129,7 @@ dropin_tests=(tests/integration/test_python_client.py tests/integration/test_leg
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
 
-echo "== kernel activity, roofline and device metrics (jobs jailed as the server runs them; then --sandbox off)"
-grep -h RmProfilingAdminOnly /proc/driver/nvidia/params 2>/dev/null | tee "$out/profiling-params.txt"
-"$test_py" -m pytest -q -rs -p no:cacheprovider tests/integration/test_timing_fields.py 2>&1 |
-  tee "$out/pytest-timing-fields.log" | tail -15
-record "timing fields + device metrics pytest" "$(grep -E 'passed|failed' "$out/pytest-timing-fields.log" | tail -1)"
-record "  driver counters" "$(cat "$out/profiling-params.txt" 2>/dev/null || echo 'no /proc/driver/nvidia/params')"
-record "  device metrics skipped because" "$(grep -o 'device metrics unavailable here: .\{0,60\}' "$out/pytest-timing-fields.log" | head -1)"
+timing_fields "$test_py"
 
 echo "== the old server's users: kernel_eval_client examples and request files on $KFORGE_TEST_DEVICE"
 "$test_py" -m pytest -q -p no:cacheprovider "${dropin_tests[@]}" 2>&1 |
