@@ -9,7 +9,10 @@ escape fails the test with the evidence. Before the sandbox, every case here esc
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 import textwrap
 import time
 import uuid
@@ -19,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from integration.kforge_server import KforgeServer
+from integration.kforge_server import KforgeServer, kforge_binary
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the jail needs a root server")
 
@@ -436,3 +439,19 @@ def test_killed_zygote_is_not_charged_to_the_kernel(tmp_path: Path) -> None:
         assert "not the kernel's fault" in text, rec
     finally:
         srv.stop()
+
+
+def test_a_data_dir_jobs_cannot_reach_is_refused_at_start() -> None:
+    # Jobs run as uids of their own: a data directory below a 0700 directory (such as /root)
+    # left every job without its scratch directory ("Permission denied", job by job). Under
+    # /tmp the jail rebuilds the path in its own tmpfs, so the case needs another place.
+    locked = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="kforge-locked-"))
+    locked.chmod(0o700)
+    r = subprocess.run(
+        [str(kforge_binary()), "serve", "--devices", "cpu", "--port", "0",
+         "--sandbox", "required", "--data-dir", str(locked / "data")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    shutil.rmtree(locked)
+    assert r.returncode != 0
+    assert f"its parent {locked} is not searchable by other users" in r.stdout + r.stderr

@@ -70,6 +70,35 @@ int nvidia_device_minor(const std::string& pci_bus_id) {
   return kUnknownGpuMinor;
 }
 
+namespace {
+
+// Jailed processes run as uids of their own: every directory above the data directory must
+// let them pass (o+x), or no job can reach its scratch directory.
+Status searchable_by_jobs(const fs::path& data_dir) {
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(data_dir, ec).lexically_normal();
+  // Below a directory the jail mounts a private tmpfs on, the path is rebuilt inside the jail.
+  for (const char* fresh : {"/tmp/", "/dev/shm/"}) {
+    if (absolute.string().starts_with(fresh)) return Status::ok();
+  }
+  fs::path dir = absolute.parent_path();
+  for (; !dir.empty(); dir = dir.parent_path()) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+      return invalid_argument(
+          "--data-dir " + data_dir.string() + ": its parent " + dir.string() +
+          " is not searchable by other users, so jailed jobs (which run as uids of their own) "
+          "cannot reach their scratch directories; choose a data directory under /tmp or "
+          "/var/lib, or chmod o+x " +
+          dir.string());
+    }
+    if (dir == dir.root_path()) break;
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions options) {
   if (options.mode != "auto" && options.mode != "required" && options.mode != "off") {
     return invalid_argument("must be auto, required or off, got '" + options.mode + "'",
@@ -114,6 +143,7 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
   // belong to their group.
   KF_RETURN_IF_ERROR(make_dirs(o.data_dir / "scratch"));
   if (p.jailing_) {
+    KF_RETURN_IF_ERROR(searchable_by_jobs(o.data_dir));
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir, 0, 0, 0711));
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "scratch", 0, 0, 0711));
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache", 0, 0, 0711));
