@@ -37,3 +37,12 @@ file(GLOB _kforge_cuda_candidates
   "/usr/local/cuda/include")
 find_path(KFORGE_CUDA_INCLUDE_DIR NAMES cuda.h nvrtc.h PATHS ${_kforge_cuda_candidates}
   NO_DEFAULT_PATH DOC "Directory holding cuda.h and nvrtc.h")
+# cupti.h (CUPTI activity API, dlopen'ed like the rest) pulls in crt/host_defines.h, which
+# CUDA 13 ships in the nvidia-cuda-crt wheel (python/requirements.txt). A venv set up before
+# that wheel was listed still has the copy Triton bundles.
+file(GLOB _kforge_crt_candidates
+  "${KFORGE_CUDA_INCLUDE_DIR}"
+  "${KFORGE_VENV}/lib/python3*/site-packages/triton/backends/nvidia/include"
+  "/usr/local/cuda/include")
+find_path(KFORGE_CUDA_CRT_INCLUDE_DIR NAMES crt/host_defines.h PATHS ${_kforge_crt_candidates}
+  NO_DEFAULT_PATH DOC "Directory holding crt/host_defines.h (for cupti.h)")

@@ -13,6 +13,14 @@
 #                        if one call would pass the 10-minute limit, e.g. add,softmax,gelu and
 #                        layer_norm,mha: each call writes its own $OUT/bench-<ops>/)
 #   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
+#   ONLY_FIDELITY=1      run only bench/timing_fidelity.py (kforge vs ncu vs do_bench); with
+#   FIDELITY_KINDS       its kernel kinds (default triton,cuda,torch,torch_cuda: 3-5 min per
+#                        kind, so one kind per call), FIDELITY_EVALS (default 10), FIDELITY_ARGS
+#                        (more options, e.g. "--sizes 16,20,24 --extra gemm --graph-evals 0")
+#   SKIP_FIDELITY=1      skip the fidelity bench in a full run
+#   ONLY_TIMING=1        run only the timing / kernel activity / device metrics checks under the
+#                        sandbox: tests/python/test_gpu.py + test_device_metrics.py,
+#                        tests/integration/test_timing_fields.py and the adversarial corpus
 #   ONLY_WORKBENCH=1     run only the Triton workbench's tests (tests/integration/test_workbench.py:
 #                        the whole agent session, ~2 min): it prints a line "workbench session
 #                        wb_... on cuda:0: best vN; v2 [size: median ms speedup %BW ...]; v3 [...]"
@@ -32,6 +40,49 @@ record() { names+=("$1"); results+=("$2"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 "$KFORGE_BIN" --version
+
+fidelity() {
+  echo "== timing fidelity: kforge median vs ncu gpu__time_duration vs do_bench (${FIDELITY_KINDS:-all kinds})"
+  "$py" bench/timing_fidelity.py --kinds "${FIDELITY_KINDS:-triton,cuda,torch,torch_cuda}" \
+    --evals "${FIDELITY_EVALS:-10}" --out "$out" ${FIDELITY_ARGS:-} 2>&1 | tee "$out/fidelity.log" | tail -60
+  record "fidelity (${FIDELITY_KINDS:-all kinds})" "$(grep '^fidelity:' "$out/fidelity.log" | cut -d: -f2-)"
+}
+
+summary() {
+  echo
+  echo "== gpu-check summary ($(head -1 "$out/gpu.txt"))"
+  for i in "${!names[@]}"; do printf '%-44s %s\n' "${names[$i]}" "${results[$i]}"; done
+}
+
+timing_fields() {
+  echo "== kernel activity, roofline and device metrics (jobs jailed as the server runs them; then --sandbox off)"
+  grep -h RmProfilingAdminOnly /proc/driver/nvidia/params 2>/dev/null | tee "$out/profiling-params.txt"
+  "$1" -m pytest -q -rs -p no:cacheprovider tests/integration/test_timing_fields.py 2>&1 |
+    tee "$out/pytest-timing-fields.log" | tail -15
+  record "timing fields + device metrics pytest" "$(grep -E 'passed|failed' "$out/pytest-timing-fields.log" | tail -1)"
+  record "  driver counters" "$(cat "$out/profiling-params.txt" 2>/dev/null || echo 'no /proc/driver/nvidia/params')"
+  record "  device metrics skipped because" "$(grep -o 'device metrics unavailable here: .\{0,60\}' "$out/pytest-timing-fields.log" | head -1)"
+}
+
+if [[ -n "${ONLY_TIMING:-}" ]]; then
+  echo "== worker GPU tests: timing loop, candidate activity and its cross-checks, ncu runs"
+  "$py" -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu.py tests/python/test_device_metrics.py \
+    tests/python/test_candidate_activity.py 2>&1 | tee "$out/pytest-timing-worker.log" | tail -8
+  record "worker timing pytest (GPU)" "$(grep -E 'passed|failed' "$out/pytest-timing-worker.log" | tail -1)"
+  timing_fields "$py"
+  echo "== adversarial corpus on $KFORGE_TEST_DEVICE (controls must pass clean)"
+  "$py" tests/adversarial/run.py --device "$KFORGE_TEST_DEVICE" --json "$out/adversarial.json" 2>&1 |
+    tee "$out/adversarial.log" | tail -32
+  record "adversarial corpus" "$(tail -1 "$out/adversarial.log")"
+  summary
+  exit 0
+fi
+
+if [[ -n "${ONLY_FIDELITY:-}" ]]; then
+  fidelity
+  summary
+  exit 0
+fi
 
 [[ -n "${ONLY_WORKBENCH:-}" ]] && { SKIP_TRUST=1; SKIP_WORKER_TESTS=1; ONLY_CUDA=1; SKIP_CUDA=1; }
 if [[ -z "${SKIP_TRUST:-}" && -z "${ONLY_KERNELS:-}" ]]; then
@@ -74,10 +125,13 @@ if [[ -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
 echo "== integration tests against the real server on $KFORGE_TEST_DEVICE"
 dropin_tests=(tests/integration/test_python_client.py tests/integration/test_legacy_requests.py)
 "$test_py" -m pytest -q -p no:cacheprovider tests/integration --ignore-glob='*/test_cuda_*' \
-  "${dropin_tests[@]/#/--ignore=}" --ignore=tests/integration/test_workbench.py 2>&1 |
+  "${dropin_tests[@]/#/--ignore=}" --ignore=tests/integration/test_workbench.py \
+  --ignore=tests/integration/test_timing_fields.py 2>&1 |
   tee "$out/pytest-integration.log" | tail -15
 record "integration pytest on $KFORGE_TEST_DEVICE" "$(grep -E 'passed|failed' "$out/pytest-integration.log" | tail -1)"
 record "  not run here (CI only)" "${KFORGE_NO_NODE:+Node: conformance, TS SDK }${KFORGE_NO_MCP_SDK:+MCP Python SDK}"
+
+timing_fields "$test_py"
 
 echo "== the old server's users: kernel_eval_client examples and request files on $KFORGE_TEST_DEVICE"
 "$test_py" -m pytest -q -p no:cacheprovider "${dropin_tests[@]}" 2>&1 |
@@ -167,6 +221,10 @@ if [[ -f "$bench_out/bench.json" ]]; then
 else
   record "kforge bench ($ops)" "no report: see $bench_out.log"
 fi
+fi
+
+if [[ -z "${SKIP_FIDELITY:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
+  fidelity
 fi
 
 echo

@@ -113,6 +113,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "power loss); normal: faster, survives a killed server but not an OS crash")
       ->check(CLI::IsMember({"full", "normal"}))
       ->capture_default_str();
+  cmd.add_option("--ncu", f.ncu,
+                 "Nsight Compute executable (default: ncu on PATH, else /usr/local/cuda/bin/ncu)")
+      ->envname("KFORGE_NCU");
 }
 
 jobs::EngineOptions engine_options(const EngineFlags& f) {
@@ -134,6 +137,7 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.version = std::string(kVersion);
   eo.device_metrics_default = f.device_metrics;
   eo.cupy_cache_dir = f.cupy_cache_dir;
+  eo.ncu = f.ncu;
   return eo;
 }
 

@@ -29,6 +29,7 @@ struct EngineFlags {
   uint32_t sandbox_uid_base = 61000;
   std::string kernel_cache = "isolated";
   bool device_metrics = false;  // Nsight Compute metrics for requests that do not say
+  std::string ncu;  // Nsight Compute executable; empty: PATH, /usr/local/cuda/bin
   std::string cupy_cache_dir;   // CuPy's kernel cache for jobs (CUPY_KERNEL_CACHE_DIR)
   std::string job_retention = "24h";
   jobs::QueueLimits queue;                  // --max-queued-*
@@ -37,7 +38,7 @@ struct EngineFlags {
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
 // --warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env, --sandbox, --job-pids-max,
-// --kernel-cache, --sandbox-uid-base, --device-metrics (ENABLE_DEVICE_METRICS),
+// --kernel-cache, --sandbox-uid-base, --device-metrics (ENABLE_DEVICE_METRICS), --ncu,
 // --cupy-cache-dir (CUPY_KERNEL_CACHE_DIR), --job-retention, the queue limits
 // (--max-queued-jobs, --max-queued-bytes, --max-queued-per-client,
 // --max-queued-bytes-per-client) and --sqlite-synchronous.

@@ -11,7 +11,10 @@ struct WorkerConfig {
   std::string device = "cpu";  // "cpu" or "cuda:N"
   std::string arch;            // compile target without a GPU (default sm_90a)
   std::string job_file;        // run this job spec and print the result (no supervisor)
-  std::string why_no_gpu;      // the server's reason when it has no GPU
+  std::string replay_file;     // launch one kernel of this job spec once (under a profiler)
+  std::string role = "candidate";
+  int repeat = 1;          // launches in a replay
+  std::string why_no_gpu;  // the server's reason when it has no GPU
   int protocol_fd = 3;
 };
 

@@ -8,6 +8,13 @@
     python -m kforge_worker run-job SPEC.json [--device cpu|cuda:N]
         Runs one job in this process and prints the result JSON on stdout (the kernel's own
         output goes to stderr). SPEC.json is a job spec or a whole `job` message.
+    python -m kforge_worker measure-peaks --device cuda:N [--out FILE]
+        The device's peak bandwidth and GEMM FLOP/s (peaks.py), run by the server once per
+        GPU; imports no user code.
+    python -m kforge_worker replay BUNDLE.pt [--repeat N] [--device cuda|cpu]
+        One call (or N) of one kernel on saved inputs (a device_metrics.ReplayBundle),
+        inside the NVTX range that Nsight Compute is told to profile (device_metrics.py
+        starts it under `ncu`, as a child of the process that ran the kernel).
 
 The environment is prepared before torch or triton are imported: on the cpu device Triton
 runs through its interpreter (TRITON_INTERPRET=1); on a GPU the interpreter is off.
@@ -82,7 +89,24 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run-job", help="run one job spec in this process")
     run.add_argument("spec")
     run.add_argument("--device", default=None, help="cpu or cuda:N (default: the spec's)")
+    peaks = sub.add_parser("measure-peaks", help="measure the GPU's bandwidth and FLOP/s")
+    peaks.add_argument("--device", required=True, help="cuda:N")
+    peaks.add_argument("--out", default=None, help="write the JSON here (default: stdout)")
+    replay = sub.add_parser("replay", help="one call of one kernel on saved inputs (for ncu)")
+    replay.add_argument("bundle")
+    replay.add_argument("--repeat", type=int, default=1)
+    replay.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = parser.parse_args(argv)
+    if args.command == "measure-peaks":
+        prepare_environment("cuda")
+        from kforge_worker import peaks as peaks_module
+
+        return peaks_module.main(args.device, args.out)
+    if args.command == "replay":
+        prepare_environment(args.device)
+        from kforge_worker import device_metrics
+
+        return device_metrics.replay_main(args.bundle, max(1, args.repeat))
     if args.command == "zygote":
         prepare_environment("cpu" if args.device == "cpu" else "cuda")
         from kforge_worker import zygote

@@ -10,9 +10,15 @@ supervisor's protocol socket, and what it answers is treated as a claim (docs/ar
     gen_inputs  {seed} -> inputs + values: the list get_inputs() returned (evaluate only)
     call        {plan} + values: the invocation's slots -> called {ok, outputs, error?} +
                 values: [output values | null], the read-only inputs after the call
-    time        {plan, timing} + values: slots -> a `trial` per timed trial, each answered
-                by the judge's `trial_ack` {verify, stop} (verify: send `trial_outputs`);
-                then timed {ok, stats, warnings, error?}
+    time        {plan, timing, activity} + values: [slots per input set] -> a `trial` per
+                timed trial, each answered by the judge's `trial_ack` {verify, stop} (verify:
+                send `trial_outputs`); then timed {ok, stats, warnings, stream_skew,
+                launch_not_hidden, activity?, error?}; with `activity` (a GPU), after the
+                timed trials a profiled pass (activity.py) whose raw windows are the reply's
+                `activity` (or {error})
+    device_metrics  {plan, request} + values: slots -> device_metrics {ok, run, error?}: one
+                call of the kernel on these inputs under Nsight Compute, run as this
+                process's child (so in its jail; device_metrics.py)
     shutdown    -> the process exits
 """
 
@@ -29,7 +35,8 @@ from typing import Any
 
 import torch
 
-from kforge_worker import wire
+from kforge_worker import device_metrics, wire
+from kforge_worker.activity import pass_to_wire, profile_windows
 from kforge_worker.binding import Invocation, poison_value
 from kforge_worker.compare import plain_tensor_problem
 from kforge_worker.devinfo import WorkerDevice, synchronize
@@ -43,8 +50,8 @@ from kforge_worker.loaders import (
     load_module,
 )
 from kforge_worker.protocol import ProtocolError, StreamChannel
-from kforge_worker.spec import parse_kernel, parse_timing
-from kforge_worker.timing import time_cpu, time_cuda
+from kforge_worker.spec import SpecError, parse_device_metrics, parse_kernel, parse_timing
+from kforge_worker.timing import TrialSample, time_cpu, time_gpu
 
 # Triton launches in this process (a launch-enter hook installed before any user code).
 _LAUNCHES = [0]
@@ -107,6 +114,10 @@ class Candidate:
         self.budget = budget_bytes
         self.runnable: Runnable | None = None
         self.module: ModuleType | None = None
+        self.scratch = os.getcwd()
+        # How the kernel was loaded (the `load` request and its init inputs): a replay under
+        # Nsight Compute builds it again the same way.
+        self.loaded_as: dict[str, Any] = {}
 
     # -- requests -------------------------------------------------------------------------
 
@@ -124,6 +135,7 @@ class Candidate:
                 "gen_inputs": self.gen_inputs,
                 "call": self.call,
                 "time": self.time,
+                "device_metrics": self.device_metrics,
             }.get(str(kind))
             if handler is None:
                 _send(self.channel, {"type": "error", "error": f"unknown request {kind!r}"})
@@ -142,8 +154,17 @@ class Candidate:
             kernel = parse_kernel(message.get("spec"), "candidate")
             scratch = str(message.get("scratch_dir") or os.getcwd())
             cache = str(message.get("cache_dir") or "")
+            self.scratch = scratch
             self.module = load_module(kernel, "candidate", scratch, cache)
             init = list(init_inputs) if isinstance(init_inputs, list | tuple) else None
+            self.loaded_as = {
+                "kernel": message.get("spec"),
+                "cache_dir": cache,
+                "model_seed": int(message.get("model_seed", 0)),
+                "init_seed": int(message.get("init_seed", 0)),
+                "prefer_new": bool(message.get("prefer_new", True)),
+                "init_inputs": init,
+            }
             self.runnable = build_runnable(
                 kernel,
                 self.module,
@@ -197,26 +218,7 @@ class Candidate:
         _send(self.channel, {"type": "inputs", "ok": True}, list(values))
 
     def _invocation(self, plan: dict[str, Any], slots: Any) -> Invocation:
-        """Rebuilds the judge's Invocation from its plan and the received slot values."""
-        bound = [
-            BoundArg(str(s["name"]), v, str(s.get("role", "input")), bool(s.get("is_meta")))
-            for s, v in zip(plan["slots"], slots, strict=True)
-        ]
-
-        def value(ref: dict[str, Any]) -> Any:
-            return bound[ref["slot"]].value if "slot" in ref else slots_literal(ref)
-
-        def slots_literal(ref: dict[str, Any]) -> Any:
-            return wire.decode(ref["lit"], [])
-
-        args = [value(r) for r in plan["args"]]
-        kwargs = {k: value(r) for k, r in plan["kwargs"].items()}
-        return Invocation(
-            args,
-            kwargs,
-            outputs=[bound[i] for i in plan["outputs"]],
-            read_only=[bound[i] for i in plan["read_only"]],
-        )
+        return invocation_from_plan(plan, slots)
 
     def _run_once(self, inv: Invocation) -> Any:
         assert self.runnable is not None
@@ -337,31 +339,100 @@ class Candidate:
             stop_requested = bool(ack.get("stop"))
             return stop_requested
 
+        def hook(index: int, sample: TrialSample | None) -> bool:
+            if sample is None:
+                before_trial()
+                return False
+            return after_trial(index, sample.event_ms)
+
+        activity: dict[str, Any] | None = None
         try:
             with torch.no_grad():
                 if self.tdev.type == "cuda":
-                    report = time_cuda(
-                        call, opts, self.tdev, before_trial=before_trial, after_trial=after_trial
-                    )
+                    report = time_gpu(call, opts, self.tdev, hook)
+                    if message.get("activity"):
+                        # After every timed trial, so the profiler is in none of them; the
+                        # same input rotation and poisoning as the timed trials.
+                        profiled = profile_windows(
+                            report,
+                            self.tdev,
+                            l2_flush=opts.l2_flush,
+                            trace_dir=self.scratch,
+                            prepare=lambda _: before_trial(),
+                        )
+                        activity = (
+                            {"error": profiled}
+                            if isinstance(profiled, str)
+                            else pass_to_wire(profiled)
+                        )  # an honest profiler glitch is an error, never a malformed pass
                 else:
-                    report = time_cpu(
-                        call, opts, before_trial=before_trial, after_trial=after_trial
-                    )
+                    report = time_cpu(call, opts, hook)
         except ProtocolError:
             raise
         except Exception as e:
             self._reply_error("timed", "runtime", format_user_traceback(e))
             return
-        _send(
-            self.channel,
-            {
-                "type": "timed",
-                "ok": True,
-                "stats": asdict(report.stats),
-                "warnings": report.warnings,
-                "stream_skew": report.stream_skew,
-            },
+        reply: dict[str, Any] = {
+            "type": "timed",
+            "ok": True,
+            "stats": asdict(report.stats),
+            "warnings": report.warnings,
+            "stream_skew": report.stream_skew,
+            "launch_not_hidden": report.launch_not_hidden,
+        }
+        if activity is not None:
+            reply["activity"] = activity
+        _send(self.channel, reply)
+
+    def device_metrics(self, message: dict[str, Any], slots: Any) -> None:
+        """One call under Nsight Compute (device_metrics.py), as this process's child."""
+        if self.runnable is None:
+            self._reply_error("device_metrics", "worker", "device_metrics before load")
+            return
+        try:
+            request = parse_device_metrics(message.get("request"), "request")
+            if request is None:
+                raise SpecError("request: is required")
+            plan = message["plan"]
+            invocation_from_plan(plan, slots)  # a plan that does not bind fails here
+        except (SpecError, KeyError, TypeError, ValueError, ProtocolError) as e:
+            self._reply_error("device_metrics", "worker", f"bad device_metrics request: {e}")
+            return
+        bundle = device_metrics.ReplayBundle(
+            role="candidate",
+            kernel=self.loaded_as.get("kernel"),
+            cache_dir=str(self.loaded_as.get("cache_dir", "")),
+            model_seed=int(self.loaded_as.get("model_seed", 0)),
+            init_seed=int(self.loaded_as.get("init_seed", 0)),
+            prefer_new=bool(self.loaded_as.get("prefer_new", True)),
+            init_inputs=self.loaded_as.get("init_inputs"),
+            plan=plan,
+            slots=list(slots),
+            device="cuda" if self.tdev.type == "cuda" else "cpu",
         )
+        run = device_metrics.collect(request, bundle, self.scratch)
+        _send(self.channel, {"type": "device_metrics", "ok": True, "run": run})
+
+
+def invocation_from_plan(plan: dict[str, Any], slots: Any) -> Invocation:
+    """Rebuilds the judge's Invocation (link.plan_invocation) from its plan and the slot
+    values. Raises KeyError, TypeError, ValueError or ProtocolError on a malformed plan."""
+    bound = [
+        BoundArg(str(s["name"]), v, str(s.get("role", "input")), bool(s.get("is_meta")))
+        for s, v in zip(plan["slots"], slots, strict=True)
+    ]
+
+    def value(ref: dict[str, Any]) -> Any:
+        return bound[ref["slot"]].value if "slot" in ref else wire.decode(ref["lit"], [])
+
+    args = [value(r) for r in plan["args"]]
+    kwargs = {k: value(r) for k, r in plan["kwargs"].items()}
+    return Invocation(
+        args,
+        kwargs,
+        outputs=[bound[i] for i in plan["outputs"]],
+        read_only=[bound[i] for i in plan["read_only"]],
+    )
 
 
 def _aliases(

@@ -287,6 +287,9 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
     if not _inputs_unchanged(trial, cand_inv, inputs, reply.read_only_after):
         return False
     _flag_aliasing(trial, reply)
+    kernels.candidate.triton_launches = max(
+        kernels.candidate.triton_launches, reply.kernel_launches
+    )
     if reply.kernel_launches == 0 and kernels.candidate.kernel_type == "triton":
         message = (
             "the kernel launched no Triton kernel of its own (it computed its outputs some "
@@ -359,6 +362,9 @@ def _evaluate(trial: _Trial, inputs: InputSet) -> bool:
         if reply.failure is not None:
             return _remote_failure(trial, reply)
         _threads(trial, reply.threads_started)
+        kernels.candidate.triton_launches = max(
+            kernels.candidate.triton_launches, reply.kernel_launches
+        )
         if not reply.outputs:
             return trial.reject("the kernel returned nothing and declares no output tensors")
         for name, problem in reply.problems.items():

@@ -10,8 +10,10 @@ bug in the worker itself gives error_kind "worker".
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -19,17 +21,51 @@ from typing import Any
 import torch
 
 from kforge_worker import devinfo, jailer
+from kforge_worker.activity import (
+    NOT_ON_CPU,
+    Flag,
+    WireError,
+    cross_check,
+    loop_flags,
+    not_measured,
+    pass_from_wire,
+    profile_gpu,
+    summarize,
+    timing_flags,
+)
 from kforge_worker.binding import Invocation, collect_outputs
 from kforge_worker.compare import compare_tensors, resolve_tolerance
 from kforge_worker.correctness import call_kernel, report_exception, run_correctness
+from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.devinfo import WorkerDevice
-from kforge_worker.inputs import InputError
-from kforge_worker.kernels import JobKernels, ReferenceLoadError, SetupError, load_kernels
-from kforge_worker.link import CallReply, CandidateGone, CandidateLink, TimedReply
+from kforge_worker.inputs import InputError, derive_seed
+from kforge_worker.kernels import (
+    JobKernels,
+    ReferenceLoadError,
+    SetupError,
+    kernel_spec_json,
+    load_kernels,
+)
+from kforge_worker.link import (
+    CallReply,
+    CandidateGone,
+    CandidateLink,
+    TimedReply,
+    plan_invocation,
+)
 from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
-from kforge_worker.timing import TimingReport, TimingStats, time_cpu, time_cuda
+from kforge_worker.timing import (
+    SPIN_FLOOR_US,
+    TimingReport,
+    TimingStats,
+    TrialSample,
+    compute_stats,
+    spin_us_for,
+    time_cpu,
+    time_gpu,
+)
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]
 EXCESSIVE_SPEEDUP = 10.0
@@ -43,6 +79,11 @@ TIMING_INPUT_SETS = 2
 # (minus the judge's overhead for an empty trial) by this much before it is flagged.
 WALL_ALLOWANCE_MS = 0.2
 WALL_ALLOWANCE_FRACTION = 0.5
+# The spin a candidate claims (its stats.spin_us) is mirrored in the judge's empty trials up
+# to this many times the spin its fastest correctness call's round trip would need (that
+# round trip holds one host enqueue of the call, and more; the spin may have doubled once).
+SPIN_TRUST_FACTOR = 2.0
+MAX_ACTIVITY_ERROR_CHARS = 500
 
 
 def run_job(
@@ -59,6 +100,9 @@ def run_job(
     if not job.scratch_dir:
         job = dataclasses.replace(job, scratch_dir=tempfile.mkdtemp(prefix="kforge-job-"))
     result = JobResult(metadata=_metadata(job, device))
+    if not device.is_cuda:
+        for reference in (False, True):
+            result.set_activity(not_measured(NOT_ON_CPU), [], reference=reference)
     report = progress or (lambda phase, message, partial: None)
     own_link = link is None
     try:
@@ -178,19 +222,35 @@ def _run(
             return
         result.ref_runtime_stats = ref.stats
         result.ref_runtime = ref.stats.median
+    else:
+        ref = None
     report("timing_candidate", "timing the kernel", result.to_dict())
     timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
     if timed is None:
         return
-    stats, warnings = timed
+    stats, reply = timed
     result.runtime_stats = stats
     result.runtime = stats.median
     result.metadata["timing_method"] = stats.method
-    for warning in warnings:
+    for warning in reply.warnings:
         result.warn(warning)
     _speedup(result)
     if any(c.name == "timing_consistent_with_wall_clock" and not c.passed for c in result.checks):
         result.speedup = None  # no reward from a timing the judge's own clock contradicts
+    if tdev.type == "cuda":
+        # After every timed trial of the job (the candidate process profiled its own at the
+        # end of its timing): the reference's profiled pass here.
+        report("kernel_activity", "profiling the timed windows", result.to_dict())
+        _candidate_activity(result, reply, stats, kernels.candidate.triton_launches)
+        if ref is not None:
+            activity = profile_gpu(
+                ref, tdev, l2_flush=job.timing.l2_flush, trace_dir=job.scratch_dir
+            )
+            result.set_activity(activity, timing_flags(ref, activity), reference=True)
+    # The server asks for device metrics on GPUs only; the cpu device runs them in tests.
+    if job.device_metrics is not None:
+        report("device_metrics", "profiling under Nsight Compute", result.to_dict())
+        _device_metrics(result, job, kernels, inputs, tdev)
 
 
 def _time_local(
@@ -201,7 +261,7 @@ def _time_local(
 
     try:
         if device.type == "cuda":
-            return time_cuda(call, job.timing, device)
+            return time_gpu(call, job.timing, device)
         return time_cpu(call, job.timing)
     except Exception as e:
         report_exception(result, e, "the reference kernel raised while being timed")
@@ -216,7 +276,7 @@ def _time_candidate(
     *,
     device: torch.device,
     result: JobResult,
-) -> tuple[TimingStats, list[str]] | None:
+) -> tuple[TimingStats, TimedReply] | None:
     """Times the candidate in its process, verifying some timed trials' outputs here."""
     rng = random.SystemRandom()
     verified: list[int] = []
@@ -255,7 +315,9 @@ def _time_candidate(
 
     invs = [kernels.bind_candidate(one.clone()) for one in sets]
     timing = dataclasses.asdict(job.timing)
-    reply: TimedReply = kernels.candidate.link.time(invs, timing, verify, check)
+    reply: TimedReply = kernels.candidate.link.time(
+        invs, timing, verify, check, activity=device.type == "cuda"
+    )
     if failures:
         message = (
             "the kernel's outputs while it was being timed are wrong: "
@@ -283,8 +345,16 @@ def _time_candidate(
         result.add_check("launch_stream_only", False, reply.stream_skew, fatal=False)
     elif stats.device_sync_median is not None:
         result.add_check("launch_stream_only", True)
-    _wall_clock_check(stats, reply.trial_wall_ms, job=job, device=device, invs=invs, result=result)
-    return stats, reply.warnings
+    _wall_clock_check(
+        stats,
+        reply.trial_wall_ms,
+        job=job,
+        device=device,
+        invs=invs,
+        result=result,
+        spin_us=_trusted_spin_us(stats, kernels.candidate.link.call_wall_ms),
+    )
+    return stats, reply
 
 
 def _remote(kind: str, text: str) -> Exception:
@@ -306,29 +376,49 @@ def _trial_tensors(inv: Invocation) -> tuple[list[torch.Tensor], list[torch.Tens
     return inputs, poisoned
 
 
-def _null_overhead_ms(job: JobSpec, device: torch.device, invs: list[Invocation]) -> float:
-    """The judge's own median time for an empty trial: the same copy of the next input set and
-    the same output poisoning the candidate does between trials, then flush, events and
-    synchronisation, around no kernel at all."""
+def _trusted_spin_us(stats: TimingStats, call_wall_ms: list[float]) -> float:
+    """The candidate's claimed spin (µs), as far as the judge mirrors it in its empty trials:
+    at most SPIN_TRUST_FACTOR times the spin its fastest correctness call's round trip (as
+    the judge timed it) would need. A claim cannot buy more than that."""
+    claimed = stats.spin_us if stats.spin_us is not None and stats.spin_us > 0 else 0.0
+    fastest = min(call_wall_ms) if call_wall_ms else 0.0
+    bound = SPIN_TRUST_FACTOR * (spin_us_for(fastest) if call_wall_ms else SPIN_FLOOR_US)
+    return min(claimed, bound)
+
+
+def _null_overhead_ms(
+    job: JobSpec, device: torch.device, invs: list[Invocation], spin_us: float = 0.0
+) -> float:
+    """The judge's own median time for an empty trial of the same loop: the same copy of the
+    next input set and the same output poisoning the candidate does between trials, then
+    flush, the spin `spin_us` (GPU), events and synchronisation, around no kernel at all;
+    measured as the candidate's trials are, from the end of one trial to the end of the next."""
     opts = dataclasses.replace(
         job.timing, max_trials=20, min_trials=5, budget_ms=50.0, warmup_calls=1, warmup_ms=0.0
     )
     live_inputs, poisoned = _trial_tensors(invs[0])
     pristine = [[t.clone() for t in _trial_tensors(inv)[0]] for inv in invs]
     trial = [0]
+    ends: list[int] = []
 
-    def before_trial() -> None:
-        values = pristine[trial[0] % len(pristine)]
-        trial[0] += 1
-        for live, value in zip(live_inputs, values, strict=False):
-            live.copy_(value)
-        for tensor in poisoned:
-            tensor.fill_(0)
+    def hook(_: int, sample: TrialSample | None) -> bool:
+        if sample is None:
+            values = pristine[trial[0] % len(pristine)]
+            trial[0] += 1
+            for live, value in zip(live_inputs, values, strict=False):
+                live.copy_(value)
+            for tensor in poisoned:
+                tensor.fill_(0)
+        else:
+            ends.append(time.perf_counter_ns())
+        return False
 
     if device.type == "cuda":
-        report = time_cuda(lambda: None, opts, device, before_trial=before_trial)
-        return report.stats.device_sync_median or report.stats.median
-    return time_cpu(lambda: None, opts, before_trial=before_trial).stats.median
+        time_gpu(lambda: None, opts, device, hook, spin_us=spin_us)
+    else:
+        time_cpu(lambda: None, opts, hook)
+    cycles = [(b - a) / 1e6 for a, b in itertools.pairwise(ends)]
+    return compute_stats(cycles, "judge_wall_clock").median if cycles else 0.0
 
 
 def _wall_clock_check(
@@ -339,16 +429,21 @@ def _wall_clock_check(
     device: torch.device,
     invs: list[Invocation],
     result: JobResult,
+    spin_us: float = 0.0,
 ) -> None:
     """The candidate's times are its own claims; the judge's clock bounds them from above.
     The fastest trial the judge saw is the bound: a loaded machine only adds to a trial's
-    wall time (scheduling, message passing), so the minimum is the least disturbed view."""
+    wall time (scheduling, message passing), so the minimum is the least disturbed view.
+    On a GPU every trial holds the candidate's spin before its window; the judge's empty
+    trials hold the same spin, as far as it trusts the claim (`_trusted_spin_us`)."""
     if len(walls) < 3:
         return
     wall = min(walls)
-    floor = wall - _null_overhead_ms(job, device, invs)
+    null = _null_overhead_ms(job, device, invs, spin_us)
+    floor = wall - null
     allowance = WALL_ALLOWANCE_MS + WALL_ALLOWANCE_FRACTION * max(floor, 0.0)
     result.metadata["judge_trial_wall_ms"] = round(wall, 6)
+    result.metadata["judge_empty_trial_ms"] = round(null, 6)
     if stats.median + allowance < floor:
         message = (
             f"the kernel's process reported a median of {stats.median:.4g} ms per trial, but "
@@ -359,6 +454,81 @@ def _wall_clock_check(
         result.warn(message)
     else:
         result.add_check("timing_consistent_with_wall_clock", True)
+
+
+def _candidate_activity(
+    result: JobResult, reply: TimedReply, stats: TimingStats, triton_launches: int
+) -> None:
+    """The candidate's kernel activity: what its process reported, summarized and
+    cross-checked here (activity.py); a disagreement is a flag and a failed honesty check."""
+    extra: list[Flag] = []
+    raw = reply.activity
+    if raw is None:
+        activity = not_measured("the candidate process sent no kernel activity")
+    elif isinstance(raw, dict) and "error" in raw and "windows" not in raw:
+        reason = str(raw.get("error"))[:MAX_ACTIVITY_ERROR_CHARS]
+        activity = not_measured(f"the candidate process could not profile: {reason}")
+    else:
+        try:
+            profiled = pass_from_wire(raw)
+        except WireError as e:
+            activity = not_measured(f"the candidate process sent malformed kernel activity: {e}")
+            extra = [Flag("activity_malformed", activity.reason)]
+        else:
+            activity = summarize(
+                profiled.windows, profiled.event_ms, stats.median, source=profiled.source
+            )
+            extra = cross_check(profiled, triton_launches)
+            if not any(w.has_kernel for w in profiled.windows):
+                message = (
+                    "the kernel launched no kernel of its own in any profiled timed trial "
+                    "(kernel activity): the work, if any, ran on the host or before the window"
+                )
+                result.add_check("launched_own_kernel", False, message, fatal=False)
+    activity.flags = activity.flags + extra
+    if extra:
+        message = "; ".join(f"[{f.code}] {f.message}" for f in extra)
+        result.add_check("kernel_activity_consistent", False, message, fatal=False)
+        result.warn(f"kernel activity: {message}")
+    elif activity.measured:
+        result.add_check("kernel_activity_consistent", True)
+    result.set_activity(
+        activity, loop_flags(reply.launch_not_hidden, reply.stream_skew) + activity.flags
+    )
+    if not activity.measured:
+        result.warn(f"kernel activity not measured: {activity.reason}")
+    for flag in activity.flags:
+        if flag not in extra:
+            result.warn(f"kernel activity [{flag.code}]: {flag.message}")
+
+
+def _device_metrics(
+    result: JobResult, job: JobSpec, kernels: JobKernels, inputs: Any, device: torch.device
+) -> None:
+    """Nsight Compute over one call of each kernel on the timing inputs: the candidate's by
+    its own process (a claim, size-checked here), the reference's by this one."""
+    assert job.device_metrics is not None
+    request = dataclasses.asdict(job.device_metrics)
+    request["sections"] = list(job.device_metrics.sections)
+    raw: dict[str, Any] = {}
+    cand_inv = kernels.bind_candidate(inputs.clone())
+    raw["candidate"] = checked_run(kernels.candidate.link.device_metrics(cand_inv, request))
+    if kernels.reference is not None and job.reference is not None:
+        plan, slots = plan_invocation(kernels.bind_reference(inputs.clone()))
+        bundle = ReplayBundle(
+            role="reference",
+            kernel=kernel_spec_json(job.reference),
+            cache_dir=job.cache_dir,
+            model_seed=derive_seed(job.seed, "model"),
+            init_seed=derive_seed(job.seed, "get_init_inputs"),
+            prefer_new=False,
+            init_inputs=None,
+            plan=plan,
+            slots=slots,
+            device=device.type,
+        )
+        raw["reference"] = collect(job.device_metrics, bundle, job.scratch_dir)
+    result.device_metrics_raw = raw
 
 
 def _speedup(result: JobResult) -> None:

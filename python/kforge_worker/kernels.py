@@ -68,6 +68,9 @@ class RemoteCandidate:
     name: str
     passes_outputs: bool
     warnings: list[str]
+    # Triton launches per correctness call as the candidate process counted them (the most
+    # seen; -1: none counted), for the judge's cross-check of its kernel activity.
+    triton_launches: int = -1
 
 
 @dataclass

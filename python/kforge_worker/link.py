@@ -62,6 +62,10 @@ class TimedReply:
     stats: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     stream_skew: str = ""
+    launch_not_hidden: str = ""
+    # The candidate's profiled pass as it sent it (activity.pass_from_wire reads it), or
+    # None when none was asked for or sent.
+    activity: Any = None
     trial_wall_ms: list[float] = field(default_factory=list)  # judge-observed, per trial
     failure: Failure | None = None
 
@@ -107,6 +111,9 @@ class CandidateLink:
         self.device = device
         self.budget_bytes = DEFAULT_BUDGET_BYTES
         self.ready: dict[str, Any] = {}
+        # Judge-observed round trips of the `call` requests (ms): each holds at least one
+        # host enqueue of the kernel, a bound on the spin the candidate may claim.
+        self.call_wall_ms: list[float] = []
         self._exit: str | None = None
 
     # -- lifetime -----------------------------------------------------------------------
@@ -229,7 +236,9 @@ class CandidateLink:
         """Runs the candidate once; with `seed`, torch's generators are seeded with it first
         (the reference of a compare runs under the same seed)."""
         plan, slots = plan_invocation(inv)
+        start = time.perf_counter_ns()
         reply, values = self._request({"type": "call", "plan": plan, "seed": seed}, slots)
+        self.call_wall_ms.append((time.perf_counter_ns() - start) / 1e6)
         self._expect(reply, "called")
         failure = self._failure(reply)
         if failure is not None:
@@ -271,15 +280,22 @@ class CandidateLink:
         timing: dict[str, Any],
         verify: Callable[[int], bool],
         check: Callable[[int, CallReply], bool],
+        *,
+        activity: bool = False,
     ) -> TimedReply:
         """Times the candidate, trial i on input set i % len(invs) (invocations bound the same
         way on different inputs). After each trial `verify(index)` says whether to fetch that
-        trial's outputs; `check(index, outputs)` judges them."""
+        trial's outputs; `check(index, outputs)` judges them. With `activity`, the candidate
+        process also profiles its timed window (the reply's `activity`)."""
         plan, slots = plan_invocation(invs[0])
         sets = [slots] + [plan_invocation(other)[1] for other in invs[1:]]
         walls: list[float] = []
         try:
-            wire.send(self.channel, {"type": "time", "plan": plan, "timing": timing}, sets)
+            wire.send(
+                self.channel,
+                {"type": "time", "plan": plan, "timing": timing, "activity": activity},
+                sets,
+            )
             sent = time.perf_counter_ns()
             while True:
                 reply, _ = wire.receive(self.channel, self.device, self.budget_bytes)
@@ -313,8 +329,25 @@ class CandidateLink:
             stats=stats,
             warnings=[str(w) for w in warnings] if isinstance(warnings, list) else [],
             stream_skew=str(reply.get("stream_skew") or ""),
+            launch_not_hidden=str(reply.get("launch_not_hidden") or ""),
+            activity=reply.get("activity"),
             trial_wall_ms=walls,
         )
+
+    def device_metrics(self, inv: Invocation, request: dict[str, Any]) -> dict[str, Any]:
+        """One call of the candidate under Nsight Compute, run by the candidate process as
+        its child (device_metrics.py); the run as it reported it (a claim: the caller checks
+        it with device_metrics.checked_run)."""
+        plan, slots = plan_invocation(inv)
+        reply, _ = self._request(
+            {"type": "device_metrics", "plan": plan, "request": request}, slots
+        )
+        self._expect(reply, "device_metrics")
+        failure = self._failure(reply)
+        if failure is not None:
+            return {"command": [], "exit_code": None, "stdout": "", "stderr": failure.message}
+        run = reply.get("run")
+        return run if isinstance(run, dict) else {}
 
 
 def describe_status(status: int) -> str:

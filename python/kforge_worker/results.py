@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from kforge_worker.activity import Flag, KernelActivity, not_measured
 from kforge_worker.compare import Mismatch
 from kforge_worker.timing import TimingStats
 
@@ -77,6 +78,26 @@ class JobResult:
     ref_runtime: float = -1.0
     ref_runtime_stats: TimingStats | None = None
     speedup: float | None = None
+    # Kernel activity (docs/architecture.md "What the GPU time means"): the device's own clock for
+    # the timed window; kernel_time is the median summed kernel time (ms). `ref_` for the
+    # reference. Present in every result; `kernel_activity.measured` says whether it was.
+    kernel_time: float | None = None
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+    idle_gap_ms: float | None = None
+    timing_flags: list[dict[str, str]] = field(default_factory=list)
+    kernel_activity: dict[str, Any] = field(
+        default_factory=lambda: not_measured("not timed").to_dict()
+    )
+    ref_kernel_time: float | None = None
+    ref_kernels: list[dict[str, Any]] = field(default_factory=list)
+    ref_idle_gap_ms: float | None = None
+    ref_timing_flags: list[dict[str, str]] = field(default_factory=list)
+    ref_kernel_activity: dict[str, Any] = field(
+        default_factory=lambda: not_measured("not timed").to_dict()
+    )
+    # What Nsight Compute printed per role (device_metrics.py); the server turns it into
+    # metadata.device_metrics and drops it. Absent unless device metrics were asked for.
+    device_metrics_raw: dict[str, Any] | None = None
     error_kind: str | None = None
     compilation_error: str | None = None
     runtime_error: str | None = None
@@ -94,6 +115,17 @@ class JobResult:
                     self.checks[i] = Check(name, passed, message, fatal)
                 return
         self.checks.append(Check(name, passed, message, fatal))
+
+    def set_activity(
+        self, activity: KernelActivity, flags: list[Flag], *, reference: bool = False
+    ) -> None:
+        """Records one kernel's activity (the reference's with `reference`)."""
+        prefix = "ref_" if reference else ""
+        setattr(self, f"{prefix}kernel_time", activity.kernel_time_ms)
+        setattr(self, f"{prefix}kernels", [k.to_dict() for k in activity.kernels])
+        setattr(self, f"{prefix}idle_gap_ms", activity.idle_gap_ms)
+        setattr(self, f"{prefix}timing_flags", [f.to_dict() for f in flags])
+        setattr(self, f"{prefix}kernel_activity", activity.to_dict())
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -114,7 +146,7 @@ class JobResult:
     def to_dict(self) -> dict[str, Any]:
         """The `result` object of the wire protocol (JSON-ready, NaN handled by protocol)."""
         out = dataclasses.asdict(self)
-        for key in ("compilation_error", "runtime_error", "validation_error"):
+        for key in ("compilation_error", "runtime_error", "validation_error", "device_metrics_raw"):
             if out[key] is None:
                 del out[key]
         out["honesty"] = [

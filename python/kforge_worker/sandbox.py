@@ -15,9 +15,10 @@ Fallback limits come from the environment; 0 leaves a limit as inherited:
 | KFORGE_CHILD_FSIZE_BYTES | RLIMIT_FSIZE (largest file the job may write) | 8 GiB |
 | KFORGE_CHILD_NOFILE | RLIMIT_NOFILE | 4096 |
 | KFORGE_CHILD_NPROC | RLIMIT_NPROC (per user, threads count too; never as root) | 0 (unset) |
-| KFORGE_CHILD_UNSHARE_NET | 1: unshare(CLONE_NEWNET), best effort; 0: keep the network | 1 |
+| KFORGE_CHILD_UNSHARE_NET | 1: unshare(CLONE_NEWNET), best effort (`lo` up); 0: keep it | 1 |
 
-RLIMIT_CORE is always 0.
+RLIMIT_CORE is always 0. In a new network namespace `lo` is brought up, as the jail does, so a
+tool that talks to a process it started over the loopback (a profiler and its target) works.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import fcntl
 import os
 import resource
 import signal
+import socket
+import struct
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +37,9 @@ from typing import Any
 PROTOCOL_FD = 1000  # where the protocol socket lives in the child (or lower, see below)
 _PR_SET_PDEATHSIG = 1
 _CLONE_NEWNET = 0x40000000
+_SIOCGIFFLAGS = 0x8913
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP_RUNNING = 0x1 | 0x40
 _GIB = 1 << 30
 _OLD_STREAMS: list[Any] = []
 _DEFAULTS = {
@@ -52,6 +58,7 @@ class SandboxReport:
     parent_death_signal: bool = False
     network_isolated: bool = False
     network_error: str = ""
+    loopback_up: bool = False
     limits: dict[str, int] = field(default_factory=dict)
     limit_errors: list[str] = field(default_factory=list)
 
@@ -61,6 +68,7 @@ class SandboxReport:
             "parent_death_signal": self.parent_death_signal,
             "network_isolated": self.network_isolated,
             "network_error": self.network_error,
+            "loopback_up": self.loopback_up,
             "limits": self.limits,
             "limit_errors": self.limit_errors,
         }
@@ -146,10 +154,23 @@ def isolate_network(report: SandboxReport) -> None:
         libc = _libc()
         if libc.unshare(_CLONE_NEWNET) == 0:
             report.network_isolated = True
+            report.loopback_up = loopback_up()
         else:
             report.network_error = os.strerror(ctypes.get_errno())
     except (OSError, AttributeError) as e:
         report.network_error = str(e)
+
+
+def loopback_up() -> bool:
+    """Brings `lo` of this (new) network namespace up, as the jail does; False if it cannot."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            request = struct.pack("16sH14x", b"lo", 0)
+            flags = struct.unpack("16sH14x", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
+            fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | _IFF_UP_RUNNING))
+        return True
+    except OSError:
+        return False
 
 
 def apply_fallback(cpu_device: bool, report: SandboxReport) -> None:

@@ -108,6 +108,16 @@ class TimingOptions:
 
 
 @dataclass(frozen=True)
+class DeviceMetricsSpec:
+    """`job.device_metrics`: run the timed kernels under Nsight Compute (device_metrics.py).
+    The server resolves the ncu executable and chooses the sections."""
+
+    ncu: str
+    sections: tuple[str, ...]
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
 class JobSpec:
     job_id: str
     kind: str  # "evaluate" | "compare"
@@ -123,6 +133,7 @@ class JobSpec:
     timeout_s: float = 120.0
     scratch_dir: str = ""
     cache_dir: str = ""
+    device_metrics: DeviceMetricsSpec | None = None
 
 
 def _get(obj: dict[str, Any], key: str, path: str, kinds: tuple[type, ...], default: Any) -> Any:
@@ -282,6 +293,25 @@ def parse_timing(value: Any, path: str) -> TimingOptions:
     )
 
 
+def parse_device_metrics(value: Any, path: str) -> DeviceMetricsSpec | None:
+    if value is None:
+        return None
+    obj = _obj(value, path)
+    ncu = _get(obj, "ncu", path, (str,), "")
+    if not ncu:
+        raise SpecError(f"{path}.ncu: is required (the path of the ncu executable)")
+    sections = obj.get("sections")
+    if not isinstance(sections, list) or not sections:
+        raise SpecError(f"{path}.sections: must be a non-empty list of ncu section names")
+    for i, m in enumerate(sections):
+        if not isinstance(m, str) or not m.isidentifier():
+            raise SpecError(f"{path}.sections[{i}]: must be an ncu section name")
+    timeout = float(_get(obj, "timeout_s", path, (int, float), 300.0))
+    if timeout <= 0:
+        raise SpecError(f"{path}.timeout_s: must be positive")
+    return DeviceMetricsSpec(ncu=ncu, sections=tuple(sections), timeout_s=timeout)
+
+
 def parse_job(value: Any) -> JobSpec:
     """Parses the `job` object of a `job` message. Raises SpecError."""
     obj = _obj(value, "job")
@@ -314,4 +344,5 @@ def parse_job(value: Any) -> JobSpec:
         timeout_s=float(_get(obj, "timeout_s", "job", num, 120.0)),
         scratch_dir=str(_get(obj, "scratch_dir", "job", (str,), "")),
         cache_dir=str(_get(obj, "cache_dir", "job", (str,), "")),
+        device_metrics=parse_device_metrics(obj.get("device_metrics"), "job.device_metrics"),
     )

@@ -1,24 +1,48 @@
 """Timing: warm-up, adaptive trials, statistics (DESIGN.md "Evaluation protocol").
 
-GPU ("cuda_event"): before every trial, outside the timed window, the persisting L2 lines
-are reset (cuCtxResetPersistingL2Cache, best effort) and a buffer of 2x the L2 size (at
-least 64 MiB) is overwritten; CUDA events on the current stream bracket the call. After
-the end event a device-wide synchronize and a host clock give a second, device-synchronised
-time per trial: work the call left running on other streams shows up there, not in the
-events ("work outside the launch stream"). "cuda_graph" captures the call once and times
-graph replays the same way. CPU ("cpu_wall_clock"): perf_counter_ns around each call.
+GPU, method "cuda_event" (docs/architecture.md "What the GPU time means"). Per trial, all
+outside the timed window:
+1. the per-trial hook, if any (`TrialHook`: the caller's own step; the candidate process
+   copies the next input set in and re-poisons its outputs there);
+2. the persisting L2 lines are reset (cuCtxResetPersistingL2Cache, best effort) and a
+   buffer of max(2 x L2, 64 MiB) is READ (a sum into a one-element tensor): the previous
+   trial's dirty lines are written back now, and L2 is left holding clean lines of the
+   buffer, as Nsight Compute's `--cache-control all` leaves it;
+3. the device is synchronised, then a spin kernel (a device-side busy wait,
+   torch.cuda._sleep) is enqueued on the launch stream, long enough to cover the host's
+   enqueue of the call (measured before the trials: `spin_us_for`);
+then the start event, the call, the end event, all enqueued while the spin runs, so the
+GPU starts the call's first kernel as soon as the spin ends: the window holds the device's
+time for the call, not the host's launch of it. After the end event the host checks
+whether the start event had already completed (the spin ran out before the call was
+enqueued: "launch not hidden"; the next trials get a longer spin, at most MAX_SPIN_GROWTHS
+times) and synchronises the whole device; the host clock from the spin's expected end to
+that synchronisation gives a second, device-synchronised time per trial: work the call left
+running on other streams shows up there, not in the events ("work outside the launch
+stream").
+
+"cuda_graph" captures the call once and times graph replays the same way (one launch per
+trial; the spin still hides it). CPU ("cpu_wall_clock"): perf_counter_ns around each call.
 
 Trials continue until the relative standard error of the mean is under rse_target, or
 max_trials, or budget_ms of trial-loop wall time, but never fewer than min_trials.
+
+The loop knows nothing of jobs or results: `time_gpu(fn, opts, device, hook)` and
+`time_cpu(fn, opts, hook)` return a TimingReport, and activity.py's profiled pass re-runs the
+same trial protocol (`GpuTrialRunner`) on `TimingReport.call`. The candidate process runs
+them on the candidate (candidate.py), the judge on the reference and, with the candidate's
+spin, on an empty call (evaluate.py `_null_overhead_ms`: the judge's wall-clock check).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
+import statistics
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -27,6 +51,21 @@ from kforge_worker.spec import TimingOptions
 MIN_FLUSH_BYTES = 64 << 20
 STREAM_SKEW_RATIO = 0.5  # device-synchronised median may exceed the event median by 50 %...
 STREAM_SKEW_FLOOR_MS = 0.05  # ...or by 0.05 ms, whichever is larger
+
+# Spin sizing (spin_us_for): factor x the measured enqueue time + margin, within [floor, cap].
+SPIN_FLOOR_US = 10.0
+SPIN_FACTOR = 1.5
+SPIN_MARGIN_US = 10.0
+SPIN_CAP_US = 20_000.0
+ENQUEUE_SAMPLES = 7  # calls whose host enqueue time is measured before the trials
+LAUNCH_NOT_HIDDEN_FRACTION = 0.1  # more uncovered trials than this is flagged
+MAX_SPIN_GROWTHS = 4  # a call that synchronises with the host cannot be covered by any spin
+SPIN_CALIBRATION_CYCLES = 1_000_000
+
+# Names of the profiler ranges the trial protocol opens (activity.py finds them in traces).
+FLUSH_RANGE = "kforge_flush"
+SPIN_RANGE = "kforge_spin"
+WINDOW_RANGE = "kforge_window"
 
 
 @dataclass(frozen=True)
@@ -47,8 +86,30 @@ class TimingStats:
     unit: str = "ms"
     l2_flush: bool = False
     warmup_calls: int = 0
-    stop_reason: str = ""  # rse_target | max_trials | budget
+    stop_reason: str = ""  # rse_target | max_trials | budget | judge
     device_sync_median: float | None = None
+    # GPU only (None on cpu): the spin before the start event at the last trial, the median
+    # host time to enqueue one call, and the trials whose enqueue the spin did not cover.
+    spin_us: float | None = None
+    enqueue_ms: float | None = None
+    launch_not_hidden_trials: int | None = None
+
+
+@dataclass(frozen=True)
+class TrialSample:
+    """One timed trial (ms): the event time (the wall clock on cpu) and the
+    device-synchronised host time (the same on cpu)."""
+
+    event_ms: float
+    synced_ms: float
+    launch_hidden: bool  # the call was fully enqueued before the spin ended (True on cpu)
+
+
+# Called twice per timed trial, both outside the timed window: hook(index, None) before the
+# trial's flush (its return value is ignored), and hook(index, sample) after the trial's
+# synchronisation, which returns True to stop timing after this trial (the judge's gate:
+# stop_reason "judge"). An exception raised by the hook ends timing with it.
+TrialHook = Callable[[int, TrialSample | None], bool]
 
 
 @dataclass
@@ -56,6 +117,10 @@ class TimingReport:
     stats: TimingStats
     warnings: list[str] = field(default_factory=list)
     stream_skew: str = ""  # why the device-synchronised time is far above the event time
+    launch_not_hidden: str = ""  # why the event time may include host launch time
+    # What was timed (the call, or the replay of its CUDA graph; keeps the graph alive), for
+    # activity.py's profiled pass. None on cpu.
+    call: Callable[[], object] | None = field(default=None, repr=False, compare=False)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -129,6 +194,36 @@ def stop_reason(samples: Sequence[float], opts: TimingOptions, elapsed_ms: float
     return None
 
 
+def spin_us_for(enqueue_ms: float) -> float:
+    """The spin that covers a call whose host enqueue takes `enqueue_ms`, in microseconds:
+    SPIN_FACTOR x enqueue + SPIN_MARGIN_US, at least SPIN_FLOOR_US, at most SPIN_CAP_US."""
+    if not math.isfinite(enqueue_ms) or enqueue_ms < 0:
+        return SPIN_CAP_US
+    return min(SPIN_CAP_US, max(SPIN_FLOOR_US, SPIN_FACTOR * enqueue_ms * 1e3 + SPIN_MARGIN_US))
+
+
+def next_spin_us(spin_us: float, observed_enqueue_ms: float) -> float:
+    """The spin after a trial whose enqueue (`observed_enqueue_ms`) outlasted `spin_us`:
+    at least double, and enough for what was observed; unchanged once the cap is reached
+    (a call that synchronises the host cannot be covered by any spin)."""
+    if spin_us >= SPIN_CAP_US:
+        return spin_us
+    return min(SPIN_CAP_US, max(2.0 * spin_us, spin_us_for(observed_enqueue_ms)))
+
+
+def launch_not_hidden_message(uncovered: int, trials: int, enqueue_ms: float) -> str:
+    """The warning for trials whose call was not fully enqueued before the spin ended, or ""
+    when they are at most LAUNCH_NOT_HIDDEN_FRACTION of the trials."""
+    if trials <= 0 or uncovered <= LAUNCH_NOT_HIDDEN_FRACTION * trials:
+        return ""
+    return (
+        f"launch not hidden: in {uncovered} of {trials} trials the host was still enqueueing "
+        f"the call (median enqueue {enqueue_ms:.4g} ms) when the device reached the start "
+        "event, so the event time includes host time (the call synchronises with the host, "
+        "or launches faster kernels than the host can enqueue)"
+    )
+
+
 def _warm_up(fn: Callable[[], object], opts: TimingOptions, sync: Callable[[], None]) -> int:
     calls = 0
     start = time.perf_counter_ns()
@@ -139,35 +234,30 @@ def _warm_up(fn: Callable[[], object], opts: TimingOptions, sync: Callable[[], N
     return calls
 
 
-# Per-trial hooks, both outside the timed window: `before_trial()` runs before the cache
-# flush (the candidate process re-poisons its outputs there); `after_trial(index, ms)` runs
-# after the trial's synchronisation and returns True to stop (the judge's gate, see
-# candidate.py).
-BeforeTrial = Callable[[], None]
-AfterTrial = Callable[[int, float], bool]
+def _next_reason(
+    samples: Sequence[float], opts: TimingOptions, loop_start_ns: int, stop: bool
+) -> str | None:
+    reason = stop_reason(samples, opts, (time.perf_counter_ns() - loop_start_ns) / 1e6)
+    return "judge" if stop and reason is None else reason
 
 
 def time_cpu(
-    fn: Callable[[], object],
-    opts: TimingOptions,
-    *,
-    before_trial: BeforeTrial | None = None,
-    after_trial: AfterTrial | None = None,
+    fn: Callable[[], object], opts: TimingOptions, hook: TrialHook | None = None
 ) -> TimingReport:
-    """Wall-clock timing on the CPU (no cache flush)."""
+    """Wall-clock timing on the CPU (no cache flush); `hook` as for time_gpu."""
     warmups = _warm_up(fn, opts, lambda: None)
     samples: list[float] = []
     loop_start = time.perf_counter_ns()
     while True:
-        if before_trial is not None:
-            before_trial()
+        index = len(samples)
+        if hook is not None:
+            hook(index, None)
         t0 = time.perf_counter_ns()
         fn()
-        samples.append((time.perf_counter_ns() - t0) / 1e6)
-        stop = after_trial(len(samples) - 1, samples[-1]) if after_trial is not None else False
-        reason = stop_reason(samples, opts, (time.perf_counter_ns() - loop_start) / 1e6)
-        if stop and reason is None:
-            reason = "judge"
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        samples.append(ms)
+        stop = hook(index, TrialSample(ms, ms, True)) if hook is not None else False
+        reason = _next_reason(samples, opts, loop_start, stop)
         if reason is not None:
             break
     return TimingReport(
@@ -176,13 +266,14 @@ def time_cpu(
 
 
 class L2Flusher:
-    """Evicts the GPU's L2 between trials: reset persisting lines, then overwrite 2x L2."""
+    """Evicts the GPU's L2 between trials: reset persisting lines, then READ 2x L2, so the
+    previous trial's dirty lines are written back here and L2 ends up holding clean lines."""
 
     def __init__(self, device: torch.device) -> None:
         l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
         self.nbytes = max(2 * l2, MIN_FLUSH_BYTES)
-        self._buffer = torch.empty(self.nbytes, dtype=torch.uint8, device=device)
-        self._fill = 0
+        self._buffer = torch.ones(self.nbytes // 4, dtype=torch.float32, device=device)
+        self._sink = torch.empty((), dtype=torch.float32, device=device)
         self._reset = _persisting_l2_reset()
         self.persisting_reset_ok = self._reset is not None
 
@@ -190,8 +281,7 @@ class L2Flusher:
         if self._reset is not None and self._reset() != 0:
             self._reset = None
             self.persisting_reset_ok = False
-        self._fill = (self._fill + 1) & 0xFF
-        self._buffer.fill_(self._fill)
+        torch.sum(self._buffer, dim=0, out=self._sink)
 
 
 def _persisting_l2_reset() -> Callable[[], int] | None:
@@ -205,17 +295,142 @@ def _persisting_l2_reset() -> Callable[[], int] | None:
     return lambda: int(fn())
 
 
-def time_cuda(
+class Spinner:
+    """A device-side busy wait of a given length on the current stream (torch.cuda._sleep,
+    which spins for a number of SM clock cycles; calibrated once against CUDA events)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._sleep: Callable[[int], None] | None = getattr(torch.cuda, "_sleep", None)
+        self.cycles_per_us = self._calibrate(device) if self._sleep is not None else 0.0
+
+    @property
+    def available(self) -> bool:
+        return self._sleep is not None and self.cycles_per_us > 0
+
+    def _calibrate(self, device: torch.device) -> float:
+        assert self._sleep is not None
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        rates = []
+        for _ in range(4):
+            torch.cuda.synchronize(device)
+            start.record()
+            self._sleep(SPIN_CALIBRATION_CYCLES)
+            end.record()
+            end.synchronize()
+            rates.append(SPIN_CALIBRATION_CYCLES / (start.elapsed_time(end) * 1e3))
+        return statistics.median(rates[1:])  # the first includes the kernel's first load
+
+    def spin(self, us: float) -> None:
+        if self._sleep is not None and us > 0:
+            self._sleep(max(1, int(us * self.cycles_per_us)))
+
+
+_FLUSHERS: dict[int, L2Flusher] = {}
+_SPINNERS: dict[int, Spinner] = {}
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def flusher_for(device: torch.device) -> L2Flusher:
+    """The device's flusher, allocated once per process."""
+    key = _device_index(device)
+    if key not in _FLUSHERS:
+        _FLUSHERS[key] = L2Flusher(device)
+    return _FLUSHERS[key]
+
+
+def spinner_for(device: torch.device) -> Spinner:
+    key = _device_index(device)
+    if key not in _SPINNERS:
+        _SPINNERS[key] = Spinner(device)
+    return _SPINNERS[key]
+
+
+@contextlib.contextmanager
+def _no_range(name: str) -> Iterator[None]:
+    yield
+
+
+class GpuTrialRunner:
+    """One trial of the GPU protocol (see the module docstring). `annotate` wraps the flush,
+    the spin and the call in profiler ranges (FLUSH_RANGE, SPIN_RANGE, WINDOW_RANGE) so a
+    profiled pass can tell the call's kernels from the protocol's own."""
+
+    def __init__(
+        self,
+        device: torch.device,
+        *,
+        l2_flush: bool,
+        spin_us: float,
+        annotate: bool = False,
+    ) -> None:
+        self.device = device
+        self.flusher = flusher_for(device) if l2_flush else None
+        self.spinner = spinner_for(device)
+        self.spin_us = spin_us if self.spinner.available else 0.0
+        self.stream = torch.cuda.current_stream(device)
+        self._range: Callable[[str], contextlib.AbstractContextManager[object]] = (
+            torch.profiler.record_function if annotate else _no_range
+        )
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+        self.last_enqueue_ms = 0.0  # host time to enqueue the call in the last trial
+
+    def run(self, call: Callable[[], object]) -> TrialSample:
+        if self.flusher is not None:
+            with self._range(FLUSH_RANGE):
+                self.flusher.flush()
+        torch.cuda.synchronize(self.device)
+        spin_enqueued = time.perf_counter_ns()
+        if self.spin_us > 0:
+            with self._range(SPIN_RANGE):
+                self.spinner.spin(self.spin_us)
+        self._start.record(self.stream)
+        host_start = time.perf_counter_ns()
+        with self._range(WINDOW_RANGE):
+            call()
+        self.last_enqueue_ms = (time.perf_counter_ns() - host_start) / 1e6
+        self._end.record(self.stream)
+        hidden = self.spin_us > 0 and not self._start.query()
+        torch.cuda.synchronize(self.device)
+        done = time.perf_counter_ns()
+        # The device-synchronised time starts where the spin is expected to end.
+        window_start = max(host_start, spin_enqueued + int(self.spin_us * 1e3))
+        return TrialSample(
+            event_ms=self._start.elapsed_time(self._end),
+            synced_ms=max(0.0, (done - window_start) / 1e6),
+            launch_hidden=hidden,
+        )
+
+
+def measure_enqueue_ms(call: Callable[[], object], device: torch.device) -> float:
+    """Median host time to enqueue one call (no synchronisation inside the measurement)."""
+    samples = []
+    for _ in range(ENQUEUE_SAMPLES):
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter_ns()
+        call()
+        samples.append((time.perf_counter_ns() - t0) / 1e6)
+    torch.cuda.synchronize(device)
+    return statistics.median(samples)
+
+
+def time_gpu(
     fn: Callable[[], object],
     opts: TimingOptions,
     device: torch.device,
+    hook: TrialHook | None = None,
     *,
-    before_trial: BeforeTrial | None = None,
-    after_trial: AfterTrial | None = None,
+    spin_us: float | None = None,
 ) -> TimingReport:
-    """CUDA-event timing with L2 flush and a device-synchronised cross-check."""
+    """Times `fn` on the GPU with the trial protocol of the module docstring. `spin_us`
+    fixes the spin (and keeps it, whatever the trials show) instead of sizing it from the
+    call's enqueue time: the judge's empty trials mirror a candidate's spin that way."""
     warnings: list[str] = []
-    warmups = _warm_up(fn, opts, torch.cuda.synchronize)
+    warmups = _warm_up(fn, opts, lambda: torch.cuda.synchronize(device))
     target: Callable[[], object] = fn
     method = "cuda_event"
     if opts.cuda_graph:
@@ -223,52 +438,80 @@ def time_cuda(
         if graph is not None:
             target = graph.replay
             method = "cuda_graph"
-    flusher = L2Flusher(device) if opts.l2_flush else None
-    if flusher is not None and not flusher.persisting_reset_ok:
+    enqueue_ms = measure_enqueue_ms(target, device)
+    fixed_spin = spin_us is not None
+    runner = GpuTrialRunner(
+        device,
+        l2_flush=opts.l2_flush,
+        spin_us=spin_us if spin_us is not None else spin_us_for(enqueue_ms),
+    )
+    if runner.flusher is not None and not runner.flusher.persisting_reset_ok:
         warnings.append("could not reset the persisting L2 cache (cuCtxResetPersistingL2Cache)")
-    stream = torch.cuda.current_stream(device)
+    if not runner.spinner.available:
+        warnings.append(
+            "no device-side spin (torch.cuda._sleep) in this torch: the event time includes "
+            "the host's launch of the call"
+        )
     events: list[float] = []
     synced: list[float] = []
+    uncovered = 0
     loop_start = time.perf_counter_ns()
     while True:
-        if before_trial is not None:
-            before_trial()
-        if flusher is not None:
-            flusher.flush()
-        torch.cuda.synchronize(device)
-        start_evt = torch.cuda.Event(enable_timing=True)
-        end_evt = torch.cuda.Event(enable_timing=True)
-        host_start = time.perf_counter_ns()
-        start_evt.record(stream)
-        target()
-        end_evt.record(stream)
-        torch.cuda.synchronize(device)
-        synced.append((time.perf_counter_ns() - host_start) / 1e6)
-        events.append(start_evt.elapsed_time(end_evt))
-        stop = after_trial(len(events) - 1, events[-1]) if after_trial is not None else False
-        reason = stop_reason(events, opts, (time.perf_counter_ns() - loop_start) / 1e6)
-        if stop and reason is None:
-            reason = "judge"
+        index = len(events)
+        if hook is not None:
+            hook(index, None)
+        sample = runner.run(target)
+        events.append(sample.event_ms)
+        synced.append(sample.synced_ms)
+        if runner.spin_us > 0 and not sample.launch_hidden:
+            uncovered += 1
+            if uncovered <= MAX_SPIN_GROWTHS and not fixed_spin:
+                runner.spin_us = next_spin_us(runner.spin_us, runner.last_enqueue_ms)
+        stop = hook(index, sample) if hook is not None else False
+        reason = _next_reason(events, opts, loop_start, stop)
         if reason is not None:
             break
     sync_median = percentile(sorted(synced), 50)
     stats = compute_stats(
         events,
         method,
-        l2_flush=flusher is not None,
+        l2_flush=runner.flusher is not None,
         warmup_calls=warmups,
         stop_reason=reason,
         device_sync_median=sync_median,
     )
-    skew = ""
-    if sync_median - stats.median > max(STREAM_SKEW_RATIO * stats.median, STREAM_SKEW_FLOOR_MS):
-        skew = (
-            f"work outside the launch stream: device-synchronised median {sync_median:.4g} ms "
-            f"vs CUDA-event median {stats.median:.4g} ms (work on other streams or on the "
-            "host is not covered by the events)"
-        )
-        warnings.append(skew)
-    return TimingReport(stats, warnings, stream_skew=skew)
+    stats = _with_spin(stats, runner, enqueue_ms, uncovered)
+    report = TimingReport(stats, warnings, call=target)
+    report.stream_skew = stream_skew_message(sync_median, stats.median)
+    if report.stream_skew:
+        warnings.append(report.stream_skew)
+    if runner.spin_us > 0:
+        report.launch_not_hidden = launch_not_hidden_message(uncovered, len(events), enqueue_ms)
+        if report.launch_not_hidden:
+            warnings.append(report.launch_not_hidden)
+    return report
+
+
+def _with_spin(
+    stats: TimingStats, runner: GpuTrialRunner, enqueue_ms: float, uncovered: int
+) -> TimingStats:
+    return replace(
+        stats,
+        spin_us=runner.spin_us,
+        enqueue_ms=enqueue_ms,
+        launch_not_hidden_trials=uncovered if runner.spin_us > 0 else None,
+    )
+
+
+def stream_skew_message(sync_median: float, event_median: float) -> str:
+    """The warning when the device-synchronised median is far above the event median."""
+    if sync_median - event_median <= max(STREAM_SKEW_RATIO * event_median, STREAM_SKEW_FLOOR_MS):
+        return ""
+    return (
+        f"work outside the launch stream: device-synchronised median {sync_median:.4g} ms "
+        f"vs CUDA-event median {event_median:.4g} ms (work on other streams or on the "
+        "host is not covered by the events)"
+    )
 
 
 def _capture_graph(fn: Callable[[], object], warnings: list[str]) -> torch.cuda.CUDAGraph | None:

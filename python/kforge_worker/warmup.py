@@ -141,6 +141,7 @@ def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
     if device.is_cuda:
         report.run("cuda_events", lambda: _cuda_events(tdev))
         report.run("torch_matmul", lambda: _matmul(tdev))
+        report.run("timing_protocol", lambda: _timing_protocol(tdev))
 
     def describe_step() -> None:
         described.update(describe(device))
@@ -166,6 +167,15 @@ def _cuda_events(device: torch.device) -> None:
     torch.cuda.synchronize(device)
     start.elapsed_time(end)
     torch.cuda.current_stream(device).synchronize()
+
+
+def _timing_protocol(device: torch.device) -> None:
+    """The L2 flush buffer and the calibrated spin of timing.py, made once per process."""
+    from kforge_worker.timing import flusher_for, spinner_for
+
+    flusher_for(device).flush()
+    spinner_for(device)
+    torch.cuda.synchronize(device)
 
 
 def _matmul(device: torch.device) -> None:

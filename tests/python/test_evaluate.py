@@ -46,6 +46,23 @@ def test_correct_triton_vadd_passes_and_is_timed(tmp_path):
     assert meta["seed"] == job["seed"] and meta["device"] == "cpu"
     assert [i["name"] for i in meta["inputs"]] == ["x", "y", "out", "n", "BLOCK"]
     assert checks(result)["inputs_unchanged"]["passed"]
+    assert stats["spin_us"] is None and stats["enqueue_ms"] is None
+
+
+def test_kernel_activity_fields_are_present_and_labelled_on_cpu(tmp_path):
+    job = make_job(
+        K.triton_vadd(), K.torch_add_reference(), tmp_path=tmp_path, measure_performance=True
+    )
+    result = run(job)
+    assert result["correctness"], result
+    for prefix in ("", "ref_"):
+        assert result[f"{prefix}kernel_time"] is None
+        assert result[f"{prefix}kernels"] == []
+        assert result[f"{prefix}idle_gap_ms"] is None
+        assert result[f"{prefix}timing_flags"] == []
+        activity = result[f"{prefix}kernel_activity"]
+        assert activity["measured"] is False and activity["reason"] == "not measured on cpu"
+        assert activity["kernel_time_ms"] is None and activity["kernels"] == []
 
 
 def test_wrong_kernel_fails_with_max_error(tmp_path):

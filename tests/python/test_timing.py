@@ -96,3 +96,69 @@ def test_time_cpu_respects_budget():
     assert 2 <= report.stats.trials < 20
     assert time.perf_counter() - start < 1.0
     assert statistics.median([report.stats.median]) >= 5.0
+
+
+def test_spin_covers_the_measured_enqueue_within_floor_and_cap():
+    from kforge_worker import timing as T
+
+    assert T.spin_us_for(0.0) == max(T.SPIN_FLOOR_US, T.SPIN_MARGIN_US)
+    # 20 us of host enqueue (a Triton launch) -> 1.5 x 20 + 10 = 40 us
+    assert T.spin_us_for(0.020) == pytest.approx(40.0)
+    assert T.spin_us_for(1e6) == T.SPIN_CAP_US
+    assert T.spin_us_for(float("nan")) == T.SPIN_CAP_US
+    assert T.spin_us_for(-1.0) == T.SPIN_CAP_US
+
+
+def test_spin_grows_after_an_uncovered_trial_and_stops_at_the_cap():
+    from kforge_worker import timing as T
+
+    assert T.next_spin_us(40.0, 0.010) == 80.0  # at least doubled
+    assert T.next_spin_us(40.0, 0.200) == pytest.approx(310.0)  # enough for what was seen
+    assert T.next_spin_us(T.SPIN_CAP_US / 1.5, 0.0) == T.SPIN_CAP_US
+    assert T.next_spin_us(T.SPIN_CAP_US, 10.0) == T.SPIN_CAP_US
+
+
+def test_launch_not_hidden_only_beyond_the_documented_fraction():
+    from kforge_worker.timing import launch_not_hidden_message
+
+    assert launch_not_hidden_message(0, 100, 0.02) == ""
+    assert launch_not_hidden_message(10, 100, 0.02) == ""  # 10 % is tolerated
+    message = launch_not_hidden_message(11, 100, 0.02)
+    assert message.startswith("launch not hidden: in 11 of 100 trials")
+    assert launch_not_hidden_message(0, 0, 0.02) == ""
+
+
+def test_stream_skew_bound():
+    from kforge_worker.timing import stream_skew_message
+
+    assert stream_skew_message(0.149, 0.1) == ""  # within 50 % / 0.05 ms
+    assert "outside the launch stream" in stream_skew_message(0.2, 0.1)
+    assert stream_skew_message(1.49, 1.0) == ""
+    assert stream_skew_message(1.51, 1.0) != ""
+
+
+def test_time_cpu_calls_the_hook_around_every_trial_and_stops_when_told():
+    """The one hook shape of both loops: (i, None) before trial i, (i, sample) after it; a
+    True after a trial stops timing there (stop_reason "judge")."""
+    from kforge_worker.timing import TrialSample
+
+    seen: list[tuple[int, str]] = []
+
+    def hook(index: int, sample: TrialSample | None) -> bool:
+        if sample is None:
+            seen.append((index, "before"))
+            return True  # ignored before a trial
+        assert sample.event_ms == sample.synced_ms >= 0 and sample.launch_hidden
+        seen.append((index, "after"))
+        return index == 4
+
+    opts = TimingOptions(max_trials=100, min_trials=50, warmup_calls=2, warmup_ms=0.0)
+    report = time_cpu(lambda: None, opts, hook)
+    assert report.stats.trials == 5 and report.stats.stop_reason == "judge"
+    assert seen == [(i, when) for i in range(5) for when in ("before", "after")]
+
+
+def test_the_loops_own_stop_rule_wins_over_a_hook_that_never_stops():
+    opts = TimingOptions(max_trials=7, min_trials=1, warmup_calls=0, warmup_ms=0.0)
+    report = time_cpu(lambda: None, opts, lambda i, s: False)
+    assert report.stats.trials <= 7 and report.stats.stop_reason in ("max_trials", "rse_target")

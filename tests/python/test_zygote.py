@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -174,3 +176,31 @@ def test_zygote_exits_at_eof(tmp_path):
     sup = FakeSupervisor("cpu", tmp_path)
     sup.control.close()
     assert sup.process.wait(timeout=30) == 0
+
+
+LOOPBACK_CHECK = """
+import socket
+from kforge_worker import sandbox
+report = sandbox.SandboxReport()
+sandbox.isolate_network(report)
+assert report.network_isolated, report
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen()
+socket.create_connection(server.getsockname(), timeout=2).close()
+print(report.loopback_up)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a new network namespace needs root here")
+def test_an_unjailed_child_without_network_keeps_its_loopback():
+    proc = subprocess.run(
+        [sys.executable, "-c", LOOPBACK_CHECK],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python")},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "True"

@@ -88,6 +88,7 @@ StatusOr<std::shared_ptr<const DriverApi>> DriverApi::load_uncached() {
   KF_RESOLVE(cuEventDestroy);
   KF_RESOLVE(cuEventRecord);
   KF_RESOLVE(cuEventSynchronize);
+  KF_RESOLVE(cuEventQuery);
   KF_RESOLVE_OPTIONAL(cuEventElapsedTime);
   if (api->cuEventElapsedTime == nullptr) {
     // Drivers before 12.8 have only the original entry point (same signature).

@@ -84,6 +84,7 @@ class DriverApi {
   decltype(&::cuEventDestroy) cuEventDestroy = nullptr;
   decltype(&::cuEventRecord) cuEventRecord = nullptr;
   decltype(&::cuEventSynchronize) cuEventSynchronize = nullptr;
+  decltype(&::cuEventQuery) cuEventQuery = nullptr;
   decltype(&::cuEventElapsedTime) cuEventElapsedTime = nullptr;
 
  private:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 
@@ -23,8 +24,14 @@ Json TimingStats::to_json() const {
             {"l2_flush", l2_flush},
             {"warmup_calls", warmup_calls},
             {"stop_reason", stop_reason},
-            {"device_sync_median", nullptr}};
+            {"device_sync_median", nullptr},
+            {"spin_us", nullptr},
+            {"enqueue_ms", nullptr},
+            {"launch_not_hidden_trials", nullptr}};
   if (device_sync_median) j["device_sync_median"] = *device_sync_median;
+  if (spin_us) j["spin_us"] = *spin_us;
+  if (enqueue_ms) j["enqueue_ms"] = *enqueue_ms;
+  if (launch_not_hidden_trials) j["launch_not_hidden_trials"] = *launch_not_hidden_trials;
   return j;
 }
 
@@ -83,6 +90,43 @@ TimingStats compute_stats(const std::vector<double>& samples_ms, std::string met
   s.percentile_95 = percentile(v, 95);
   s.percentile_99 = percentile(v, 99);
   return s;
+}
+
+double spin_us_for(double enqueue_ms) {
+  if (!std::isfinite(enqueue_ms) || enqueue_ms < 0) return kSpinCapUs;
+  return std::min(kSpinCapUs,
+                  std::max(kSpinFloorUs, kSpinFactor * enqueue_ms * 1e3 + kSpinMarginUs));
+}
+
+double next_spin_us(double spin_us, double observed_enqueue_ms) {
+  if (spin_us >= kSpinCapUs) return spin_us;
+  return std::min(kSpinCapUs, std::max(2.0 * spin_us, spin_us_for(observed_enqueue_ms)));
+}
+
+std::string launch_not_hidden_message(int uncovered, int trials, double enqueue_ms) {
+  if (trials <= 0 || uncovered <= kLaunchNotHiddenFraction * trials) return "";
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "launch not hidden: in %d of %d trials the host was still enqueueing the call "
+                "(median enqueue %.4g ms) when the device reached the start event, so the event "
+                "time includes host time (the call synchronises with the host, or launches "
+                "faster kernels than the host can enqueue)",
+                uncovered, trials, enqueue_ms);
+  return buf;
+}
+
+std::string stream_skew_message(double sync_median_ms, double event_median_ms) {
+  if (sync_median_ms - event_median_ms <=
+      std::max(kStreamSkewRatio * event_median_ms, kStreamSkewFloorMs)) {
+    return "";
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "work outside the launch stream: device-synchronised median %.4g ms vs CUDA-event "
+                "median %.4g ms (work on other streams or on the host is not covered by the "
+                "events)",
+                sync_median_ms, event_median_ms);
+  return buf;
 }
 
 }  // namespace kforge::cuda

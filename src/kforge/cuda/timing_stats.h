@@ -11,6 +11,19 @@
 
 namespace kforge::cuda {
 
+// Spin sizing (timing.py's spin_us_for / next_spin_us): kSpinFactor x the measured host
+// enqueue + kSpinMarginUs, within [kSpinFloorUs, kSpinCapUs]; after a trial whose enqueue
+// outlasted the spin, at least double (at most kMaxSpinGrowths times).
+inline constexpr double kSpinFloorUs = 10.0;
+inline constexpr double kSpinFactor = 1.5;
+inline constexpr double kSpinMarginUs = 10.0;
+inline constexpr double kSpinCapUs = 20000.0;
+inline constexpr int kEnqueueSamples = 7;
+inline constexpr int kMaxSpinGrowths = 4;
+inline constexpr double kLaunchNotHiddenFraction = 0.1;
+inline constexpr double kStreamSkewRatio = 0.5;  // 50 % or 0.05 ms
+inline constexpr double kStreamSkewFloorMs = 0.05;
+
 struct TimingStats {
   double mean = 0, std = 0, min = 0, max = 0, median = 0;
   double percentile_5 = 0, percentile_95 = 0, percentile_99 = 0;
@@ -21,6 +34,11 @@ struct TimingStats {
   int warmup_calls = 0;
   std::string stop_reason;  // rse_target | max_trials | budget
   std::optional<double> device_sync_median;
+  // GPU only: the spin before the start event at the last trial, the median host time to
+  // enqueue one call, and the trials whose enqueue the spin did not cover.
+  std::optional<double> spin_us;
+  std::optional<double> enqueue_ms;
+  std::optional<int> launch_not_hidden_trials;
 
   // The `runtime_stats` object of the result (unit "ms").
   Json to_json() const;
@@ -34,5 +52,11 @@ double relative_standard_error(const std::vector<double>& samples);
 std::string stop_reason(const std::vector<double>& samples, const model::TimingOptions& options,
                         double elapsed_ms);
 TimingStats compute_stats(const std::vector<double>& samples_ms, std::string method);
+
+double spin_us_for(double enqueue_ms);
+double next_spin_us(double spin_us, double observed_enqueue_ms);
+// The warnings of timing.py: "" when within bounds.
+std::string launch_not_hidden_message(int uncovered, int trials, double enqueue_ms);
+std::string stream_skew_message(double sync_median_ms, double event_median_ms);
 
 }  // namespace kforge::cuda

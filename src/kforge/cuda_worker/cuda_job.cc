@@ -9,6 +9,7 @@
 #include "kforge/cuda_worker/correctness.h"
 #include "kforge/cuda_worker/job_kernel.h"
 #include "kforge/cuda_worker/job_spec.h"
+#include "kforge/cuda_worker/ncu_runner.h"
 
 namespace kforge::cuda_worker {
 namespace {
@@ -51,10 +52,13 @@ Json base_metadata(const Json& spec, const WorkerRuntime& rt) {
 
 class Pipeline {
  public:
-  Pipeline(const NativeJob& job, WorkerRuntime& rt, JobResult& result, const ProgressFn& progress)
-      : job_(job), rt_(rt), result_(result), progress_(progress) {}
+  Pipeline(const Json& spec, const NativeJob& job, WorkerRuntime& rt, JobResult& result,
+           const ProgressFn& progress)
+      : spec_(spec), job_(job), rt_(rt), result_(result), progress_(progress) {}
 
   void run();
+  // `repeat` launches of `role` on the timing inputs (for a profiler), then a sync.
+  Status replay(const std::string& role, int repeat);
 
  private:
   void report(const std::string& phase, const std::string& message) {
@@ -75,7 +79,13 @@ class Pipeline {
   std::optional<cuda::TimingReport> time(JobKernel& kernel, const std::vector<cuda::HostTensor>& t,
                                          const std::string& who);
   void timing();
+  ActivityResult activity_of(const cuda::TimingReport& timed) {
+    cuda::KernelActivity a = rt_.timer()->profile(timed, job_.request.timing);
+    auto flags = timed.flags(a);
+    return {std::move(a), std::move(flags)};
+  }
 
+  const Json& spec_;
   const NativeJob& job_;
   WorkerRuntime& rt_;
   JobResult& result_;
@@ -193,13 +203,47 @@ std::optional<cuda::TimingReport> Pipeline::time(JobKernel& kernel,
     result_.fail("runtime", who + " could not be prepared for timing: " + bound.status().message());
     return std::nullopt;
   }
+  // The launch outlives this call: profile() re-runs it after every kernel is timed.
+  auto launch = std::make_shared<BoundLaunch>(std::move(bound).value());
   auto report =
-      rt_.timer()->time([&](CUstream s) { return bound->launch(s); }, job_.request.timing);
+      rt_.timer()->time([launch](CUstream s) { return launch->launch(s); }, job_.request.timing);
   if (!report.is_ok()) {
     result_.fail("runtime", who + " failed while being timed: " + report.status().message());
     return std::nullopt;
   }
   return std::move(report).value();
+}
+
+Status Pipeline::replay(const std::string& role, int repeat) {
+  if (!rt_.nvrtc()) return unavailable("NVRTC is unavailable: " + rt_.nvrtc_error());
+  if (rt_.device() == nullptr) return unavailable(rt_.no_device_reason());
+  std::filesystem::path cache;
+  if (!job_.cache_dir.empty()) cache = std::filesystem::path(job_.cache_dir) / "cuda";
+  KF_ASSIGN_OR_RETURN(compiler_, cuda::NvrtcCompiler::create({rt_.nvrtc(), cache}));
+  candidate_ = {"candidate", &job_.request.kernel, {}, nullptr};
+  has_reference_ = job_.request.reference.has_value();
+  if (has_reference_) reference_ = {"reference", &*job_.request.reference, {}, nullptr};
+  if (role == "reference" && !has_reference_) return invalid_argument("the job has no reference");
+  JobKernel& kernel = role == "reference" ? reference_ : candidate_;
+  if (!compile(kernel, role == "reference" ? "reference" : "kernel") || !load(kernel)) {
+    return Status(ErrorCode::kInternal,
+                  "the " + role + " kernel does not load: " +
+                      result_.compilation_error.value_or(result_.runtime_error.value_or("")));
+  }
+  // The timing inputs: a fresh set, trial index num_correct_trials (as timing() makes them).
+  KF_ASSIGN_OR_RETURN(auto inputs, cuda::make_host_inputs(candidate_.io(), *job_.request.seed,
+                                                          job_.request.num_correct_trials));
+  std::vector<cuda::HostTensor> tensors;
+  tensors.reserve(inputs.size());
+  for (const auto& a : inputs)
+    tensors.push_back(a.data);
+  if (role == "reference") {
+    KF_ASSIGN_OR_RETURN(tensors, bind_reference_tensors(reference_.io(), inputs));
+  }
+  KF_ASSIGN_OR_RETURN(BoundLaunch bound, BoundLaunch::bind(*rt_.device(), kernel, tensors));
+  for (int i = 0; i < repeat; ++i)
+    KF_RETURN_IF_ERROR(bound.launch(rt_.device()->stream()));
+  return rt_.device()->synchronize("the replayed kernel failed");
 }
 
 void Pipeline::timing() {
@@ -213,6 +257,7 @@ void Pipeline::timing() {
   std::vector<cuda::HostTensor> tensors;
   for (const auto& a : *inputs)
     tensors.push_back(a.data);
+  std::optional<cuda::TimingReport> ref;
   if (has_reference_) {
     report("timing_reference", "timing the reference");
     auto ref_tensors = bind_reference_tensors(reference_.io(), *inputs);
@@ -220,7 +265,7 @@ void Pipeline::timing() {
       result_.fail("runtime", ref_tensors.status().message());
       return;
     }
-    auto ref = time(reference_, *ref_tensors, "the reference kernel");
+    ref = time(reference_, *ref_tensors, "the reference kernel");
     if (!ref) return;
     result_.ref_runtime_stats = ref->stats;
     result_.ref_runtime = ref->stats.median;
@@ -228,6 +273,22 @@ void Pipeline::timing() {
   report("timing_candidate", "timing the kernel");
   auto cand = time(candidate_, tensors, "the kernel");
   if (!cand) return;
+  // Profiled passes after every timed trial, so the profiler is in none of them.
+  report("kernel_activity", "profiling the timed window");
+  if (ref) result_.ref_activity = activity_of(*ref);
+  result_.activity = activity_of(*cand);
+  if (!result_.activity.activity.measured) {
+    result_.warn("kernel activity not measured: " + result_.activity.activity.reason);
+  }
+  for (const auto& f : result_.activity.activity.flags)
+    result_.warn("kernel activity [" + f.code + "]: " + f.message);
+  if (!job_.device_metrics.is_null()) {
+    report("device_metrics", "profiling under Nsight Compute");
+    std::vector<std::string> roles = {"candidate"};
+    if (has_reference_) roles.emplace_back("reference");
+    result_.device_metrics_raw =
+        run_device_metrics(spec_, job_.device_metrics, rt_.options().device, roles);
+  }
   result_.runtime_stats = cand->stats;
   result_.runtime = cand->stats.median;
   result_.metadata["timing_method"] = cand->stats.method;
@@ -256,6 +317,10 @@ void Pipeline::timing() {
 JobResult run_cuda_job(const Json& spec, WorkerRuntime& runtime, const ProgressFn& progress) {
   JobResult result;
   result.metadata = base_metadata(spec, runtime);
+  if (runtime.device() == nullptr) {
+    result.activity.activity = cuda::activity_not_measured(cuda::kNotMeasuredOnCpu);
+    result.ref_activity.activity = cuda::activity_not_measured(cuda::kNotMeasuredOnCpu);
+  }
   auto job = parse_native_job(spec);
   if (!job.is_ok()) {
     result.fail("worker", "bad job spec: " + job.status().to_string());
@@ -266,8 +331,15 @@ JobResult run_cuda_job(const Json& spec, WorkerRuntime& runtime, const ProgressF
                 "job is for " + job->device + ", worker runs on " + runtime.options().device);
     return result;
   }
-  Pipeline(*job, runtime, result, progress).run();
+  Pipeline(spec, *job, runtime, result, progress).run();
   return result;
+}
+
+Status replay_cuda_job(const Json& spec, WorkerRuntime& runtime, const std::string& role,
+                       int repeat) {
+  KF_ASSIGN_OR_RETURN(NativeJob job, parse_native_job(spec));
+  JobResult result;
+  return Pipeline(spec, job, runtime, result, ProgressFn()).replay(role, repeat);
 }
 
 }  // namespace kforge::cuda_worker

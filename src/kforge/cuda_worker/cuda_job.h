@@ -18,4 +18,10 @@ using ProgressFn = std::function<void(const std::string&, const std::string&, co
 // Runs the job spec (the `job` object) on the warm runtime. Never throws for kernel faults.
 JobResult run_cuda_job(const Json& spec, WorkerRuntime& runtime, const ProgressFn& progress);
 
+// `repeat` launches of the job's `role` ("candidate" | "reference") on its timing inputs,
+// then a synchronisation: what `kforge worker cuda --replay` runs under Nsight Compute
+// (ncu_runner.h).
+Status replay_cuda_job(const Json& spec, WorkerRuntime& runtime, const std::string& role,
+                       int repeat = 1);
+
 }  // namespace kforge::cuda_worker

@@ -40,6 +40,22 @@ Json to_json(const CorrectnessDetails& d) {
           {"per_trial", per_trial}};
 }
 
+// kernel_time, kernels, idle_gap_ms, timing_flags, kernel_activity under `prefix`.
+void add_activity(Json& out, const std::string& prefix, const ActivityResult& r) {
+  const auto& a = r.activity;
+  Json kernels = Json::array();
+  for (const auto& op : a.kernels)
+    kernels.push_back(op.to_json());
+  Json flags = Json::array();
+  for (const auto& f : r.flags)
+    flags.push_back(f.to_json());
+  out[prefix + "kernel_time"] = a.kernel_time_ms ? Json(*a.kernel_time_ms) : Json(nullptr);
+  out[prefix + "kernels"] = std::move(kernels);
+  out[prefix + "idle_gap_ms"] = a.idle_gap_ms ? Json(*a.idle_gap_ms) : Json(nullptr);
+  out[prefix + "timing_flags"] = std::move(flags);
+  out[prefix + "kernel_activity"] = a.to_json();
+}
+
 }  // namespace
 
 void JobResult::fail(const std::string& kind, const std::string& message) {
@@ -89,6 +105,9 @@ Json JobResult::to_json() const {
       {"checks", checks_json},
       {"warnings", warnings},
       {"metadata", metadata}};
+  add_activity(out, "", activity);
+  add_activity(out, "ref_", ref_activity);
+  if (!device_metrics_raw.is_null()) out["device_metrics_raw"] = device_metrics_raw;
   if (compilation_error) out["compilation_error"] = *compilation_error;
   if (runtime_error) out["runtime_error"] = *runtime_error;
   if (validation_error) out["validation_error"] = *validation_error;

@@ -9,6 +9,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/cuda/host_compare.h"
+#include "kforge/cuda/kernel_activity.h"
 #include "kforge/cuda/timing_stats.h"
 
 namespace kforge::cuda_worker {
@@ -43,6 +44,14 @@ struct CorrectnessDetails {
   std::vector<TrialResult> per_trial;
 };
 
+// The kernel activity of one timed kernel and its timing flags (results.py's
+// kernel_time, kernels, idle_gap_ms, timing_flags, kernel_activity; `ref_` for the
+// reference).
+struct ActivityResult {
+  cuda::KernelActivity activity = cuda::activity_not_measured("not timed");
+  std::vector<cuda::ActivityFlag> flags;
+};
+
 struct Check {
   std::string name;
   bool passed = true;
@@ -59,6 +68,9 @@ class JobResult {
   double ref_runtime = -1.0;
   std::optional<cuda::TimingStats> ref_runtime_stats;
   std::optional<double> speedup;
+  ActivityResult activity;
+  ActivityResult ref_activity;
+  Json device_metrics_raw;  // ncu's output per role (device_metrics.h); null when not asked
   std::optional<std::string> error_kind;
   std::optional<std::string> compilation_error;
   std::optional<std::string> runtime_error;

@@ -11,6 +11,12 @@ StatusOr<NativeJob> parse_native_job(const Json& spec) {
   job.device = spec.value("device", "");
   job.scratch_dir = spec.value("scratch_dir", "");
   job.cache_dir = spec.value("cache_dir", "");
+  job.device_metrics = spec.value("device_metrics", Json());
+  if (!job.device_metrics.is_null() &&
+      (!job.device_metrics.is_object() || !job.device_metrics.value("ncu", Json()).is_string() ||
+       !job.device_metrics.value("sections", Json()).is_array())) {
+    return invalid_argument("must be {ncu, sections, timeout_s} or null", "device_metrics");
+  }
   // The spec carries the fields of an /evaluate body; parse it as one, so every rule of
   // the REST API (cuda launch dimensions, compile options, ...) holds here too.
   Json body = Json::object();

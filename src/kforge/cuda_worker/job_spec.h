@@ -17,6 +17,7 @@ struct NativeJob {
   std::string device;         // "cpu" | "cuda:N"
   std::string scratch_dir;
   std::string cache_dir;  // compile cache: <cache_dir>/cuda
+  Json device_metrics;    // {ncu, sections, timeout_s} to run under Nsight Compute; or null
 };
 
 // kInvalidArgument with the JSON path for a malformed spec, and for a job whose kernels

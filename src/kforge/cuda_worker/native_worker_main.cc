@@ -177,4 +177,14 @@ StatusOr<Json> run_job_file(const WorkerRuntimeOptions& options,
   return out;
 }
 
+Status run_replay_file(const WorkerRuntimeOptions& options, const std::filesystem::path& spec_path,
+                       const std::string& role, int repeat) {
+  KF_ASSIGN_OR_RETURN(std::string text, read_file(spec_path));
+  KF_ASSIGN_OR_RETURN(Json spec, parse_json(text));
+  WorkerRuntimeOptions replay = options;
+  replay.profile_target = true;
+  auto runtime = WorkerRuntime::start(replay);
+  return replay_cuda_job(spec, *runtime, role, repeat);
+}
+
 }  // namespace kforge::cuda_worker

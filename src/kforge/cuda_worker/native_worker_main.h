@@ -6,7 +6,9 @@
 // only; the next job runs in a fresh one.
 //
 // Without a supervisor (`--job spec.json`) it runs one job spec from a file and prints the
-// result as JSON on stdout: for debugging and for profilers (ncu) that need a plain process.
+// result as JSON on stdout: for debugging and for profilers (ncu) that need a plain process;
+// with `--replay spec.json --role R` it launches one kernel of the spec once and exits (the
+// process Nsight Compute profiles for device metrics).
 #pragma once
 
 #include <filesystem>
@@ -24,5 +26,9 @@ int run_worker_process(const WorkerRuntimeOptions& options, int protocol_fd);
 // One job spec from a file (the `job` object of the protocol); the result object.
 StatusOr<Json> run_job_file(const WorkerRuntimeOptions& options,
                             const std::filesystem::path& spec_path);
+
+// `--replay`: one launch of the spec's `role` for a profiler (options.profile_target).
+Status run_replay_file(const WorkerRuntimeOptions& options, const std::filesystem::path& spec_path,
+                       const std::string& role, int repeat = 1);
 
 }  // namespace kforge::cuda_worker

@@ -83,10 +83,11 @@ void WorkerRuntime::open_gpu(int physical_index) {
          KF_ASSIGN_OR_RETURN(device_, cuda::CudaDevice::open(api, ordinal));
          return Status::ok();
        });
-  ok = ok && step(steps_ms_, errors_, "l2_flush_buffer", [&]() -> Status {
-         KF_ASSIGN_OR_RETURN(timer_, cuda::GpuTimer::create(*device_));
-         return Status::ok();
-       });
+  ok = ok &&
+       (options_.profile_target || step(steps_ms_, errors_, "l2_flush_buffer", [&]() -> Status {
+          KF_ASSIGN_OR_RETURN(timer_, cuda::GpuTimer::create(*device_));
+          return Status::ok();
+        }));
   if (!ok) {
     no_device_reason_ =
         "CUDA is unavailable on " + options_.device + ": " +
@@ -104,7 +105,7 @@ void WorkerRuntime::warm_nvrtc_and_launch() {
     KF_ASSIGN_OR_RETURN(compiled, compiler->compile({kWarmKernel, "kforge_warm", {}, arch()}));
     return Status::ok();
   });
-  if (!ok || !device_) return;
+  if (!ok || !device_ || options_.profile_target) return;
   step(steps_ms_, errors_, "first_launch", [&]() -> Status {
     KF_ASSIGN_OR_RETURN(auto kernel,
                         cuda::LoadedKernel::load(device_->api_ptr(), compiled.kernel, 0));

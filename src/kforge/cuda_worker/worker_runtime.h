@@ -20,6 +20,9 @@ struct WorkerRuntimeOptions {
   std::string device = "cpu";  // "cpu" | "cuda:N" (the server's name for the device)
   std::string arch;            // compile target without a GPU ("" = sm_90a)
   std::string why_no_gpu;      // the server's reason when it has no GPU at all
+  // A replay under a profiler (`--replay`): no timer (its kernels would be profiled too)
+  // and no warm-up launch.
+  bool profile_target = false;
 };
 
 class WorkerRuntime {

@@ -11,6 +11,8 @@
 #include "kforge/common/log.h"
 #include "kforge/cuda/device_inventory.h"
 #include "kforge/cuda/nvrtc_locator.h"
+#include "kforge/jobs/device_peaks.h"
+#include "kforge/jobs/gpu_counters.h"
 #include "kforge/store/sqlite/sqlite_store.h"
 #include "kforge/workers/native_cuda_worker.h"
 #include "kforge/workers/python_worker.h"
@@ -52,6 +54,13 @@ std::string cpu_model() {
 }
 
 }  // namespace
+
+std::string find_ncu(const std::string& configured) {
+  if (!configured.empty()) return ::access(configured.c_str(), X_OK) == 0 ? configured : "";
+  if (std::string found = find_program("ncu"); !found.empty()) return found;
+  const char* toolkit = "/usr/local/cuda/bin/ncu";
+  return ::access(toolkit, X_OK) == 0 ? std::string(toolkit) : std::string();
+}
 
 std::string default_python() {
   if (const char* p = std::getenv("KFORGE_PYTHON"); p != nullptr && *p != '\0') return p;  // NOLINT
@@ -188,6 +197,18 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   if (const char* inc = std::getenv("KFORGE_CUDA_INCLUDE"); inc != nullptr && *inc != '\0') {
     sandbox_options.expose.emplace_back(inc);
   }
+  // Nsight Compute runs inside the jobs' jails (device metrics): its installation stays
+  // readable there. /usr/local/cuda/bin/ncu is a launcher of <toolkit>/nsight-compute-*/ncu,
+  // so the toolkit directory above bin/ is exposed.
+  const std::string ncu = find_ncu(options.ncu);
+  if (!ncu.empty()) {
+    std::error_code ncu_error;
+    auto real = std::filesystem::canonical(ncu, ncu_error).parent_path();
+    if (!ncu_error) {
+      sandbox_options.expose.push_back(
+          (real.filename() == "bin" ? real.parent_path() : real).string());
+    }
+  }
   KF_ASSIGN_OR_RETURN(std::shared_ptr<workers::SandboxPolicy> sandbox,
                       workers::SandboxPolicy::create(sandbox_options));
 
@@ -260,6 +281,9 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     d.facts["kind"] = "gpu";
     d.by_type["python"] = make_python(name, &g);
     d.by_type["cuda"] = make_native(name, &g);
+    d.measure_peaks =
+        [peaks = PeaksOptions{data_dir / "cache", python, worker_path, options.worker_env},
+         uuid = g.uuid]() { return load_or_measure_peaks(peaks, uuid); };
     devices.push_back(std::move(d));
   }
   if (devices.empty()) return invalid_argument("no devices to serve", "--devices");
@@ -276,6 +300,20 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   service_options.version = options.version;
   service_options.sandbox = sandbox->describe();
   service_options.device_metrics_default = options.device_metrics_default;
+  service_options.ncu = ncu;
+  if (ncu.empty()) {
+    service_options.device_metrics_unavailable =
+        options.ncu.empty()
+            ? "Nsight Compute (ncu) is not installed on this server: not on PATH, not "
+              "/usr/local/cuda/bin/ncu (install it, or name it with --ncu)"
+            : "the ncu given with --ncu (" + options.ncu + ") is not an executable";
+  } else if (!gpus.empty()) {
+    service_options.device_metrics_unavailable = gpu_counters_denied_reason(
+        profiling_admin_only("/proc/driver/nvidia/params"), sandbox->jailing(), ::geteuid() == 0);
+  }
+  if (!service_options.device_metrics_unavailable.empty() && options.device_metrics_default) {
+    KF_LOG_WARN("--device-metrics: {}", service_options.device_metrics_unavailable);
+  }
   for (const auto& d : devices)
     KF_LOG_INFO("device {} ready to serve", d.device.name);
   engine.service = std::make_unique<JobServiceImpl>(service_options, std::move(store),

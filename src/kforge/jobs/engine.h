@@ -41,6 +41,7 @@ struct EngineOptions {
   std::string kernel_cache = "isolated";  // isolated | shared (SandboxOptions)
   bool device_metrics_default = false;    // see JobServiceImpl::Options
   std::filesystem::path cupy_cache_dir;   // CuPy's kernel cache for jobs; empty: cache/cupy
+  std::string ncu;  // Nsight Compute executable; empty: `ncu` on PATH, else /usr/local/cuda/bin/ncu
 };
 
 // The job service and the lock on its data directory; destroy the service first.
@@ -51,6 +52,9 @@ struct Engine {
 
 StatusOr<Engine> build_engine(const EngineOptions& options);
 
+// The ncu executable: `configured` when it is one, else `ncu` on PATH, else the toolkit's;
+// empty when none.
+std::string find_ncu(const std::string& configured);
 // The interpreter workers use when none is configured (see EngineOptions::python).
 std::string default_python();
 // The directory holding python/kforge_worker, searched upward from the executable.

@@ -4,6 +4,8 @@
 
 #include "kforge/common/log.h"
 #include "kforge/common/random.h"
+#include "kforge/jobs/ncu_report.h"
+#include "kforge/jobs/result_extras.h"
 #include "kforge/model/parse.h"
 #include "kforge/model/serialize.h"
 
@@ -135,9 +137,40 @@ void JobServiceImpl::stop() {
 void JobServiceImpl::prepare_device(const std::string& device) {
   for (auto& d : devices_) {
     if (d.device.name != device) continue;
+    // Before the workers start: nothing else runs on the GPU while its peaks are measured.
+    if (d.measure_peaks) {
+      auto peaks = d.measure_peaks();
+      if (!peaks.is_ok()) KF_LOG_WARN("device={} peaks: {}", device, peaks.status().message());
+      std::lock_guard lock(mu_);
+      peaks_[device] = peaks.is_ok() ? *peaks : Json{{"error", peaks.status().message()}};
+    }
     for (auto& [type, w] : d.by_type)
       w->prepare();
   }
+}
+
+Json JobServiceImpl::peaks_of(const std::string& device) {
+  std::lock_guard lock(mu_);
+  auto it = peaks_.find(device);
+  return it != peaks_.end() ? it->second : Json();
+}
+
+void JobServiceImpl::add_extras(Json& result, const model::JobRequest& request,
+                                const std::string& device) {
+  ResultExtrasContext c;
+  c.request = &request;
+  c.on_gpu = device != "cpu";
+  const Json peaks = c.on_gpu ? peaks_of(device) : Json();
+  if (peaks.is_object() && !peaks.contains("error")) {
+    c.peaks = peaks;
+  } else {
+    c.peaks_error = peaks.is_object() ? peaks.value("error", "") : "not measured yet";
+  }
+  c.device_metrics = wants_device_metrics(request);
+  if (c.device_metrics && c.on_gpu) {
+    c.device_metrics_unavailable = options_.device_metrics_unavailable;
+  }
+  add_result_extras(result, c);
 }
 
 workers::Worker* JobServiceImpl::pick_worker(const std::string& device,
@@ -195,20 +228,22 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std:
 
 Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobRequest& r,
                                  const std::string& device) const {
-  Json spec = {
-      {"job_id", record.id},
-      {"kind", model::to_string(r.kind)},
-      {"kernel", model::to_json(r.kernel)},
-      {"reference", r.reference ? model::to_json(*r.reference) : Json()},
-      {"num_correct_trials", r.num_correct_trials},
-      {"measure_performance", r.measure_performance},
-      {"timing", model::to_json(r.timing)},
-      {"atol", r.atol ? Json(*r.atol) : Json()},
-      {"rtol", r.rtol ? Json(*r.rtol) : Json()},
-      {"seed", r.seed.value_or(0)},
-      {"device", device},
-      {"timeout_s", r.timeout_s},
-      {"enable_device_metrics", r.enable_device_metrics.value_or(options_.device_metrics_default)}};
+  Json spec = {{"job_id", record.id},
+               {"kind", model::to_string(r.kind)},
+               {"kernel", model::to_json(r.kernel)},
+               {"reference", r.reference ? model::to_json(*r.reference) : Json()},
+               {"num_correct_trials", r.num_correct_trials},
+               {"measure_performance", r.measure_performance},
+               {"timing", model::to_json(r.timing)},
+               {"atol", r.atol ? Json(*r.atol) : Json()},
+               {"rtol", r.rtol ? Json(*r.rtol) : Json()},
+               {"seed", r.seed.value_or(0)},
+               {"device", device},
+               {"timeout_s", r.timeout_s}};
+  if (wants_device_metrics(r) && device != "cpu" && options_.device_metrics_unavailable.empty()) {
+    spec["device_metrics"] = {
+        {"ncu", options_.ncu}, {"sections", ncu_sections()}, {"timeout_s", r.timeout_s}};
+  }
   return spec;
 }
 
@@ -278,6 +313,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
       KF_LOG_INFO("job={} device={} finished in {:.0f} ms compiled={} correct={}", job_id, device,
                   ms, outcome.result.value("compiled", false),
                   outcome.result.value("correctness", false));
+      add_extras(outcome.result, request, device);
       finish(job_id, JobState::kSucceeded, std::move(outcome.result), {});
       break;
     case workers::WorkerOutcome::Kind::kCancelled: {
@@ -479,7 +515,9 @@ Json JobServiceImpl::health() {
       if (s.value("state", "") == "failed") degraded = true;
       workers[type] = s.value("state", "unknown");
     }
-    devices.push_back(Json{{"name", d.device.name}, {"workers", workers}, {"facts", d.facts}});
+    Json entry = {{"name", d.device.name}, {"workers", workers}, {"facts", d.facts}};
+    if (d.measure_peaks) entry["peaks"] = peaks_of(d.device.name);
+    devices.push_back(std::move(entry));
   }
   // The old server's keys: GPUs free to take a job, and its two services.
   int64_t gpus = 0;
@@ -499,7 +537,15 @@ Json JobServiceImpl::health() {
       {"compilation_service",
        {{"status", service},
         {"available_kernel_types", {"torch", "torch_cuda", "triton", "cuda", "multi_kernel"}}}},
-      {"profiling_service", {{"status", service}, {"devices", devices.size()}}},
+      {"profiling_service",
+       {{"status", service},
+        {"devices", devices.size()},
+        {"device_metrics",
+         {{"available", options_.device_metrics_unavailable.empty()},
+          {"ncu", options_.ncu.empty() ? Json(nullptr) : Json(options_.ncu)},
+          {"why_not", options_.device_metrics_unavailable.empty()
+                          ? Json(nullptr)
+                          : Json(options_.device_metrics_unavailable)}}}}},
       {"devices", devices},
       {"sandbox", options_.sandbox}};
 }
@@ -531,6 +577,7 @@ Json JobServiceImpl::stats() {
     for (const auto& dw : devices_) {
       if (dw.device.name != d["name"].get<std::string>()) continue;
       d["facts"] = dw.facts;
+      if (dw.measure_peaks) d["peaks"] = peaks_of(dw.device.name);
       Json workers = Json::object();
       for (const auto& [type, w] : dw.by_type) {
         Json s = w->status();

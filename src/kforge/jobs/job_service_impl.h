@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,9 @@ struct DeviceWorkers {
   scheduler::DeviceSlotInfo device;
   std::map<std::string, std::unique_ptr<workers::Worker>> by_type;
   Json facts = Json::object();  // inventory (GPU name, memory, ...), reported by stats/health
+  // GPUs: the device's measured peaks (device_peaks.h), called once on its runner thread
+  // before its first job. Null on cpu.
+  std::function<StatusOr<Json>()> measure_peaks;
 };
 
 class JobServiceImpl final : public JobService {
@@ -43,8 +47,12 @@ class JobServiceImpl final : public JobService {
     std::string version = "dev";
     Json sandbox = Json::object();  // SandboxPolicy::describe(), shown by health()
     // Nsight Compute device metrics for requests that do not say (--device-metrics,
-    // ENABLE_DEVICE_METRICS=true); passed to the worker as `enable_device_metrics`.
+    // ENABLE_DEVICE_METRICS=true); the worker spec carries `device_metrics` (ncu, sections).
     bool device_metrics_default = false;
+    std::string ncu;  // the ncu executable; empty when there is none
+    // Why no job can have device metrics (ncu missing, the GPU's counters closed to the
+    // jobs' processes: gpu_counters.h); "" when they can.
+    std::string device_metrics_unavailable;
   };
 
   JobServiceImpl(Options options, std::unique_ptr<store::Store> store,
@@ -88,6 +96,12 @@ class JobServiceImpl final : public JobService {
   workers::Worker* pick_worker(const std::string& device, const model::JobRequest& request);
   Json worker_spec(const JobRecord& record, const model::JobRequest& request,
                    const std::string& device) const;
+  bool wants_device_metrics(const model::JobRequest& request) const {
+    return request.enable_device_metrics.value_or(options_.device_metrics_default);
+  }
+  // Roofline and device metrics (result_extras.h), added to a worker's result.
+  void add_extras(Json& result, const model::JobRequest& request, const std::string& device);
+  Json peaks_of(const std::string& device);
   // Writes the terminal state, removes the job from active_ and notifies subscribers.
   void finish(const std::string& id, JobState state, Json result, std::string error);
   void publish_progress(const std::string& id, JobProgress progress);
@@ -110,6 +124,7 @@ class JobServiceImpl final : public JobService {
   std::map<uint64_t, std::string> subscription_;  // guarded by mu_: id -> job id
   uint64_t next_subscription_ = 1;                // guarded by mu_
   bool stopping_ = false;                         // guarded by mu_
+  std::map<std::string, Json> peaks_;  // guarded by mu_: device -> peaks or {"error": ...}
   std::atomic<int64_t> submitted_{0};
   std::atomic<int64_t> finished_{0};
   std::atomic<int64_t> recovered_{0};

@@ -538,6 +538,19 @@ constexpr const char* kTorchTargetKeys[] = {"function_name", "class_name", "meth
 // compiler_options (the old server's) becomes compile_options.
 Status normalize_metadata(KernelCode& k, const JsonPath& path) {
   Json& meta = k.metadata;
+  // The roofline's work per call (jobs/roofline.h).
+  for (const char* key : {"bytes_moved", "flops"}) {
+    auto it = meta.find(key);
+    if (it != meta.end() && !it->is_null() && (!it->is_number() || it->get<double>() < 0)) {
+      return field_error(path.key(key), "must be a number >= 0");
+    }
+  }
+  if (auto it = meta.find("flops_dtype"); it != meta.end() && !it->is_null()) {
+    static const std::set<std::string> kFlopsDtypes = {"fp32", "tf32", "fp16", "bf16"};
+    if (!it->is_string() || !kFlopsDtypes.contains(it->get<std::string>())) {
+      return field_error(path.key("flops_dtype"), "must be one of fp32, tf32, fp16, bf16");
+    }
+  }
   for (const char* key : {"entry_point", "kernel_name"}) {
     auto it = meta.find(key);
     if (it == meta.end() || it->is_null()) continue;

@@ -55,6 +55,7 @@ double default_fraction(const std::string& phase) {
   if (phase == "correctness") return 0.3;
   if (phase == "timing_reference") return 0.6;
   if (phase == "timing_candidate") return 0.8;
+  if (phase == "kernel_activity") return 0.9;
   return 0.05;
 }
 

@@ -157,7 +157,7 @@ Status in_argument_terms(KernelTool tool, const Status& status) {
 }
 
 StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& args,
-                                        std::vector<std::string>& warnings) {
+                                        std::vector<std::string>& /*warnings*/) {
   Json body = Json::object();
   if (tool == KernelTool::kCompare) {
     body["ref_kernel"] = kernel_code(args, "ref_kernel_source", "ref_kernel_type", "ref_kernel_io",
@@ -191,12 +191,6 @@ StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& args,
     if (!body.contains("num_trials")) body["num_trials"] = kDefaultNumTrials;
     if (!body.contains("num_warmup")) body["num_warmup"] = kDefaultNumWarmup;
     if (!body.contains("timeout")) body["timeout"] = kDefaultTimeoutS;
-  }
-  if (auto metrics = args.find("enable_device_metrics");
-      metrics != args.end() && metrics->is_boolean() && metrics->get<bool>()) {
-    warnings.push_back(
-        "enable_device_metrics: requested from the worker; results carry "
-        "metadata.device_metrics only where the server collects Nsight Compute metrics");
   }
   return body;
 }

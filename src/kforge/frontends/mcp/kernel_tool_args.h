@@ -33,8 +33,8 @@ namespace kforge::frontends::mcp {
 // Members that are null are dropped at every depth: null means "not given", as there.
 Json normalize_arguments(Json arguments);
 
-// The REST body the arguments stand for (defaults filled in). `warnings` receives a note
-// when enable_device_metrics is asked for (the metrics depend on the server's set-up).
+// The REST body the arguments stand for (defaults filled in). `warnings` receives notes on
+// accepted-but-unused arguments (none at present).
 StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& arguments,
                                         std::vector<std::string>& warnings);
 

@@ -153,6 +153,15 @@ Json object_schema(Json props, Json required) {
   return schema;
 }
 
+Json device_metrics_schema() {
+  return {{"type", "boolean"},
+          {"default", false},
+          {"description",
+           "Profile the kernel (and the reference) once under Nsight Compute after timing; the "
+           "metrics are in kernel_exec_result.metadata.device_metrics (default: the server's "
+           "--device-metrics)."}};
+}
+
 Json evaluate_schema(bool validate) {
   Json p = Json::object();
   p["kernel_source"] = source_schema("The kernel's source code.");
@@ -166,12 +175,7 @@ Json evaluate_schema(bool validate) {
   p["reference_kernel_io"] = io_contract_schema();
   p["reference_kernel_metadata"] = metadata_schema("Metadata of the reference kernel.");
   add_common(p, !validate, validate ? kDefaultValidateTimeoutS : kDefaultTimeoutS);
-  if (!validate) {
-    p["enable_device_metrics"] = {
-        {"type", "boolean"},
-        {"default", false},
-        {"description", "Nsight Compute metrics; accepted for compatibility, not collected yet."}};
-  }
+  if (!validate) p["enable_device_metrics"] = device_metrics_schema();
   return object_schema(std::move(p), Json::array({"kernel_source", "kernel_type"}));
 }
 
@@ -186,6 +190,7 @@ Json compare_schema() {
   p["ref_kernel_metadata"] = metadata_schema("Metadata of the reference kernel.");
   p["custom_kernel_metadata"] = metadata_schema("entry_point, kernel_name, ... of the candidate.");
   add_common(p, true, kDefaultTimeoutS);
+  p["enable_device_metrics"] = device_metrics_schema();
   return object_schema(std::move(p), Json::array({"ref_kernel_source", "ref_kernel_type",
                                                   "custom_kernel_source", "custom_kernel_type"}));
 }

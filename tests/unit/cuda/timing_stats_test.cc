@@ -1,0 +1,56 @@
+// Spin sizing and the timing loop's warnings (the same bounds as timing.py).
+#include "kforge/cuda/timing_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace kforge::cuda {
+namespace {
+
+TEST(TimingStatsTest, SpinCoversTheMeasuredEnqueueWithinFloorAndCap) {
+  EXPECT_EQ(spin_us_for(0.0), std::max(kSpinFloorUs, kSpinMarginUs));
+  EXPECT_DOUBLE_EQ(spin_us_for(0.020), 40.0);  // 1.5 x 20 us + 10 us
+  EXPECT_EQ(spin_us_for(1e6), kSpinCapUs);
+  EXPECT_EQ(spin_us_for(std::numeric_limits<double>::quiet_NaN()), kSpinCapUs);
+  EXPECT_EQ(spin_us_for(-1.0), kSpinCapUs);
+}
+
+TEST(TimingStatsTest, SpinGrowsAfterAnUncoveredTrialAndStopsAtTheCap) {
+  EXPECT_EQ(next_spin_us(40.0, 0.010), 80.0);
+  EXPECT_DOUBLE_EQ(next_spin_us(40.0, 0.200), 310.0);
+  EXPECT_EQ(next_spin_us(kSpinCapUs / 1.5, 0.0), kSpinCapUs);
+  EXPECT_EQ(next_spin_us(kSpinCapUs, 10.0), kSpinCapUs);
+}
+
+TEST(TimingStatsTest, LaunchNotHiddenOnlyBeyondTheDocumentedFraction) {
+  EXPECT_EQ(launch_not_hidden_message(0, 100, 0.02), "");
+  EXPECT_EQ(launch_not_hidden_message(10, 100, 0.02), "");
+  EXPECT_EQ(launch_not_hidden_message(11, 100, 0.02).rfind("launch not hidden: in 11 of 100", 0),
+            0u);
+  EXPECT_EQ(launch_not_hidden_message(0, 0, 0.02), "");
+}
+
+TEST(TimingStatsTest, StreamSkewBound) {
+  EXPECT_EQ(stream_skew_message(0.149, 0.1), "");
+  EXPECT_NE(stream_skew_message(0.2, 0.1).find("outside the launch stream"), std::string::npos);
+  EXPECT_EQ(stream_skew_message(1.49, 1.0), "");
+  EXPECT_NE(stream_skew_message(1.51, 1.0), "");
+}
+
+TEST(TimingStatsTest, JsonHasTheSpinFieldsAsNullUntilSet) {
+  TimingStats s = compute_stats({1.0, 2.0}, "cuda_event");
+  Json j = s.to_json();
+  EXPECT_TRUE(j["spin_us"].is_null() && j["enqueue_ms"].is_null());
+  EXPECT_TRUE(j["launch_not_hidden_trials"].is_null());
+  s.spin_us = 40;
+  s.enqueue_ms = 0.02;
+  s.launch_not_hidden_trials = 0;
+  j = s.to_json();
+  EXPECT_EQ(j["spin_us"], 40.0);
+  EXPECT_EQ(j["launch_not_hidden_trials"], 0);
+}
+
+}  // namespace
+}  // namespace kforge::cuda
