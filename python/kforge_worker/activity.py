@@ -3,11 +3,12 @@
 After the timed trials (timing.py), a separate pass of PROFILED_TRIALS trials runs the same
 protocol (flush, spin, events) under torch.profiler, whose device timeline comes from CUPTI
 activity records (Kineto), with the flush, the spin and the call in their own profiler
-ranges (timing.FLUSH_RANGE, SPIN_RANGE, WINDOW_RANGE). `windows_from_trace` attributes
+ranges (timing.FLUSH_RANGE, SPIN_RANGE, WINDOW_RANGE; the caller's between-trial step, which
+restores inputs and re-poisons outputs, in PREPARE_RANGE). `windows_from_trace` attributes
 device operations (kernels, memcpy, memset) of the exported Chrome trace to the trials:
 - by correlation id: an operation whose launch (a cuda_runtime / cuda_driver call) happened
-  inside trial i's window range is trial i's; one launched in a flush or spin range is the
-  protocol's own and never counted;
+  inside trial i's window range is trial i's; one launched in a prepare, flush or spin range
+  is the protocol's own and never counted;
 - by time, for operations whose launch was not recorded in a range (another thread, an API
   the trace does not list): one that overlaps trial i's device interval, from the end of
   its spin kernel to the start of trial i+1's first protocol operation, is trial i's.
@@ -44,6 +45,7 @@ from typing import Any
 
 from kforge_worker.timing import (
     FLUSH_RANGE,
+    PREPARE_RANGE,
     SPIN_RANGE,
     WINDOW_RANGE,
     TimingReport,
@@ -204,7 +206,12 @@ def _inside(t: float, rng: dict[str, Any]) -> bool:
 def windows_from_trace(trace: dict[str, Any]) -> list[WindowActivity]:
     """The device operations of each trial in a Kineto Chrome trace (module docstring)."""
     events = [e for e in trace.get("traceEvents", []) if isinstance(e, dict) and "ts" in e]
-    ranges: dict[str, list[dict[str, Any]]] = {FLUSH_RANGE: [], SPIN_RANGE: [], WINDOW_RANGE: []}
+    ranges: dict[str, list[dict[str, Any]]] = {
+        PREPARE_RANGE: [],
+        FLUSH_RANGE: [],
+        SPIN_RANGE: [],
+        WINDOW_RANGE: [],
+    }
     for e in events:
         if e.get("cat") in _RANGE_CATEGORIES and e.get("name") in ranges:
             ranges[str(e["name"])].append(e)
@@ -218,7 +225,7 @@ def windows_from_trace(trace: dict[str, Any]) -> list[WindowActivity]:
         """The trial whose `kind` range holds host time t."""
         for rng in ranges[kind]:
             if _inside(t, rng):
-                # A flush or spin range belongs to the first window that starts after it.
+                # A prepare, flush or spin range belongs to the first window starting after it.
                 start = float(rng["ts"])
                 return next(
                     (i for i, w in enumerate(windows) if float(w["ts"]) >= start),
@@ -234,7 +241,7 @@ def windows_from_trace(trace: dict[str, Any]) -> list[WindowActivity]:
         if not isinstance(corr, int):
             continue
         t = float(e["ts"])
-        for kind in (WINDOW_RANGE, SPIN_RANGE, FLUSH_RANGE):
+        for kind in (WINDOW_RANGE, SPIN_RANGE, FLUSH_RANGE, PREPARE_RANGE):
             trial = trial_of(t, kind)
             if trial is not None:
                 owner[corr] = (kind, trial)
@@ -252,7 +259,7 @@ def windows_from_trace(trace: dict[str, Any]) -> list[WindowActivity]:
         kind, trial = owner.get(corr, ("", -1)) if isinstance(corr, int) else ("", -1)
         if kind == WINDOW_RANGE and 0 <= trial < len(result):
             result[trial].ops.append(op)
-        elif kind in (SPIN_RANGE, FLUSH_RANGE):
+        elif kind in (SPIN_RANGE, FLUSH_RANGE, PREPARE_RANGE):
             protocol_starts[trial] = min(protocol_starts.get(trial, math.inf), op.start_us)
             if kind == SPIN_RANGE and 0 <= trial < len(result):
                 spin_ends[trial] = max(spin_ends.get(trial, -math.inf), op.end_us)
@@ -429,9 +436,9 @@ def profile_windows(
     prepare: Callable[[int], object] | None = None,
 ) -> ProfiledPass | str:
     """The profiled pass over `report.call` (the module docstring): its windows, or why it
-    could not run. `prepare(i)` runs before trial i's flush, outside every range (the
+    could not run. `prepare(i)` runs before trial i's flush, in its own range (the
     candidate process rotates its input sets and re-poisons its outputs there, as in the
-    timed trials). Never raises."""
+    timed trials; those copies and fills are the protocol's, not the call's). Never raises."""
     import torch
 
     from kforge_worker.timing import GpuTrialRunner
@@ -449,7 +456,8 @@ def profile_windows(
         with torch.profiler.profile(activities=activities) as prof:
             for i in range(trials):
                 if prepare is not None:
-                    prepare(i)
+                    with torch.profiler.record_function(PREPARE_RANGE):
+                        prepare(i)
                 samples.append(runner.run(call))
         with tempfile.TemporaryDirectory(dir=trace_dir, prefix="kforge-trace-") as tmp:
             path = Path(tmp) / f"trace-{os.getpid()}.json"

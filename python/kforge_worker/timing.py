@@ -66,6 +66,8 @@ SPIN_CALIBRATION_CYCLES = 1_000_000
 FLUSH_RANGE = "kforge_flush"
 SPIN_RANGE = "kforge_spin"
 WINDOW_RANGE = "kforge_window"
+# The caller's between-trial step in a profiled pass (input rotation, output re-poisoning).
+PREPARE_RANGE = "kforge_prepare"
 
 
 @dataclass(frozen=True)

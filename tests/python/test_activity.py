@@ -15,7 +15,14 @@ from kforge_worker.activity import (
     union_length,
     windows_from_trace,
 )
-from kforge_worker.timing import FLUSH_RANGE, SPIN_RANGE, WINDOW_RANGE, TimingReport, compute_stats
+from kforge_worker.timing import (
+    FLUSH_RANGE,
+    PREPARE_RANGE,
+    SPIN_RANGE,
+    WINDOW_RANGE,
+    TimingReport,
+    compute_stats,
+)
 
 LAUNCH = 7  # the launch stream's id in the trace
 SIDE = 13
@@ -115,6 +122,20 @@ def test_memcpy_and_memset_count_as_device_work():
         ("Memcpy DtoD", "memcpy"),
     ]
     assert w.kernel_time_us == 10 and w.ops[1].to_dict()["grid"] is None
+
+
+def test_the_between_trial_step_is_the_protocols_own():
+    """The candidate process restores inputs and re-poisons outputs between profiled trials
+    (prepare, in its own range): a copy and a fill launched there, which run after trial 0's
+    window and before trial 1's flush, are neither trial's work (an H200 run counted them)."""
+    tr = Trace()
+    tr.trial(0, [("add_kernel", 1, 6)])
+    tr.range(PREPARE_RANGE, 900, 20)
+    tr.device("Memcpy DtoD", 905, 3, tr.launch(901), cat="gpu_memcpy")
+    tr.device("FillFunctor", 910, 2, tr.launch(902))
+    tr.trial(1000, [("add_kernel", 1, 6)])
+    windows = windows_from_trace(tr.json())
+    assert [[op.name for op in w.ops] for w in windows] == [["add_kernel"], ["add_kernel"]]
 
 
 def test_no_window_ranges_means_not_measured():
