@@ -265,7 +265,9 @@ StatusOr<TimingReport> GpuTimer::time(const LaunchFn& launch, const model::Timin
     if (CUgraphExec exec = capture(launch, report.warnings); exec != nullptr) {
       std::shared_ptr<CUgraphExec_st> graph(
           exec, [api = device_.api_ptr()](CUgraphExec g) { api->cuGraphExecDestroy(g); });
-      report.call = [graph, api = device_.api_ptr()](CUstream s) {
+      // The replay keeps the launch (and the buffers it binds) alive: the graph's kernel
+      // nodes point at them, and the caller's launch may go before profile() replays it.
+      report.call = [graph, launch, api = device_.api_ptr()](CUstream s) {
         return api->check(api->cuGraphLaunch(graph.get(), s), "cuGraphLaunch");
       };
       method = "cuda_graph";
