@@ -81,6 +81,8 @@ def evaluate(client: Any, kernel: dict[str, Any], graph: bool) -> dict[str, Any]
     result = job.get("kernel_exec_result") or {}
     if not result.get("correctness"):
         raise RuntimeError(f"the kernel failed: {json.dumps(result)[:3000]}")
+    if not isinstance(result.get("runtime_stats"), dict):
+        raise RuntimeError(f"the kernel was not timed: {json.dumps(result)[:3000]}")
     return result
 
 
@@ -269,10 +271,14 @@ def measure_case(
     name: str, kernel: dict[str, Any], args: argparse.Namespace, client: Any, work: Path
 ) -> dict[str, Any]:
     row: dict[str, Any] = {"case": name, "kernel_type": kernel["kernel_type"]}
-    medians, kernel_times, idle, flags = [], [], [], set()
+    medians, event_medians, kernel_times, idle, flags = [], [], [], [], set()
+    phase = time.perf_counter()
     for _ in range(args.evals):
         result = evaluate(client, kernel, graph=False)
         medians.append(result["runtime_stats"]["median"])
+        if result["runtime_stats"].get("event_median") is not None:
+            event_medians.append(result["runtime_stats"]["event_median"])
+        row["window_overhead_us"] = result["runtime_stats"].get("window_overhead_us")
         if result.get("kernel_time") is not None:
             kernel_times.append(result["kernel_time"])
         if result.get("idle_gap_ms") is not None:
@@ -282,6 +288,7 @@ def measure_case(
         row["enqueue_ms"] = result["runtime_stats"].get("enqueue_ms")
     row["kforge_medians_ms"] = medians
     row["kforge_ms"] = statistics.median(medians)
+    row["event_ms"] = statistics.median(event_medians) if event_medians else None
     row["cv"] = cv(medians)
     row["kernel_time_ms"] = statistics.median(kernel_times) if kernel_times else None
     row["idle_gap_ms"] = statistics.median(idle) if idle else None
@@ -291,6 +298,8 @@ def measure_case(
         for _ in range(args.graph_evals)
     ]
     row["kforge_graph_ms"] = statistics.median(graph) if graph else None
+    row["seconds"] = {"kforge": round(time.perf_counter() - phase, 1)}
+    phase = time.perf_counter()
     stem = name.replace(" ", "_").replace("^", "")
     spec_path = work / f"{stem}.json"
     bundle_path = work / f"{stem}.pt"
@@ -299,6 +308,8 @@ def measure_case(
         row.update(reference_timers(args.python, spec_path, bundle_path))
     except Exception as e:
         row["timers_error"] = str(e)[-2000:]
+    row["seconds"]["do_bench"] = round(time.perf_counter() - phase, 1)
+    phase = time.perf_counter()
     try:
         ncu = ncu_call_times(
             args.ncu, args.kforge, args.python, kernel, spec_path, bundle_path, args.ncu_calls
@@ -308,6 +319,7 @@ def measure_case(
     except Exception as e:
         row["ncu_ms"] = None
         row["ncu_error"] = str(e)[-2000:]
+    row["seconds"]["ncu"] = round(time.perf_counter() - phase, 1)
     return row
 
 
@@ -317,10 +329,11 @@ def fmt_us(ms: float | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| case | ncu (us) | kforge (us) | kforge/ncu | target | CV % | kernel_time (us) | "
-        "idle (us) | kforge graph (us) | do_bench (us) | do_bench_cudagraph (us) | flags |"
+        "| case | ncu (us) | kforge (us) | kforge/ncu | target | CV % | event (us) | "
+        "kernel_time (us) | idle (us) | kforge graph (us) | do_bench (us) | "
+        "do_bench_cudagraph (us) | flags |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         ncu, kf = r.get("ncu_ms"), r["kforge_ms"]
         ratio = f"{kf / ncu:.3f}" if ncu else "-"
@@ -328,7 +341,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         cv_ok = r["cv"] <= CV_TARGET or (ncu or kf) < 0.010
         lines.append(
             f"| {r['case']} | {fmt_us(ncu)} | {fmt_us(kf)} | {ratio} | {target} | "
-            f"{r['cv'] * 100:.2f}{'' if cv_ok else ' (!)'} | {fmt_us(r['kernel_time_ms'])} | "
+            f"{r['cv'] * 100:.2f}{'' if cv_ok else ' (!)'} | {fmt_us(r.get('event_ms'))} | "
+            f"{fmt_us(r['kernel_time_ms'])} | "
             f"{fmt_us(r['idle_gap_ms'])} | {fmt_us(r.get('kforge_graph_ms'))} | "
             f"{fmt_us(r.get('do_bench_ms'))} | {fmt_us(r.get('do_bench_cudagraph_ms'))} | "
             f"{','.join(r['flags']) or '-'} |"
@@ -395,10 +409,13 @@ def main() -> int:
                     continue
                 rows.append(row)
                 print(
-                    f"{name}: kforge {fmt_us(row['kforge_ms'])} us, ncu {fmt_us(row['ncu_ms'])} us "
-                    f"({time.perf_counter() - start:.0f} s)",
+                    f"{table([row]).splitlines()[-1]} ({time.perf_counter() - start:.0f} s: "
+                    f"{row['seconds']})",
                     flush=True,
                 )
+                if args.out:  # what a cut-short run measured stays
+                    Path(args.out).mkdir(parents=True, exist_ok=True)
+                    (Path(args.out) / "timing_fidelity.json").write_text(json.dumps(rows, indent=2))
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -14,8 +14,10 @@
 #                        layer_norm,mha: each call writes its own $OUT/bench-<ops>/)
 #   ONLY_TRUST=1         run only the sandbox and trust parts (hostile jobs, adversarial corpus)
 #   ONLY_FIDELITY=1      run only bench/timing_fidelity.py (kforge vs ncu vs do_bench); with
-#   FIDELITY_KINDS       its kernel kinds (default triton,cuda,torch,torch_cuda: 3-5 min per
-#                        kind, so one kind per call), FIDELITY_EVALS (default 10), FIDELITY_ARGS
+#   FIDELITY_KINDS       its kernel kinds (default triton,cuda,torch,torch_cuda; on an H200 with
+#                        4 evaluations: cuda 2 min, triton and torch 4 min each, torch_cuda
+#                        2-3 min per case (an extension build per evaluation), so one or two
+#                        kinds per call), FIDELITY_EVALS (default 10), FIDELITY_ARGS
 #                        (more options, e.g. "--sizes 16,20,24 --extra gemm --graph-evals 0")
 #   SKIP_FIDELITY=1      skip the fidelity bench in a full run
 #   ONLY_TIMING=1        run only the timing / kernel activity / device metrics checks under the

@@ -29,7 +29,7 @@ struct EngineFlags {
   uint32_t sandbox_uid_base = 61000;
   std::string kernel_cache = "isolated";
   bool device_metrics = false;  // Nsight Compute metrics for requests that do not say
-  std::string ncu;  // Nsight Compute executable; empty: PATH, /usr/local/cuda/bin
+  std::string ncu;              // Nsight Compute executable; empty: PATH, /usr/local/cuda/bin
   std::string cupy_cache_dir;   // CuPy's kernel cache for jobs (CUPY_KERNEL_CACHE_DIR)
   std::string job_retention = "24h";
   jobs::QueueLimits queue;                  // --max-queued-*

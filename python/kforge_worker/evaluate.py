@@ -65,6 +65,8 @@ from kforge_worker.timing import (
     spin_us_for,
     time_cpu,
     time_gpu,
+    window_overhead_ms,
+    without_window_overhead,
 )
 
 ProgressFn = Callable[[str, str, dict[str, Any]], None]
@@ -84,6 +86,8 @@ WALL_ALLOWANCE_FRACTION = 0.5
 # round trip holds one host enqueue of the call, and more; the spin may have doubled once).
 SPIN_TRUST_FACTOR = 2.0
 MAX_ACTIVITY_ERROR_CHARS = 500
+# Failed checks that withhold the speedup (_withhold_speedup).
+NO_REWARD_CHECKS = ("timing_consistent_with_wall_clock", "launched_own_kernel")
 
 
 def run_job(
@@ -234,12 +238,9 @@ def _run(
     result.metadata["timing_method"] = stats.method
     for warning in reply.warnings:
         result.warn(warning)
-    _speedup(result)
-    if any(c.name == "timing_consistent_with_wall_clock" and not c.passed for c in result.checks):
-        result.speedup = None  # no reward from a timing the judge's own clock contradicts
     if tdev.type == "cuda":
         # After every timed trial of the job (the candidate process profiled its own at the
-        # end of its timing): the reference's profiled pass here.
+        # end of its timing): the reference's profiled pass here, on the event times.
         report("kernel_activity", "profiling the timed windows", result.to_dict())
         _candidate_activity(result, reply, stats, kernels.candidate.triton_launches)
         if ref is not None:
@@ -247,6 +248,9 @@ def _run(
                 ref, tdev, l2_flush=job.timing.l2_flush, trace_dir=job.scratch_dir
             )
             result.set_activity(activity, timing_flags(ref, activity), reference=True)
+        _take_window_overhead(result, job, tdev)
+    _speedup(result)
+    _withhold_speedup(result)
     # The server asks for device metrics on GPUs only; the cpu device runs them in tests.
     if job.device_metrics is not None:
         report("device_metrics", "profiling under Nsight Compute", result.to_dict())
@@ -529,6 +533,27 @@ def _device_metrics(
         )
         raw["reference"] = collect(job.device_metrics, bundle, job.scratch_dir)
     result.device_metrics_raw = raw
+
+
+def _take_window_overhead(result: JobResult, job: JobSpec, device: torch.device) -> None:
+    """The headline is the device's time for the call: the event window's own time, measured
+    here on empty windows (timing.window_overhead_ms), comes off the candidate's and the
+    reference's statistics alike (docs/architecture.md "What the GPU time means")."""
+    overhead = window_overhead_ms(device, l2_flush=job.timing.l2_flush)
+    if result.runtime_stats is not None:
+        result.runtime_stats = without_window_overhead(result.runtime_stats, overhead)
+        result.runtime = result.runtime_stats.median
+    if result.ref_runtime_stats is not None:
+        result.ref_runtime_stats = without_window_overhead(result.ref_runtime_stats, overhead)
+        result.ref_runtime = result.ref_runtime_stats.median
+
+
+def _withhold_speedup(result: JobResult) -> None:
+    """No reward from a timing the judge's own clock contradicts, nor from timed windows in
+    which the candidate launched no kernel of its own (an empty CUDA graph, work done on the
+    host or before the window): the times stay, the speedup is null."""
+    if any(c.name in NO_REWARD_CHECKS and not c.passed for c in result.checks):
+        result.speedup = None
 
 
 def _speedup(result: JobResult) -> None:

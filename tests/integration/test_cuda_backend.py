@@ -287,6 +287,18 @@ def test_out_of_bounds_write_is_caught_and_the_next_job_passes(server: KforgeSer
 
 
 @gpu_only
+def test_a_cuda_graph_job_leaves_the_worker_sound_for_the_next(server: KforgeServer) -> None:
+    """The graph's kernel nodes point at the job's buffers: they must outlive every replay,
+    and the next job on the same warm worker must not meet them (an H200 run did)."""
+    graph = evaluate(server, vector_add(), timing={**FAST_TIMING, "cuda_graph": True})
+    assert graph["correctness"] is True, graph
+    assert graph["runtime_stats"]["method"] == "cuda_graph", graph["warnings"]
+    for _ in range(2):
+        after = evaluate(server, vector_add())
+        assert after["correctness"] is True and after["runtime_stats"]["median"] > 0, after
+
+
+@gpu_only
 def test_infinite_loop_is_killed_at_its_timeout(server: KforgeServer) -> None:
     start = time.monotonic()
     res = evaluate(server, vector_add(source=INFINITE_LOOP), timeout=5)

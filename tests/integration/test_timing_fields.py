@@ -75,6 +75,8 @@ def test_cpu_results_label_every_timing_field_not_measured(server: KforgeServer)
         roofline = res[f"{prefix}roofline"]
         assert roofline == {"measured": False, "reason": "not measured on cpu"}
     assert res["runtime_stats"]["spin_us"] is None
+    assert res["runtime_stats"]["window_overhead_us"] is None  # GPU only
+    assert res["runtime_stats"]["event_median"] is None
     metrics = res["metadata"]["device_metrics"]
     assert metrics == {"error": "device metrics need a GPU; this job ran on the cpu device"}
     assert any(w.startswith("device metrics:") for w in res["warnings"])
@@ -152,6 +154,8 @@ def test_gpu_results_have_kernel_activity_and_roofline(server: KforgeServer, kin
     assert activity["measured"], activity
     assert res["kernel_time"] > 0 and res["kernels"], res["kernels"]
     assert res["runtime_stats"]["spin_us"] > 0
+    stats = res["runtime_stats"]  # the event window's own time is off the headline
+    assert 0 < stats["window_overhead_us"] < 20 and stats["median"] < stats["event_median"]
     roofline = res["roofline"]
     assert roofline["measured"] and roofline["pct_of_peak_bandwidth"] > 0, roofline
     assert roofline["bytes_source"] in ("io_contract_lower_bound", "inputs_lower_bound")

@@ -22,7 +22,7 @@ from kforge_worker.activity import (
     pass_from_wire,
     pass_to_wire,
 )
-from kforge_worker.evaluate import _candidate_activity, _trusted_spin_us
+from kforge_worker.evaluate import _candidate_activity, _trusted_spin_us, _withhold_speedup
 from kforge_worker.link import TimedReply
 from kforge_worker.results import JobResult
 from kforge_worker.timing import SPIN_FLOOR_US, compute_stats, spin_us_for
@@ -224,6 +224,15 @@ def test_a_pass_without_kernels_fails_launched_own_kernel():
     assert "launched_own_kernel" in failed(result)
     assert "no_kernel" in [f["code"] for f in result.timing_flags]
     assert "kernel_activity_consistent" not in failed(result)
+    # No reward from windows without a kernel of the candidate's own (an empty CUDA graph:
+    # a torch_cuda extension launching on another stream captured nothing on an H200).
+    result.speedup = 3.0
+    _withhold_speedup(result)
+    assert result.speedup is None
+    honest = judged(pass_to_wire(honest_pass()))
+    honest.speedup = 3.0
+    _withhold_speedup(honest)
+    assert honest.speedup == 3.0
 
 
 def test_a_profiler_that_could_not_run_leaves_the_timing_alone():

@@ -11,11 +11,13 @@ import pytest
 
 from kforge_worker.spec import TimingOptions
 from kforge_worker.timing import (
+    EVENT_RESOLUTION_MS,
     compute_stats,
     percentile,
     relative_standard_error,
     stop_reason,
     time_cpu,
+    without_window_overhead,
 )
 
 
@@ -162,3 +164,15 @@ def test_the_loops_own_stop_rule_wins_over_a_hook_that_never_stops():
     opts = TimingOptions(max_trials=7, min_trials=1, warmup_calls=0, warmup_ms=0.0)
     report = time_cpu(lambda: None, opts, lambda i, s: False)
     assert report.stats.trials <= 7 and report.stats.stop_reason in ("max_trials", "rse_target")
+
+
+def test_window_overhead_comes_off_every_location_statistic_down_to_the_floor():
+    raw = compute_stats([0.004, 0.005, 0.006, 0.020], "cuda_event")
+    s = without_window_overhead(raw, 0.0038)
+    assert s.median == pytest.approx(raw.median - 0.0038)
+    assert s.mean == pytest.approx(raw.mean - 0.0038)
+    assert s.max == pytest.approx(raw.max - 0.0038)
+    assert s.min == EVENT_RESOLUTION_MS  # 0.004 - 0.0038 is below what events resolve
+    assert (s.std, s.rse, s.trials) == (raw.std, raw.rse, raw.trials)
+    assert s.event_median == raw.median and s.window_overhead_us == pytest.approx(3.8)
+    assert raw.window_overhead_us is None and raw.event_median is None

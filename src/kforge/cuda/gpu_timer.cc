@@ -336,4 +336,15 @@ KernelActivity GpuTimer::profile(const TimingReport& timed, const model::TimingO
                             "CUPTI activity (kforge worker cuda)");
 }
 
+StatusOr<double> GpuTimer::window_overhead_ms(const model::TimingOptions& options) {
+  const LaunchFn nothing = [](CUstream) { return Status::ok(); };
+  std::vector<double> events;
+  for (int i = 0; i < kWindowProbeTrials; ++i) {
+    KF_ASSIGN_OR_RETURN(Trial trial,
+                        run_trial(nothing, options.l2_flush, kSpinFloorUs, nullptr, i));
+    events.push_back(trial.event_ms);
+  }
+  return median_of(std::move(events));
+}
+
 }  // namespace kforge::cuda

@@ -17,7 +17,9 @@
 //
 // After every kernel of a job is timed, profile() runs kProfiledTrials more trials of the
 // same protocol under a CUPTI activity session (activity_recorder.h) for the kernel
-// activity of kernel_activity.h.
+// activity of kernel_activity.h; window_overhead_ms() times kWindowProbeTrials empty windows
+// for the event window's own time, which the job takes off both kernels' statistics
+// (timing_stats.h without_window_overhead; timing.py's twin).
 //
 // Thread-safety: use from the thread that owns the device's context.
 #pragma once
@@ -38,6 +40,7 @@
 namespace kforge::cuda {
 
 inline constexpr size_t kMinFlushBytes = size_t{64} << 20;
+inline constexpr int kWindowProbeTrials = 21;
 
 class ActivityRecorder;
 
@@ -73,6 +76,11 @@ class GpuTimer {
   // The kernel activity of kProfiledTrials more trials of `timed.call` (never fails: a
   // missing CUPTI or a failed session is an activity that says why it was not measured).
   KernelActivity profile(const TimingReport& timed, const model::TimingOptions& options);
+
+  // The event window's own time: the median event time of trials of the protocol with
+  // nothing in the window (the event pair's cost, which Nsight Compute's kernel duration
+  // does not hold; about 1.25 us on an H200).
+  StatusOr<double> window_overhead_ms(const model::TimingOptions& options);
 
   // Evicts L2 now (the flush step of a trial), on the device's stream.
   Status flush_l2();

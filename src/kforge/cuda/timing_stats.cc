@@ -27,12 +27,29 @@ Json TimingStats::to_json() const {
             {"device_sync_median", nullptr},
             {"spin_us", nullptr},
             {"enqueue_ms", nullptr},
-            {"launch_not_hidden_trials", nullptr}};
+            {"launch_not_hidden_trials", nullptr},
+            {"window_overhead_us", nullptr},
+            {"event_median", nullptr}};
   if (device_sync_median) j["device_sync_median"] = *device_sync_median;
   if (spin_us) j["spin_us"] = *spin_us;
   if (enqueue_ms) j["enqueue_ms"] = *enqueue_ms;
   if (launch_not_hidden_trials) j["launch_not_hidden_trials"] = *launch_not_hidden_trials;
+  if (window_overhead_us) j["window_overhead_us"] = *window_overhead_us;
+  if (event_median) j["event_median"] = *event_median;
   return j;
+}
+
+TimingStats without_window_overhead(TimingStats stats, double overhead_ms) {
+  const auto less = [&](double& value) {
+    value = std::max(kEventResolutionMs, value - overhead_ms);
+  };
+  stats.event_median = stats.median;
+  stats.window_overhead_us = overhead_ms * 1e3;
+  for (double* v : {&stats.mean, &stats.min, &stats.max, &stats.median, &stats.percentile_5,
+                    &stats.percentile_95, &stats.percentile_99}) {
+    less(*v);
+  }
+  return stats;
 }
 
 double percentile(const std::vector<double>& sorted, double q) {

@@ -39,6 +39,10 @@ struct TimingStats {
   std::optional<double> spin_us;
   std::optional<double> enqueue_ms;
   std::optional<int> launch_not_hidden_trials;
+  // GPU only: the event window's own device time (without_window_overhead), taken off every
+  // location statistic above, and the event-time median before that.
+  std::optional<double> window_overhead_us;
+  std::optional<double> event_median;
 
   // The `runtime_stats` object of the result (unit "ms").
   Json to_json() const;
@@ -52,6 +56,10 @@ double relative_standard_error(const std::vector<double>& samples);
 std::string stop_reason(const std::vector<double>& samples, const model::TimingOptions& options,
                         double elapsed_ms);
 TimingStats compute_stats(const std::vector<double>& samples_ms, std::string method);
+// timing.py's without_window_overhead: every location statistic less `overhead_ms`, none
+// below kEventResolutionMs; std and rse unchanged.
+inline constexpr double kEventResolutionMs = 0.0005;  // CUDA events resolve about 0.5 us
+TimingStats without_window_overhead(TimingStats stats, double overhead_ms);
 
 double spin_us_for(double enqueue_ms);
 double next_spin_us(double spin_us, double observed_enqueue_ms);

@@ -52,5 +52,20 @@ TEST(TimingStatsTest, JsonHasTheSpinFieldsAsNullUntilSet) {
   EXPECT_EQ(j["launch_not_hidden_trials"], 0);
 }
 
+TEST(TimingStatsTest, WindowOverheadComesOffEveryLocationStatisticDownToTheFloor) {
+  const TimingStats raw = compute_stats({0.004, 0.005, 0.006, 0.020}, "cuda_event");
+  const TimingStats s = without_window_overhead(raw, 0.0038);
+  EXPECT_DOUBLE_EQ(s.median, raw.median - 0.0038);
+  EXPECT_DOUBLE_EQ(s.mean, raw.mean - 0.0038);
+  EXPECT_DOUBLE_EQ(s.max, raw.max - 0.0038);
+  EXPECT_DOUBLE_EQ(s.min, kEventResolutionMs);  // 0.004 - 0.0038 is below what events resolve
+  EXPECT_DOUBLE_EQ(s.std, raw.std);
+  EXPECT_DOUBLE_EQ(s.rse, raw.rse);
+  EXPECT_DOUBLE_EQ(*s.event_median, raw.median);
+  const Json j = s.to_json();
+  EXPECT_DOUBLE_EQ(j["window_overhead_us"].get<double>(), 3.8);
+  EXPECT_TRUE(raw.to_json()["window_overhead_us"].is_null());
+}
+
 }  // namespace
 }  // namespace kforge::cuda
