@@ -1,5 +1,6 @@
 #include "serve_command.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@
 
 namespace kforge::app {
 namespace {
+
+constexpr int kMmapThresholdBytes = 256 * 1024;
 
 std::string lower(std::string text) {
   for (char& ch : text)
@@ -110,6 +113,11 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
 }
 
 int run_serve(const ServeConfig& config) {
+  // Request bodies (up to --max-body-mb) and the strings parsed from them are large and
+  // short-lived: from mmap they go back to the system when freed, so the server's RSS follows
+  // what it holds (queued work lives in the store). glibc's dynamic threshold otherwise moves
+  // them into its heap after the first one is freed, where they stay.
+  ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
   ServeConfig c = config;
   if (c.mode == "fastapi") c.mode = "rest";
   // The old server's variable; read before any thread starts.

@@ -131,7 +131,8 @@ def test_queued_requests_are_not_held_in_memory(make_server) -> None:
             assert r.status_code == 202, r.text
         grown = rss_bytes(srv.proc.pid) - before
         queued = jobs * size_mib * MIB
-        assert grown < queued // 2, f"RSS grew {grown >> 20} MiB for {queued >> 20} MiB queued"
+        # Measured: 0 MiB; 40-56 MiB before large buffers were kept out of malloc's heap.
+        assert grown < queued // 4, f"RSS grew {grown >> 20} MiB for {queued >> 20} MiB queued"
         stats = c.get("/stats").json()
         assert stats["queue"]["bytes"] >= queued
         c.post(f"/job/{sleeper}/cancel")
