@@ -1,7 +1,7 @@
 # kforge — the two commands a fresh machine needs:
 #   make serve   install what is missing, build, start the server on 127.0.0.1:8000
 #   make test    install what is missing, build, run every test
-# Other targets: make setup | build | lint | format | bench | bench-mcp | gpu-check | clean |
+# Other targets: make setup | build | build-server (what serve needs) | lint | format | bench | bench-mcp | gpu-check | clean |
 #                adversarial | hostile (tests/hostile) | fuzz (libFuzzer targets, FUZZ_SECONDS each)
 
 VENV     ?= $(HOME)/.cache/kforge/venv
@@ -19,7 +19,7 @@ CXX_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.cc' '*.h' 2>/dev
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := request_parser jsonrpc_dispatcher http_reader worker_protocol
 
-.PHONY: setup build serve test unit-test py-test hostile fuzz lint format bench bench-mcp gpu-check clean tidy adversarial
+.PHONY: setup build build-server serve test unit-test py-test hostile fuzz lint format bench bench-mcp gpu-check clean tidy adversarial
 
 setup:
 	@scripts/setup.sh
@@ -29,7 +29,16 @@ build: setup
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 	@echo "built $(KFORGE)"
 
-serve: build
+# What serving needs: the server and the two libraries it loads from next to it (the CUDA C ABI
+# of torch_cuda/multi_kernel jobs, the jail's preload); no test targets.
+SERVE_TARGETS := kforge kforge_cuda_abi kforge_sandbox_abi
+
+build-server: setup
+	@cmake --preset $(PRESET) >/dev/null
+	@cmake --build --preset $(PRESET) -j $(JOBS) --target $(SERVE_TARGETS)
+	@echo "built $(KFORGE)"
+
+serve: build-server
 	$(KFORGE) serve --host 127.0.0.1 --port $(PORT) --data-dir $(DATA_DIR) --python $(PY)
 
 unit-test: build
