@@ -188,6 +188,24 @@ StatusOr<InitSpec> parse_init(const Json& j, const JsonPath& path) {
   return init;
 }
 
+// shape x dtype in bytes, computed without overflow; an error naming `path` ("shape") when it
+// exceeds `limit`. `what` names the limit in the message.
+StatusOr<int64_t> bounded_nbytes(const std::vector<int64_t>& shape, DType dtype, int64_t limit,
+                                 const JsonPath& path, std::string_view what) {
+  const auto too_large = [&] {
+    return field_error(path, std::string(what) + " is larger than the limit of " +
+                                 std::to_string(limit) + " bytes");
+  };
+  const auto elem = static_cast<int64_t>(dtype_size(dtype));
+  int64_t bytes = elem;
+  for (int64_t d : shape) {
+    if (d != 0 && bytes > limit / d) return too_large();
+    bytes *= d;
+  }
+  if (bytes > limit) return too_large();
+  return bytes;
+}
+
 StatusOr<std::string> inflate_zlib(const std::string& compressed, size_t expected,
                                    const JsonPath& path) {
   std::string out(expected, '\0');
@@ -215,10 +233,13 @@ StatusOr<TensorData> parse_tensor_data(const Json& j, const JsonPath& path,
   KF_ASSIGN_OR_RETURN(data.shape, read_shape(j, "shape", path, limits));
   KF_ASSIGN_OR_RETURN(data.compress, read_enum<Compression>(j, "compress", path, Compression::kNone,
                                                             compression_from, "none, zlib"));
+  // Bounded before anything is decoded: zlib data is inflated into shape x dtype bytes.
+  KF_ASSIGN_OR_RETURN(const int64_t nbytes,
+                      bounded_nbytes(data.shape, data.dtype, limits.max_inline_data_bytes,
+                                     path.key("shape"), "inline tensor data"));
   auto raw = base64_decode(data.data_b64);
   if (!raw) return field_error(path.key("data_b64"), raw.status().message());
-  TensorSpec probe{data.shape, data.dtype, std::nullopt, std::nullopt};
-  auto expected = static_cast<size_t>(probe.nbytes());
+  const auto expected = static_cast<size_t>(nbytes);
   std::string bytes = std::move(raw).value();
   if (data.compress == Compression::kZlib) {
     KF_ASSIGN_OR_RETURN(bytes, inflate_zlib(bytes, expected, path.key("data_b64")));
@@ -238,20 +259,9 @@ StatusOr<TensorSpec> parse_tensor_spec(const Json& j, const JsonPath& path,
   KF_ASSIGN_OR_RETURN(spec.shape, read_shape(j, "shape", path, limits));
   KF_ASSIGN_OR_RETURN(spec.dtype,
                       read_enum<DType>(j, "dtype", path, DType::kFloat32, dtype_from, kDTypeNames));
-  // Overflow-safe size check.
-  int64_t numel = 1;
-  for (int64_t d : spec.shape) {
-    if (d != 0 && numel > limits.max_tensor_bytes / d) {
-      return field_error(path.key("shape"), "tensor is larger than the limit of " +
-                                                std::to_string(limits.max_tensor_bytes) + " bytes");
-    }
-    numel *= d;
-  }
-  if (spec.nbytes() > limits.max_tensor_bytes) {
-    return field_error(path.key("shape"), "tensor of " + std::to_string(spec.nbytes()) +
-                                              " bytes is larger than the limit of " +
-                                              std::to_string(limits.max_tensor_bytes));
-  }
+  KF_RETURN_IF_ERROR(
+      bounded_nbytes(spec.shape, spec.dtype, limits.max_tensor_bytes, path.key("shape"), "tensor")
+          .status());
   const Json* init = member(j, "init");
   const Json* data = member(j, "data");
   if (init != nullptr && data != nullptr) {

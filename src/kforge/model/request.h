@@ -59,6 +59,8 @@ struct RequestLimits {
   int max_trials = 10000;
   int max_correct_trials = 1000;
   int64_t max_tensor_bytes = int64_t{16} << 30;  // per tensor, 16 GiB
+  // Literal tensor data (`data_b64`, inflated when zlib) per tensor, decoded at parse time.
+  int64_t max_inline_data_bytes = int64_t{256} << 20;
   size_t max_args = 256;
   int max_tensor_rank = 8;
 };

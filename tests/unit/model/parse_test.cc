@@ -115,6 +115,26 @@ TEST(ParseTest, InitAndDataAreExclusiveAndDataIsChecked) {
             "kernel.io.args[0].tensor_spec.data.data_b64");
 }
 
+TEST(ParseTest, InlineDataIsBoundedBeforeItIsDecoded) {
+  // Found by the request_parser fuzz target: 20 bytes of zlib declaring 4.2 G floats made the
+  // parser allocate 17 GB to inflate them into.
+  Json k = triton_kernel();
+  auto& spec = k["io"]["args"][0]["tensor_spec"];
+  spec.erase("init");
+  spec["data"] = {{"data_b64", "eJxjYGiwZ2BgcAAiIG5wAAAQgwJA"},
+                  {"dtype", "float32"},
+                  {"shape", {int64_t{4255555555}}},
+                  {"compress", "zlib"}};
+  Status s = parse_evaluate_request({{"kernel", k}}, kLimits).status();
+  EXPECT_EQ(s.field_path(), "kernel.io.args[0].tensor_spec.data.shape");
+  EXPECT_NE(s.message().find("inline tensor data is larger than the limit of 268435456 bytes"),
+            std::string::npos)
+      << s.message();
+  spec["data"]["shape"] = {int64_t{1} << 40, int64_t{1} << 40};  // overflows int64 unchecked
+  EXPECT_EQ(parse_evaluate_request({{"kernel", k}}, kLimits).status().field_path(),
+            "kernel.io.args[0].tensor_spec.data.shape");
+}
+
 TEST(ParseTest, RejectsTensorsOverTheSizeLimit) {
   RequestLimits small;
   small.max_tensor_bytes = 1000;
