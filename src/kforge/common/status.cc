@@ -1,8 +1,17 @@
 #include "kforge/common/status.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace kforge {
+
+void invariant_failed(const char* file, int line, std::string_view what) {
+  std::fprintf(stderr, "kforge: invariant failed at %s:%d: %.*s\n", file, line,
+               static_cast<int>(what.size()), what.data());
+  std::fflush(stderr);
+  std::abort();
+}
 
 std::string_view error_code_name(ErrorCode code) {
   switch (code) {

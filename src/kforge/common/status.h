@@ -81,29 +81,35 @@ Status io_error(std::string message);
 // errno-based I/O error: "<what>: <strerror(err)>".
 Status errno_error(std::string_view what, int err);
 
+// An invariant broke: logs "kforge: invariant failed at FILE:LINE: WHAT" to stderr and aborts,
+// in every build (KF_CHECK; StatusOr::value() on an error). Never returns.
+[[noreturn]] void invariant_failed(const char* file, int line, std::string_view what);
+
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    assert(!status_.is_ok() && "StatusOr constructed from an OK status without a value");
-    if (status_.is_ok()) status_ = internal_error("StatusOr built from OK status without value");
+    if (status_.is_ok()) {
+      invariant_failed(__FILE__, __LINE__, "StatusOr built from an OK status without a value");
+    }
   }
 
   bool is_ok() const { return value_.has_value(); }
   explicit operator bool() const { return is_ok(); }
   const Status& status() const { return status_; }
 
+  // On an error: invariant_failed (abort) in every build, naming the status.
   T& value() & {
-    assert(is_ok());
+    check_ok();
     return *value_;
   }
   const T& value() const& {
-    assert(is_ok());
+    check_ok();
     return *value_;
   }
   T&& value() && {
-    assert(is_ok());
+    check_ok();
     return std::move(*value_);
   }
   T* operator->() { return &value(); }
@@ -112,11 +118,23 @@ class [[nodiscard]] StatusOr {
   const T& operator*() const& { return value(); }
 
  private:
+  void check_ok() const {
+    if (!is_ok()) invariant_failed(__FILE__, __LINE__, "value() of " + status_.to_string());
+  }
+
   Status status_;
   std::optional<T> value_;
 };
 
 }  // namespace kforge
+
+// KF_CHECK(cond, what): an invariant that must hold in every build; on failure logs the
+// condition, `what` (a string) and the place, and aborts.
+#define KF_CHECK(cond, what)                                                              \
+  do {                                                                                    \
+    if (!(cond))                                                                          \
+      ::kforge::invariant_failed(__FILE__, __LINE__, std::string(#cond) + ": " + (what)); \
+  } while (false)
 
 #define KF_STATUS_CONCAT_INNER(a, b) a##b
 #define KF_STATUS_CONCAT(a, b) KF_STATUS_CONCAT_INNER(a, b)
