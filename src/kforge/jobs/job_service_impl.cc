@@ -123,6 +123,7 @@ void JobServiceImpl::stop() {
     for (auto& [id, a] : active_) {
       if (a.cancel) {
         a.cancel_reason = "server shutting down";
+        a.cancelled_by_shutdown = true;
         a.cancel->cancel();
       }
     }
@@ -318,12 +319,16 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
       break;
     case workers::WorkerOutcome::Kind::kCancelled: {
       std::string reason;
+      bool shutdown = false;
       {
         std::lock_guard lock(mu_);
         auto it = active_.find(job_id);
-        if (it != active_.end()) reason = it->second.cancel_reason;
+        if (it != active_.end()) {
+          reason = it->second.cancel_reason;
+          shutdown = it->second.cancelled_by_shutdown;
+        }
       }
-      if (reason == "server shutting down") {
+      if (shutdown) {
         // Not the client's doing: leave it queued in the store for the next start.
         std::lock_guard lock(mu_);
         if (auto it = active_.find(job_id); it != active_.end()) forget_locked(it);

@@ -83,6 +83,7 @@ class JobServiceImpl final : public JobService {
     std::string target;        // scheduler target
     std::shared_ptr<workers::CancelToken> cancel;  // set while running
     std::string cancel_reason;
+    bool cancelled_by_shutdown = false;  // stop(): the job goes back to the queue, not cancelled
     double last_fraction = 0;
     // When the worker reported each phase first (Unix ms, 0 = not yet): the loading phase is
     // the compilation time, the timing phases the profiling time.

@@ -118,6 +118,20 @@ TEST_F(JobServiceTest, CancelsQueuedAndRunningJobs) {
   EXPECT_EQ(worker_->started_jobs().size(), 1u);
 }
 
+TEST_F(JobServiceTest, AClientsCancelReasonCannotPassForAShutdown) {
+  // The shutdown requeues its running jobs; it was recognised by its reason text, which a
+  // client's cancel may carry too (the job then went back to the queue instead of ending).
+  start_service();
+  worker_->hold(true);
+  auto running = service_->submit(torch_request(), "test");
+  ASSERT_TRUE(running.is_ok());
+  ASSERT_TRUE(worker_->wait_started(1));
+  ASSERT_TRUE(service_->cancel(running->id, "server shutting down").is_ok());
+  JobRecord r = wait_done(running->id);
+  EXPECT_EQ(r.state, JobState::kCancelled);
+  EXPECT_EQ(r.error, "server shutting down");
+}
+
 TEST_F(JobServiceTest, ProgressIsDeliveredAndMonotonic) {
   start_service();
   worker_->hold(true);
