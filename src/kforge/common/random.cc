@@ -4,7 +4,10 @@
 
 #include <array>
 #include <cerrno>
-#include <stdexcept>
+#include <cstring>
+#include <string>
+
+#include "kforge/common/status.h"
 
 namespace kforge {
 namespace {
@@ -14,12 +17,11 @@ void fill_random(void* buffer, size_t size) {
   size_t done = 0;
   while (done < size) {
     ssize_t n = getrandom(out + done, size - done, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      // getrandom cannot fail on Linux >= 3.17 once the pool is initialised; a failure
-      // here is a broken invariant of the host, not an input error.
-      throw std::runtime_error("getrandom failed");
-    }
+    if (n < 0 && errno == EINTR) continue;
+    // getrandom cannot fail on Linux >= 3.17 once the pool is initialised; a failure here is a
+    // broken invariant of the host, not an input error.
+    KF_CHECK(n >= 0, std::string("getrandom failed: ") +
+                         std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
     done += static_cast<size_t>(n);
   }
 }
