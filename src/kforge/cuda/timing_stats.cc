@@ -40,14 +40,11 @@ Json TimingStats::to_json() const {
 }
 
 TimingStats without_window_overhead(TimingStats stats, double overhead_ms) {
-  const auto less = [&](double& value) {
-    value = std::max(kEventResolutionMs, value - overhead_ms);
-  };
   stats.event_median = stats.median;
   stats.window_overhead_us = overhead_ms * 1e3;
   for (double* v : {&stats.mean, &stats.min, &stats.max, &stats.median, &stats.percentile_5,
                     &stats.percentile_95, &stats.percentile_99}) {
-    less(*v);
+    *v = std::max(kEventResolutionMs, *v - overhead_ms);
   }
   return stats;
 }
