@@ -11,16 +11,34 @@ const std::set<std::string, std::less<>>& annotation_keywords() {
   // x-mcp-header (SEP-2243) names the HTTP header that mirrors the argument; the transport
   // checks it (http_headers.h), the value validation does not.
   static const std::set<std::string, std::less<>> keys = {
-      "title", "description", "default", "examples", "$schema", "format", "x-mcp-header"};
+      "title",  "description",  "default", "examples", "$schema",
+      "format", "x-mcp-header", "$anchor", "$comment"};
   return keys;
 }
 
 const std::set<std::string, std::less<>>& validation_keywords() {
-  static const std::set<std::string, std::less<>> keys = {
-      "type",      "enum",      "const",    "properties",       "required",
-      "items",     "minimum",   "maximum",  "exclusiveMinimum", "exclusiveMaximum",
-      "minLength", "maxLength", "minItems", "maxItems",         "additionalProperties",
-      "$defs",     "$ref",      "anyOf"};
+  static const std::set<std::string, std::less<>> keys = {"type",
+                                                          "enum",
+                                                          "const",
+                                                          "properties",
+                                                          "required",
+                                                          "items",
+                                                          "minimum",
+                                                          "maximum",
+                                                          "exclusiveMinimum",
+                                                          "exclusiveMaximum",
+                                                          "minLength",
+                                                          "maxLength",
+                                                          "minItems",
+                                                          "maxItems",
+                                                          "additionalProperties",
+                                                          "$defs",
+                                                          "$ref",
+                                                          "anyOf",
+                                                          "allOf",
+                                                          "if",
+                                                          "then",
+                                                          "else"};
   return keys;
 }
 
@@ -235,7 +253,9 @@ Status check_schema_at(const Json& root, const Json& schema, const JsonPath& pat
       }
     } else if (key == "items" || key == "additionalProperties") {
       KF_RETURN_IF_ERROR(check_schema_at(root, value, path.key(key), depth + 1));
-    } else if (key == "anyOf") {
+    } else if (key == "if" || key == "then" || key == "else") {
+      KF_RETURN_IF_ERROR(check_schema_at(root, value, path.key(key), depth + 1));
+    } else if (key == "anyOf" || key == "allOf") {
       if (!value.is_array() || value.empty())
         return fail(path.key(key), "must be a list of schemas");
       for (size_t i = 0; i < value.size(); ++i) {
@@ -279,6 +299,19 @@ Status validate_at(const Json& root, const Json& schema, const Json& value, cons
       reasons += (reasons.empty() ? "" : "; or ") + s.field_path() + ": " + s.message();
     }
     if (!matched) return fail(path, "matches none of the allowed forms (" + reasons + ")");
+  }
+  if (auto all = schema.find("allOf"); all != schema.end()) {
+    for (const Json& part : *all) {
+      KF_RETURN_IF_ERROR(validate_at(root, part, value, path, depth + 1));
+    }
+  }
+  if (auto cond = schema.find("if"); cond != schema.end()) {
+    // if/then/else: `then` applies when the value matches `if`, `else` when it does not.
+    const bool matches = validate_at(root, *cond, value, path, depth + 1).is_ok();
+    auto branch = schema.find(matches ? "then" : "else");
+    if (branch != schema.end()) {
+      KF_RETURN_IF_ERROR(validate_at(root, *branch, value, path, depth + 1));
+    }
   }
   if (auto it = schema.find("const"); it != schema.end() && !json_equal(*it, value)) {
     return fail(path, "must be " + it->dump());
