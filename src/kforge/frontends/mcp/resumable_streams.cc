@@ -38,7 +38,8 @@ void StreamLog::send(const Json& message) {
   if (finished_) return;
   const uint64_t seq = next_seq_++;
   std::string data = http::dump_json(message);
-  if (sink_) sink_->send_event(event_locked(seq, data));
+  // A stream that refuses the event is gone (its client left): detach it, keep the events.
+  if (sink_ && !sink_->send_event(event_locked(seq, data))) sink_.reset();
   events_.emplace_back(seq, std::move(data));
   while (events_.size() > kMaxEvents)
     events_.pop_front();
@@ -48,7 +49,11 @@ void StreamLog::finish(const Json& response) {
   send(response);
   std::lock_guard lock(mu_);
   finished_ = true;
-  if (sink_) sink_->close();
+  if (sink_) {
+    // Delivered on a live stream: nothing is left to resume, so the events are not kept.
+    sink_->close();
+    events_.clear();
+  }
   sink_.reset();
 }
 

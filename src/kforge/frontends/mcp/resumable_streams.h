@@ -9,8 +9,9 @@
 // ending with the response. Only the session that owns a stream may resume it.
 //
 // Bounds: each stream keeps its last kMaxEvents events (a resume from before them is refused
-// rather than silently incomplete), and the endpoint keeps the last kMaxStreams streams,
-// dropping finished ones first.
+// rather than silently incomplete), a stream whose response went out on a live connection
+// keeps none, and the endpoint keeps the last kMaxStreams streams, dropping finished ones
+// first.
 //
 // Thread-safety: all methods are thread-safe.
 #pragma once
