@@ -48,6 +48,10 @@ CLI::App* add_mcp_command(CLI::App& app, McpConfig& c) {
   add_json_depth_flag(*cmd);
   cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
                 "Also serve the MCP conformance suite's fixture tools, resources and prompts");
+  cmd->add_option("--skills-dir", c.skills_dir,
+                  "Serve the agent skills of this directory (each <name>/SKILL.md; e.g. "
+                  "kforge's skills/) through the skills extension")
+      ->envname("KFORGE_SKILLS_DIR");
   add_workbench_flags(*cmd, c.workbench);
   cmd->add_option("--max-message-mb", c.max_message_mb, "Largest message accepted (MiB)")
       ->check(CLI::Range(1, 1024))
@@ -119,6 +123,7 @@ int run_mcp(const McpConfig& c) {
     mcp::ServerCatalogOptions options;
     options.version = std::string(kVersion);
     options.conformance_fixtures = c.conformance_fixtures;
+    options.skills_dir = c.skills_dir;
     options.bench.allow_local_paths = true;  // the user on stdio owns the files
     options.bench.kforge_version = options.version;
     auto workbench = build_workbench(c.workbench, data_dir, workbench_db, *service, blocking);

@@ -23,6 +23,7 @@ struct McpConfig {
   std::string server;   // forward to this kforge serve instead of running an engine
   SecretFlags secrets;  // its API token
   bool conformance_fixtures = false;
+  std::string skills_dir;  // serve the agent skills found there
   size_t max_message_mb = 16;
 };
 

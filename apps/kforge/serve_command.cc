@@ -79,6 +79,10 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
   cmd->add_flag("--conformance-fixtures", c.conformance_fixtures,
                 "MCP: also serve the fixture tools, resources and prompts of the official MCP "
                 "conformance suite (for testing MCP conformance only)");
+  cmd->add_option("--skills-dir", c.skills_dir,
+                  "MCP: serve the agent skills of this directory (each <name>/SKILL.md; e.g. "
+                  "kforge's skills/) through the skills extension")
+      ->envname("KFORGE_SKILLS_DIR");
   add_workbench_flags(*cmd, c.workbench);
   cmd->add_option("--mcp-session-ttl-hours", c.mcp_session_ttl_hours,
                   "MCP: an idle session is forgotten after this many hours")
@@ -200,6 +204,7 @@ int run_serve(const ServeConfig& config) {
     frontends::mcp::ServerCatalogOptions mo;
     mo.version = std::string(kVersion);
     mo.conformance_fixtures = c.conformance_fixtures;
+    mo.skills_dir = c.skills_dir;
     mo.kernel_tools.limits = ho.rest.limits;
     mo.bench.kforge_version = std::string(kVersion);
     // The workbench's sessions live in the engine's store (jobs/engine.cc: kforge.db).

@@ -22,6 +22,7 @@ struct ServeConfig {
   WorkbenchFlags workbench;           // MCP: the Triton workbench
   std::string mode = "both";          // "rest" (or "fastapi"), "mcp" or "both"
   bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
+  std::string skills_dir;             // MCP: serve the agent skills found there
   int mcp_session_ttl_hours = 24;
   SecretFlags secrets;   // the API token
   NetworkFlags network;  // connection, JSON and MCP session limits

@@ -15,7 +15,7 @@ from integration.kforge_server import REPO, device_under_test, kforge_binary
 
 NODE_DIR = REPO / "tests" / "mcp-node"
 NODE_BIN = NODE_DIR / "node_modules" / ".bin"
-CONFORMANCE_VERSION = "0.1.16"
+CONFORMANCE_VERSION = "0.2.0-alpha.12"
 PROTOCOL = "2025-11-25"
 
 # A torch kernel that sleeps in every call: a job that stays running until it is cancelled.

@@ -106,5 +106,7 @@ def test_shell_example_gets_an_mcp_answer(server: KforgeServer, name: str, code:
     result = answer["result"]
     if name == "mcp.md:mcp-initialize":
         assert result["serverInfo"]["name"] == "kforge"
+    elif name == "mcp.md:mcp-discover":
+        assert result["supportedVersions"] == ["2026-07-28"] and result["resultType"] == "complete"
     else:
         assert not result.get("isError") and result["structuredContent"]["devices"], result

@@ -129,13 +129,23 @@ def test_missing_protocol_header_is_accepted(mcp: RawMcp) -> None:
     assert r.json()["result"]["structuredContent"]["devices"]
 
 
-@pytest.mark.parametrize("version", ["2024-11-05", "2026-07-28", "latest", ""])
+@pytest.mark.parametrize("version", ["2024-11-05", "latest", ""])
 def test_unsupported_protocol_header_is_400(mcp: RawMcp, version: str) -> None:
     mcp.initialize()
     r = mcp.request("tools/list", headers={"MCP-Protocol-Version": version})
     assert r.status_code == 400
     error = rpc_error(r)
     assert error["code"] == -32600 and "MCP-Protocol-Version" in error["message"]
+
+
+def test_a_2026_header_without_the_meta_claim_is_400(mcp: RawMcp) -> None:
+    """MCP-Protocol-Version 2026-07-28 makes the request a 2026 one, which must carry its
+    context in params._meta (-32602), session or not."""
+    mcp.initialize()
+    r = mcp.request("tools/list", headers={"MCP-Protocol-Version": "2026-07-28"})
+    assert r.status_code == 400
+    error = rpc_error(r)
+    assert error["code"] == -32602 and "params._meta" in error["message"]
 
 
 # ---- malformed input -------------------------------------------------------------------
@@ -153,7 +163,7 @@ def test_malformed_json_is_a_parse_error(mcp: RawMcp) -> None:
     ("message", "why"),
     [
         ({"id": 5, "method": "ping"}, '"jsonrpc" must be "2.0"'),
-        ({"jsonrpc": "2.0", "id": None, "method": "ping"}, "string or an integer"),
+        ({"jsonrpc": "2.0", "id": None, "method": "ping"}, "string or a number"),
         (
             {"jsonrpc": "2.0", "id": 5, "method": "ping", "params": [1]},
             '"params" must be an object',

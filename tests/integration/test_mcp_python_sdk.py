@@ -158,9 +158,14 @@ async def cancel_long_job(client: Client, phase: str = "correctness") -> str:
     return job_id
 
 
-def test_streamable_http(server: KforgeServer) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_streamable_http(server: KforgeServer, mode: str) -> None:
+    """2025-11-25 through initialize, and the stateless 2026-07-28 (a cancel there is the
+    stream closing, which cancels the job all the same)."""
+
     async def scenario() -> dict[str, Any]:
-        async with Client(server.url + "/mcp") as client:  # mode auto: falls back to initialize
+        async with Client(server.url + "/mcp", mode=mode) as client:  # type: ignore[arg-type]
+            assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
             return await check_kernel_tools(client)
 
     out = anyio.run(scenario)
@@ -173,9 +178,10 @@ def stdio_params(data_dir: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(command=command, args=args, env=worker_env())
 
 
-def test_stdio_embedded_engine(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_stdio_embedded_engine(tmp_path: Path, mode: str) -> None:
     async def scenario() -> dict[str, Any]:
-        async with Client(stdio_params(tmp_path / "data"), mode="legacy") as client:
+        async with Client(stdio_params(tmp_path / "data"), mode=mode) as client:  # type: ignore[arg-type]
             return await check_kernel_tools(client)
 
     anyio.run(scenario)
@@ -232,3 +238,21 @@ def test_rest_and_mcp_share_one_port(server: KforgeServer) -> None:
     with httpx.Client(base_url=server.url) as http:
         assert http.get("/health").status_code == 200
         assert http.post("/mcp", json={}).status_code == 400
+
+
+def test_the_sdk_resumes_a_stream_the_server_closed() -> None:
+    """A 2025-11-25 stream is resumable: test_reconnection (a conformance fixture) closes its
+    stream after the priming event and answers later; the SDK reconnects with GET +
+    Last-Event-ID and gets the result there."""
+    srv = KforgeServer(extra_args=["--conformance-fixtures"]).start()
+    try:
+
+        async def scenario() -> str:
+            async with Client(srv.url + "/mcp", mode="legacy") as client:
+                r = await client.call_tool("test_reconnection", {})
+                assert not r.is_error, r.content
+                return r.content[0].text
+
+        assert "resumed after the close" in anyio.run(scenario)
+    finally:
+        srv.stop()

@@ -1,5 +1,7 @@
-"""kforge's MCP tools driven by the official TypeScript SDK client (@modelcontextprotocol/sdk,
-pinned in tests/mcp-node/package.json) over Streamable HTTP and stdio: tests/mcp-node/ts_client.mjs
+"""kforge's MCP tools driven by the official TypeScript SDK clients, pinned in
+tests/mcp-node/package.json: v1 (@modelcontextprotocol/sdk, 2025-11-25 through initialize) and v2
+(@modelcontextprotocol/client, pinned to the stateless 2026-07-28), over Streamable HTTP and
+stdio: tests/mcp-node/ts_client.mjs
 lists the tools, calls compare_kernels and evaluate_kernel with progress, sends invalid
 arguments, and cancels a long evaluate_kernel with an AbortSignal; this test checks its report.
 """
@@ -27,9 +29,12 @@ from integration.mcp_support import (
 )
 
 
-def run_ts_client(tmp_path: Path, transport: dict[str, Any]) -> dict[str, Any]:
+def run_ts_client(
+    tmp_path: Path, transport: dict[str, Any], revision: str = "2025-11-25"
+) -> dict[str, Any]:
     plan = {
         "transport": transport,
+        "revision": revision,
         "compare": compare_args(),
         "evaluate": evaluate_args(),
         "invalid": invalid_args(),
@@ -50,8 +55,10 @@ def run_ts_client(tmp_path: Path, transport: dict[str, Any]) -> dict[str, Any]:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def check_report(report: dict[str, Any]) -> None:
+def check_report(report: dict[str, Any], revision: str = "2025-11-25") -> None:
     assert report["serverVersion"]["name"] == "kforge"
+    if revision == "2026-07-28":
+        assert report["protocolVersion"] == revision, report["protocolVersion"]
     assert report["tools"][:5] == [
         "evaluate_kernel",
         "compare_kernels",
@@ -79,14 +86,17 @@ def check_report(report: dict[str, Any]) -> None:
     assert cancel["status"] == "cancelled", cancel
 
 
-def test_streamable_http(server: KforgeServer, tmp_path: Path) -> None:
-    report = run_ts_client(tmp_path, {"url": server.url + "/mcp"})
-    check_report(report)
+@pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
+def test_streamable_http(server: KforgeServer, tmp_path: Path, revision: str) -> None:
+    report = run_ts_client(tmp_path, {"url": server.url + "/mcp"}, revision)
+    check_report(report, revision)
     with server.client() as rest:
         assert rest.get(f"/job/{report['cancel']['jobId']}").json()["state"] == "cancelled"
 
 
 @pytest.mark.slow
-def test_stdio(tmp_path: Path) -> None:
+@pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
+def test_stdio(tmp_path: Path, revision: str) -> None:
     command, args = stdio_command(tmp_path / "data")
-    check_report(run_ts_client(tmp_path, {"command": command, "args": args, "env": worker_env()}))
+    transport = {"command": command, "args": args, "env": worker_env()}
+    check_report(run_ts_client(tmp_path, transport, revision), revision)

@@ -170,8 +170,11 @@ StatusOr<Json> bench_answer(const Json& report, const BenchRequest& request) {
 }
 
 Json bench_request_schema(bool allow_local_paths) {
-  // A list of names, or one comma-separated string.
-  const Json names_schema = {{"type", {"array", "string"}}, {"items", {{"type", "string"}}}};
+  // A list of names, or one comma-separated string (anyOf, not a multi-type "type": strict
+  // MCP clients reject ["array", "string"]).
+  const Json names_schema = {
+      {"anyOf", Json::array({Json{{"type", "array"}, {"items", {{"type", "string"}}}},
+                             Json{{"type", "string"}}})}};
   auto list_of_names = [&names_schema](const char* description) {
     Json schema = names_schema;
     schema["description"] = description;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include "kforge/common/json.h"
@@ -25,6 +26,10 @@ struct ServerInfo {
   std::string instructions;  // InitializeResult.instructions: how to use the tools
 };
 
+// A method of an extension (e.g. skills/list), served to 2026-07-28 requests: answers through
+// ctx (respond, respond_error).
+using MethodHandler = std::function<void(RequestContext& ctx, const Json& params)>;
+
 // completion/complete: returns {"completion": {"values": [...], ...}} for the request params.
 using CompletionHandler = std::function<StatusOr<Json>(const Json& params)>;
 
@@ -35,6 +40,10 @@ struct Catalog {
   PromptRegistry prompts;
   CompletionHandler completion;         // empty: no completions capability
   bool resource_subscriptions = false;  // resources/subscribe and unsubscribe are accepted
+  // 2026-07-28: server/discover's capabilities.extensions (id -> settings), and the methods the
+  // extensions add (served to 2026-07-28 requests only).
+  Json extensions = Json::object();
+  std::map<std::string, MethodHandler> extension_methods;
 
   // The InitializeResult capabilities: tools and logging always; resources, prompts and
   // completions when present.

@@ -6,6 +6,7 @@
 
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/json_schema.h"
+#include "kforge/frontends/mcp/modern.h"
 #include "kforge/frontends/mcp/pagination.h"
 
 namespace kforge::frontends::mcp {
@@ -48,6 +49,7 @@ void Dispatcher::handle(const std::shared_ptr<Session>& session, const jsonrpc::
   }
   auto ctx = std::make_shared<RequestContext>(session, message.id, message.method,
                                               progress_token_of(message.params), channel);
+  ctx->set_params(message.params);
   if (Status s = session->begin_request(message.id, ctx); !s) {
     ctx->respond_error(kInvalidRequest, s.message());
     return;
@@ -61,6 +63,39 @@ void Dispatcher::handle(const std::shared_ptr<Session>& session, const jsonrpc::
   }
 }
 
+bool Dispatcher::serves_stateless(const std::string& method) const {
+  if (method == "server/discover" || method == "tools/list" || method == "tools/call") {
+    return true;
+  }
+  if (!catalog_.resources.empty() &&
+      (method == "resources/list" || method == "resources/templates/list" ||
+       method == "resources/read")) {
+    return true;
+  }
+  if (!catalog_.prompts.empty() && (method == "prompts/list" || method == "prompts/get")) {
+    return true;
+  }
+  if (catalog_.extension_methods.count(method) != 0) return true;
+  return catalog_.completion && method == "completion/complete";
+}
+
+void Dispatcher::handle_stateless(const std::shared_ptr<Session>& session,
+                                  const jsonrpc::Message& message,
+                                  std::shared_ptr<ReplyChannel> channel) const {
+  if (message.kind != jsonrpc::MessageKind::kRequest) return;  // no client notifications
+  if (!serves_stateless(message.method)) {
+    channel->send_response(jsonrpc::make_error(message.id, kMethodNotFound,
+                                               "Method not found: " + message.method +
+                                                   " (at revision " +
+                                                   std::string(modern::kVersion) + ")"));
+    return;
+  }
+  handle(session, message,
+         modern::wrap_channel(std::move(channel), message.method,
+                              catalog_.server_info(session->effective_version()),
+                              modern::is_retry(message.params)));
+}
+
 void Dispatcher::handle_request(const std::shared_ptr<RequestContext>& ctx,
                                 const Json& params) const {
   const std::string& method = ctx->method();
@@ -68,6 +103,13 @@ void Dispatcher::handle_request(const std::shared_ptr<RequestContext>& ctx,
     ctx->respond_error(kInvalidRequest,
                        "the session is not initialized: send 'initialize' before '" + method + "'");
     return;
+  }
+  if (ctx->session().is_stateless()) {
+    if (method == "server/discover") return discover(*ctx);
+    if (auto ext = catalog_.extension_methods.find(method);
+        ext != catalog_.extension_methods.end()) {
+      return ext->second(*ctx, params);
+    }
   }
   if (method == "initialize") return initialize(*ctx, params);
   if (method == "ping") return ctx->respond(Json::object());
@@ -155,6 +197,19 @@ void Dispatcher::initialize(RequestContext& ctx, const Json& params) const {
   ctx.respond(std::move(result));
 }
 
+void Dispatcher::discover(RequestContext& ctx) const {
+  Json versions = Json::array();
+  for (std::string_view v : modern::supported_versions())
+    versions.push_back(v);
+  Json caps = catalog_.capabilities();
+  // resources/subscribe does not exist at 2026-07-28.
+  if (caps.contains("resources")) caps["resources"].erase("subscribe");
+  if (!catalog_.extensions.empty()) caps["extensions"] = catalog_.extensions;
+  Json result = {{"supportedVersions", std::move(versions)}, {"capabilities", std::move(caps)}};
+  if (!catalog_.info.instructions.empty()) result["instructions"] = catalog_.info.instructions;
+  ctx.respond(std::move(result));
+}
+
 void Dispatcher::set_log_level(RequestContext& ctx, const Json& params) const {
   const Json* level = jsonrpc::param(params, "level");
   auto parsed = level != nullptr && level->is_string() ? log_level_from(level->get<std::string>())
@@ -208,8 +263,8 @@ void Dispatcher::call_tool(const std::shared_ptr<RequestContext>& ctx, const Jso
   }
   auto call = std::make_shared<ToolCall>(tool->spec.name, std::move(arguments), ctx);
   if (Status valid = validate_json(tool->spec.input_schema, call->arguments()); !valid) {
-    call->finish(ToolResult::error("Invalid arguments for tool " + tool->spec.name + ": " +
-                                   valid.to_string()));
+    call->finish(
+        ToolResult::error("Invalid arguments for " + tool->spec.name + ": " + valid.to_string()));
     return;
   }
   executor_([tool, call] {

@@ -7,6 +7,11 @@
 //   completion/complete; notifications/initialized, notifications/cancelled; responses to the
 //   server's own requests (sampling, elicitation).
 //
+// Revision 2026-07-28 (modern.h) goes through handle_stateless: the same methods on a
+// one-request Session::stateless, without initialize, ping, logging/setLevel and
+// resources/subscribe|unsubscribe, plus server/discover and the methods of the catalog's
+// extensions (tasks/*, skills/*); results are decorated for that wire.
+//
 // Error policy: malformed requests and unknown methods or tools are JSON-RPC errors; invalid
 // tool arguments and tool failures are tool results with isError (see tool.h). Requests other
 // than initialize and ping before `initialize` are refused (-32600). A missing
@@ -49,6 +54,14 @@ class Dispatcher {
   void handle(const std::shared_ptr<Session>& session, const jsonrpc::Message& message,
               std::shared_ptr<ReplyChannel> channel) const;
 
+  // A request of revision 2026-07-28 (modern.h) on `session` (Session::stateless), after the
+  // transport checked its _meta and headers: the method must exist at that revision (else
+  // -32601), and the result is decorated for the modern wire.
+  void handle_stateless(const std::shared_ptr<Session>& session, const jsonrpc::Message& message,
+                        std::shared_ptr<ReplyChannel> channel) const;
+  // Whether `method` exists at revision 2026-07-28 on this catalog.
+  bool serves_stateless(const std::string& method) const;
+
   // Whether the answer to `message` should stream from its start on HTTP: a request with a
   // progressToken, or a tools/call of a long-running tool.
   bool prefers_stream(const jsonrpc::Message& message) const;
@@ -61,6 +74,7 @@ class Dispatcher {
   void handle_response(Session& session, const jsonrpc::Message& message) const;
 
   void initialize(RequestContext& ctx, const Json& params) const;
+  void discover(RequestContext& ctx) const;
   void set_log_level(RequestContext& ctx, const Json& params) const;
   void list_tools(RequestContext& ctx, const Json& params) const;
   void call_tool(const std::shared_ptr<RequestContext>& ctx, const Json& params) const;

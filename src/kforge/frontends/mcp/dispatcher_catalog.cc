@@ -46,8 +46,10 @@ void Dispatcher::read_resource(RequestContext& ctx, const Json& params) const {
   auto contents = catalog_.resources.read(*uri);
   if (contents.is_ok()) return ctx.respond(std::move(contents).value());
   if (contents.status().code() == ErrorCode::kNotFound) {
-    ctx.respond_error(jsonrpc::kResourceNotFound, "Resource not found: " + *uri,
-                      Json{{"uri", *uri}});
+    // -32002 until 2025-11-25; invalid params from 2026-07-28 on (SEP-2164).
+    const int code =
+        ctx.session().is_stateless() ? jsonrpc::kInvalidParams : jsonrpc::kResourceNotFound;
+    ctx.respond_error(code, "Resource not found: " + *uri, Json{{"uri", *uri}});
     return;
   }
   ctx.respond_status(contents.status());
@@ -72,7 +74,7 @@ void Dispatcher::get_prompt(RequestContext& ctx, const Json& params) const {
   }
   const Json* arguments = jsonrpc::param(params, "arguments");
   auto result = catalog_.prompts.get(name->get<std::string>(),
-                                     arguments != nullptr ? *arguments : Json(nullptr));
+                                     arguments != nullptr ? *arguments : Json(nullptr), params);
   if (!result.is_ok()) return ctx.respond_status(result.status());
   ctx.respond(std::move(result).value());
 }

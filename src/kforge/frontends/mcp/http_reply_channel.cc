@@ -1,5 +1,7 @@
 #include "kforge/frontends/mcp/http_reply_channel.h"
 
+#include "kforge/frontends/mcp/modern.h"
+
 namespace kforge::frontends::mcp {
 
 http::SseEvent sse_message(const Json& message) {
@@ -12,12 +14,14 @@ bool StreamSink::send(const Json& message) {
 
 HttpReplyChannel::HttpReplyChannel(http::Responder responder, bool sse_accepted,
                                    std::shared_ptr<Session> session, bool announce_session,
-                                   std::chrono::milliseconds keepalive_interval)
+                                   std::chrono::milliseconds keepalive_interval,
+                                   std::shared_ptr<ResumableStreams> streams)
     : responder_(std::move(responder)),
       sse_accepted_(sse_accepted),
       session_(std::move(session)),
       announce_session_(announce_session),
-      keepalive_interval_(keepalive_interval) {}
+      keepalive_interval_(keepalive_interval),
+      streams_(std::move(streams)) {}
 
 http::HeaderList HttpReplyChannel::session_headers() const {
   http::HeaderList headers;
@@ -28,12 +32,18 @@ http::HeaderList HttpReplyChannel::session_headers() const {
 }
 
 bool HttpReplyChannel::ensure_stream_locked() {
-  if (stream_) return true;
+  if (stream_ || log_) return true;
   if (!sse_accepted_ || done_) return false;
   http::StreamHead head;
   head.headers = session_headers();
   head.keepalive_interval = keepalive_interval_;
-  stream_ = responder_.start_stream(std::move(head));
+  http::EventStream stream = responder_.start_stream(std::move(head));
+  if (streams_ && !session_->id().empty()) {
+    log_ = streams_->open(session_->id());
+    log_->start(std::move(stream));
+  } else {
+    stream_ = std::move(stream);
+  }
   return true;
 }
 
@@ -47,7 +57,11 @@ void HttpReplyChannel::send_related(const Json& message) {
     std::lock_guard lock(mu_);
     if (done_) return;
     if (ensure_stream_locked()) {
-      stream_->send_event(sse_message(message));
+      if (log_) {
+        log_->send(message);
+      } else {
+        stream_->send_event(sse_message(message));
+      }
       return;
     }
   }
@@ -59,12 +73,17 @@ void HttpReplyChannel::send_response(const Json& response) {
   std::lock_guard lock(mu_);
   if (done_) return;
   done_ = true;
+  if (log_) return log_->finish(response);
   if (stream_) {
     stream_->send_event(sse_message(response));
     stream_->close();
     return;
   }
-  http::HttpResponse r = http::HttpResponse::json(200, response);
+  int status = 200;
+  if (auto error = response.find("error"); !streams_ && error != response.end()) {
+    status = modern::http_status_for_error(error->value("code", 0));
+  }
+  http::HttpResponse r = http::HttpResponse::json(status, response);
   r.headers = session_headers();
   responder_.send(std::move(r));
 }
@@ -73,6 +92,7 @@ void HttpReplyChannel::abandon() {
   std::lock_guard lock(mu_);
   if (done_) return;
   done_ = true;
+  if (log_) return log_->abandon();
   if (stream_) {
     stream_->close();
     return;
@@ -81,6 +101,11 @@ void HttpReplyChannel::abandon() {
   r.status = 202;
   r.content_type = "text/plain";
   responder_.send(std::move(r));
+}
+
+bool HttpReplyChannel::close_for_polling() {
+  std::lock_guard lock(mu_);
+  return !done_ && log_ && log_->detach();
 }
 
 }  // namespace kforge::frontends::mcp

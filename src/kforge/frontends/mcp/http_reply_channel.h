@@ -17,6 +17,7 @@
 
 #include "kforge/frontends/http/responder.h"
 #include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/resumable_streams.h"
 #include "kforge/frontends/mcp/session.h"
 
 namespace kforge::frontends::mcp {
@@ -25,8 +26,12 @@ class HttpReplyChannel : public ReplyChannel {
  public:
   // `announce_session`: add Mcp-Session-Id to the response once the session is initialized
   // (the answer to `initialize`).
+  // `streams`: where a 2025 session's event stream is kept for resumption (resumable_streams.h);
+  // null for a 2026-07-28 request, whose streams are not resumable and whose JSON error
+  // answers carry the HTTP status of their code (modern::http_status_for_error).
   HttpReplyChannel(http::Responder responder, bool sse_accepted, std::shared_ptr<Session> session,
-                   bool announce_session, std::chrono::milliseconds keepalive_interval);
+                   bool announce_session, std::chrono::milliseconds keepalive_interval,
+                   std::shared_ptr<ResumableStreams> streams);
 
   // Starts the event stream now (a long request), if the client accepts SSE.
   void start_stream();
@@ -34,6 +39,7 @@ class HttpReplyChannel : public ReplyChannel {
   void send_related(const Json& message) override;
   void send_response(const Json& response) override;
   void abandon() override;
+  bool close_for_polling() override;
 
  private:
   bool ensure_stream_locked();
@@ -44,8 +50,10 @@ class HttpReplyChannel : public ReplyChannel {
   const std::shared_ptr<Session> session_;
   const bool announce_session_;
   const std::chrono::milliseconds keepalive_interval_;
+  const std::shared_ptr<ResumableStreams> streams_;
   std::mutex mu_;
-  std::optional<http::EventStream> stream_;  // guarded by mu_
+  std::optional<http::EventStream> stream_;  // guarded by mu_; a stream not kept
+  std::shared_ptr<StreamLog> log_;           // guarded by mu_; a stream kept for resumption
   bool done_ = false;                        // guarded by mu_
 };
 

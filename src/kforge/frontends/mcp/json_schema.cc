@@ -8,17 +8,37 @@ namespace kforge::frontends::mcp {
 namespace {
 
 const std::set<std::string, std::less<>>& annotation_keywords() {
-  static const std::set<std::string, std::less<>> keys = {"title",    "description", "default",
-                                                          "examples", "$schema",     "format"};
+  // x-mcp-header (SEP-2243) names the HTTP header that mirrors the argument; the transport
+  // checks it (http_headers.h), the value validation does not.
+  static const std::set<std::string, std::less<>> keys = {
+      "title",  "description",  "default", "examples", "$schema",
+      "format", "x-mcp-header", "$anchor", "$comment"};
   return keys;
 }
 
 const std::set<std::string, std::less<>>& validation_keywords() {
-  static const std::set<std::string, std::less<>> keys = {
-      "type",      "enum",      "const",    "properties",       "required",
-      "items",     "minimum",   "maximum",  "exclusiveMinimum", "exclusiveMaximum",
-      "minLength", "maxLength", "minItems", "maxItems",         "additionalProperties",
-      "$defs",     "$ref"};
+  static const std::set<std::string, std::less<>> keys = {"type",
+                                                          "enum",
+                                                          "const",
+                                                          "properties",
+                                                          "required",
+                                                          "items",
+                                                          "minimum",
+                                                          "maximum",
+                                                          "exclusiveMinimum",
+                                                          "exclusiveMaximum",
+                                                          "minLength",
+                                                          "maxLength",
+                                                          "minItems",
+                                                          "maxItems",
+                                                          "additionalProperties",
+                                                          "$defs",
+                                                          "$ref",
+                                                          "anyOf",
+                                                          "allOf",
+                                                          "if",
+                                                          "then",
+                                                          "else"};
   return keys;
 }
 
@@ -233,6 +253,14 @@ Status check_schema_at(const Json& root, const Json& schema, const JsonPath& pat
       }
     } else if (key == "items" || key == "additionalProperties") {
       KF_RETURN_IF_ERROR(check_schema_at(root, value, path.key(key), depth + 1));
+    } else if (key == "if" || key == "then" || key == "else") {
+      KF_RETURN_IF_ERROR(check_schema_at(root, value, path.key(key), depth + 1));
+    } else if (key == "anyOf" || key == "allOf") {
+      if (!value.is_array() || value.empty())
+        return fail(path.key(key), "must be a list of schemas");
+      for (size_t i = 0; i < value.size(); ++i) {
+        KF_RETURN_IF_ERROR(check_schema_at(root, value[i], path.key(key).index(i), depth + 1));
+      }
     } else if (key != "const") {
       bool is_count =
           key.find("Length") != std::string::npos || key.find("Items") != std::string::npos;
@@ -259,6 +287,32 @@ Status validate_at(const Json& root, const Json& schema, const Json& value, cons
     KF_RETURN_IF_ERROR(validate_at(root, *target, value, path, depth + 1));
   }
   KF_RETURN_IF_ERROR(check_type(schema, value, path));
+  if (auto any = schema.find("anyOf"); any != schema.end()) {
+    std::string reasons;
+    bool matched = false;
+    for (const Json& alternative : *any) {
+      Status s = validate_at(root, alternative, value, path, depth + 1);
+      if (s) {
+        matched = true;
+        break;
+      }
+      reasons += (reasons.empty() ? "" : "; or ") + s.field_path() + ": " + s.message();
+    }
+    if (!matched) return fail(path, "matches none of the allowed forms (" + reasons + ")");
+  }
+  if (auto all = schema.find("allOf"); all != schema.end()) {
+    for (const Json& part : *all) {
+      KF_RETURN_IF_ERROR(validate_at(root, part, value, path, depth + 1));
+    }
+  }
+  if (auto cond = schema.find("if"); cond != schema.end()) {
+    // if/then/else: `then` applies when the value matches `if`, `else` when it does not.
+    const bool matches = validate_at(root, *cond, value, path, depth + 1).is_ok();
+    auto branch = schema.find(matches ? "then" : "else");
+    if (branch != schema.end()) {
+      KF_RETURN_IF_ERROR(validate_at(root, *branch, value, path, depth + 1));
+    }
+  }
   if (auto it = schema.find("const"); it != schema.end() && !json_equal(*it, value)) {
     return fail(path, "must be " + it->dump());
   }

@@ -4,10 +4,11 @@
 // Supported (JSON Schema 2020-12 meaning): type (a name or a list of names; "integer" accepts
 // 5.0), enum, const, properties, required, additionalProperties (boolean or schema), items
 // (one schema), minimum, maximum, exclusiveMinimum, exclusiveMaximum, minLength, maxLength
-// (in bytes), minItems, maxItems, $defs with local $ref ("#/$defs/<name>"). Annotations are
-// ignored: title, description, default, examples, $schema, format. Any other keyword is
-// refused by `check_supported_schema` (as is a $ref that does not resolve), so a
-// schema can never promise a constraint that is silently not checked.
+// (in bytes), minItems, maxItems, anyOf (one of the schemas must match), allOf (all must),
+// if/then/else, $defs with local $ref ("#/$defs/<name>"). Annotations are ignored: title,
+// description, default, examples, $schema, format, x-mcp-header, $anchor, $comment. Any
+// other keyword is refused by `check_supported_schema` (as is a $ref that does not resolve),
+// so a schema can never promise a constraint that is silently not checked.
 //
 // Both walks are bounded (128 levels of schema or $ref hops), so a self-referencing schema or
 // a deep value ends with an error, not a stack overflow.

@@ -5,8 +5,9 @@
 namespace kforge::frontends::mcp::jsonrpc {
 namespace {
 
+// JSON-RPC 2.0 ids are strings or numbers; fractional numbers are discouraged but valid.
 bool is_valid_id(const Json& id) {
-  return id.is_string() || id.is_number_integer();
+  return id.is_string() || id.is_number();
 }
 
 Status invalid(std::string message) {
@@ -43,7 +44,7 @@ StatusOr<Message> classify(const Json& value) {
       return m;
     }
     if (!is_valid_id(*id)) {
-      return invalid("a request \"id\" must be a string or an integer, got " +
+      return invalid("a request \"id\" must be a string or a number, got " +
                      std::string(json_type_name(*id)));
     }
     m.kind = MessageKind::kRequest;
@@ -58,7 +59,7 @@ StatusOr<Message> classify(const Json& value) {
     return invalid("a response needs exactly one of \"result\" and \"error\"");
   }
   if (!is_valid_id(*id) && !(id->is_null() && error != value.end())) {
-    return invalid("a response \"id\" must be a string or an integer");
+    return invalid("a response \"id\" must be a string or a number");
   }
   m.kind = MessageKind::kResponse;
   m.id = *id;

@@ -3,9 +3,10 @@
 //
 // Rules enforced by `classify` (spec: "every message is JSON-RPC 2.0"):
 // - an object with "jsonrpc": "2.0";
-// - a request has a string "method" and an "id" that is a string or an integer (never null);
+// - a request has a string "method" and an "id" that is a string or a number (never null;
+//   fractional numbers are accepted, as JSON-RPC 2.0 allows);
 //   a notification has a "method" and no "id"; "params", when present, is an object;
-// - a response has an "id" (string, integer, or null for errors) and exactly one of "result"
+// - a response has an "id" (string, number, or null for errors) and exactly one of "result"
 //   and "error" (an object with an integer "code" and a string "message").
 //
 // Example:
@@ -52,8 +53,8 @@ struct Message {
 // Validates one message. kInvalidArgument with a message naming what is wrong.
 StatusOr<Message> classify(const Json& value);
 
-// The "id" of a value that failed `classify`, when it can still be read (a string or an
-// integer); null otherwise. Error responses to invalid messages echo it.
+// The "id" of a value that failed `classify`, when it can still be read (a string or a
+// number); null otherwise. Error responses to invalid messages echo it.
 Json readable_id(const Json& value);
 
 // A stable map key for a request id: "1" and 1 are different ids.

@@ -1,7 +1,5 @@
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
 
-#include <algorithm>
-
 namespace kforge::frontends::mcp {
 namespace {
 
@@ -64,8 +62,8 @@ const Json& io_contract_schema() {
       "launch": {
         "type": "object",
         "properties": {
-          "grid": {"type": ["object", "array"], "description": "{x, y, z} or [x, y, z]"},
-          "block": {"type": ["object", "array"], "description": "CUDA only: {x, y, z} or [x, y, z]"},
+          "grid": {"anyOf": [{"type": "object"}, {"type": "array"}], "description": "{x, y, z} or [x, y, z]"},
+          "block": {"anyOf": [{"type": "object"}, {"type": "array"}], "description": "CUDA only: {x, y, z} or [x, y, z]"},
           "shared_mem_bytes": {"type": "integer", "minimum": 0},
           "num_warps": {"type": "integer", "minimum": 1},
           "num_stages": {"type": "integer", "minimum": 1}
@@ -121,35 +119,14 @@ void add_common(Json& props, bool timing, double timeout_default) {
                       "budget_ms, rse_target, cuda_graph, l2_flush."}};
 }
 
-// Lets every optional property of `schema` (and of the object schemas inside it) be null:
-// the old server's tools took null for "not given", and normalize_arguments drops nulls.
-void make_optionals_nullable(Json& schema) {
-  if (!schema.is_object()) return;
-  if (auto items = schema.find("items"); items != schema.end()) make_optionals_nullable(*items);
-  auto props = schema.find("properties");
-  if (props == schema.end()) return;
-  const Json required = schema.value("required", Json::array());
-  for (auto it = props->begin(); it != props->end(); ++it) {
-    make_optionals_nullable(*it);
-    const bool is_required =
-        std::find(required.begin(), required.end(), Json(it.key())) != required.end();
-    if (is_required) continue;
-    if (auto type = it->find("type"); type != it->end()) {
-      if (type->is_string()) *type = Json::array({*type, "null"});
-      if (type->is_array() && std::find(type->begin(), type->end(), "null") == type->end()) {
-        type->push_back("null");
-      }
-    }
-    if (auto e = it->find("enum"); e != it->end()) e->push_back(nullptr);
-  }
-}
-
 Json object_schema(Json props, Json required) {
   Json schema = {{"type", "object"},
                  {"properties", std::move(props)},
                  {"required", std::move(required)},
                  {"additionalProperties", false}};
-  make_optionals_nullable(schema);
+  // Optional properties name one type: clients may still send null for "not given"
+  // (normalize_arguments drops nulls at every depth before validation), but multi-type fields
+  // such as ["string", "null"] fail strict clients' schema checks.
   return schema;
 }
 
@@ -226,7 +203,7 @@ const Json& job_view_schema() {
       "created_at": {"type": "number", "description": "Unix epoch seconds."},
       "started_at": {"type": "number"},
       "finished_at": {"type": "number"},
-      "error": {"type": ["string", "null"]},
+      "error": {"description": "The failure, a string; null or absent when there is none."},
       "kernel_exec_result": {
         "type": "object",
         "properties": {
@@ -235,7 +212,7 @@ const Json& job_view_schema() {
           "runtime": {"type": "number", "description": "Mean runtime in ms; 0.0 when not timed."},
           "runtime_median": {"type": "number"},
           "runtime_stats": {"type": "object"},
-          "error_kind": {"type": ["string", "null"]},
+          "error_kind": {"description": "A string naming the failure's kind; null when none."},
           "compilation_error": {"type": "string"},
           "validation_error": {"type": "string"},
           "runtime_error": {"type": "string"},
@@ -251,7 +228,7 @@ const Json& job_view_schema() {
       "warnings": {"type": "array", "items": {"type": "string"}},
       "compiled": {"type": "boolean"},
       "validated": {"type": "boolean"},
-      "compilation_time": {"type": ["number", "null"]}
+      "compilation_time": {"description": "Seconds (a number); null when not compiled."}
     },
     "required": ["job_id", "status"]
   })json");

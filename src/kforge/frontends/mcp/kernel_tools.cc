@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "kforge/common/log.h"
+#include "kforge/frontends/mcp/kernel_tasks.h"
 #include "kforge/frontends/mcp/kernel_tool_args.h"
 #include "kforge/frontends/mcp/kernel_tool_results.h"
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
@@ -125,6 +126,11 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
     return;
   }
   RequestContext& rc = call->context();
+  if (tool != KernelTool::kValidate && wants_task(rc)) {
+    // A task (kernel_tasks.h): the client polls tasks/get; the job outlives this exchange.
+    rc.respond(create_task_result(*job));
+    return;
+  }
   rc.report_progress(0.0, 100.0, "job " + job->id + " queued on " + job->device, job_meta(job->id));
   rc.log(LogLevel::kInfo, "kforge",
          std::string(name) + ": job " + job->id + " submitted (device " + job->device + ")");

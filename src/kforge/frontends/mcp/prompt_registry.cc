@@ -3,6 +3,14 @@
 namespace kforge::frontends::mcp {
 
 Status PromptRegistry::add(PromptSpec spec, PromptGetter getter) {
+  if (!getter) return invalid_argument("a prompt needs a name and a getter");
+  return add_interactive(
+      std::move(spec),
+      [getter = std::move(getter)](const std::map<std::string, std::string>& args,
+                                   const Json& /*request_params*/) { return getter(args); });
+}
+
+Status PromptRegistry::add_interactive(PromptSpec spec, InteractivePromptGetter getter) {
   if (spec.name.empty() || !getter) return invalid_argument("a prompt needs a name and a getter");
   if (find(spec.name) != nullptr) {
     return Status(ErrorCode::kAlreadyExists, "prompt '" + spec.name + "' is already registered");
@@ -36,7 +44,8 @@ const PromptSpec* PromptRegistry::find(std::string_view name) const {
   return nullptr;
 }
 
-StatusOr<Json> PromptRegistry::get(std::string_view name, const Json& arguments) const {
+StatusOr<Json> PromptRegistry::get(std::string_view name, const Json& arguments,
+                                   const Json& request_params) const {
   const Entry* entry = nullptr;
   for (const Entry& e : prompts_) {
     if (e.spec.name == name) entry = &e;
@@ -59,7 +68,7 @@ StatusOr<Json> PromptRegistry::get(std::string_view name, const Json& arguments)
                               "arguments." + a.name);
     }
   }
-  return entry->getter(args);
+  return entry->getter(args, request_params);
 }
 
 }  // namespace kforge::frontends::mcp

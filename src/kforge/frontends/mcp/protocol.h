@@ -1,8 +1,9 @@
 // MCP protocol revisions and the few behaviours that differ between them, plus the logging
 // levels of `logging/setLevel` (RFC 5424 order).
 //
-// kforge speaks the initialize-based revisions 2025-11-25 (latest), 2025-06-18 and
-// 2025-03-26. Differences handled here:
+// kforge speaks the initialize-based revisions 2025-11-25, 2025-06-18 and 2025-03-26, and the
+// stateless 2026-07-28 next to them (modern.h; negotiated per request, not by initialize).
+// Differences handled here:
 // - 2025-03-26 receives JSON-RPC batches (arrays); later revisions removed them.
 // - `structuredContent`, `outputSchema` and tool `title` exist from 2025-06-18 on.
 // - elicitation exists from 2025-06-18 on.

@@ -103,6 +103,13 @@ void RequestContext::log(LogLevel level, std::string logger, Json data) {
 
 void RequestContext::request_client(std::string method, Json params,
                                     Session::ClientResponseCallback done) {
+  if (session_->is_stateless()) {
+    done(Status(ErrorCode::kFailedPrecondition,
+                "the server cannot send '" + method +
+                    "' to the client: revision 2026-07-28 has no server-to-client requests "
+                    "(the tool must answer input_required instead)"));
+    return;
+  }
   Json id = session_->expect_client_response(std::move(done));
   bool sent = false;
   {
@@ -114,6 +121,11 @@ void RequestContext::request_client(std::string method, Json params,
     }
   }
   if (!sent) session_->abandon_client_request(id, unavailable("the request already finished"));
+}
+
+bool RequestContext::close_stream_for_polling() {
+  std::lock_guard lock(mu_);
+  return !finished_ && channel_->close_for_polling();
 }
 
 void RequestContext::on_cancel(std::function<void()> hook) {

@@ -39,6 +39,10 @@ class ReplyChannel {
   virtual void send_response(const Json& response) = 0;
   // The request was cancelled: end without a response.
   virtual void abandon() = 0;
+  // Ends the request's event stream now while the request goes on: the client resumes it
+  // (GET with Last-Event-ID, 2025-11-25 sessions) and receives the rest there. False when the
+  // transport has no resumable stream for the request.
+  virtual bool close_for_polling() { return false; }
 };
 
 class RequestContext : public std::enable_shared_from_this<RequestContext> {
@@ -52,6 +56,11 @@ class RequestContext : public std::enable_shared_from_this<RequestContext> {
 
   const Json& id() const { return id_; }
   const std::string& method() const { return method_; }
+  // The request's params (null when absent): handlers of revision 2026-07-28 read
+  // inputResponses and requestState there (input_required.h).
+  const Json& params() const { return params_; }
+  // Set by the dispatcher before the handler runs.
+  void set_params(Json params) { params_ = std::move(params); }
   Session& session() const { return *session_; }
   // The negotiated protocol version of the session.
   std::string protocol_version() const { return session_->effective_version(); }
@@ -78,6 +87,9 @@ class RequestContext : public std::enable_shared_from_this<RequestContext> {
   // (client error, request finished or cancelled first, session ended).
   void request_client(std::string method, Json params, Session::ClientResponseCallback done);
 
+  // Closes the request's stream for the client to resume (ReplyChannel::close_for_polling).
+  bool close_stream_for_polling();
+
   // ---- cancellation (notifications/cancelled) ----
   // `hook` runs once when the request is cancelled (now, if it already is). Not run when the
   // request finishes normally.
@@ -96,6 +108,7 @@ class RequestContext : public std::enable_shared_from_this<RequestContext> {
   const std::string method_;
   const Json progress_token_;
   const std::shared_ptr<ReplyChannel> channel_;
+  Json params_;  // written once before the handler runs, then only read
 
   mutable std::mutex mu_;
   bool registered_ = false;                          // guarded by mu_

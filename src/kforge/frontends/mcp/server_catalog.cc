@@ -2,6 +2,8 @@
 
 #include "kforge/frontends/mcp/bench_tool.h"
 #include "kforge/frontends/mcp/fixtures/conformance_fixtures.h"
+#include "kforge/frontends/mcp/kernel_tasks.h"
+#include "kforge/frontends/mcp/skills.h"
 #include "kforge/frontends/mcp/workbench_tools.h"
 
 namespace kforge::frontends::mcp {
@@ -16,10 +18,15 @@ StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& servic
   catalog->info.instructions = kernel_tools_instructions();
   KF_RETURN_IF_ERROR(add_kernel_tools(catalog->tools, service, blocking, options.kernel_tools));
   KF_RETURN_IF_ERROR(add_bench_tool(catalog->tools, service, blocking, options.bench));
+  KF_RETURN_IF_ERROR(add_kernel_tasks(*catalog, service));
   if (options.workbench != nullptr) {
     catalog->info.instructions += workbench_instructions();
     KF_RETURN_IF_ERROR(
         add_workbench_tools(*catalog, *options.workbench, service, std::move(blocking)));
+  }
+  if (!options.skills_dir.empty()) {
+    KF_ASSIGN_OR_RETURN(std::vector<Skill> skills, load_skills(options.skills_dir));
+    KF_RETURN_IF_ERROR(add_skills(*catalog, std::move(skills)));
   }
   if (options.conformance_fixtures) {
     KF_RETURN_IF_ERROR(fixtures::add_conformance_fixtures(*catalog));

@@ -1,7 +1,8 @@
 // The catalog an MCP frontend serves (the same for Streamable HTTP and stdio): kforge's
 // identity and instructions, the kernel tools on a JobService, the Triton workbench's tools,
 // resources and prompts when a workbench is given, and — only when asked for with
-// --conformance-fixtures — the conformance suite's fixtures next to them.
+// --conformance-fixtures — the conformance suite's fixtures next to them; the agent skills of
+// --skills-dir (skills.h).
 #pragma once
 
 #include <memory>
@@ -20,6 +21,7 @@ namespace kforge::frontends::mcp {
 struct ServerCatalogOptions {
   std::string version = "dev";
   bool conformance_fixtures = false;
+  std::string skills_dir;  // non-empty: serve its skills (skills.h)
   KernelToolsOptions kernel_tools;
   bench::BenchPolicy bench;                   // run_benchmark_suite
   workbench::Workbench* workbench = nullptr;  // must outlive the catalog when set

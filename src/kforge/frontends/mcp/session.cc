@@ -20,6 +20,17 @@ void Session::set_initialized(std::string version, Json client_capabilities, Jso
   client_info_ = std::move(client_info);
 }
 
+std::shared_ptr<Session> Session::stateless(std::string client, std::string version,
+                                            Json client_capabilities, Json client_info,
+                                            std::optional<LogLevel> log_level) {
+  auto session = std::make_shared<Session>(std::string(), std::move(client));
+  session->stateless_ = true;
+  session->set_initialized(std::move(version), std::move(client_capabilities),
+                           std::move(client_info));
+  session->log_level_ = log_level;
+  return session;
+}
+
 std::optional<std::string> Session::protocol_version() const {
   std::lock_guard lock(mu_);
   return version_;
@@ -48,6 +59,8 @@ void Session::set_log_level(LogLevel level) {
 
 bool Session::log_enabled(LogLevel level) const {
   std::lock_guard lock(mu_);
+  // A stateless request without _meta logLevel gets no log messages at all.
+  if (stateless_ && !log_level_) return false;
   return level >= log_level_.value_or(LogLevel::kWarning);
 }
 

@@ -60,6 +60,15 @@ class Session {
   bool client_has_capability(std::string_view name) const;
   void mark_initialized_notification();
 
+  // ---- stateless (2026-07-28) requests ----
+  // A request of the 2026-07-28 revision carries its context in params._meta: the transport
+  // gives it a Session of its own, marked stateless. Such a session sends no server->client
+  // requests (request_client fails at once), and logs only when the request set a logLevel.
+  static std::shared_ptr<Session> stateless(std::string client, std::string version,
+                                            Json client_capabilities, Json client_info,
+                                            std::optional<LogLevel> log_level);
+  bool is_stateless() const { return stateless_; }
+
   // ---- logging/setLevel ----
   void set_log_level(LogLevel level);
   // Whether a notifications/message of `level` may be sent (at or above the set level;
@@ -104,6 +113,7 @@ class Session {
  private:
   const std::string id_;
   const std::string client_;
+  bool stateless_ = false;  // set once, before the session is shared
   mutable std::mutex mu_;
   std::optional<std::string> version_;                                // guarded by mu_
   Json client_capabilities_ = Json::object();                         // guarded by mu_

@@ -9,6 +9,7 @@
 #include "kforge/common/log.h"
 #include "kforge/frontends/http/http_message.h"
 #include "kforge/frontends/mcp/batch.h"
+#include "kforge/frontends/mcp/modern.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -158,11 +159,59 @@ void StdioTransport::handle_line(std::string_view line) {
                                       "Invalid Request: " + message.status().message()));
     return;
   }
+  if (message->kind == jsonrpc::MessageKind::kNotification &&
+      message->method == "notifications/cancelled" && cancel_stateless(*message)) {
+    return;
+  }
   std::shared_ptr<ReplyChannel> channel;
   if (message->kind == jsonrpc::MessageKind::kRequest) {
     channel = std::make_shared<StdioReplyChannel>(writer_);
+    if (modern::claims_modern(*json)) return handle_stateless(*message, std::move(channel));
   }
   dispatcher_.handle(session_, *message, std::move(channel));
+}
+
+void StdioTransport::handle_stateless(const jsonrpc::Message& message,
+                                      std::shared_ptr<ReplyChannel> channel) {
+  auto refuse = [&](const modern::Rejection& r) {
+    channel->send_response(jsonrpc::make_error(message.id, r.code, r.message, r.data));
+  };
+  if (auto bad = modern::check_meta_shape(message.params)) return refuse(*bad);
+  const std::string version =
+      message.params.at("_meta").at(std::string(modern::kMetaProtocolVersion)).get<std::string>();
+  if (auto bad = modern::check_version(version)) return refuse(*bad);
+  auto meta = modern::read_meta(message.params);
+  if (!meta.is_ok()) {
+    channel->send_response(
+        jsonrpc::make_error(message.id, jsonrpc::kInvalidParams, meta.status().message()));
+    return;
+  }
+  auto session = Session::stateless("stdio", meta->version, meta->client_capabilities,
+                                    meta->client_info, meta->log_level);
+  {
+    std::lock_guard lock(stateless_mu_);
+    for (auto it = stateless_.begin(); it != stateless_.end();) {
+      it = it->second.expired() ? stateless_.erase(it) : std::next(it);
+    }
+    stateless_[jsonrpc::id_key(message.id)] = session;
+  }
+  dispatcher_.handle_stateless(session, message, std::move(channel));
+}
+
+bool StdioTransport::cancel_stateless(const jsonrpc::Message& notification) {
+  const Json* id = jsonrpc::param(notification.params, "requestId");
+  if (id == nullptr) return false;
+  std::shared_ptr<Session> session;
+  {
+    std::lock_guard lock(stateless_mu_);
+    auto it = stateless_.find(jsonrpc::id_key(*id));
+    if (it == stateless_.end()) return false;
+    session = it->second.lock();
+    stateless_.erase(it);
+  }
+  if (session == nullptr) return false;
+  if (auto ctx = session->find_request(*id)) ctx->cancel();
+  return true;
 }
 
 }  // namespace kforge::frontends::mcp

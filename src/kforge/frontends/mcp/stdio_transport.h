@@ -8,6 +8,8 @@
 //   requests are served concurrently and `notifications/cancelled` is read while a tool runs.
 // - run() returns at end of input (the client closed stdin), on a read error, or after stop()
 //   (e.g. from a signal-handling thread).
+// - A request carrying the 2026-07-28 `_meta` claim (modern.h) is served statelessly, next to
+//   the initialize-based session (a client may probe with server/discover first).
 // - A line longer than `max_message_bytes` is skipped and answered with -32600 (id null);
 //   invalid JSON with -32700.
 //
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -61,12 +64,19 @@ class StdioTransport {
 
  private:
   void handle_line(std::string_view line);
+  // A request of revision 2026-07-28 (modern.h): served statelessly, next to the session.
+  void handle_stateless(const jsonrpc::Message& message, std::shared_ptr<ReplyChannel> channel);
+  // notifications/cancelled for a stateless request in flight; false when it names none.
+  bool cancel_stateless(const jsonrpc::Message& notification);
 
   const Dispatcher& dispatcher_;
   const int in_fd_;
   const Options options_;
   const std::shared_ptr<LineWriter> writer_;
   const std::shared_ptr<Session> session_;
+  // The stateless requests in flight (id key -> their one-request session), for cancels.
+  std::mutex stateless_mu_;
+  std::map<std::string, std::weak_ptr<Session>> stateless_;  // guarded by stateless_mu_
   int wake_pipe_[2] = {-1, -1};  // stop() writes to [1]; run() polls [0]
 };
 

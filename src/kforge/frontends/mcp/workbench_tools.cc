@@ -33,9 +33,18 @@ Json prop(const char* type, const std::string& description) {
   return Json{{"type", type}, {"description", description}};
 }
 
-// An optional argument: null means "not given", as the Triton-kernel server accepted.
+// An optional argument. null still means "not given", as the Triton-kernel server accepted,
+// but the schema names one type (multi-type fields such as ["string", "null"] fail strict
+// clients): drop_nulls removes null arguments before validation.
 Json optional_prop(const char* type, const std::string& description) {
-  return Json{{"type", Json::array({type, "null"})}, {"description", description}};
+  return Json{{"type", type}, {"description", description + " (null: not given)"}};
+}
+
+Json drop_nulls(Json arguments) {
+  for (auto it = arguments.begin(); it != arguments.end();) {
+    it = it->is_null() ? arguments.erase(it) : std::next(it);
+  }
+  return arguments;
 }
 
 Json schema(Json properties, const std::vector<std::string>& required = {}) {
@@ -64,16 +73,16 @@ Json execution_props(bool with_reference, bool timing, bool tolerances, const ch
                               "every answer shows the one used).");
     p["atol"] = optional_prop("number", "Absolute tolerance (default: kforge's for the dtype).");
   }
-  p["trials"] = Json{{"type", Json::array({"integer", "null"})},
+  p["trials"] = Json{{"type", "integer"},
                      {"minimum", 1},
                      {"maximum", 100},
                      {"description", "Correctness trials, each with fresh inputs."}};
   if (timing) {
-    p["warmup"] = Json{{"type", Json::array({"integer", "null"})},
+    p["warmup"] = Json{{"type", "integer"},
                        {"minimum", 0},
                        {"maximum", 10000},
                        {"description", "Warm-up calls before timing (default 3 and 25 ms)."}};
-    p["rep"] = Json{{"type", Json::array({"integer", "null"})},
+    p["rep"] = Json{{"type", "integer"},
                     {"minimum", 1},
                     {"maximum", 10000},
                     {"description",
@@ -207,12 +216,12 @@ Json workbench_tool_schema(WbTool tool) {
       return schema(
           {{"name", prop("string", "The kernel's name, e.g. softmax (letters, digits, _).")},
            {"new_session", optional_prop("boolean", "Start a new session for it.")},
-           {"min_versions", Json{{"type", Json::array({"integer", "null"})},
+           {"min_versions", Json{{"type", "integer"},
                                  {"minimum", 1},
                                  {"maximum", 20},
                                  {"description", "Versions needed before the end (default 3)."}}},
            {"context_budget_tokens",
-            Json{{"type", Json::array({"integer", "null"})},
+            Json{{"type", "integer"},
                  {"minimum", 1000},
                  {"description", "The agent's context budget (default 128000)."}}},
            {"device", optional_prop("string", "Device for the jobs: cpu, cuda:0, ...")}},
@@ -371,6 +380,7 @@ Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
     spec.title = d.title;
     spec.description = d.description;
     spec.input_schema = workbench_tool_schema(tool);
+    spec.normalize_arguments = drop_nulls;
     const bool read_only = tool == WbTool::kGetOverview || tool == WbTool::kGetTritonSyntax ||
                            tool == WbTool::kGetTorchOpInfo || tool == WbTool::kGetKernelTemplate ||
                            tool == WbTool::kCheckGpuStatus || tool == WbTool::kListSessions;

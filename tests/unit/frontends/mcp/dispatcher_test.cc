@@ -172,10 +172,10 @@ TEST_F(DispatcherTest, ToolCallsValidateArgumentsAndStructureResults) {
   auto invalid = ask(2, "tools/call", Json{{"name", "echo"}, {"arguments", {{"text", 3}}}});
   EXPECT_EQ((*invalid)["result"]["isError"], true);
   EXPECT_EQ((*invalid)["result"]["content"][0]["text"],
-            "Invalid arguments for tool echo: text: must be a string, got integer");
+            "Invalid arguments for echo: text: must be a string, got integer");
   auto missing = ask(3, "tools/call", Json{{"name", "echo"}});
   EXPECT_EQ((*missing)["result"]["content"][0]["text"],
-            "Invalid arguments for tool echo: text: is required");
+            "Invalid arguments for echo: text: is required");
 
   EXPECT_EQ((*ask(4, "tools/call", Json{{"name", "nope"}}))["error"]["code"],
             jsonrpc::kInvalidParams);

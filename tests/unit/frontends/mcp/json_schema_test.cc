@@ -62,12 +62,41 @@ TEST(JsonSchemaTest, ReportsThePathAndTheReason) {
 TEST(JsonSchemaTest, RefusesKeywordsItCannotCheck) {
   EXPECT_TRUE(check_supported_schema(kSchema).is_ok());
   Status s = check_supported_schema(
-      Json::parse(R"({"type":"object","properties":{"a":{"anyOf":[{"type":"string"}]}}})"));
+      Json::parse(R"({"type":"object","properties":{"a":{"oneOf":[{"type":"string"}]}}})"));
   ASSERT_FALSE(s.is_ok());
-  EXPECT_EQ(s.field_path(), "schema.properties.a.anyOf");
+  EXPECT_EQ(s.field_path(), "schema.properties.a.oneOf");
+  EXPECT_FALSE(check_supported_schema(Json::parse(R"({"anyOf":[]})")).is_ok());
+  EXPECT_FALSE(check_supported_schema(Json::parse(R"({"allOf":[{"pattern":"x"}]})")).is_ok());
   EXPECT_FALSE(check_supported_schema(Json::parse(R"({"type":"strnig"})")).is_ok());
   EXPECT_FALSE(check_supported_schema(Json::parse(R"({"minLength":-1})")).is_ok());
   EXPECT_FALSE(check_supported_schema(Json::parse(R"({"pattern":"^a"})")).is_ok());
+}
+
+TEST(JsonSchemaTest, CompositionAndConditionals) {
+  // The conformance suite's SEP-2106 schema: a phone or an email; the one contactMethod names.
+  const Json schema = Json::parse(R"({
+    "type": "object",
+    "$defs": {"address": {"$anchor": "addressDef", "type": "object"}},
+    "properties": {"contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                   "phone": {"type": "string"}, "email": {"type": "string"},
+                   "grid": {"anyOf": [{"type": "object"}, {"type": "array"}]}},
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]}
+  })");
+  ASSERT_TRUE(check_supported_schema(schema).is_ok());
+  EXPECT_TRUE(validate_json(schema, Json{{"contactMethod", "phone"}, {"phone", "1"}}).is_ok());
+  EXPECT_TRUE(validate_json(schema, Json{{"email", "a@b"}}).is_ok());
+  EXPECT_FALSE(validate_json(schema, Json::object()).is_ok());  // allOf: neither
+  Status then = validate_json(schema, Json{{"contactMethod", "phone"}, {"email", "a@b"}});
+  ASSERT_FALSE(then.is_ok());
+  EXPECT_EQ(then.field_path(), "phone");
+  EXPECT_TRUE(validate_json(schema, Json{{"email", "a@b"}, {"grid", Json::array({1})}}).is_ok());
+  Status grid = validate_json(schema, Json{{"email", "a@b"}, {"grid", 3}});
+  ASSERT_FALSE(grid.is_ok());
+  EXPECT_EQ(grid.field_path(), "grid");
+  EXPECT_NE(grid.message().find("matches none of the allowed forms"), std::string::npos);
 }
 
 TEST(JsonSchemaTest, LocalReferencesToDefs) {

@@ -31,13 +31,21 @@ TEST(JsonRpcTest, ClassifiesRequestsNotificationsAndResponses) {
   EXPECT_TRUE(error->is_error_response());
 }
 
+TEST(JsonRpcTest, AcceptsFractionalIds) {
+  // JSON-RPC 2.0: ids are strings or numbers; fractional parts are discouraged, not invalid.
+  auto request = classify(Json::parse(R"({"jsonrpc":"2.0","id":1.5,"method":"ping"})"));
+  ASSERT_TRUE(request.is_ok());
+  EXPECT_EQ(request->id, 1.5);
+  EXPECT_NE(id_key(Json(1.5)), id_key(Json(1)));
+  EXPECT_EQ(make_result(request->id, Json::object())["id"], 1.5);
+}
+
 TEST(JsonRpcTest, RefusesWhatIsNotJsonRpc20) {
   const char* invalid[] = {
       R"([1])",
       R"({"id":1,"method":"ping"})",
       R"({"jsonrpc":"1.0","id":1,"method":"ping"})",
       R"({"jsonrpc":"2.0","id":null,"method":"ping"})",
-      R"({"jsonrpc":"2.0","id":1.5,"method":"ping"})",
       R"({"jsonrpc":"2.0","id":true,"method":"ping"})",
       R"({"jsonrpc":"2.0","id":1,"method":""})",
       R"({"jsonrpc":"2.0","id":1,"method":"x","params":[1,2]})",
@@ -57,7 +65,8 @@ TEST(JsonRpcTest, RefusesWhatIsNotJsonRpc20) {
 
 TEST(JsonRpcTest, ReadableIdAndKeys) {
   EXPECT_EQ(readable_id(Json::parse(R"({"id":"x","method":5})")), "x");
-  EXPECT_TRUE(readable_id(Json::parse(R"({"id":1.5})")).is_null());
+  EXPECT_EQ(readable_id(Json::parse(R"({"id":1.5})")), 1.5);
+  EXPECT_TRUE(readable_id(Json::parse(R"({"id":true})")).is_null());
   EXPECT_TRUE(readable_id(Json::parse("[1]")).is_null());
   EXPECT_NE(id_key(Json(1)), id_key(Json("1")));
 }

@@ -1,0 +1,149 @@
+#include "kforge/frontends/mcp/kernel_tasks.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+
+#include "kforge/common/log.h"
+#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/kernel_tool_results.h"
+#include "kforge/frontends/mcp/modern.h"
+
+namespace kforge::frontends::mcp {
+namespace {
+
+constexpr int64_t kPollIntervalMs = 1000;
+
+// ISO-8601 UTC with milliseconds: 2026-11-26T17:03:32.123Z.
+std::string iso8601(int64_t unix_ms) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buf[32];
+  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof(out), "%.*s.%03dZ", static_cast<int>(n), buf,
+                static_cast<int>(unix_ms % 1000));
+  return out;
+}
+
+int64_t last_update_ms(const jobs::JobRecord& job) {
+  return std::max({job.created_ms, job.started_ms, job.finished_ms});
+}
+
+const char* task_status(jobs::JobState state) {
+  switch (state) {
+    case jobs::JobState::kQueued:
+    case jobs::JobState::kRunning:
+      return "working";
+    case jobs::JobState::kCancelled:
+      return "cancelled";
+    case jobs::JobState::kSucceeded:
+    case jobs::JobState::kFailed:
+      return "completed";  // a failed evaluation is a tool result with isError, not a failure
+  }
+  return "working";
+}
+
+Json task_fields(const jobs::JobRecord& job) {
+  Json t = {{"taskId", job.id},
+            {"status", task_status(job.state)},
+            {"createdAt", iso8601(job.created_ms)},
+            {"lastUpdatedAt", iso8601(last_update_ms(job))},
+            {"ttlMs", nullptr}};
+  std::string message = std::string(jobs::to_string(job.state));
+  if (!job.phase.empty()) message += ": " + job.phase;
+  if (job.state == jobs::JobState::kCancelled && !job.error.empty()) message += ": " + job.error;
+  t["statusMessage"] = message;
+  if (!jobs::is_terminal(job.state)) t["pollIntervalMs"] = kPollIntervalMs;
+  return t;
+}
+
+// The task id of a tasks/* request, or an answer already sent (-32021 without the opt-in,
+// -32602 for a missing id).
+const std::string* task_id_or_refuse(RequestContext& ctx, const Json& params) {
+  if (!wants_task(ctx)) {
+    ctx.respond_error(modern::kMissingRequiredClientCapability,
+                      "Missing required client capability: " + ctx.method() +
+                          " needs the extension " + std::string(kTasksExtension),
+                      Json{{"requiredCapabilities",
+                            {{"extensions", {{std::string(kTasksExtension), Json::object()}}}}}});
+    return nullptr;
+  }
+  const Json* id = jsonrpc::param(params, "taskId");
+  if (id == nullptr || !id->is_string()) {
+    ctx.respond_error(jsonrpc::kInvalidParams, "taskId: is required and must be a string");
+    return nullptr;
+  }
+  return &id->get_ref<const std::string&>();
+}
+
+// The job of a task, or an answer already sent (-32602 for an unknown id).
+std::optional<jobs::JobRecord> job_or_refuse(RequestContext& ctx, jobs::JobService& service,
+                                             const std::string& task_id) {
+  auto job = service.get(task_id);
+  if (job.is_ok()) return std::move(job).value();
+  if (job.status().code() == ErrorCode::kNotFound) {
+    ctx.respond_error(jsonrpc::kInvalidParams, "Task not found: " + task_id,
+                      Json{{"taskId", task_id}});
+  } else {
+    ctx.respond_status(job.status());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool wants_task(const RequestContext& ctx) {
+  if (!ctx.session().is_stateless()) return false;
+  const Json* meta = jsonrpc::param(ctx.params(), "_meta");
+  if (meta == nullptr || !meta->is_object()) return false;
+  const Json caps = meta->value(std::string(modern::kMetaClientCapabilities), Json::object());
+  const Json* extensions = jsonrpc::param(caps, "extensions");
+  return extensions != nullptr && extensions->is_object() && extensions->contains(kTasksExtension);
+}
+
+Json create_task_result(const jobs::JobRecord& job) {
+  Json r = task_fields(job);
+  r["resultType"] = "task";
+  return r;
+}
+
+Json task_of(const jobs::JobRecord& job, std::string_view protocol_version) {
+  Json t = task_fields(job);
+  if (job.state == jobs::JobState::kSucceeded || job.state == jobs::JobState::kFailed) {
+    t["result"] = finished_job_result(job, {}).to_json(protocol_version);
+  }
+  return t;
+}
+
+Status add_kernel_tasks(Catalog& catalog, jobs::JobService& service) {
+  catalog.extensions[std::string(kTasksExtension)] = Json::object();
+  jobs::JobService* svc = &service;
+  catalog.extension_methods["tasks/get"] = [svc](RequestContext& ctx, const Json& params) {
+    const std::string* id = task_id_or_refuse(ctx, params);
+    if (id == nullptr) return;
+    auto job = job_or_refuse(ctx, *svc, *id);
+    if (job) ctx.respond(task_of(*job, ctx.protocol_version()));
+  };
+  catalog.extension_methods["tasks/update"] = [svc](RequestContext& ctx, const Json& params) {
+    const std::string* id = task_id_or_refuse(ctx, params);
+    if (id == nullptr) return;
+    // kforge's jobs never ask for input: answers are acknowledged and ignored.
+    if (job_or_refuse(ctx, *svc, *id)) ctx.respond(Json::object());
+  };
+  catalog.extension_methods["tasks/cancel"] = [svc](RequestContext& ctx, const Json& params) {
+    const std::string* id = task_id_or_refuse(ctx, params);
+    if (id == nullptr) return;
+    auto job = job_or_refuse(ctx, *svc, *id);
+    if (!job) return;
+    if (!jobs::is_terminal(job->state)) {
+      Status s = svc->cancel(*id, "cancelled by the MCP client (tasks/cancel)");
+      if (!s.is_ok()) KF_LOG_WARN("mcp: tasks/cancel of job {}: {}", *id, s.to_string());
+    }
+    ctx.respond(Json::object());
+  };
+  return Status::ok();
+}
+
+}  // namespace kforge::frontends::mcp

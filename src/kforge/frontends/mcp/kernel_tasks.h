@@ -1,0 +1,46 @@
+// The tasks extension `io.modelcontextprotocol/tasks` (SEP-2663, revision 2026-07-28) for
+// kforge's long tool calls, mapped onto durable jobs: a task IS a job, its taskId the job id
+// (128 random bits), so a task survives a server restart exactly as the job does, and any
+// server of a shared store answers for it.
+//
+//   tools/call evaluate_kernel | compare_kernels, when the request's
+//     _meta clientCapabilities.extensions["io.modelcontextprotocol/tasks"] is present
+//     -> {"resultType": "task", taskId, status: "working", createdAt, lastUpdatedAt, ttlMs: null,
+//         pollIntervalMs} as soon as the job is accepted (tasks/get already finds it);
+//     without the opt-in the call runs synchronously as always.
+//   tasks/get {taskId}    -> the task: working (queued or running; statusMessage = the phase),
+//                            completed (+ result: exactly the CallToolResult the synchronous
+//                            call returns, isError included), cancelled
+//   tasks/cancel {taskId} -> ack; cancels the job (idempotent on finished ones)
+//   tasks/update {taskId, inputResponses} -> ack (kforge's jobs never ask for input)
+// Unknown task ids are -32602; a request without the opt-in gets -32021 (requiredCapabilities
+// {extensions: {"io.modelcontextprotocol/tasks": {}}}) before any lookup. ttlMs is null: a task
+// lives as long as its job is kept (the store's retention).
+#pragma once
+
+#include <string_view>
+
+#include "kforge/common/json.h"
+#include "kforge/common/status.h"
+#include "kforge/frontends/mcp/catalog.h"
+#include "kforge/jobs/job.h"
+#include "kforge/jobs/job_service.h"
+
+namespace kforge::frontends::mcp {
+
+inline constexpr std::string_view kTasksExtension = "io.modelcontextprotocol/tasks";
+
+// Whether the request opted in to tasks (a 2026-07-28 request declaring the extension).
+bool wants_task(const RequestContext& ctx);
+
+// The CreateTaskResult of a job just accepted.
+Json create_task_result(const jobs::JobRecord& job);
+
+// The Task of a job as tasks/get shows it (with `result` once completed).
+Json task_of(const jobs::JobRecord& job, std::string_view protocol_version);
+
+// Declares the extension and serves tasks/get, tasks/update and tasks/cancel. `service`
+// must outlive the catalog's use.
+Status add_kernel_tasks(Catalog& catalog, jobs::JobService& service);
+
+}  // namespace kforge::frontends::mcp
