@@ -141,6 +141,33 @@ void run_batch(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   BatchCall::start(std::make_shared<BatchCall>(ctx, call, std::move(batch).value()));
 }
 
+// Null means "not given" at any depth (as for the other kernel tools); {"request": body} is the
+// REST body.
+void drop_nulls(Json& value) {
+  if (value.is_object()) {
+    for (auto it = value.begin(); it != value.end();) {
+      if (it->is_null()) {
+        it = value.erase(it);
+      } else {
+        drop_nulls(*it);
+        ++it;
+      }
+    }
+  } else if (value.is_array()) {
+    for (Json& item : value)
+      drop_nulls(item);
+  }
+}
+
+Json normalize(Json arguments) {
+  drop_nulls(arguments);
+  if (arguments.is_object() && arguments.size() == 1 && arguments.contains("request") &&
+      arguments["request"].is_object()) {
+    return arguments["request"];
+  }
+  return arguments;
+}
+
 Json kernel_object_schema(const char* what) {
   return Json{
       {"type", "object"},
@@ -174,8 +201,11 @@ Json input_schema(const model::RequestLimits& limits) {
         {"atol", {{"type", "number"}, {"minimum", 0}}},
         {"rtol", {{"type", "number"}, {"minimum", 0}}},
         {"seed", {{"type", "integer"}, {"minimum", 0}}},
+        {"num_warmup", {{"type", "integer"}, {"minimum", 0}}},
+        {"enable_device_metrics", {{"type", "boolean"}}},
         {"timing", {{"type", "object"}}}}},
-      {"required", {"ref_kernel", "candidates"}}};
+      {"required", {"ref_kernel", "candidates"}},
+      {"additionalProperties", false}};
 }
 
 }  // namespace
@@ -195,6 +225,7 @@ Status add_batch_tool(ToolRegistry& tools, jobs::JobService& service,
       "Progress counts finished candidates. Arguments are the compare options plus ref_kernel "
       "and candidates (kernel objects: source_code, kernel_type, io).";
   spec.input_schema = input_schema(limits);
+  spec.normalize_arguments = normalize;
   spec.annotations = Json{{"readOnlyHint", false},
                           {"destructiveHint", false},
                           {"idempotentHint", false},
