@@ -208,6 +208,8 @@ def _write(spec: ReferenceReuseSpec, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        # The batch's next judges run as other uids of the judges' group (mkstemp made it 0600).
+        os.chmod(tmp, 0o640)
         os.replace(tmp, _path(spec))
     except BaseException:
         with contextlib.suppress(OSError):
