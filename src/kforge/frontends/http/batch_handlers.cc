@@ -52,20 +52,25 @@ class BatchWait : public std::enable_shared_from_this<BatchWait> {
         remaining_(batch_.job_ids.size()) {}
 
   void start() {
-    auto self = shared_from_this();
-    responder_.on_cancel([self](CancelReason reason, const Responder& r) {
-      if (!self->end()) return;
+    // The callbacks of the exchange hold no Responder (responder.h): a weak reference. The
+    // jobs' when_done callbacks keep this alive until the last job has finished.
+    std::weak_ptr<BatchWait> weak = shared_from_this();
+    responder_.on_cancel([weak](CancelReason reason, const Responder& r) {
+      auto self = weak.lock();
+      if (!self || !self->end()) return;
       if (reason == CancelReason::kServerStopping)
         self->answer_current(r, "the server is stopping");
     });
     const double seconds = batch_.timeout_s * static_cast<double>(batch_.job_ids.size());
     const auto bound = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0)) +
                        ctx_->options.queue_wait_allowance;
-    responder_.on_deadline(bound, [self, bound](const Responder& r) {
-      if (!self->end()) return;
+    responder_.on_deadline(bound, [weak, bound](const Responder& r) {
+      auto self = weak.lock();
+      if (!self || !self->end()) return;
       self->answer_current(r, "not every candidate finished after " +
                                   std::to_string(bound.count()) + " ms of waiting");
     });
+    auto self = shared_from_this();
     if (stream_) {
       stream_->send_event(
           SseEvent::of(dump_json({{"batch_id", batch_.id}, {"jobs", job_ids(batch_)}}), "batch"));
