@@ -30,7 +30,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from integration.kernels import TORCH_ADD_REF, torch_kernel, triton_add  # noqa: E402
+from integration.kernels import (  # noqa: E402
+    TORCH_ADD_REF,
+    torch_kernel,
+    triton_add,
+    vector_add_io,
+)
 from integration.kforge_server import KforgeServer  # noqa: E402
 
 VARIANTS = [(block, warps) for block in (128, 256, 512, 1024) for warps in (1, 2, 4, 8)]
@@ -38,14 +43,8 @@ VARIANTS = [(block, warps) for block in (128, 256, 512, 1024) for warps in (1, 2
 
 def candidate(n: int, block: int, warps: int) -> dict[str, Any]:
     kernel = triton_add()
-    for arg in kernel["io"]["args"]:
-        if arg["type"] == "tensor":
-            arg["tensor_spec"]["shape"] = [n]
-        elif arg["name"] == "n":
-            arg["value"] = n
-        elif arg["name"] == "BLOCK":
-            arg["value"] = block
-    kernel["io"]["launch"] = {"grid": {"x": (n + block - 1) // block}, "num_warps": warps}
+    kernel["io"] = vector_add_io(n, block)
+    kernel["io"]["launch"]["num_warps"] = warps
     return kernel
 
 

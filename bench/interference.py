@@ -29,15 +29,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
 
-from integration.kernels import TORCH_ADD_REF, torch_kernel, triton_add  # noqa: E402
+from timing_interference import N, body  # noqa: E402  (the same fixed kernel and request)
+
 from integration.kforge_server import KforgeServer  # noqa: E402
-
-N = 64 * 1024 * 1024
 
 LOAD = """
 import os, sys, time, torch
@@ -51,26 +50,6 @@ while True:
     with open(counter, "w") as f:
         f.write(str(done))
 """
-
-
-def body(device: str) -> dict[str, Any]:
-    custom = triton_add()
-    for arg in custom["io"]["args"]:
-        if arg["type"] == "tensor":
-            arg["tensor_spec"]["shape"] = [N]
-        elif arg["name"] == "n":
-            arg["value"] = N
-    custom["io"]["launch"]["grid"]["x"] = N // 1024
-    ref = TORCH_ADD_REF.replace(
-        "torch.randn(4096), torch.randn(4096)", f"torch.randn({N}), torch.randn({N})"
-    )
-    return {
-        "ref_kernel": torch_kernel(ref),
-        "custom_kernel": custom,
-        "num_correct_trials": 1,
-        "timing": {"budget_ms": 300, "max_trials": 200, "rse_target": 0.001},
-        "device": device,
-    }
 
 
 class Load:

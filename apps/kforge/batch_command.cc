@@ -1,10 +1,9 @@
 #include "batch_command.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <iostream>
-#include <mutex>
 #include <optional>
 
 #include "kforge/common/files.h"
@@ -50,36 +49,22 @@ StatusOr<Json> run_embedded(const BatchConfig& c, const Json& body, size_t count
     engine.service->stop();
     return request.status();
   }
-  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-  auto batch = jobs::submit_batch(*engine.service, nullptr, std::move(request).value(), "cli", now);
+  auto batch = jobs::submit_batch(*engine.service, nullptr, std::move(request).value(), "cli");
   if (!batch.is_ok()) {
     engine.service->stop();
     return batch.status();
   }
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Json> results(batch->job_ids.size());
-  size_t done = 0;
-  for (size_t i = 0; i < batch->job_ids.size(); ++i) {
-    auto sub = engine.service->when_done(batch->job_ids[i], [&, i](const jobs::JobRecord& job) {
-      std::lock_guard lock(mu);
-      results[i] = jobs::job_result_view(job);
-      ++done;
-      std::cerr << "[" << done << "/" << results.size() << "] candidate " << i << " (job " << job.id
-                << "): " << jobs::to_string(job.state) << '\n';
-      cv.notify_all();
-    });
-    if (!sub.is_ok()) {
-      engine.service->stop();
-      return sub.status();
-    }
-  }
-  {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return done == results.size(); });
-  }
+  const size_t total = batch->job_ids.size();
+  // Shared: the engine thread that sets it may still be inside set_value when get() returns.
+  auto all = std::make_shared<std::promise<Json>>();
+  std::future<Json> done = all->get_future();
+  auto on_job = [total](size_t index, const jobs::JobRecord& job, const Json&, size_t finished) {
+    std::cerr << "[" << finished << "/" << total << "] candidate " << index << " (job " << job.id
+              << "): " << jobs::to_string(job.state) << '\n';
+  };
+  auto watch = jobs::BatchWatch::start(*engine.service, *batch, on_job,
+                                       [all](Json views) { all->set_value(std::move(views)); });
+  Json results = done.get();
   engine.service->stop();
   Json ids = Json::array();
   for (const auto& id : batch->job_ids)

@@ -1,6 +1,7 @@
 #include "kforge/jobs/batch.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "kforge/common/random.h"
 #include "kforge/jobs/job_view.h"
@@ -25,10 +26,12 @@ std::optional<BatchRecord> BatchBook::get(const std::string& id) const {
 }
 
 StatusOr<BatchRecord> submit_batch(JobService& service, BatchBook* book, model::BatchRequest batch,
-                                   const std::string& client, int64_t now_ms) {
+                                   const std::string& client) {
   BatchRecord record;
   record.id = "batch-" + random_hex(12);
-  record.created_ms = now_ms;
+  record.created_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
   const int size = static_cast<int>(batch.jobs.size());
   // One seed for the whole batch: every candidate sees the same inputs.
   const uint64_t seed = batch.jobs.empty() || !batch.jobs.front().seed
@@ -53,6 +56,60 @@ StatusOr<BatchRecord> submit_batch(JobService& service, BatchBook* book, model::
   }
   if (book != nullptr) book->add(record);
   return record;
+}
+
+std::shared_ptr<BatchWatch> BatchWatch::start(JobService& service, const BatchRecord& batch,
+                                              OnJob on_job, OnAll on_all) {
+  auto watch = std::make_shared<BatchWatch>(service, batch.job_ids.size(), std::move(on_job),
+                                            std::move(on_all));
+  for (size_t i = 0; i < batch.job_ids.size(); ++i) {
+    auto sub = service.when_done(batch.job_ids[i],
+                                 [watch, i](const JobRecord& done) { watch->finished(i, done); });
+    if (!sub.is_ok()) {
+      // Deleted meanwhile (POST /admin/cleanup-jobs): it ends as a failed job saying so.
+      JobRecord gone;
+      gone.id = batch.job_ids[i];
+      gone.state = JobState::kFailed;
+      gone.error = sub.status().message();
+      watch->finished(i, gone);
+      continue;
+    }
+    std::lock_guard lock(watch->mu_);
+    if (watch->ended_) {
+      service.unsubscribe(*sub);
+    } else {
+      watch->subs_.push_back(*sub);
+    }
+  }
+  return watch;
+}
+
+void BatchWatch::finished(size_t index, const JobRecord& job) {
+  Json view = job_result_view(job);
+  Json all;
+  {
+    std::lock_guard lock(mu_);
+    if (ended_ || !views_[index].is_null()) return;
+    views_[index] = std::move(view);
+    ++finished_;
+    on_job_(index, job, views_[index], finished_);
+    if (finished_ < views_.size()) return;
+    all = views_;
+  }
+  if (end()) on_all_(std::move(all));
+}
+
+bool BatchWatch::end() {
+  std::vector<uint64_t> subs;
+  {
+    std::lock_guard lock(mu_);
+    if (ended_) return false;
+    ended_ = true;
+    subs.swap(subs_);
+  }
+  for (uint64_t sub : subs)
+    service_.unsubscribe(sub);
+  return true;
 }
 
 Json batch_view(JobService& service, const BatchRecord& batch) {

@@ -12,7 +12,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,7 +51,44 @@ class BatchBook {
 // queue), the jobs already submitted are cancelled and the error is returned, naming the
 // candidate. Blocks.
 StatusOr<BatchRecord> submit_batch(JobService& service, BatchBook* book, model::BatchRequest batch,
-                                   const std::string& client, int64_t now_ms);
+                                   const std::string& client);
+
+// Watches every job of a batch until the last has finished or end() is called (REST and MCP
+// wait for batches through it). `on_job` runs once per job as it finishes, with its result
+// view (job_result_view) and how many have finished so far: under the watch's lock, so the
+// calls are in order and never concurrent (it must be quick and must not call the watch).
+// `on_all` runs once, after the last job, with every view in the batch's order; not after
+// end(). The JobService's callbacks keep the watch alive until then: whoever else holds it
+// (a cancel hook) should hold it weakly.
+class BatchWatch : public std::enable_shared_from_this<BatchWatch> {
+ public:
+  using OnJob =
+      std::function<void(size_t index, const JobRecord& job, const Json& view, size_t finished)>;
+  using OnAll = std::function<void(Json views)>;
+
+  static std::shared_ptr<BatchWatch> start(JobService& service, const BatchRecord& batch,
+                                           OnJob on_job, OnAll on_all);
+  // Stops watching and drops the subscriptions; true for the call that ended the watch.
+  bool end();
+
+  BatchWatch(JobService& service, size_t size, OnJob on_job, OnAll on_all)
+      : service_(service),
+        on_job_(std::move(on_job)),
+        on_all_(std::move(on_all)),
+        views_(size, Json()) {}
+
+ private:
+  void finished(size_t index, const JobRecord& job);
+
+  JobService& service_;
+  const OnJob on_job_;
+  const OnAll on_all_;
+  std::mutex mu_;
+  std::vector<Json> views_;     // guarded by mu_: null until the job finished
+  size_t finished_ = 0;         // guarded by mu_
+  std::vector<uint64_t> subs_;  // guarded by mu_
+  bool ended_ = false;          // guarded by mu_
+};
 
 // Every job of a batch as it is now: {batch_id, state ("running" until every job is
 // terminal, then "finished"), total, finished, jobs: [{index, job_id, state}], results:

@@ -2,9 +2,8 @@
 // each an ordinary compare job (GET /job/{id} works for each). The answer waits for every job
 // (default), says where to poll (?wait=false: 202), or streams one SSE event per finished
 // candidate (Accept: text/event-stream or ?stream=1).
-#include <algorithm>
 #include <chrono>
-#include <mutex>
+#include <optional>
 
 #include "kforge/common/error_mapping.h"
 #include "kforge/common/json.h"
@@ -15,12 +14,6 @@
 
 namespace kforge::frontends::http {
 namespace {
-
-int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Json job_ids(const jobs::BatchRecord& batch) {
   Json ids = Json::array();
@@ -37,138 +30,71 @@ HttpResponse batch_poll_response(const Json& view, const std::string& message) {
   return response;
 }
 
-// The wait for every job of a batch: each job's when_done fills its slot; the last one
-// answers (or, streaming, every one sends its event and the last closes the stream). The first
-// of {all done, client gone, server stopping, deadline} ends it.
-class BatchWait : public std::enable_shared_from_this<BatchWait> {
- public:
-  BatchWait(RestContextPtr ctx, jobs::BatchRecord batch, Responder responder,
-            std::optional<EventStream> stream)
-      : ctx_(std::move(ctx)),
-        batch_(std::move(batch)),
-        responder_(std::move(responder)),
-        stream_(std::move(stream)),
-        results_(batch_.job_ids.size()),
-        remaining_(batch_.job_ids.size()) {}
-
-  void start() {
-    // The callbacks of the exchange hold no Responder (responder.h): a weak reference. The
-    // jobs' when_done callbacks keep this alive until the last job has finished.
-    std::weak_ptr<BatchWait> weak = shared_from_this();
-    responder_.on_cancel([weak](CancelReason reason, const Responder& r) {
-      auto self = weak.lock();
-      if (!self || !self->end()) return;
-      if (reason == CancelReason::kServerStopping)
-        self->answer_current(r, "the server is stopping");
-    });
-    const double seconds = batch_.timeout_s * static_cast<double>(batch_.job_ids.size());
-    const auto bound = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0)) +
-                       ctx_->options.queue_wait_allowance;
-    responder_.on_deadline(bound, [weak, bound](const Responder& r) {
-      auto self = weak.lock();
-      if (!self || !self->end()) return;
-      self->answer_current(r, "not every candidate finished after " +
-                                  std::to_string(bound.count()) + " ms of waiting");
-    });
-    auto self = shared_from_this();
-    if (stream_) {
-      stream_->send_event(
-          SseEvent::of(dump_json({{"batch_id", batch_.id}, {"jobs", job_ids(batch_)}}), "batch"));
-    }
-    for (size_t i = 0; i < batch_.job_ids.size(); ++i) {
-      auto sub = ctx_->service.when_done(
-          batch_.job_ids[i], [self, i](const jobs::JobRecord& done) { self->finished(i, done); });
-      if (!sub.is_ok()) {
-        // Deleted meanwhile: its slot stays null.
-        jobs::JobRecord gone;
-        gone.id = batch_.job_ids[i];
-        gone.state = jobs::JobState::kFailed;
-        gone.error = sub.status().message();
-        finished(i, gone);
-        continue;
-      }
-      std::lock_guard lock(mu_);
-      if (ended_) {
-        ctx_->service.unsubscribe(*sub);
-      } else {
-        subs_.push_back(*sub);
-      }
-    }
-  }
-
- private:
-  void finished(size_t index, const jobs::JobRecord& done) {
-    Json view = jobs::job_result_view(done);
-    bool last = false;
-    {
-      std::lock_guard lock(mu_);
-      if (ended_ || !results_[index].is_null()) return;
-      results_[index] = view;
-      last = --remaining_ == 0;
-      if (stream_) {
-        // Sent under the lock, so the events are in the order the slots were filled.
-        stream_->send_event(
-            SseEvent::of(dump_json({{"index", index}, {"job_id", done.id}, {"result", view}}),
-                         "result", std::to_string(index)));
-      }
-    }
-    if (!last || !end()) return;
-    if (stream_) {
-      stream_->send_event(SseEvent::of(
-          dump_json({{"batch_id", batch_.id}, {"total", batch_.job_ids.size()}}), "done"));
-      stream_->close();
+// The batch as it is now, answered on `r` (or as the stream's last event): the jobs are
+// durable, the client polls GET /batch/{id}.
+void answer_current(const RestContextPtr& ctx, const jobs::BatchRecord& batch,
+                    const std::optional<EventStream>& stream, const Responder& r,
+                    const std::string& why) {
+  ctx->blocking([ctx, batch, stream, r, why] {
+    Json view = jobs::batch_view(ctx->service, batch);
+    const std::string message = why + "; poll GET /batch/" + batch.id;
+    if (stream) {
+      view["message"] = message;
+      stream->send_event(SseEvent::of(dump_json(view), "pending"));
+      stream->close();
       return;
     }
-    Json body = {{"batch_id", batch_.id}, {"jobs", job_ids(batch_)}};
-    {
-      std::lock_guard lock(mu_);
-      body["results"] = results_;
+    r.send(batch_poll_response(view, message));
+  });
+}
+
+// Waits for every job of the batch: each finished candidate is an event of the stream (when
+// streaming); after the last, the answer. The first of {all done, client gone, server
+// stopping, deadline} ends the wait.
+void wait_for_batch(const RestContextPtr& ctx, const jobs::BatchRecord& batch,
+                    const Responder& responder, std::optional<EventStream> stream) {
+  if (stream) {
+    stream->send_event(
+        SseEvent::of(dump_json({{"batch_id", batch.id}, {"jobs", job_ids(batch)}}), "batch"));
+  }
+  auto on_job = [stream](size_t index, const jobs::JobRecord& job, const Json& view, size_t) {
+    if (!stream) return;
+    stream->send_event(
+        SseEvent::of(dump_json({{"index", index}, {"job_id", job.id}, {"result", view}}), "result",
+                     std::to_string(index)));
+  };
+  auto on_all = [batch, stream, responder](Json views) {
+    if (stream) {
+      stream->send_event(SseEvent::of(
+          dump_json({{"batch_id", batch.id}, {"total", batch.job_ids.size()}}), "done"));
+      stream->close();
+      return;
     }
-    responder_.send(HttpResponse::json(200, body));
-  }
-
-  // Ends the wait once; true for the caller that ended it. Drops the subscriptions.
-  bool end() {
-    std::vector<uint64_t> subs;
-    {
-      std::lock_guard lock(mu_);
-      if (ended_) return false;
-      ended_ = true;
-      subs.swap(subs_);
+    responder.send(HttpResponse::json(
+        200, {{"batch_id", batch.id}, {"jobs", job_ids(batch)}, {"results", std::move(views)}}));
+  };
+  // The exchange's callbacks hold no Responder (responder.h) and the watch only weakly: the
+  // JobService's callbacks keep it until the last job has finished.
+  std::weak_ptr<jobs::BatchWatch> watch =
+      jobs::BatchWatch::start(ctx->service, batch, std::move(on_job), std::move(on_all));
+  responder.on_cancel([ctx, batch, stream, watch](CancelReason reason, const Responder& r) {
+    auto w = watch.lock();
+    if (!w || !w->end()) return;
+    if (reason == CancelReason::kServerStopping) {
+      answer_current(ctx, batch, stream, r, "the server is stopping");
     }
-    for (uint64_t sub : subs)
-      ctx_->service.unsubscribe(sub);
-    return true;
-  }
-
-  // The batch as it is now (the jobs are durable: poll GET /batch/{id}).
-  void answer_current(const Responder& r, const std::string& why) {
-    auto ctx = ctx_;
-    auto batch = batch_;
-    auto stream = stream_;
-    ctx->blocking([ctx, batch, stream, r, why] {
-      Json view = jobs::batch_view(ctx->service, batch);
-      const std::string message = why + "; poll GET /batch/" + batch.id;
-      if (stream) {
-        view["message"] = message;
-        stream->send_event(SseEvent::of(dump_json(view), "pending"));
-        stream->close();
-        return;
-      }
-      r.send(batch_poll_response(view, message));
-    });
-  }
-
-  const RestContextPtr ctx_;
-  const jobs::BatchRecord batch_;
-  const Responder responder_;
-  const std::optional<EventStream> stream_;
-  std::mutex mu_;
-  std::vector<Json> results_;   // guarded by mu_
-  size_t remaining_;            // guarded by mu_
-  std::vector<uint64_t> subs_;  // guarded by mu_
-  bool ended_ = false;          // guarded by mu_
-};
+  });
+  const double seconds = batch.timeout_s * static_cast<double>(batch.job_ids.size());
+  const auto bound = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0)) +
+                     ctx->options.queue_wait_allowance;
+  responder.on_deadline(bound, [ctx, batch, stream, watch, bound](const Responder& r) {
+    auto w = watch.lock();
+    if (!w || !w->end()) return;
+    answer_current(
+        ctx, batch, stream, r,
+        "not every candidate finished after " + std::to_string(bound.count()) + " ms of waiting");
+  });
+}
 
 void submit_batch_blocking(const RestContextPtr& ctx, const std::string& body,
                            const std::string& client, bool wait, bool stream,
@@ -187,8 +113,8 @@ void submit_batch_blocking(const RestContextPtr& ctx, const std::string& body,
     responder.send(HttpResponse::error(request.status()));
     return;
   }
-  auto batch = jobs::submit_batch(ctx->service, ctx->batches.get(), std::move(request).value(),
-                                  client, unix_ms_now());
+  auto batch =
+      jobs::submit_batch(ctx->service, ctx->batches.get(), std::move(request).value(), client);
   if (!batch.is_ok()) {
     responder.send(submit_error_response(batch.status()));
     return;
@@ -201,7 +127,7 @@ void submit_batch_blocking(const RestContextPtr& ctx, const std::string& body,
   }
   std::optional<EventStream> events;
   if (stream) events = responder.start_stream(StreamHead{});
-  std::make_shared<BatchWait>(ctx, std::move(batch).value(), responder, std::move(events))->start();
+  wait_for_batch(ctx, *batch, responder, std::move(events));
 }
 
 }  // namespace

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <memory>
-#include <mutex>
 
 #include "kforge/common/log.h"
+#include "kforge/frontends/mcp/kernel_tool_args.h"
 #include "kforge/jobs/batch.h"
 #include "kforge/jobs/job_view.h"
 #include "kforge/model/batch.h"
@@ -22,105 +22,6 @@ struct BatchToolContext {
 };
 using ContextPtr = std::shared_ptr<const BatchToolContext>;
 
-int64_t unix_ms_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// The wait for every job of one call; the last job to finish answers.
-class BatchCall {
- public:
-  BatchCall(ContextPtr ctx, std::shared_ptr<ToolCall> call, jobs::BatchRecord batch)
-      : ctx_(std::move(ctx)),
-        call_(std::move(call)),
-        batch_(std::move(batch)),
-        results_(batch_.job_ids.size()) {}
-
-  // Subscribes to every job; `self` keeps this alive in the callbacks.
-  static void start(const std::shared_ptr<BatchCall>& self) {
-    RequestContext& rc = self->call_->context();
-    rc.on_cancel([self] {
-      if (!self->end()) return;
-      self->ctx_->blocking([self] {
-        for (const auto& id : self->batch_.job_ids)
-          (void)self->ctx_->service.cancel(id, "cancelled by the MCP client");
-      });
-    });
-    for (size_t i = 0; i < self->batch_.job_ids.size(); ++i) {
-      auto sub = self->ctx_->service.when_done(
-          self->batch_.job_ids[i],
-          [self, i](const jobs::JobRecord& done) { self->finished(i, done); });
-      if (!sub.is_ok()) {
-        jobs::JobRecord gone;
-        gone.id = self->batch_.job_ids[i];
-        gone.state = jobs::JobState::kFailed;
-        gone.error = sub.status().message();
-        self->finished(i, gone);
-        continue;
-      }
-      std::lock_guard lock(self->mu_);
-      if (self->ended_) {
-        self->ctx_->service.unsubscribe(*sub);
-      } else {
-        self->subs_.push_back(*sub);
-      }
-    }
-  }
-
- private:
-  void finished(size_t index, const jobs::JobRecord& done) {
-    Json body;
-    {
-      std::lock_guard lock(mu_);
-      if (ended_ || !results_[index].is_null()) return;
-      results_[index] = jobs::job_result_view(done);
-      ++finished_;
-      call_->context().report_progress(static_cast<double>(finished_),
-                                       static_cast<double>(results_.size()),
-                                       fmt::format("candidate {} (job {}) finished: {}", index,
-                                                   done.id, jobs::to_string(done.state)));
-      if (finished_ < results_.size()) return;
-      Json ids = Json::array();
-      for (const auto& id : batch_.job_ids)
-        ids.push_back(id);
-      body = {{"batch_id", batch_.id}, {"jobs", ids}, {"results", results_}};
-    }
-    if (!end()) return;
-    size_t correct = 0;
-    for (const Json& r : body["results"]) {
-      const Json* exec =
-          r.is_object() && r.contains("kernel_exec_result") ? &r["kernel_exec_result"] : nullptr;
-      if (exec != nullptr && exec->value("correctness", false)) ++correct;
-    }
-    call_->finish(ToolResult::structured_value(
-        std::move(body), fmt::format("batch {}: {} of {} candidate(s) correct", batch_.id, correct,
-                                     batch_.job_ids.size())));
-  }
-
-  bool end() {
-    std::vector<uint64_t> subs;
-    {
-      std::lock_guard lock(mu_);
-      if (ended_) return false;
-      ended_ = true;
-      subs.swap(subs_);
-    }
-    for (uint64_t s : subs)
-      ctx_->service.unsubscribe(s);
-    return true;
-  }
-
-  const ContextPtr ctx_;
-  const std::shared_ptr<ToolCall> call_;
-  const jobs::BatchRecord batch_;
-  std::mutex mu_;
-  std::vector<Json> results_;   // guarded by mu_
-  size_t finished_ = 0;         // guarded by mu_
-  std::vector<uint64_t> subs_;  // guarded by mu_
-  bool ended_ = false;          // guarded by mu_
-};
-
 void run_batch(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   auto request = model::parse_batch_request(call->arguments(), ctx->limits);
   if (!request.is_ok()) {
@@ -129,34 +30,50 @@ void run_batch(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
     return;
   }
   auto batch = jobs::submit_batch(ctx->service, nullptr, std::move(request).value(),
-                                  call->context().session().client(), unix_ms_now());
+                                  call->context().session().client());
   if (!batch.is_ok()) {
     call->finish(ToolResult::error(std::string(kToolName) +
                                    ": the batch was not accepted: " + batch.status().to_string()));
     return;
   }
+  const auto total = static_cast<double>(batch->job_ids.size());
   call->context().report_progress(
-      0, static_cast<double>(batch->job_ids.size()),
-      fmt::format("batch {}: {} candidate(s) queued", batch->id, batch->job_ids.size()));
-  BatchCall::start(std::make_shared<BatchCall>(ctx, call, std::move(batch).value()));
-}
-
-// Null means "not given" at any depth (as for the other kernel tools); {"request": body} is the
-// REST body.
-void drop_nulls(Json& value) {
-  if (value.is_object()) {
-    for (auto it = value.begin(); it != value.end();) {
-      if (it->is_null()) {
-        it = value.erase(it);
-      } else {
-        drop_nulls(*it);
-        ++it;
-      }
+      0, total, fmt::format("batch {}: {} candidate(s) queued", batch->id, batch->job_ids.size()));
+  auto on_job = [call, total](size_t index, const jobs::JobRecord& job, const Json&,
+                              size_t finished) {
+    call->context().report_progress(static_cast<double>(finished), total,
+                                    fmt::format("candidate {} (job {}) finished: {}", index, job.id,
+                                                jobs::to_string(job.state)));
+  };
+  const jobs::BatchRecord record = *batch;
+  auto on_all = [call, record](Json views) {
+    size_t correct = 0;
+    for (const Json& v : views) {
+      const Json* exec =
+          v.is_object() && v.contains("kernel_exec_result") ? &v["kernel_exec_result"] : nullptr;
+      if (exec != nullptr && exec->is_object() && exec->value("correctness", false)) ++correct;
     }
-  } else if (value.is_array()) {
-    for (Json& item : value)
-      drop_nulls(item);
-  }
+    Json ids = Json::array();
+    for (const auto& id : record.job_ids)
+      ids.push_back(id);
+    call->finish(ToolResult::structured_value(
+        {{"batch_id", record.id}, {"jobs", std::move(ids)}, {"results", std::move(views)}},
+        fmt::format("batch {}: {} of {} candidate(s) correct", record.id, correct,
+                    record.job_ids.size())));
+  };
+  // The JobService's callbacks keep the watch alive; the cancel hook holds it weakly.
+  std::weak_ptr<jobs::BatchWatch> watch =
+      jobs::BatchWatch::start(ctx->service, record, std::move(on_job), std::move(on_all));
+  call->context().on_cancel([ctx, record, watch] {
+    auto w = watch.lock();
+    if (!w || !w->end()) return;
+    ctx->blocking([ctx, record] {
+      for (const auto& id : record.job_ids) {
+        Status s = ctx->service.cancel(id, "cancelled by the MCP client (notifications/cancelled)");
+        if (!s.is_ok()) KF_LOG_WARN("mcp: cancelling job {} failed: {}", id, s.to_string());
+      }
+    });
+  });
 }
 
 Json normalize(Json arguments) {
