@@ -133,7 +133,7 @@ def test_batch_without_waiting_is_polled(server: KforgeServer) -> None:
         (lambda b: b["candidates"][0].update(kernel_type="fortran"), "candidates[0].kernel_type"),
         (
             lambda b: b["candidates"][1]["io"]["args"][2]["tensor_spec"].update(shape=["x"]),
-            "candidates[1].io.args[2].tensor_spec.shape[0]",
+            "candidates[1].io.args[2].tensor_spec.shape",
         ),
         (lambda b: b.pop("ref_kernel"), "ref_kernel"),
         (lambda b: b.update(custom_kernel=triton_add()), "custom_kernel"),
