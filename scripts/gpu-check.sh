@@ -27,6 +27,9 @@
 #                        the whole agent session, ~2 min): it prints a line "workbench session
 #                        wb_... on cuda:0: best vN; v2 [size: median ms speedup %BW ...]; v3 [...]"
 #                        that the table repeats
+#   ONLY_BATCH=1         run only the batch parts: tests/integration/test_batch.py on the GPU,
+#                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares)
+#                        and bench/interference.py (timing alone vs under compile load)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -82,6 +85,23 @@ fi
 
 if [[ -n "${ONLY_FIDELITY:-}" ]]; then
   fidelity
+  summary
+  exit 0
+fi
+
+if [[ -n "${ONLY_BATCH:-}" ]]; then
+  echo "== batches on $KFORGE_TEST_DEVICE: POST /batch, reference reuse, SSE, MCP batch_compare"
+  "$py" -m pytest -q -rs -p no:cacheprovider tests/integration/test_batch.py 2>&1 |
+    tee "$out/pytest-batch.log" | tail -5
+  record "batch pytest" "$(grep -E 'passed|failed' "$out/pytest-batch.log" | tail -1)"
+  echo "== benchmark: one batch of 16 candidates vs 16 separate compares"
+  "$py" bench/batch_throughput.py --device "$KFORGE_TEST_DEVICE" --candidates 16 --rounds 2 \
+    --out "$out/batch_throughput.json" 2>&1 | tee "$out/batch_throughput.log" | tail -6
+  record "batch of 16 vs 16 compares (target >= 4x)" "$(grep '^separate / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
+  echo "== benchmark: a kernel's timing alone vs under concurrent compile load"
+  "$py" bench/interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 |
+    tee "$out/interference-compile.log" | tail -8
+  record "timing loaded / alone (compile load)" "$(grep '^loaded / alone' "$out/interference-compile.log" | cut -d= -f2-)"
   summary
   exit 0
 fi

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "batch_command.h"
 #include "bench_command.h"
 #include "mcp_command.h"
 #include "secrets.h"
@@ -20,6 +21,8 @@ int main(int argc, char** argv, char** envp) {
   CLI::App* mcp_cmd = kforge::app::add_mcp_command(app, mcp);
   kforge::app::BenchConfig bench;
   CLI::App* bench_cmd = kforge::app::add_bench_command(app, bench);
+  kforge::app::BatchConfig batch;
+  CLI::App* batch_cmd = kforge::app::add_batch_command(app, batch);
   kforge::app::WorkerConfig worker;
   CLI::App* worker_cuda_cmd = kforge::app::add_worker_command(app, worker);
 
@@ -29,6 +32,7 @@ int main(int argc, char** argv, char** envp) {
   if (serve_cmd->parsed()) return kforge::app::run_serve(serve);
   if (mcp_cmd->parsed()) return kforge::app::run_mcp(mcp);
   if (bench_cmd->parsed()) return kforge::app::run_bench(bench);
+  if (batch_cmd->parsed()) return kforge::app::run_batch(batch);
   if (worker_cuda_cmd->parsed()) return kforge::app::run_worker_cuda(worker);
   std::cerr << app.help() << '\n';
   return 2;

@@ -40,6 +40,7 @@ from kforge_worker.inputs import InputSet, derive_seed, summarize
 from kforge_worker.kernels import JobKernels, RemoteError
 from kforge_worker.link import CallReply
 from kforge_worker.loaders import Runnable, format_user_traceback, is_build_failure
+from kforge_worker.reference_reuse import ReferenceCache
 from kforge_worker.results import CorrectnessDetails, FirstMismatch, JobResult, TrialResult
 from kforge_worker.spec import JobSpec
 
@@ -81,6 +82,7 @@ class _Trial:
     result: JobResult
     details: CorrectnessDetails
     index: int
+    cache: ReferenceCache | None = None
 
     @property
     def call_seed(self) -> int:
@@ -129,12 +131,15 @@ class _Trial:
         return not failed
 
 
-def run_correctness(kernels: JobKernels, job: JobSpec, result: JobResult) -> bool:
-    """Runs every trial (stopping at the first failure); fills result.correctness_details."""
+def run_correctness(
+    kernels: JobKernels, job: JobSpec, result: JobResult, cache: ReferenceCache | None = None
+) -> bool:
+    """Runs every trial (stopping at the first failure); fills result.correctness_details.
+    With a batch's `cache`, the reference's outputs of a trial it holds are not recomputed."""
     details = CorrectnessDetails(trials=job.num_correct_trials)
     result.correctness_details = details
     for index in range(job.num_correct_trials):
-        trial = _Trial(kernels, job, result, details, index)
+        trial = _Trial(kernels, job, result, details, index, cache)
         try:
             inputs = kernels.make_inputs(index)
         except Exception as e:
@@ -235,24 +240,13 @@ def _flag_aliasing(trial: _Trial, reply: CallReply) -> None:
 def _compare(trial: _Trial, inputs: InputSet) -> bool:
     kernels, result, device = trial.kernels, trial.result, trial.device
     assert kernels.reference is not None
-    try:
-        ref_inv = kernels.bind_reference(inputs.clone())
-    except ValueError as e:
-        result.fail("runtime", f"cannot pass the inputs to the reference kernel: {e}")
-        return False
-    try:
-        torch.manual_seed(trial.call_seed)
-        ref_returned = call_kernel(kernels.reference, ref_inv, device)
-    except Exception as e:
-        result.fail(
-            "runtime", f"the reference kernel raised in {trial.label}:\n{format_user_traceback(e)}"
-        )
-        return False
-    expected = binding.collect_outputs(ref_inv, ref_returned)
-    if not expected or not all(isinstance(v, torch.Tensor) for _, v in expected):
-        kinds = ", ".join(type(v).__name__ for _, v in expected) or "nothing"
-        result.fail("runtime", f"the reference kernel returned {kinds}, expected tensors")
-        return False
+    expected = trial.cache.expected(trial.index, device) if trial.cache is not None else None
+    if expected is None:
+        expected = _reference_outputs(trial, inputs)
+        if expected is None:
+            return False
+        if trial.cache is not None:
+            trial.cache.keep_expected(trial.index, expected)
     expected_values = [v.detach().to(device) for _, v in expected]
 
     cand_inv = kernels.bind_candidate(inputs.clone())
@@ -298,6 +292,32 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
         result.add_check("launched_own_kernel", False, message, fatal=False)
         result.warn(message)
     return _plausible_outputs(trial, reply.outputs, expected_values)
+
+
+def _reference_outputs(trial: _Trial, inputs: InputSet) -> list[tuple[str, torch.Tensor]] | None:
+    """Runs the reference on a clone of the trial's inputs; None (and a failed result) when it
+    cannot run or returns something other than tensors."""
+    kernels, result, device = trial.kernels, trial.result, trial.device
+    assert kernels.reference is not None
+    try:
+        ref_inv = kernels.bind_reference(inputs.clone())
+    except ValueError as e:
+        result.fail("runtime", f"cannot pass the inputs to the reference kernel: {e}")
+        return None
+    try:
+        torch.manual_seed(trial.call_seed)
+        ref_returned = call_kernel(kernels.reference, ref_inv, device)
+    except Exception as e:
+        result.fail(
+            "runtime", f"the reference kernel raised in {trial.label}:\n{format_user_traceback(e)}"
+        )
+        return None
+    expected = binding.collect_outputs(ref_inv, ref_returned)
+    if not expected or not all(isinstance(v, torch.Tensor) for _, v in expected):
+        kinds = ", ".join(type(v).__name__ for _, v in expected) or "nothing"
+        result.fail("runtime", f"the reference kernel returned {kinds}, expected tensors")
+        return None
+    return [(name, value) for name, value in expected]
 
 
 def _plausible_outputs(

@@ -54,6 +54,7 @@ from kforge_worker.link import (
     plan_invocation,
 )
 from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable
+from kforge_worker.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, ReferenceTiming
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
 from kforge_worker.timing import (
@@ -114,10 +115,21 @@ def run_job(
             link = start_local_candidate(device)
         cand_dir = candidate_dir or job.scratch_dir + "/candidate"
         cache = candidate_cache_dir or job.cache_dir
-        with torch.no_grad():
-            _run(
-                job, device, result, report, link, candidate_dir=cand_dir, candidate_cache_dir=cache
-            )
+        reuse = ReferenceCache.open(job.reference_reuse if job.reference is not None else None)
+        try:
+            with torch.no_grad():
+                _run(
+                    job,
+                    device,
+                    result,
+                    report,
+                    link,
+                    candidate_dir=cand_dir,
+                    candidate_cache_dir=cache,
+                    reuse=reuse,
+                )
+        finally:
+            result.reference_reuse = reuse.close()
     except CandidateGone as e:
         result.fail("crash", f"{e}")
     except Exception as e:
@@ -170,6 +182,7 @@ def _run(
     *,
     candidate_dir: str,
     candidate_cache_dir: str,
+    reuse: ReferenceCache,
 ) -> None:
     tdev = device.torch_device()
     report("loading", "importing the kernel source", result.to_dict())
@@ -196,7 +209,7 @@ def _run(
         result.warn(warning)
 
     report("correctness", f"{job.num_correct_trials} correctness trial(s)", result.to_dict())
-    result.correctness = run_correctness(kernels, job, result)
+    result.correctness = run_correctness(kernels, job, result, reuse)
     if not result.correctness or not job.measure_performance:
         return
 
@@ -208,26 +221,33 @@ def _run(
         return
     inputs = sets[0]
     expected: list[list[torch.Tensor]] | None = None
+    ref: TimingReport | None = None
+    reused_timing: ReferenceTiming | None = None
     if kernels.reference is not None:
         report("timing_reference", "timing the reference", result.to_dict())
-        expected = []
-        for one in sets:
-            ref_inv = kernels.bind_reference(one.clone())
-            try:
-                returned = call_kernel(kernels.reference, ref_inv, tdev)
-            except Exception as e:
-                report_exception(result, e, "the reference kernel raised on the timing inputs")
+        expected = reuse.expected_for_timing(tdev)
+        if expected is None:
+            expected = []
+            for one in sets:
+                ref_inv = kernels.bind_reference(one.clone())
+                try:
+                    returned = call_kernel(kernels.reference, ref_inv, tdev)
+                except Exception as e:
+                    report_exception(result, e, "the reference kernel raised on the timing inputs")
+                    return
+                expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
+            reuse.keep_timing_outputs(expected)
+        reused_timing = reuse.reference_timing()
+        if reused_timing is not None:
+            result.ref_runtime_stats = TimingStats(**reused_timing.stats)
+        else:
+            ref = _time_local(
+                kernels.reference, kernels.bind_reference(inputs.clone()), job, tdev, result=result
+            )
+            if ref is None:
                 return
-            expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
-        ref = _time_local(
-            kernels.reference, kernels.bind_reference(inputs.clone()), job, tdev, result=result
-        )
-        if ref is None:
-            return
-        result.ref_runtime_stats = ref.stats
-        result.ref_runtime = ref.stats.median
-    else:
-        ref = None
+            result.ref_runtime_stats = ref.stats
+        result.ref_runtime = result.ref_runtime_stats.median
     report("timing_candidate", "timing the kernel", result.to_dict())
     timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
     if timed is None:
@@ -249,6 +269,18 @@ def _run(
             )
             result.set_activity(activity, timing_flags(ref, activity), reference=True)
         _take_window_overhead(result, job, tdev)
+    if reused_timing is not None:
+        for name, value in reused_timing.activity.items():
+            setattr(result, name, value)
+    elif ref is not None:
+        # Kept as measured: each job takes its own window overhead off (above).
+        reuse.keep_timing(
+            ReferenceTiming(
+                stats=dataclasses.asdict(ref.stats),
+                warnings=list(ref.warnings),
+                activity={name: getattr(result, name) for name in ACTIVITY_FIELDS},
+            )
+        )
     _speedup(result)
     _withhold_speedup(result)
     # The server asks for device metrics on GPUs only; the cpu device runs them in tests.

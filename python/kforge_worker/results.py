@@ -98,6 +98,9 @@ class JobResult:
     # What Nsight Compute printed per role (device_metrics.py); the server turns it into
     # metadata.device_metrics and drops it. Absent unless device metrics were asked for.
     device_metrics_raw: dict[str, Any] | None = None
+    # A job of a batch: what it reused of the batch's reference results and the digest of
+    # the file it leaves for the next (reference_reuse.py). Absent otherwise.
+    reference_reuse: dict[str, Any] | None = None
     error_kind: str | None = None
     compilation_error: str | None = None
     runtime_error: str | None = None
@@ -146,7 +149,13 @@ class JobResult:
     def to_dict(self) -> dict[str, Any]:
         """The `result` object of the wire protocol (JSON-ready, NaN handled by protocol)."""
         out = dataclasses.asdict(self)
-        for key in ("compilation_error", "runtime_error", "validation_error", "device_metrics_raw"):
+        for key in (
+            "compilation_error",
+            "runtime_error",
+            "validation_error",
+            "device_metrics_raw",
+            "reference_reuse",
+        ):
             if out[key] is None:
                 del out[key]
         out["honesty"] = [

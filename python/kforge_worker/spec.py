@@ -118,6 +118,16 @@ class DeviceMetricsSpec:
 
 
 @dataclass(frozen=True)
+class ReferenceReuseSpec:
+    """`job.reference_reuse` (a job of a batch): where the batch's reference results live and
+    the digest the server accepts for them (reference_reuse.py)."""
+
+    dir: str
+    key: str
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
 class JobSpec:
     job_id: str
     kind: str  # "evaluate" | "compare"
@@ -134,6 +144,7 @@ class JobSpec:
     scratch_dir: str = ""
     cache_dir: str = ""
     device_metrics: DeviceMetricsSpec | None = None
+    reference_reuse: ReferenceReuseSpec | None = None
 
 
 def _get(obj: dict[str, Any], key: str, path: str, kinds: tuple[type, ...], default: Any) -> Any:
@@ -312,6 +323,18 @@ def parse_device_metrics(value: Any, path: str) -> DeviceMetricsSpec | None:
     return DeviceMetricsSpec(ncu=ncu, sections=tuple(sections), timeout_s=timeout)
 
 
+def parse_reference_reuse(value: Any, path: str) -> ReferenceReuseSpec | None:
+    if value is None:
+        return None
+    obj = _obj(value, path)
+    directory = _get(obj, "dir", path, (str,), "")
+    key = _get(obj, "key", path, (str,), "")
+    if not directory or not key or not all(c in "0123456789abcdef" for c in key):
+        raise SpecError(f"{path}: needs a dir and a hexadecimal key")
+    digest = _get(obj, "sha256", path, (str,), None)
+    return ReferenceReuseSpec(dir=directory, key=key, sha256=digest)
+
+
 def parse_job(value: Any) -> JobSpec:
     """Parses the `job` object of a `job` message. Raises SpecError."""
     obj = _obj(value, "job")
@@ -345,4 +368,5 @@ def parse_job(value: Any) -> JobSpec:
         scratch_dir=str(_get(obj, "scratch_dir", "job", (str,), "")),
         cache_dir=str(_get(obj, "cache_dir", "job", (str,), "")),
         device_metrics=parse_device_metrics(obj.get("device_metrics"), "job.device_metrics"),
+        reference_reuse=parse_reference_reuse(obj.get("reference_reuse"), "job.reference_reuse"),
     )

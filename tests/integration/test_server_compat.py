@@ -110,13 +110,14 @@ def test_openapi_document_is_valid_and_matches_the_routes(server: KforgeServer) 
         doc = c.get("/openapi.json").json()
         validate(doc)  # raises on an invalid OpenAPI 3.1 document
         for path, item in doc["paths"].items():
-            concrete = path.replace("{job_id}", "0123456789abcdef")
+            concrete = path.replace("{job_id}", "0123456789abcdef").replace("{batch_id}", "b-0")
+            unknown_id = path.startswith(("/job/", "/batch/"))
             for method in item:
                 # (an age no job has: the session's server keeps its jobs)
                 body = b'{"max_age_hours": 100000}' if "cleanup" in path else b"{}"
                 r = c.request(method.upper(), concrete, content=body)
-                assert r.status_code not in (404, 405) or path.startswith("/job/"), (method, path)
-                if path.startswith("/job/"):  # an unknown job, not an unknown route
+                assert r.status_code not in (404, 405) or unknown_id, (method, path)
+                if unknown_id:  # an unknown job or batch, not an unknown route
                     assert r.json()["code"] == "not_found", (method, path, r.text)
         html = c.get("/docs")
         assert html.headers["content-type"].startswith("text/html")

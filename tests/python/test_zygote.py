@@ -204,3 +204,25 @@ def test_an_unjailed_child_without_network_keeps_its_loopback():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"
+
+
+def test_children_of_a_batch_reuse_the_reference_through_the_protocol(zygote, tmp_path):
+    """Two children (separate judges, candidates in their own processes) of one batch: the
+    second uses the file the first stored, with the digest the first reported."""
+    reuse = {"dir": str(tmp_path / "reference" / "batch-z"), "key": "cd" * 32, "sha256": None}
+    job = job_for(K.triton_vadd(), K.torch_add_reference(), tmp_path, measure_performance=True)
+    first, _ = zygote.ready_child(next(_ids))
+    result = first.run_job({**job, "job_id": "batch-z-0", "reference_reuse": reuse})["result"]
+    assert result["correctness"] and result["reference_reuse"]["stored"], result
+    digest = result["reference_reuse"]["sha256"]
+    second, _ = zygote.ready_child(next(_ids))
+    again = second.run_job(
+        {**job, "job_id": "batch-z-1", "reference_reuse": {**reuse, "sha256": digest}}
+    )["result"]
+    assert again["correctness"], again
+    assert again["reference_reuse"]["reused"] == {
+        "correctness_trials": 3,
+        "timing_outputs": True,
+        "reference_timing": True,
+    }
+    assert again["ref_runtime_stats"] == result["ref_runtime_stats"]

@@ -301,6 +301,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   service_options.sandbox = sandbox->describe();
   service_options.device_metrics_default = options.device_metrics_default;
   service_options.ncu = ncu;
+  service_options.reference_cache_dir = sandbox->reference_cache_dir();
   if (ncu.empty()) {
     service_options.device_metrics_unavailable =
         options.ncu.empty()

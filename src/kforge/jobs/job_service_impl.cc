@@ -6,6 +6,7 @@
 #include "kforge/common/random.h"
 #include "kforge/jobs/ncu_report.h"
 #include "kforge/jobs/result_extras.h"
+#include "kforge/model/batch.h"
 #include "kforge/model/parse.h"
 #include "kforge/model/serialize.h"
 
@@ -62,12 +63,15 @@ StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(const JobRecord
   limits.min_timeout_s = 0;  // a stored request was valid when it was accepted
   limits.max_timeout_s = 1e9;
   limits.max_trials = 1 << 30;
-  return record.kind == model::JobKind::kCompare
-             ? model::parse_compare_request(record.request, limits)
-             : model::parse_evaluate_request(record.request, limits);
+  KF_ASSIGN_OR_RETURN(auto request, record.kind == model::JobKind::kCompare
+                                        ? model::parse_compare_request(record.request, limits)
+                                        : model::parse_evaluate_request(record.request, limits));
+  KF_ASSIGN_OR_RETURN(request.batch, model::parse_batch_membership(record.request));
+  return request;
 }
 
 Status JobServiceImpl::start() {
+  reuse_.clear();
   KF_ASSIGN_OR_RETURN(auto unfinished, store_->unfinished_jobs());
   for (auto& record : unfinished) {
     auto request = parse_stored_request(record);
@@ -245,6 +249,10 @@ Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobReques
     spec["device_metrics"] = {
         {"ncu", options_.ncu}, {"sections", ncu_sections()}, {"timeout_s", r.timeout_s}};
   }
+  // The native worker runs a cuda-only compare in one process: nothing to reuse there.
+  if (!uses_only_cuda(r)) {
+    if (Json reuse = reuse_.spec_for(r, device); !reuse.is_null()) spec["reference_reuse"] = reuse;
+  }
   return spec;
 }
 
@@ -309,6 +317,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
                std::string("the worker failed unexpectedly: ") + e.what()};
   }
   double ms = std::chrono::duration<double, std::milli>(clock_.now() - started).count();
+  reuse_.job_ended(request, device, outcome.result);
   switch (outcome.kind) {
     case workers::WorkerOutcome::Kind::kResult:
       KF_LOG_INFO("job={} device={} finished in {:.0f} ms compiled={} correct={}", job_id, device,

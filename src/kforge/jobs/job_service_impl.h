@@ -23,6 +23,7 @@
 #include "kforge/jobs/job_service.h"
 #include "kforge/jobs/legacy_stats.h"
 #include "kforge/jobs/queue_quota.h"
+#include "kforge/jobs/reference_reuse.h"
 #include "kforge/scheduler/scheduler.h"
 #include "kforge/store/store.h"
 #include "kforge/workers/worker.h"
@@ -53,6 +54,9 @@ class JobServiceImpl final : public JobService {
     // Why no job can have device metrics (ncu missing, the GPU's counters closed to the
     // jobs' processes: gpu_counters.h); "" when they can.
     std::string device_metrics_unavailable;
+    // The judges' reference directory (SandboxPolicy::reference_cache_dir): a batch's
+    // reference results are computed once and reused there (reference_reuse.h). Empty: off.
+    std::filesystem::path reference_cache_dir;
   };
 
   JobServiceImpl(Options options, std::unique_ptr<store::Store> store,
@@ -130,6 +134,7 @@ class JobServiceImpl final : public JobService {
   std::atomic<int64_t> finished_{0};
   std::atomic<int64_t> recovered_{0};
   LegacyMetrics legacy_;  // the old server's /stats counters
+  ReferenceReuse reuse_{options_.reference_cache_dir};
 };
 
 }  // namespace kforge::jobs

@@ -34,6 +34,13 @@ struct TimingOptions {
   bool l2_flush = true;       // flush L2 before every trial (outside the timed window)
 };
 
+// A job's place in a batch (`POST /batch`): one compare per candidate.
+struct BatchMembership {
+  std::string id;  // the batch id
+  int index = 0;   // the candidate's position in the batch
+  int size = 0;    // how many candidates the batch has
+};
+
 struct JobRequest {
   JobKind kind = JobKind::kEvaluate;
   KernelCode kernel;                    // candidate (`custom_kernel` for a compare)
@@ -49,6 +56,9 @@ struct JobRequest {
   // Nsight Compute device metrics (`enable_device_metrics`); absent: the server's default
   // (--device-metrics / ENABLE_DEVICE_METRICS).
   std::optional<bool> enable_device_metrics;
+  // Set by the server for the jobs of a `POST /batch` (never read from a client's body):
+  // the reference's outputs and timing are computed once per batch and reused (batch.h).
+  std::optional<BatchMembership> batch;
 };
 
 // Bounds on what a request may ask for; violations are 400s naming the field. The timeout
@@ -63,6 +73,8 @@ struct RequestLimits {
   int64_t max_inline_data_bytes = int64_t{256} << 20;
   size_t max_args = 256;
   int max_tensor_rank = 8;
+  // Candidates of one `POST /batch` (and the MCP tool batch_compare).
+  size_t max_batch_candidates = 64;
 };
 
 }  // namespace kforge::model

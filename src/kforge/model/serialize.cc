@@ -108,6 +108,8 @@ Json to_request_json(const JobRequest& r) {
   if (r.rtol) j["rtol"] = *r.rtol;
   if (r.seed) j["seed"] = *r.seed;
   if (r.enable_device_metrics) j["enable_device_metrics"] = *r.enable_device_metrics;
+  if (r.batch)
+    j["batch"] = {{"id", r.batch->id}, {"index", r.batch->index}, {"size", r.batch->size}};
   return j;
 }
 

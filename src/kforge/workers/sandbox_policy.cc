@@ -159,6 +159,7 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / "triton", 0, 0, 0755));
     KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir(), 0, o.judge_gid, 02770));
     KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir(), 0, o.candidate_gid, 02770));
+    KF_RETURN_IF_ERROR(make_owned_dir(p.reference_cache_dir(), 0, o.judge_gid, 02770));
     std::vector<std::string> subs = {"cuda"};
     for (const auto& [env, sub] : kCacheEnv)
       subs.emplace_back(sub);
@@ -297,7 +298,8 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
     judge["umask"] = 007;  // what it writes to a shared judges' cache, other judges read
     judge["binds"] = {
         {{"source", child->judge_dir}, {"target", child->judge_dir}, {"writable", true}},
-        {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}}};
+        {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}},
+        {{"source", reference_cache_dir()}, {"target", reference_cache_dir()}, {"writable", true}}};
     Json candidate = base_jail("candidate", gpu_minor);
     candidate["uid"] = candidate_uid;
     candidate["gid"] = candidate_uid;
@@ -324,6 +326,7 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
     message["judge"] = judge;
     message["candidate"] = candidate;
   } else {
+    KF_RETURN_IF_ERROR(make_dirs(reference_cache_dir()));
     KF_RETURN_IF_ERROR(make_dirs(child->judge_dir));
     KF_RETURN_IF_ERROR(make_dirs(child->candidate_dir));
     message["why_not"] = why_not_;

@@ -102,6 +102,11 @@ class SandboxPolicy {
   // The environment a jailed Python child needs (cache directories); merged into the
   // zygote's environment.
   std::filesystem::path judge_cache_dir() const { return options_.data_dir / "cache" / "judge"; }
+  // Batches' reference results (jobs/reference_reuse.h): bound writable into every judge's
+  // jail, into no candidate's; group judge_gid.
+  std::filesystem::path reference_cache_dir() const {
+    return options_.data_dir / "cache" / "reference";
+  }
   std::filesystem::path candidate_cache_dir() const {
     return options_.data_dir / "cache" / "candidates";
   }

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "kforge/frontends/http/rest_handlers.h"
+#include "kforge/jobs/batch.h"
 
 namespace kforge::frontends::http {
 
@@ -14,6 +15,8 @@ struct RestContext {
   jobs::JobService& service;
   BlockingExecutor blocking;
   RestOptions options;
+  // The batches of POST /batch, for GET /batch/{id} (batch_handlers.cc).
+  std::shared_ptr<jobs::BatchBook> batches = std::make_shared<jobs::BatchBook>();
 };
 using RestContextPtr = std::shared_ptr<const RestContext>;
 
@@ -22,6 +25,18 @@ enum class SubmitKind { kEvaluate, kCompare };
 // POST /evaluate, /compare, / (submit_handlers.cc).
 void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest request,
                    Responder responder);
+
+// POST /batch and GET /batch/{id} (batch_handlers.cc).
+void handle_submit_batch(const RestContextPtr& ctx, HttpRequest request, Responder responder);
+void handle_get_batch(const RestContextPtr& ctx, const HttpRequest& request, Responder responder);
+
+// A boolean query parameter (?wait=false, ?stream=1): `absent` when it is not given;
+// kInvalidArgument (field "query.<name>") for a value that is not a boolean.
+StatusOr<bool> parse_bool_query(const HttpRequest& request, std::string_view name, bool absent);
+
+// The answer to a refused submit; a full queue (503) or a used-up quota (429) says when to
+// come back (Retry-After).
+HttpResponse submit_error_response(const Status& status);
 
 // The 202 answer that tells a client to poll: job_status_view(job) (or {job_id, status} when
 // `job` is null), a message and `Location: /job/<id>`.

@@ -185,6 +185,12 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
   KF_RETURN_IF_ERROR(router.add("POST", "/evaluate", submit(SubmitKind::kEvaluate)));
   KF_RETURN_IF_ERROR(router.add("POST", "/compare", submit(SubmitKind::kCompare)));
   KF_RETURN_IF_ERROR(router.add("POST", "/", submit(SubmitKind::kCompare)));
+  KF_RETURN_IF_ERROR(router.add("POST", "/batch", [ctx](HttpRequest r, Responder s) {
+    handle_submit_batch(ctx, std::move(r), std::move(s));
+  }));
+  KF_RETURN_IF_ERROR(router.add("GET", "/batch/{id}", [ctx](const HttpRequest& r, Responder s) {
+    handle_get_batch(ctx, r, std::move(s));
+  }));
   KF_RETURN_IF_ERROR(router.add("GET", "/job/{id}", [ctx](const HttpRequest& r, Responder s) {
     handle_get_job(ctx, r, std::move(s));
   }));

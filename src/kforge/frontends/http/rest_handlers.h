@@ -2,6 +2,8 @@
 //
 //   POST /evaluate, POST /compare, POST / (legacy = /compare)   submit, then wait (default)
 //                                                                 or ?wait=false -> 202
+//   POST /batch                                                  one reference, N candidates
+//   GET  /batch/{id}                                             a batch's jobs and results
 //   GET  /job/{id}                                               a job and its result
 //   GET  /health                                                 liveness, devices, job counts
 //   GET  /stats                                                  counters

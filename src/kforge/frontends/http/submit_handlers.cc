@@ -16,19 +16,6 @@ namespace {
 // Retry-After of a 429/503 from a full queue: jobs take seconds, so a few seconds is right.
 constexpr int kRetryAfterSeconds = 5;
 
-// ?wait=... ; absent means true.
-StatusOr<bool> parse_wait(const HttpRequest& request) {
-  const std::string* value = request.query_param("wait");
-  if (value == nullptr) return true;
-  for (const char* yes : {"", "true", "1", "yes", "on"}) {
-    if (iequals(*value, yes)) return true;
-  }
-  for (const char* no : {"false", "0", "no", "off"}) {
-    if (iequals(*value, no)) return false;
-  }
-  return invalid_argument("must be true or false, got '" + *value + "'", "query.wait");
-}
-
 // Who unsubscribes: the first of {job done, client gone, server stopping, deadline} ends
 // the wait; the subscription id may arrive after any of them.
 class WaitState {
@@ -125,15 +112,6 @@ void wait_for_job(const RestContextPtr& ctx, const jobs::JobRecord& job, double 
   if (state->set_subscription(*sub)) ctx->service.unsubscribe(*sub);
 }
 
-// A refused submit; a full queue (503) or a used-up quota (429) says when to come back.
-HttpResponse submit_error(const Status& status) {
-  HttpResponse response = HttpResponse::error(status);
-  if (status.code() == ErrorCode::kResourceExhausted || status.code() == ErrorCode::kUnavailable) {
-    response.headers.emplace_back("Retry-After", std::to_string(kRetryAfterSeconds));
-  }
-  return response;
-}
-
 // The part of a submit that runs on the blocking pool.
 void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::string& body,
                      const std::string& client, bool wait, const Responder& responder) {
@@ -157,7 +135,7 @@ void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::stri
   const double timeout_s = request->timeout_s;
   auto job = ctx->service.submit(std::move(request).value(), client);
   if (!job.is_ok()) {
-    responder.send(submit_error(job.status()));
+    responder.send(submit_error_response(job.status()));
     return;
   }
   if (!wait) {
@@ -168,6 +146,27 @@ void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::stri
 }
 
 }  // namespace
+
+StatusOr<bool> parse_bool_query(const HttpRequest& request, std::string_view name, bool absent) {
+  const std::string* value = request.query_param(name);
+  if (value == nullptr) return absent;
+  for (const char* yes : {"", "true", "1", "yes", "on"}) {
+    if (iequals(*value, yes)) return true;
+  }
+  for (const char* no : {"false", "0", "no", "off"}) {
+    if (iequals(*value, no)) return false;
+  }
+  return invalid_argument("must be true or false, got '" + *value + "'",
+                          "query." + std::string(name));
+}
+
+HttpResponse submit_error_response(const Status& status) {
+  HttpResponse response = HttpResponse::error(status);
+  if (status.code() == ErrorCode::kResourceExhausted || status.code() == ErrorCode::kUnavailable) {
+    response.headers.emplace_back("Retry-After", std::to_string(kRetryAfterSeconds));
+  }
+  return response;
+}
 
 HttpResponse poll_response(const std::string& job_id, const jobs::JobRecord* job,
                            const std::string& message) {
@@ -183,7 +182,7 @@ HttpResponse poll_response(const std::string& job_id, const jobs::JobRecord* job
 
 void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest request,
                    Responder responder) {
-  auto wait = parse_wait(request);
+  auto wait = parse_bool_query(request, "wait", true);
   if (!wait.is_ok()) {
     responder.send(HttpResponse::error(wait.status()));
     return;

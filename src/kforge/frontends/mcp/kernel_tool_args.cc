@@ -72,23 +72,6 @@ Json kernel_code(const Json& args, const char* source, const char* type, const c
   return k;
 }
 
-// Removes null members of objects, at every depth (array elements are kept).
-void drop_nulls(Json& value) {
-  if (value.is_object()) {
-    for (auto it = value.begin(); it != value.end();) {
-      if (it->is_null()) {
-        it = value.erase(it);
-      } else {
-        drop_nulls(*it);
-        ++it;
-      }
-    }
-  } else if (value.is_array()) {
-    for (auto& e : value)
-      drop_nulls(e);
-  }
-}
-
 // Copies a KernelCode object's members to the flat argument names `prefix` + source, ...
 void flatten_kernel(const Json& kernel, Json& out, const char* source, const char* type,
                     const char* io, const char* metadata) {
@@ -126,6 +109,23 @@ Json flatten_rest_body(const Json& body) {
 }
 
 }  // namespace
+
+// Removes null members of objects, at every depth (array elements are kept).
+void drop_nulls(Json& value) {
+  if (value.is_object()) {
+    for (auto it = value.begin(); it != value.end();) {
+      if (it->is_null()) {
+        it = value.erase(it);
+      } else {
+        drop_nulls(*it);
+        ++it;
+      }
+    }
+  } else if (value.is_array()) {
+    for (auto& e : value)
+      drop_nulls(e);
+  }
+}
 
 Json normalize_arguments(Json arguments) {
   drop_nulls(arguments);

@@ -33,6 +33,9 @@ namespace kforge::frontends::mcp {
 // Members that are null are dropped at every depth: null means "not given", as there.
 Json normalize_arguments(Json arguments);
 
+// Removes null members of objects, at every depth (array elements are kept).
+void drop_nulls(Json& value);
+
 // The REST body the arguments stand for (defaults filled in). `warnings` receives notes on
 // accepted-but-unused arguments (none at present).
 StatusOr<Json> rest_body_from_arguments(KernelTool tool, const Json& arguments,

@@ -1,5 +1,6 @@
 #include "kforge/frontends/mcp/server_catalog.h"
 
+#include "kforge/frontends/mcp/batch_tool.h"
 #include "kforge/frontends/mcp/bench_tool.h"
 #include "kforge/frontends/mcp/fixtures/conformance_fixtures.h"
 #include "kforge/frontends/mcp/kernel_tasks.h"
@@ -19,6 +20,8 @@ StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& servic
   KF_RETURN_IF_ERROR(add_kernel_tools(catalog->tools, service, blocking, options.kernel_tools));
   KF_RETURN_IF_ERROR(add_bench_tool(catalog->tools, service, blocking, options.bench));
   KF_RETURN_IF_ERROR(add_kernel_tasks(*catalog, service));
+  KF_RETURN_IF_ERROR(
+      add_batch_tool(catalog->tools, service, blocking, options.kernel_tools.limits));
   if (options.workbench != nullptr) {
     catalog->info.instructions += workbench_instructions();
     KF_RETURN_IF_ERROR(

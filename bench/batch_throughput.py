@@ -1,0 +1,145 @@
+"""A batch of candidates for one problem vs the same candidates as separate compares.
+
+RL and agent loops judge many candidates of one problem at once (8-64 samples per prompt).
+This times, on one server, N Triton candidates (the same vector add with different block
+sizes and warp counts, so each compiles a kernel of its own) against one torch reference:
+
+- separate: N POST /compare sent at once (each job runs the reference again);
+- batch:    one POST /batch with the N candidates (the reference's outputs and timing computed
+            once: docs/worker-protocol.md "Reference reuse").
+
+Both modes run --rounds times, alternating, and every answer must be correct. It prints the
+wall time of each round, the ratio separate / batch (the target on a GPU is >= 4x for 16
+candidates) and how much of each batch reused the reference.
+
+    python bench/batch_throughput.py [--device cuda:0] [--candidates 16] [--rounds 2]
+        [--elements 16777216] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from integration.kernels import (  # noqa: E402
+    TORCH_ADD_REF,
+    torch_kernel,
+    triton_add,
+    vector_add_io,
+)
+from integration.kforge_server import KforgeServer  # noqa: E402
+
+VARIANTS = [(block, warps) for block in (128, 256, 512, 1024) for warps in (1, 2, 4, 8)]
+
+
+def candidate(n: int, block: int, warps: int) -> dict[str, Any]:
+    kernel = triton_add()
+    kernel["io"] = vector_add_io(n, block)
+    kernel["io"]["launch"]["num_warps"] = warps
+    return kernel
+
+
+def reference(n: int) -> dict[str, Any]:
+    return torch_kernel(
+        TORCH_ADD_REF.replace(
+            "torch.randn(4096), torch.randn(4096)", f"torch.randn({n}), torch.randn({n})"
+        )
+    )
+
+
+def options(device: str) -> dict[str, Any]:
+    return {"device": device, "num_correct_trials": 3}
+
+
+def run_separate(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> float:
+    def one(kernel: dict[str, Any]) -> dict[str, Any]:
+        with srv.client() as c:
+            r = c.post(
+                "/compare", json={"ref_kernel": ref, "custom_kernel": kernel, **options(device)}
+            )
+        assert r.status_code == 200, r.text
+        return r.json()["kernel_exec_result"]
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(len(cands)) as pool:
+        results = list(pool.map(one, cands))
+    wall = time.perf_counter() - start
+    assert all(r["correctness"] for r in results), [r.get("validation_error") for r in results]
+    return wall
+
+
+def run_batch(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> tuple[float, int]:
+    start = time.perf_counter()
+    with srv.client() as c:
+        r = c.post("/batch", json={"ref_kernel": ref, "candidates": cands, **options(device)})
+    wall = time.perf_counter() - start
+    assert r.status_code == 200, r.text
+    results = [v["kernel_exec_result"] for v in r.json()["results"]]
+    assert all(x["correctness"] for x in results), [x.get("validation_error") for x in results]
+    reused = sum(1 for x in results if x["reference_reuse"]["reused"].get("reference_timing"))
+    return wall, reused
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--candidates", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--elements", type=int, default=1 << 24)
+    parser.add_argument("--out", default="")
+    args = parser.parse_args()
+    n = args.elements
+    ref = reference(n)
+    cands = [candidate(n, *VARIANTS[i % len(VARIANTS)]) for i in range(args.candidates)]
+    srv = KforgeServer(devices=args.device, log_level="info")
+    srv.start()
+    walls: dict[str, list[float]] = {"separate": [], "batch": []}
+    reused: list[int] = []
+    try:
+        srv.wait_ready(args.device)
+        run_separate(srv, ref, cands[:1], args.device)  # warm-up: first-job costs out of the way
+        for _ in range(args.rounds):
+            walls["separate"].append(run_separate(srv, ref, cands, args.device))
+            wall, count = run_batch(srv, ref, cands, args.device)
+            walls["batch"].append(wall)
+            reused.append(count)
+    finally:
+        srv.stop()
+    sep, bat = statistics.median(walls["separate"]), statistics.median(walls["batch"])
+    print(
+        f"\nbatch throughput, {args.device}, {args.candidates} Triton candidates, vector add of {n}"
+    )
+    for mode, v in walls.items():
+        per = [w / args.candidates for w in v]
+        med, med_per = statistics.median(v), statistics.median(per)
+        print(f"{mode:9s} rounds {v}  median {med:.2f} s  per candidate {med_per:.3f} s")
+    print(f"reference timing reused by {reused} of {args.candidates} candidates per batch")
+    print(f"separate / batch = {sep / bat:.2f}x")
+    if args.out:
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "device": args.device,
+                    "candidates": args.candidates,
+                    "elements": n,
+                    "walls": walls,
+                    "reused": reused,
+                    "ratio": sep / bat,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,217 @@
+"""The reference's results, computed once per batch and reused by every candidate's judge.
+
+The jobs of a batch (`POST /batch`) share one seed, so their references see the same inputs.
+The first judge computes the reference's expected outputs (each correctness trial, each timing
+input set) and its timing and kernel activity, and saves them in `dir/key.pt`; the server gives
+the file's SHA-256 (which that judge reported in `result.reference_reuse`) to the next judge of
+the batch, which uses the file only when its bytes have that digest. The directory is bound
+into judges' jails only (docs/security.md): a candidate process never sees it, and a file
+changed by anyone else fails the digest, so the judge then computes everything itself. The
+candidate gets what it always gets: copies of the inputs, poisoned output buffers.
+
+A judge that computed a part the file lacked (the previous candidate failed before the timing,
+say) writes a fuller file and reports its digest. Files beyond MAX_BYTES of tensors are not
+written (the reason is reported); the job is then judged as any compare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import io
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kforge_worker.spec import ReferenceReuseSpec
+
+FORMAT = 1
+MAX_BYTES = 1 << 30
+# The reference's activity fields of a result (results.JobResult), reused as they are.
+ACTIVITY_FIELDS = (
+    "ref_kernel_time",
+    "ref_kernels",
+    "ref_idle_gap_ms",
+    "ref_timing_flags",
+    "ref_kernel_activity",
+)
+
+Outputs = list[tuple[str, torch.Tensor]]
+
+
+@dataclass
+class ReferenceTiming:
+    """The reference's timing as measured (before the window overhead comes off, which each
+    job measures itself), its loop's notes, and its kernel activity fields."""
+
+    stats: dict[str, Any]
+    warnings: list[str]
+    activity: dict[str, Any]
+
+
+@dataclass
+class ReferenceCache:
+    """What this judge knows of the batch's reference, loaded from the file (when its digest
+    is the server's) and extended by what this job computes."""
+
+    spec: ReferenceReuseSpec | None
+    correctness: dict[int, Outputs] = field(default_factory=dict)
+    timing_outputs: list[list[torch.Tensor]] | None = None
+    timing: ReferenceTiming | None = None
+    note: str = ""  # why the file was not used, if it was not
+    reused: dict[str, Any] = field(default_factory=dict)
+    dirty: bool = False
+
+    @classmethod
+    def open(cls, spec: ReferenceReuseSpec | None) -> ReferenceCache:
+        cache = cls(spec)
+        if spec is None:
+            return cache
+        if spec.sha256 is None:
+            cache.note = "first job of the batch for these inputs: the reference runs here"
+            return cache
+        try:
+            data = _read(spec)
+        except OSError as e:
+            cache.note = f"the batch's reference file cannot be read ({e.strerror})"
+            return cache
+        if hashlib.sha256(data).hexdigest() != spec.sha256:
+            cache.note = "the batch's reference file does not have the digest the server kept"
+            return cache
+        try:
+            saved = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            cache._adopt(saved)
+        except Exception as e:
+            return cls(spec, note=f"the batch's reference file is unreadable: {type(e).__name__}")
+        return cache
+
+    def _adopt(self, saved: Any) -> None:
+        if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+            raise ValueError("unknown format")
+        if self.spec is None or saved.get("key") != self.spec.key:
+            raise ValueError("another key")
+        self.correctness = {
+            int(k): [(str(n), t) for n, t in v] for k, v in saved["correctness"].items()
+        }
+        self.timing_outputs = saved.get("timing_outputs")
+        timing = saved.get("timing")
+        self.timing = None if timing is None else ReferenceTiming(**timing)
+
+    # --- correctness -----------------------------------------------------------------
+
+    def expected(self, trial: int, device: torch.device) -> Outputs | None:
+        """The reference's outputs of a correctness trial, on `device`, if known."""
+        if self.spec is None or trial not in self.correctness:
+            return None
+        self.reused["correctness_trials"] = self.reused.get("correctness_trials", 0) + 1
+        return [(n, t.to(device)) for n, t in self.correctness[trial]]
+
+    def keep_expected(self, trial: int, outputs: Outputs) -> None:
+        if self.spec is None or trial in self.correctness:
+            return
+        self.correctness[trial] = [(n, t.detach().to("cpu", copy=True)) for n, t in outputs]
+        self.dirty = True
+
+    # --- timing ----------------------------------------------------------------------
+
+    def expected_for_timing(self, device: torch.device) -> list[list[torch.Tensor]] | None:
+        if self.spec is None or self.timing_outputs is None:
+            return None
+        self.reused["timing_outputs"] = True
+        return [[t.to(device) for t in one] for one in self.timing_outputs]
+
+    def keep_timing_outputs(self, outputs: list[list[torch.Tensor]]) -> None:
+        if self.spec is None or self.timing_outputs is not None:
+            return
+        self.timing_outputs = [[t.detach().to("cpu", copy=True) for t in one] for one in outputs]
+        self.dirty = True
+
+    def reference_timing(self) -> ReferenceTiming | None:
+        if self.spec is None or self.timing is None:
+            return None
+        self.reused["reference_timing"] = True
+        return self.timing
+
+    def keep_timing(self, timing: ReferenceTiming) -> None:
+        if self.spec is None or self.timing is not None:
+            return
+        self.timing = timing
+        self.dirty = True
+
+    # --- the end of the job ----------------------------------------------------------
+
+    def close(self) -> dict[str, Any] | None:
+        """Writes the file when this job added to it; the result's `reference_reuse`."""
+        spec = self.spec
+        if spec is None:
+            return None
+        out: dict[str, Any] = {
+            "key": spec.key,
+            "reused": self.reused,
+            "stored": False,
+            "sha256": spec.sha256 if not self.note else None,
+        }
+        if self.note:
+            out["note"] = self.note
+        if not self.dirty:
+            return out
+        size = self._tensor_bytes()
+        if size > MAX_BYTES:
+            out["note"] = (
+                f"the reference's outputs take {size} bytes, above {MAX_BYTES}: not kept for "
+                "the batch's next candidates"
+            )
+            return out
+        buffer = io.BytesIO()
+        saved = {
+            "format": FORMAT,
+            "key": spec.key,
+            "correctness": {str(k): v for k, v in self.correctness.items()},
+            "timing_outputs": self.timing_outputs,
+            "timing": None if self.timing is None else dataclasses.asdict(self.timing),
+        }
+        torch.save(saved, buffer)
+        data = buffer.getvalue()
+        try:
+            _write(spec, data)
+        except OSError as e:
+            out["note"] = f"the reference file could not be written ({e.strerror})"
+            return out
+        out["stored"] = True
+        out["sha256"] = hashlib.sha256(data).hexdigest()
+        return out
+
+    def _tensor_bytes(self) -> int:
+        tensors = [t for v in self.correctness.values() for _, t in v]
+        tensors += [t for one in self.timing_outputs or [] for t in one]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _path(spec: ReferenceReuseSpec) -> str:
+    return os.path.join(spec.dir, spec.key + ".pt")
+
+
+def _read(spec: ReferenceReuseSpec) -> bytes:
+    with open(_path(spec), "rb") as f:
+        data = f.read(MAX_BYTES * 2 + 1)
+    return data
+
+
+def _write(spec: ReferenceReuseSpec, data: bytes) -> None:
+    """Atomically (a reader sees the old file or the new one, never a part)."""
+    os.makedirs(spec.dir, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=spec.dir, prefix=".tmp-", suffix=".pt")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        # The batch's next judges run as other uids of the judges' group (mkstemp made it 0600).
+        os.chmod(tmp, 0o640)
+        os.replace(tmp, _path(spec))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

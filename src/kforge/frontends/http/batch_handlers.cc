@@ -1,0 +1,169 @@
+// POST /batch and GET /batch/{id} (docs/rest-api.md "Batches"): one reference, N candidates,
+// each an ordinary compare job (GET /job/{id} works for each). The answer waits for every job
+// (default), says where to poll (?wait=false: 202), or streams one SSE event per finished
+// candidate (Accept: text/event-stream or ?stream=1).
+#include <chrono>
+#include <optional>
+
+#include "kforge/common/error_mapping.h"
+#include "kforge/common/json.h"
+#include "kforge/frontends/http/rest_context.h"
+#include "kforge/jobs/batch.h"
+#include "kforge/jobs/job_view.h"
+#include "kforge/model/batch.h"
+
+namespace kforge::frontends::http {
+namespace {
+
+Json job_ids(const jobs::BatchRecord& batch) {
+  Json ids = Json::array();
+  for (const auto& id : batch.job_ids)
+    ids.push_back(id);
+  return ids;
+}
+
+HttpResponse batch_poll_response(const Json& view, const std::string& message) {
+  Json body = view;
+  body["message"] = message;
+  HttpResponse response = HttpResponse::json(202, body);
+  response.headers.emplace_back("Location", "/batch/" + view.value("batch_id", std::string()));
+  return response;
+}
+
+// The batch as it is now, answered on `r` (or as the stream's last event): the jobs are
+// durable, the client polls GET /batch/{id}.
+void answer_current(const RestContextPtr& ctx, const jobs::BatchRecord& batch,
+                    const std::optional<EventStream>& stream, const Responder& r,
+                    const std::string& why) {
+  ctx->blocking([ctx, batch, stream, r, why] {
+    Json view = jobs::batch_view(ctx->service, batch);
+    const std::string message = why + "; poll GET /batch/" + batch.id;
+    if (stream) {
+      view["message"] = message;
+      stream->send_event(SseEvent::of(dump_json(view), "pending"));
+      stream->close();
+      return;
+    }
+    r.send(batch_poll_response(view, message));
+  });
+}
+
+// Waits for every job of the batch: each finished candidate is an event of the stream (when
+// streaming); after the last, the answer. The first of {all done, client gone, server
+// stopping, deadline} ends the wait.
+void wait_for_batch(const RestContextPtr& ctx, const jobs::BatchRecord& batch,
+                    const Responder& responder, std::optional<EventStream> stream) {
+  if (stream) {
+    stream->send_event(
+        SseEvent::of(dump_json({{"batch_id", batch.id}, {"jobs", job_ids(batch)}}), "batch"));
+  }
+  auto on_job = [stream](size_t index, const jobs::JobRecord& job, const Json& view, size_t) {
+    if (!stream) return;
+    stream->send_event(
+        SseEvent::of(dump_json({{"index", index}, {"job_id", job.id}, {"result", view}}), "result",
+                     std::to_string(index)));
+  };
+  auto on_all = [batch, stream, responder](Json views) {
+    if (stream) {
+      stream->send_event(SseEvent::of(
+          dump_json({{"batch_id", batch.id}, {"total", batch.job_ids.size()}}), "done"));
+      stream->close();
+      return;
+    }
+    responder.send(HttpResponse::json(
+        200, {{"batch_id", batch.id}, {"jobs", job_ids(batch)}, {"results", std::move(views)}}));
+  };
+  // The exchange's callbacks hold no Responder (responder.h) and the watch only weakly: the
+  // JobService's callbacks keep it until the last job has finished.
+  std::weak_ptr<jobs::BatchWatch> watch =
+      jobs::BatchWatch::start(ctx->service, batch, std::move(on_job), std::move(on_all));
+  responder.on_cancel([ctx, batch, stream, watch](CancelReason reason, const Responder& r) {
+    auto w = watch.lock();
+    if (!w || !w->end()) return;
+    if (reason == CancelReason::kServerStopping) {
+      answer_current(ctx, batch, stream, r, "the server is stopping");
+    }
+  });
+  const double seconds = batch.timeout_s * static_cast<double>(batch.job_ids.size());
+  const auto bound = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0)) +
+                     ctx->options.queue_wait_allowance;
+  responder.on_deadline(bound, [ctx, batch, stream, watch, bound](const Responder& r) {
+    auto w = watch.lock();
+    if (!w || !w->end()) return;
+    answer_current(
+        ctx, batch, stream, r,
+        "not every candidate finished after " + std::to_string(bound.count()) + " ms of waiting");
+  });
+}
+
+void submit_batch_blocking(const RestContextPtr& ctx, const std::string& body,
+                           const std::string& client, bool wait, bool stream,
+                           const Responder& responder) {
+  if (responder.cancelled()) {
+    responder.send(HttpResponse::error(unavailable("the request was cancelled before submit")));
+    return;
+  }
+  auto json = parse_json(body);
+  if (!json.is_ok()) {
+    responder.send(HttpResponse::error(json.status()));
+    return;
+  }
+  auto request = model::parse_batch_request(*json, ctx->options.limits);
+  if (!request.is_ok()) {
+    responder.send(HttpResponse::error(request.status()));
+    return;
+  }
+  auto batch =
+      jobs::submit_batch(ctx->service, ctx->batches.get(), std::move(request).value(), client);
+  if (!batch.is_ok()) {
+    responder.send(submit_error_response(batch.status()));
+    return;
+  }
+  if (!wait && !stream) {
+    responder.send(batch_poll_response(
+        {{"batch_id", batch->id}, {"jobs", job_ids(*batch)}, {"state", "running"}},
+        "accepted; poll GET /batch/" + batch->id));
+    return;
+  }
+  std::optional<EventStream> events;
+  if (stream) events = responder.start_stream(StreamHead{});
+  wait_for_batch(ctx, *batch, responder, std::move(events));
+}
+
+}  // namespace
+
+void handle_submit_batch(const RestContextPtr& ctx, HttpRequest request, Responder responder) {
+  auto wait = parse_bool_query(request, "wait", true);
+  if (!wait.is_ok()) {
+    responder.send(HttpResponse::error(wait.status()));
+    return;
+  }
+  auto stream = parse_bool_query(request, "stream", false);
+  if (!stream.is_ok()) {
+    responder.send(HttpResponse::error(stream.status()));
+    return;
+  }
+  const std::string* accept = request.header("accept");
+  const bool sse =
+      *stream || (accept != nullptr && accept->find("text/event-stream") != std::string::npos);
+  ctx->blocking([ctx, wait = *wait, sse, body = std::move(request.body),
+                 client = std::move(request.client), responder = std::move(responder)] {
+    submit_batch_blocking(ctx, body, client, wait, sse, responder);
+  });
+}
+
+void handle_get_batch(const RestContextPtr& ctx, const HttpRequest& request, Responder responder) {
+  const std::string* id = request.path_param("id");
+  ctx->blocking([ctx, id = id == nullptr ? std::string() : *id, responder = std::move(responder)] {
+    auto batch = ctx->batches->get(id);
+    if (!batch) {
+      responder.send(HttpResponse::error(
+          not_found("batch '" + id + "' is unknown (batches are kept in memory: the " +
+                    "server may have restarted since; its jobs are still at GET /job/{id})")));
+      return;
+    }
+    responder.send(HttpResponse::json(200, jobs::batch_view(ctx->service, *batch)));
+  });
+}
+
+}  // namespace kforge::frontends::http

@@ -1,0 +1,19 @@
+// The MCP tool batch_compare: one reference, N candidates, the compare options once (the
+// arguments are POST /batch's body, docs/rest-api.md "Batches"). Each candidate is an ordinary
+// compare job; the reference's results are computed once for the batch. Progress counts the
+// finished candidates (each message names the job); the answer is {batch_id, jobs, results}
+// once every candidate has finished; notifications/cancelled cancels every job of the batch.
+#pragma once
+
+#include "kforge/common/status.h"
+#include "kforge/frontends/http/blocking_executor.h"
+#include "kforge/frontends/mcp/tool_registry.h"
+#include "kforge/jobs/job_service.h"
+#include "kforge/model/request.h"
+
+namespace kforge::frontends::mcp {
+
+Status add_batch_tool(ToolRegistry& tools, jobs::JobService& service,
+                      http::BlockingExecutor blocking, model::RequestLimits limits);
+
+}  // namespace kforge::frontends::mcp
