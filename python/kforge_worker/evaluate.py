@@ -211,7 +211,8 @@ def _note_inputs_device(result: JobResult, kernels: JobKernels) -> None:
     if kernels.input_source != "get_inputs":
         return
     fallback = kernels.inputs_fallback
-    result.metadata["get_inputs_device"] = "cpu" if fallback else str(kernels.device)
+    device = result.metadata.get("device") or str(kernels.device)  # the job's name for it
+    result.metadata["get_inputs_device"] = "cpu" if fallback else device
     if fallback:
         result.metadata["get_inputs_fallback"] = fallback
         result.warn(f"inputs made on the cpu: {fallback}")
