@@ -8,7 +8,7 @@ time. A phase that never ran is absent, not zero.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -25,7 +25,9 @@ class _Open:
 class PhaseClock:
     """Charges wall time to named phases (milliseconds), innermost phase only."""
 
-    def __init__(self) -> None:
+    def __init__(self, now_ns: Callable[[], int] = time.perf_counter_ns) -> None:
+        """`now_ns`: a monotonic clock in nanoseconds (tests pass their own)."""
+        self._now_ns = now_ns
         self._ms: dict[str, float] = {}
         self._stack: list[_Open] = []  # the open phases, innermost last
 
@@ -33,14 +35,14 @@ class PhaseClock:
     def phase(self, name: str) -> Iterator[None]:
         """Charges the time spent inside to `name` (minus any phase opened inside it)."""
         assert name in PHASES, name
-        now = time.perf_counter_ns()
+        now = self._now_ns()
         if self._stack:
             self._charge(self._stack[-1], now)
         self._stack.append(_Open(name, now))
         try:
             yield
         finally:
-            now = time.perf_counter_ns()
+            now = self._now_ns()
             self._charge(self._stack.pop(), now)
             if self._stack:
                 self._stack[-1].since_ns = now
@@ -53,7 +55,7 @@ class PhaseClock:
         if not self._stack or not ms > 0:
             return
         top = self._stack[-1]
-        self._charge(top, time.perf_counter_ns())
+        self._charge(top, self._now_ns())
         running = top.name
         moved = min(float(ms), self._ms.get(running, 0.0))
         self._ms[running] -= moved
@@ -63,7 +65,7 @@ class PhaseClock:
         """The phases that ran, in PHASES order, in ms rounded to microseconds (an open
         phase counts up to now)."""
         if self._stack:
-            self._charge(self._stack[-1], time.perf_counter_ns())
+            self._charge(self._stack[-1], self._now_ns())
         return {p: round(self._ms[p], 3) for p in PHASES if p in self._ms}
 
     def _charge(self, entry: _Open, now: int) -> None:

@@ -19,14 +19,14 @@ PhaseClock::Scope::~Scope() {
 void PhaseClock::enter(const std::string& phase) {
   KF_CHECK(std::find(std::begin(kPhases), std::end(kPhases), phase) != std::end(kPhases),
            "unknown phase " + phase);
-  const auto now = Clock::now();
+  const auto now = now_();
   if (!open_.empty()) charge(open_.back(), now);
   open_.push_back({phase, now});
 }
 
 void PhaseClock::leave() {
   KF_CHECK(!open_.empty(), "a phase left that was never entered");
-  const auto now = Clock::now();
+  const auto now = now_();
   charge(open_.back(), now);
   open_.pop_back();
   if (!open_.empty()) open_.back().since = now;
@@ -41,7 +41,7 @@ Json PhaseClock::to_json() const {
   std::map<std::string, double> ms = ms_;
   if (!open_.empty()) {
     ms[open_.back().phase] +=
-        std::chrono::duration<double, std::milli>(Clock::now() - open_.back().since).count();
+        std::chrono::duration<double, std::milli>(now_() - open_.back().since).count();
   }
   Json out = Json::object();
   for (const char* phase : kPhases) {

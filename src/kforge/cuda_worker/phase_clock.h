@@ -15,8 +15,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kforge/common/json.h"
@@ -25,6 +27,12 @@ namespace kforge::cuda_worker {
 
 class PhaseClock {
  public:
+  using Clock = std::chrono::steady_clock;
+  using NowFn = std::function<Clock::time_point()>;
+
+  // `now`: a monotonic clock (tests pass their own).
+  explicit PhaseClock(NowFn now = Clock::now) : now_(std::move(now)) {}
+
   // The phases, in the order results list them.
   static constexpr const char* kPhases[] = {"import",    "compile", "inputs", "reference",
                                             "candidate", "compare", "timing"};
@@ -47,7 +55,6 @@ class PhaseClock {
   Json to_json() const;
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct Open {
     std::string phase;
     Clock::time_point since;
@@ -56,6 +63,7 @@ class PhaseClock {
   void leave();
   void charge(Open& open, Clock::time_point now);
 
+  NowFn now_;
   std::map<std::string, double> ms_;
   std::vector<Open> open_;  // innermost last
 };
