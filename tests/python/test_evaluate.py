@@ -364,7 +364,7 @@ def test_phases_ms_cover_the_compare_and_fit_in_its_wall_time(tmp_path):
     assert result["correctness"], result.get("validation_error")
     phases = result["phases_ms"]
     assert list(phases) == ["import", "inputs", "reference", "candidate", "compare", "timing"]
-    assert all(v > 0 for v in phases.values()), phases
+    assert all(v >= 0 for v in phases.values()), phases
     assert sum(phases.values()) <= wall_ms
 
 
