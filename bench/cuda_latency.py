@@ -166,7 +166,7 @@ def measure(
         "cached_p95": percentile(cached, 0.95),
         "kernel_runtime_ms": last.get("runtime"),
         "compile": last.get("metadata", {}).get("compile"),
-        "phases_ms": last.get("metadata", {}).get("phases_ms"),
+        "phases_ms": last.get("phases_ms"),
         "process": last.get("process"),
     }
 

@@ -30,6 +30,17 @@
 #   ONLY_BATCH=1         run only the batch parts: tests/integration/test_batch.py on the GPU,
 #                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares)
 #                        and bench/interference.py (timing alone vs under compile load)
+#   ONLY_KERNELBENCH=1   run only bench/kernelbench_throughput.py: KernelBench problems (torch vs
+#                        torch) through kforge and one process per problem; SKIP_KERNELBENCH=1
+#                        skips it in a full run. KERNELBENCH_PROBLEMS (default
+#                        kernelbench/KernelBench: DIR/level1, DIR/level2; carried here, never
+#                        committed), KERNELBENCH_DIR (a KernelBench checkout whose own
+#                        eval_kernel_against_ref is the baseline; default kernelbench if it has
+#                        src/, else the bench's builtin per-process harness), KERNELBENCH_LEVELS
+#                        (default 1,2; one level per call keeps a call under 10 minutes),
+#                        KERNELBENCH_LIMIT (problems per level, default all),
+#                        KERNELBENCH_BASELINE_LIMIT (baseline problems per level, default 5,
+#                        the rest extrapolated)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -41,6 +52,8 @@ mkdir -p "$out"
 py="$KFORGE_PYTHON"
 
 declare -a names results
+# promtool checks GET /metrics (tests/integration/test_metrics.py); the host cannot install it.
+command -v promtool >/dev/null || export KFORGE_NO_PROMTOOL=1
 record() { names+=("$1"); results+=("$2"); }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
@@ -79,6 +92,36 @@ if [[ -n "${ONLY_TIMING:-}" ]]; then
   "$py" tests/adversarial/run.py --device "$KFORGE_TEST_DEVICE" --json "$out/adversarial.json" 2>&1 |
     tee "$out/adversarial.log" | tail -32
   record "adversarial corpus" "$(tail -1 "$out/adversarial.log")"
+  summary
+  exit 0
+fi
+
+kernelbench() {
+  local kb_problems="${KERNELBENCH_PROBLEMS:-$PWD/kernelbench/KernelBench}"
+  local kb_dir="${KERNELBENCH_DIR:-}"
+  [[ -z "$kb_dir" && -d "$PWD/kernelbench/src" ]] && kb_dir="$PWD/kernelbench"
+  local kb_levels="${KERNELBENCH_LEVELS:-1,2}"
+  if [[ ! -d "$kb_problems" ]]; then
+    record "kernelbench throughput" "not run: no problems at $kb_problems (set KERNELBENCH_PROBLEMS)"
+    return
+  fi
+  echo "== benchmark: KernelBench levels $kb_levels, torch vs torch, kforge vs one process per problem"
+  "$py" bench/kernelbench_throughput.py --problems "$kb_problems" --levels "$kb_levels" \
+    --device "$KFORGE_TEST_DEVICE" --baseline-limit "${KERNELBENCH_BASELINE_LIMIT:-5}" \
+    ${KERNELBENCH_LIMIT:+--limit "$KERNELBENCH_LIMIT"} ${kb_dir:+--kernelbench-dir "$kb_dir"} \
+    --out "$out/kernelbench-${kb_levels//,/-}.json" 2>"$out/kernelbench.log" |
+    tee "$out/kernelbench.txt"
+  local row
+  for row in "kforge all" "process/problem all"; do
+    record "kernelbench $row (n ok s /h)" "$(grep "^$row" "$out/kernelbench.txt" | awk '{print $(NF-3), $(NF-2), $(NF-1), $NF}')"
+  done
+  local harness="builtin per-process harness"
+  [[ -n "$kb_dir" ]] && harness="KernelBench's eval_kernel_against_ref"
+  record "kernelbench throughput ratio" "$(grep '^throughput kforge' "$out/kernelbench.txt" | awk '{print $NF}') (baseline: $harness)"
+}
+
+if [[ -n "${ONLY_KERNELBENCH:-}" ]]; then
+  kernelbench
   summary
   exit 0
 fi
@@ -247,6 +290,10 @@ fi
 
 if [[ -z "${SKIP_FIDELITY:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
   fidelity
+fi
+
+if [[ -z "${SKIP_KERNELBENCH:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
+  kernelbench
 fi
 
 echo

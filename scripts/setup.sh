@@ -17,6 +17,7 @@ apt_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy clang libclang-rt-14-dev libseccomp-dev
   python3 python3-venv curl
+  prometheus  # for promtool (`promtool check metrics` on GET /metrics, tests/integration/test_metrics.py)
 )
 
 missing=()

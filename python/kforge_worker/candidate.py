@@ -40,7 +40,7 @@ from kforge_worker.activity import pass_to_wire, profile_windows
 from kforge_worker.binding import Invocation, poison_value
 from kforge_worker.compare import plain_tensor_problem
 from kforge_worker.devinfo import WorkerDevice, synchronize
-from kforge_worker.inputs import BoundArg, call_seeded
+from kforge_worker.inputs import BoundArg, ProblemCalls
 from kforge_worker.loaders import (
     DeviceUnavailable,
     LoadError,
@@ -118,6 +118,9 @@ class Candidate:
         # How the kernel was loaded (the `load` request and its init inputs): a replay under
         # Nsight Compute builds it again the same way.
         self.loaded_as: dict[str, Any] = {}
+        # The module's get_inputs()/get_init_inputs(), on the device unless they fell back.
+        self.problem_calls = ProblemCalls(self.tdev)
+        self.compile_ms = 0.0  # NVRTC build time of a `cuda` kernel inside `load`
 
     # -- requests -------------------------------------------------------------------------
 
@@ -144,7 +147,14 @@ class Candidate:
 
     def _reply_error(self, reply: str, kind: str, message: str) -> None:
         _send(
-            self.channel, {"type": reply, "ok": False, "error": {"kind": kind, "message": message}}
+            self.channel,
+            {
+                "type": reply,
+                "ok": False,
+                "error": {"kind": kind, "message": message},
+                "compile_ms": self.compile_ms,
+                "inputs_fallback": self.problem_calls.fallback,
+            },
         )
 
     def load(self, message: dict[str, Any], init_inputs: Any) -> None:
@@ -165,16 +175,22 @@ class Candidate:
                 "prefer_new": bool(message.get("prefer_new", True)),
                 "init_inputs": init,
             }
-            self.runnable = build_runnable(
-                kernel,
-                self.module,
-                init,
-                int(message.get("model_seed", 0)),
-                prefer_new=bool(message.get("prefer_new", True)),
-                device=self.tdev,
-                cache_dir=cache,
-                init_seed=int(message.get("init_seed", 0)),
-            )
+            started = time.perf_counter_ns()
+            try:
+                self.runnable = build_runnable(
+                    kernel,
+                    self.module,
+                    init,
+                    int(message.get("model_seed", 0)),
+                    prefer_new=bool(message.get("prefer_new", True)),
+                    device=self.tdev,
+                    cache_dir=cache,
+                    init_seed=int(message.get("init_seed", 0)),
+                    calls=self.problem_calls,
+                )
+            finally:
+                if kernel.kernel_type == "cuda":
+                    self.compile_ms = (time.perf_counter_ns() - started) / 1e6
         except LoadError as e:
             self._reply_error("loaded", "compile", e.details)
             return
@@ -194,6 +210,8 @@ class Candidate:
                 "passes_outputs": self.runnable.passes_outputs,
                 "has_get_inputs": callable(getattr(self.module, "get_inputs", None)),
                 "warnings": list(self.runnable.warnings),
+                "compile_ms": self.compile_ms,
+                "inputs_fallback": self.problem_calls.fallback,
             },
         )
 
@@ -204,7 +222,7 @@ class Candidate:
             self._reply_error("inputs", "setup", "the kernel defines no get_inputs()")
             return
         try:
-            values = call_seeded(fn, int(message.get("seed", 0)))
+            values = self.problem_calls.call(fn, int(message.get("seed", 0)), "get_inputs()")
         except Exception as e:
             self._reply_error(
                 "inputs", "runtime", f"get_inputs() raised:\n{format_user_traceback(e)}"
@@ -215,7 +233,8 @@ class Candidate:
                 "inputs", "runtime", f"get_inputs() must return a list, got {type(values).__name__}"
             )
             return
-        _send(self.channel, {"type": "inputs", "ok": True}, list(values))
+        reply = {"type": "inputs", "ok": True, "inputs_fallback": self.problem_calls.fallback}
+        _send(self.channel, reply, list(values))
 
     def _invocation(self, plan: dict[str, Any], slots: Any) -> Invocation:
         return invocation_from_plan(plan, slots)

@@ -141,15 +141,20 @@ def run_correctness(
     for index in range(job.num_correct_trials):
         trial = _Trial(kernels, job, result, details, index, cache)
         try:
-            inputs = kernels.make_inputs(index)
+            with result.phases.phase("inputs"):
+                inputs = kernels.make_inputs(index)
         except Exception as e:
             result.fail("runtime", f"could not build the inputs of {trial.label}: {e}")
             return False
         if index == 0:
             result.metadata["inputs"] = summarize(inputs, kernels.defining_io)
-        passed = (
-            _compare(trial, inputs) if kernels.reference is not None else _evaluate(trial, inputs)
-        )
+        # Everything of a trial but its kernels' runs is the judge's comparing and checking.
+        with result.phases.phase("compare"):
+            passed = (
+                _compare(trial, inputs)
+                if kernels.reference is not None
+                else _evaluate(trial, inputs)
+            )
         if not passed:
             return False
         details.trials_passed += 1
@@ -254,7 +259,8 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
         if out.role == "output" and isinstance(out.value, torch.Tensor):
             want = expected_values[i] if i < len(expected_values) else None
             poison_for(out.value, want, _tolerance(trial, out.value.dtype))
-    reply = kernels.candidate.link.call(cand_inv, seed=trial.call_seed)
+    with result.phases.phase("candidate"):
+        reply = kernels.candidate.link.call(cand_inv, seed=trial.call_seed)
     if reply.failure is not None:
         return _remote_failure(trial, reply)
     _threads(trial, reply.threads_started)
@@ -306,7 +312,8 @@ def _reference_outputs(trial: _Trial, inputs: InputSet) -> list[tuple[str, torch
         return None
     try:
         torch.manual_seed(trial.call_seed)
-        ref_returned = call_kernel(kernels.reference, ref_inv, device)
+        with result.phases.phase("reference"):
+            ref_returned = call_kernel(kernels.reference, ref_inv, device)
     except Exception as e:
         result.fail(
             "runtime", f"the reference kernel raised in {trial.label}:\n{format_user_traceback(e)}"
@@ -378,7 +385,8 @@ def _evaluate(trial: _Trial, inputs: InputSet) -> bool:
     for variant in (0, 1):
         inv = kernels.bind_candidate(inputs.clone())
         binding.poison(inv.output_only, variant)
-        reply = kernels.candidate.link.call(inv, seed=trial.call_seed)
+        with trial.result.phases.phase("candidate"):
+            reply = kernels.candidate.link.call(inv, seed=trial.call_seed)
         if reply.failure is not None:
             return _remote_failure(trial, reply)
         _threads(trial, reply.threads_started)

@@ -38,7 +38,7 @@ from kforge_worker.compare import compare_tensors, resolve_tolerance
 from kforge_worker.correctness import call_kernel, report_exception, run_correctness
 from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.devinfo import WorkerDevice
-from kforge_worker.inputs import InputError, derive_seed
+from kforge_worker.inputs import InputError, InputSet, derive_seed
 from kforge_worker.kernels import (
     JobKernels,
     ReferenceLoadError,
@@ -188,7 +188,12 @@ def _run(
     report("loading", "importing the kernel source", result.to_dict())
     try:
         kernels = load_kernels(
-            job, tdev, link, candidate_dir=candidate_dir, candidate_cache_dir=candidate_cache_dir
+            job,
+            tdev,
+            link,
+            candidate_dir=candidate_dir,
+            candidate_cache_dir=candidate_cache_dir,
+            phases=result.phases,
         )
     except LoadError as e:
         result.compiled = isinstance(e, ReferenceLoadError)  # the candidate itself loaded
@@ -207,18 +212,65 @@ def _run(
     result.metadata["input_source"] = kernels.input_source
     for warning in kernels.candidate.warnings:
         result.warn(warning)
+    try:
+        _check_and_time(job, tdev, kernels, result, report, reuse)
+    finally:
+        _note_inputs_device(result, kernels)
 
+
+def _note_inputs_device(result: JobResult, kernels: JobKernels) -> None:
+    """Where a KernelBench problem's get_inputs() drew its tensors, and why on the cpu if it
+    fell back there (module docstring of inputs.py)."""
+    if kernels.input_source != "get_inputs":
+        return
+    fallback = kernels.inputs_fallback
+    device = result.metadata.get("device") or str(kernels.device)  # the job's name for it
+    result.metadata["get_inputs_device"] = "cpu" if fallback else device
+    if fallback:
+        result.metadata["get_inputs_fallback"] = fallback
+        result.warn(f"inputs made on the cpu: {fallback}")
+
+
+def _check_and_time(
+    job: JobSpec,
+    tdev: torch.device,
+    kernels: JobKernels,
+    result: JobResult,
+    report: ProgressFn,
+    reuse: ReferenceCache,
+) -> None:
     report("correctness", f"{job.num_correct_trials} correctness trial(s)", result.to_dict())
     result.correctness = run_correctness(kernels, job, result, reuse)
     if not result.correctness or not job.measure_performance:
         return
+    with result.phases.phase("timing"):
+        timed = _time_both(job, tdev, kernels, result, report, reuse)
+    # The server asks for device metrics on GPUs only; the cpu device runs them in tests.
+    if timed is not None and job.device_metrics is not None:
+        report("device_metrics", "profiling under Nsight Compute", result.to_dict())
+        _device_metrics(result, job, kernels, timed, tdev)
 
-    # Fresh input sets, not the checked ones; the candidate's timed trials take them in turn.
+
+def _time_both(
+    job: JobSpec,
+    tdev: torch.device,
+    kernels: JobKernels,
+    result: JobResult,
+    report: ProgressFn,
+    reuse: ReferenceCache,
+) -> InputSet | None:
+    """Times the reference (a compare) and the candidate; the input set they were timed on,
+    or None when timing failed (the result says why)."""
+    # Fresh input sets, not the checked ones, made once: the candidate's timed trials take
+    # them in turn (copied into the same buffers), the reference is timed on the first.
     try:
-        sets = [kernels.make_inputs(job.num_correct_trials + k) for k in range(TIMING_INPUT_SETS)]
+        with result.phases.phase("inputs"):
+            sets = [
+                kernels.make_inputs(job.num_correct_trials + k) for k in range(TIMING_INPUT_SETS)
+            ]
     except Exception as e:
         result.fail("runtime", f"could not build the timing inputs: {e}")
-        return
+        return None
     inputs = sets[0]
     expected: list[list[torch.Tensor]] | None = None
     ref: TimingReport | None = None
@@ -231,10 +283,11 @@ def _run(
             for one in sets:
                 ref_inv = kernels.bind_reference(one.clone())
                 try:
-                    returned = call_kernel(kernels.reference, ref_inv, tdev)
+                    with result.phases.phase("reference"):
+                        returned = call_kernel(kernels.reference, ref_inv, tdev)
                 except Exception as e:
                     report_exception(result, e, "the reference kernel raised on the timing inputs")
-                    return
+                    return None
                 expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
             reuse.keep_timing_outputs(expected)
         reused_timing = reuse.reference_timing()
@@ -245,13 +298,13 @@ def _run(
                 kernels.reference, kernels.bind_reference(inputs.clone()), job, tdev, result=result
             )
             if ref is None:
-                return
+                return None
             result.ref_runtime_stats = ref.stats
         result.ref_runtime = result.ref_runtime_stats.median
     report("timing_candidate", "timing the kernel", result.to_dict())
     timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
     if timed is None:
-        return
+        return None
     stats, reply = timed
     result.runtime_stats = stats
     result.runtime = stats.median
@@ -283,10 +336,7 @@ def _run(
         )
     _speedup(result)
     _withhold_speedup(result)
-    # The server asks for device metrics on GPUs only; the cpu device runs them in tests.
-    if job.device_metrics is not None:
-        report("device_metrics", "profiling under Nsight Compute", result.to_dict())
-        _device_metrics(result, job, kernels, inputs, tdev)
+    return inputs
 
 
 def _time_local(

@@ -22,6 +22,7 @@ from kforge_worker.inputs import (
     BoundArg,
     InputError,
     InputSet,
+    ProblemCalls,
     call_seeded,
     clone_value,
     derive_seed,
@@ -42,6 +43,7 @@ from kforge_worker.loaders import (
     torch_runnable,
     torch_target,
 )
+from kforge_worker.phases import PhaseClock
 from kforge_worker.spec import IOContract, JobSpec, KernelSpec
 
 TORCH_TYPES = ("torch", "torch_cuda")
@@ -84,6 +86,15 @@ class JobKernels:
     reference_spec: KernelSpec | None
     server_seed: int
     device: torch.device
+    # get_inputs()/get_init_inputs() of the problem, on the device unless it fell back.
+    problem_calls: ProblemCalls
+    # Why the candidate process made its own get_inputs() on the cpu (an evaluate), if it did.
+    candidate_inputs_fallback: str | None = None
+
+    @property
+    def inputs_fallback(self) -> str | None:
+        """Why the problem's inputs were made on the cpu instead of the device, if they were."""
+        return self.problem_calls.fallback or self.candidate_inputs_fallback
 
     def make_inputs(self, trial: int) -> InputSet:
         """The pristine inputs of one trial (kernels get clones). Raises InputError."""
@@ -91,8 +102,12 @@ class JobKernels:
             return make_io_inputs(self.defining_io, self.server_seed, trial, self.device)
         seed = derive_seed(self.server_seed, "trial", trial, "get_inputs")
         if self.get_inputs is not None:
-            return make_kernelbench_inputs(self.get_inputs, self.server_seed, trial, self.device)
-        values, failure = self.candidate.link.gen_inputs(seed)
+            return make_kernelbench_inputs(
+                self.get_inputs, self.server_seed, trial, self.device, self.problem_calls
+            )
+        values, failure, fallback = self.candidate.link.gen_inputs(seed)
+        if fallback and self.candidate_inputs_fallback is None:
+            self.candidate_inputs_fallback = fallback
         if failure is not None or values is None:
             raise InputError(failure.message if failure else "get_inputs() returned nothing")
         args = tuple(BoundArg(f"arg{i}", to_device(v, self.device)) for i, v in enumerate(values))
@@ -166,17 +181,21 @@ def build_runnable(
     device: torch.device,
     cache_dir: str,
     init_seed: int | None = None,
+    calls: ProblemCalls | None = None,
 ) -> Runnable:
     """Builds a loaded module into a Runnable (in the judge for the reference, in the
     candidate process for the candidate). A torch model without `init_inputs` is built from
-    its own module's get_init_inputs() under `init_seed`. Raises LoadError or SetupError."""
+    its own module's get_init_inputs() under `init_seed` (through `calls`: on the device).
+    Raises LoadError or SetupError."""
     if kernel.kernel_type in TORCH_TYPES:
         if init_inputs is None:
             init_inputs = []
             get_init = _module_attr(module, "get_init_inputs")
             if get_init is not None:
+                calls = calls or ProblemCalls(device)
+                seed = init_seed if init_seed is not None else 0
                 try:
-                    values = call_seeded(get_init, init_seed if init_seed is not None else 0)
+                    values = calls.call(get_init, seed, "get_init_inputs()")
                 except Exception as e:
                     raise SetupError(f"get_init_inputs() raised {type(e).__name__}", e) from e
                 if not isinstance(values, list | tuple):
@@ -210,10 +229,34 @@ def load_kernels(
     *,
     candidate_dir: str,
     candidate_cache_dir: str,
+    phases: PhaseClock | None = None,
 ) -> JobKernels:
     """Imports and builds the reference here and the candidate in its own process. Raises
     LoadError (compile stage; a reference failure says so in its message), SetupError,
-    InputError or DeviceUnavailable."""
+    InputError or DeviceUnavailable. Time goes to `phases`: `import`, with get_init_inputs()
+    in `inputs` and NVRTC builds (the reference's here, the candidate's as its process
+    reports them) in `compile`."""
+    phases = phases or PhaseClock()
+    with phases.phase("import"):
+        return _load_kernels(
+            job,
+            device,
+            link,
+            candidate_dir=candidate_dir,
+            candidate_cache_dir=candidate_cache_dir,
+            phases=phases,
+        )
+
+
+def _load_kernels(
+    job: JobSpec,
+    device: torch.device,
+    link: CandidateLink,
+    *,
+    candidate_dir: str,
+    candidate_cache_dir: str,
+    phases: PhaseClock,
+) -> JobKernels:
     scratch, cache = job.scratch_dir, job.cache_dir
     ref_mod: ModuleType | None = None
     if job.reference is not None:
@@ -237,10 +280,12 @@ def load_kernels(
     )
     init_seed = derive_seed(job.seed, "get_init_inputs")
     init_inputs: list[Any] | None = None
+    calls = ProblemCalls(device)
     get_init = _module_attr(ref_mod, "get_init_inputs")
     if get_init is not None and needs_models:
         try:
-            values = call_seeded(get_init, init_seed)
+            with phases.phase("inputs"):
+                values = calls.call(get_init, init_seed, "get_init_inputs()")
         except Exception as e:
             raise SetupError(f"get_init_inputs() raised {type(e).__name__}", e) from e
         if not isinstance(values, list | tuple):
@@ -250,17 +295,20 @@ def load_kernels(
     model_seed = derive_seed(job.seed, "model")
     reference = None
     if job.reference is not None and ref_mod is not None:
+        build = "compile" if job.reference.kernel_type == "cuda" else "import"
         try:
-            reference = build_runnable(
-                job.reference,
-                ref_mod,
-                init_inputs if init_inputs is not None else [],
-                model_seed,
-                prefer_new=False,
-                device=device,
-                cache_dir=cache,
-                init_seed=init_seed,
-            )
+            with phases.phase(build):
+                reference = build_runnable(
+                    job.reference,
+                    ref_mod,
+                    init_inputs if init_inputs is not None else [],
+                    model_seed,
+                    prefer_new=False,
+                    device=device,
+                    cache_dir=cache,
+                    init_seed=init_seed,
+                    calls=calls,
+                )
         except LoadError as e:
             raise _reference_error(e) from e
         except SetupError as e:
@@ -274,6 +322,7 @@ def load_kernels(
         init_seed=init_seed,
         init_inputs=init_inputs,
     )
+    phases.credit("compile", loaded.compile_ms)
     if loaded.failure is not None:
         f = loaded.failure
         if f.kind == "compile":
@@ -297,6 +346,8 @@ def load_kernels(
         reference_spec=job.reference,
         server_seed=job.seed,
         device=device,
+        problem_calls=calls,
+        candidate_inputs_fallback=loaded.inputs_fallback,
     )
 
 

@@ -44,6 +44,8 @@ class LoadReply:
     has_get_inputs: bool = False
     warnings: list[str] = field(default_factory=list)
     failure: Failure | None = None
+    compile_ms: float = 0.0  # the process's own NVRTC build time inside the load (a claim)
+    inputs_fallback: str | None = None  # why its get_init_inputs() ran on the cpu, if it did
 
 
 @dataclass
@@ -212,25 +214,31 @@ class CandidateLink:
         )
         self._expect(reply, "loaded")
         failure = self._failure(reply)
+        compile_ms = _claimed_ms(reply.get("compile_ms"))
         if failure is not None:
-            return LoadReply(failure=failure)
+            return LoadReply(failure=failure, compile_ms=compile_ms)
         warnings = reply.get("warnings") or []
         return LoadReply(
             name=str(reply.get("name", "")),
             passes_outputs=bool(reply.get("passes_outputs", True)),
             has_get_inputs=bool(reply.get("has_get_inputs")),
             warnings=[str(w) for w in warnings] if isinstance(warnings, list) else [],
+            compile_ms=compile_ms,
+            inputs_fallback=_claimed_text(reply.get("inputs_fallback")),
         )
 
-    def gen_inputs(self, seed: int) -> tuple[list[Any] | None, Failure | None]:
+    def gen_inputs(self, seed: int) -> tuple[list[Any] | None, Failure | None, str | None]:
+        """get_inputs() of the candidate's module: (values, failure, why they were made on
+        the cpu instead of the device, if they were)."""
         reply, values = self._request({"type": "gen_inputs", "seed": seed})
         self._expect(reply, "inputs")
+        fallback = _claimed_text(reply.get("inputs_fallback"))
         failure = self._failure(reply)
         if failure is not None:
-            return None, failure
+            return None, failure, fallback
         if not isinstance(values, list):
             raise self.gone(ProtocolError("inputs must be a list"))
-        return values, None
+        return values, None, fallback
 
     def call(self, inv: Invocation, seed: int | None = None) -> CallReply:
         """Runs the candidate once; with `seed`, torch's generators are seeded with it first
@@ -361,3 +369,18 @@ def describe_status(status: int) -> str:
     if os.WIFEXITED(status):
         return f"exited with code {os.WEXITSTATUS(status)}"
     return "ended"
+
+
+# A claimed text (the candidate's account of an input fallback) is cut to this length.
+MAX_CLAIMED_TEXT = 500
+
+
+def _claimed_ms(value: Any) -> float:
+    """A duration the candidate process reports: a finite non-negative number, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if 0.0 <= value < float("inf") else 0.0
+
+
+def _claimed_text(value: Any) -> str | None:
+    return value[:MAX_CLAIMED_TEXT] if isinstance(value, str) and value else None

@@ -8,6 +8,7 @@ from typing import Any
 
 from kforge_worker.activity import Flag, KernelActivity, not_measured
 from kforge_worker.compare import Mismatch
+from kforge_worker.phases import PhaseClock
 from kforge_worker.timing import TimingStats
 
 ERROR_KINDS = (
@@ -110,6 +111,10 @@ class JobResult:
     warnings: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Not a field: its times become `phases_ms` in to_dict().
+        self.phases = PhaseClock()
+
     def add_check(self, name: str, passed: bool, message: str = "", *, fatal: bool = True) -> None:
         """Records a check; repeated names keep the first failure (or the single pass)."""
         for i, existing in enumerate(self.checks):
@@ -163,4 +168,5 @@ class JobResult:
             for c in self.checks
             if not c.passed
         ]
+        out["phases_ms"] = self.phases.to_dict()
         return out

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import worker_kernels as K
 from worker_jobs import make_job, run
 
 from kforge_worker.devinfo import parse_device
-from kforge_worker.evaluate import run_job
+from kforge_worker.evaluate import TIMING_INPUT_SETS, run_job
 from kforge_worker.spec import parse_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -317,3 +318,60 @@ def test_kernels_that_draw_random_numbers_run_under_the_same_seed(tmp_path):
         make_job(K.torch_kernel(different), K.torch_kernel(NOISY_REFERENCE), tmp_path=tmp_path)
     )
     assert not result["correctness"]
+
+
+def counting_reference(path: Path) -> str:
+    """KB_REFERENCE whose get_inputs() appends a line to `path` at every call."""
+    return K.KB_REFERENCE.replace(
+        "def get_inputs():\n",
+        f"def get_inputs():\n    open({str(path)!r}, 'a').write('call\\n')\n",
+    )
+
+
+def test_kernelbench_inputs_are_made_once_per_trial_and_once_for_timing(tmp_path):
+    calls = tmp_path / "calls.txt"
+    job = make_job(
+        K.torch_kernel(K.KB_CANDIDATE),
+        K.torch_kernel(counting_reference(calls)),
+        tmp_path=tmp_path,
+        measure_performance=True,
+    )
+    result = run(job)
+    assert result["correctness"], result.get("validation_error")
+    assert result["runtime_stats"]["trials"] >= 3
+    # 3 correctness trials + the timing input sets, however many timed trials ran.
+    assert calls.read_text().count("call") == 3 + TIMING_INPUT_SETS
+    assert result["metadata"]["get_inputs_device"] == "cpu"
+    assert "get_inputs_fallback" not in result["metadata"]
+
+
+def test_io_contract_jobs_do_not_report_a_get_inputs_device(tmp_path):
+    result = run(make_job(K.triton_vadd(), K.torch_add_reference(), tmp_path=tmp_path))
+    assert result["correctness"], result
+    assert "get_inputs_device" not in result["metadata"]
+
+
+def test_phases_ms_cover_the_compare_and_fit_in_its_wall_time(tmp_path):
+    job = make_job(
+        K.torch_kernel(K.KB_CANDIDATE),
+        K.torch_kernel(K.KB_REFERENCE),
+        tmp_path=tmp_path,
+        measure_performance=True,
+    )
+    started = time.perf_counter()
+    result = run(job)
+    wall_ms = (time.perf_counter() - started) * 1e3
+    assert result["correctness"], result.get("validation_error")
+    phases = result["phases_ms"]
+    assert list(phases) == ["import", "inputs", "reference", "candidate", "compare", "timing"]
+    assert all(v >= 0 for v in phases.values()), phases
+    assert sum(phases.values()) <= wall_ms
+
+
+def test_phases_ms_of_an_evaluate_and_of_a_failed_load(tmp_path):
+    result = run(make_job(K.triton_vadd(), tmp_path=tmp_path))
+    assert result["correctness"], result
+    assert "reference" not in result["phases_ms"] and "timing" not in result["phases_ms"]
+    assert {"import", "inputs", "candidate", "compare"} <= set(result["phases_ms"])
+    result = run(make_job(K.triton_vadd(K.VADD_SYNTAX_ERROR), tmp_path=tmp_path))
+    assert not result["compiled"] and list(result["phases_ms"]) == ["import"]

@@ -407,3 +407,48 @@ def test_device_metrics_runs_of_a_compare(tmp_path):
         assert run["exit_code"] == 0, (role, run["stderr"][-3000:])
         assert "gpu__time_duration.sum" in run["stdout"] or "Duration" in run["stdout"], run
     assert "add_kernel" in raw["candidate"]["stdout"]
+
+
+# get_inputs() must run with the GPU as torch's default device: the problem checks it.
+KB_ON_DEVICE_REFERENCE = K.KB_REFERENCE.replace(
+    "def get_inputs():\n",
+    "def get_inputs():\n    assert torch.empty(1).is_cuda, 'get_inputs() ran on the cpu'\n",
+)
+# Calls .numpy() (cpu only): the problem falls back to the cpu path and says so.
+KB_NUMPY_REFERENCE = K.KB_REFERENCE.replace(
+    "    return [torch.randn(8, IN_FEATURES)]",
+    "    return [torch.from_numpy(torch.randn(8, IN_FEATURES).numpy())]",
+)
+
+
+def test_kernelbench_inputs_are_made_on_the_gpu(tmp_path):
+    job = make_job(
+        K.torch_kernel(K.KB_CANDIDATE),
+        K.torch_kernel(KB_ON_DEVICE_REFERENCE),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(budget_ms=50.0),
+    )
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    assert result["metadata"]["get_inputs_device"] == "cuda:0"
+    assert "get_inputs_fallback" not in result["metadata"]
+    assert {"import", "inputs", "reference", "candidate", "compare", "timing"} <= set(
+        result["phases_ms"]
+    )
+
+
+def test_kernelbench_problem_that_needs_the_cpu_falls_back_and_says_so(tmp_path):
+    job = make_job(
+        K.torch_kernel(K.KB_CANDIDATE),
+        K.torch_kernel(KB_NUMPY_REFERENCE),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=gpu_timing(budget_ms=50.0),
+    )
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    meta = result["metadata"]
+    assert meta["get_inputs_device"] == "cpu"
+    assert "get_inputs()" in meta["get_inputs_fallback"], meta
+    assert any(w.startswith("inputs made on the cpu") for w in result["warnings"])

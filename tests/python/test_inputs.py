@@ -12,6 +12,7 @@ from worker_kernels import tensor_arg
 
 from kforge_worker.inputs import (
     InputError,
+    ProblemCalls,
     derive_seed,
     make_io_inputs,
     make_kernelbench_inputs,
@@ -165,3 +166,53 @@ def test_clone_is_deep():
     copy = inputs.clone()
     copy.args[0].value.zero_()
     assert inputs.args[0].value.abs().sum() > 0
+
+
+# KernelBench problems on the job's device (ProblemCalls). The "meta" device stands in for a
+# GPU here: a factory call that ignores the default device would make a cpu tensor.
+META = torch.device("meta")
+
+
+def test_problem_calls_make_tensors_on_the_device():
+    calls = ProblemCalls(META)
+    values = calls.call(lambda: [torch.randn(4, 3), 5], 7, "get_inputs()")
+    assert values[0].device.type == "meta" and values[1] == 5
+    assert calls.fallback is None and calls.generated_on == "meta"
+    inputs = make_kernelbench_inputs(lambda: [torch.randn(4)], 1, 0, META, calls)
+    assert inputs.args[0].value.device.type == "meta"
+
+
+def test_problem_calls_fall_back_to_the_cpu_once_for_the_whole_problem():
+    seen: list[str] = []
+
+    def get_inputs():
+        x = torch.randn(6)
+        seen.append(x.device.type)
+        return [torch.from_numpy(x.numpy())]  # numpy() fails off the cpu
+
+    calls = ProblemCalls(META)
+    first = make_kernelbench_inputs(get_inputs, 1, 0, CPU, calls)
+    assert seen == ["meta", "cpu"]
+    assert calls.fallback is not None and "get_inputs()" in calls.fallback
+    assert "cpu" in calls.fallback and calls.generated_on == "cpu"
+    second = make_kernelbench_inputs(get_inputs, 1, 1, CPU, calls)
+    assert seen == ["meta", "cpu", "cpu"]  # the device path is not tried again
+    assert first.args[0].value.device.type == "cpu"
+    assert not torch.equal(first.args[0].value, second.args[0].value)  # other trial, other seed
+
+
+def test_problem_calls_on_the_device_are_seeded_like_the_cpu_path():
+    calls = ProblemCalls(CPU)
+    a = calls.call(lambda: torch.randn(5), 42, "get_inputs()")
+    b = calls.call(lambda: torch.randn(5), 42, "get_inputs()")
+    assert torch.equal(a, b) and calls.fallback is None
+
+
+def test_problem_calls_raise_when_the_cpu_path_fails_too():
+    def broken():
+        raise RuntimeError("no inputs today")
+
+    calls = ProblemCalls(META)
+    with pytest.raises(RuntimeError, match="no inputs today"):
+        calls.call(broken, 1, "get_inputs()")
+    assert calls.fallback is not None and "RuntimeError" in calls.fallback

@@ -25,6 +25,13 @@ struct Trial {
     return false;
   }
 
+  // One run of `kernel` (run_once), its time charged to `phase` ("reference" | "candidate").
+  StatusOr<std::vector<HostTensor>> run(JobKernel& kernel, const std::vector<HostTensor>& tensors,
+                                        const char* phase) {
+    PhaseClock::Scope scope(ctx.result.phases, phase);
+    return run_once(ctx.device, kernel, tensors);
+  }
+
   bool runtime_error(const std::string& who, const Status& s) {
     ctx.result.fail("runtime", who + " failed in " + label() + ": " + s.message());
     return false;
@@ -103,7 +110,7 @@ bool evaluate_trial(Trial& t, const std::vector<cuda::HostArg>& inputs) {
       if (inputs[pos].spec->role == model::ArgRole::kOutput)
         cuda::fill_poison(tensors[pos], variant);
     }
-    auto after = run_once(t.ctx.device, kernel, tensors);
+    auto after = t.run(kernel, tensors, "candidate");
     if (!after.is_ok()) return t.runtime_error("the kernel", after.status());
     if (!t.inputs_unchanged(kernel, pristine, *after)) return false;
     runs.push_back(std::move(after).value());
@@ -150,7 +157,7 @@ bool compare_trial(Trial& t, const std::vector<cuda::HostArg>& inputs) {
                                      ref_tensors.status().message());
     return false;
   }
-  auto ref_after = run_once(t.ctx.device, ref, *ref_tensors);
+  auto ref_after = t.run(ref, *ref_tensors, "reference");
   if (!ref_after.is_ok()) return t.runtime_error("the reference kernel", ref_after.status());
   std::vector<HostTensor> expected;
   for (size_t pos : ref.written_positions())
@@ -169,7 +176,7 @@ bool compare_trial(Trial& t, const std::vector<cuda::HostArg>& inputs) {
       cuda::fill_poison(tensors[pos], 0);
     }
   }
-  auto after = run_once(t.ctx.device, cand, tensors);
+  auto after = t.run(cand, tensors, "candidate");
   if (!after.is_ok()) return t.runtime_error("the kernel", after.status());
   if (written.size() != expected.size()) {
     return t.reject("the kernel writes " + std::to_string(written.size()) +
@@ -258,12 +265,17 @@ bool run_correctness(CorrectnessContext& ctx) {
   details.trials = ctx.job.request.num_correct_trials;
   for (int index = 0; index < details.trials; ++index) {
     Trial trial{ctx, details, index};
-    auto inputs = cuda::make_host_inputs(ctx.candidate.io(), *ctx.job.request.seed, index);
+    auto inputs = [&] {
+      PhaseClock::Scope phase(ctx.result.phases, "inputs");
+      return cuda::make_host_inputs(ctx.candidate.io(), *ctx.job.request.seed, index);
+    }();
     if (!inputs.is_ok()) {
       ctx.result.fail("runtime", "could not build the inputs of " + trial.label() + ": " +
                                      inputs.status().message());
       return false;
     }
+    // Everything of a trial but its kernels' runs is the worker's comparing and checking.
+    PhaseClock::Scope phase(ctx.result.phases, "compare");
     bool passed =
         ctx.reference != nullptr ? compare_trial(trial, *inputs) : evaluate_trial(trial, *inputs);
     if (!passed) return false;

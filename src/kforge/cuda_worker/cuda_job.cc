@@ -64,15 +64,6 @@ class Pipeline {
   void report(const std::string& phase, const std::string& message) {
     if (progress_) progress_(phase, message, result_.to_json());
   }
-  // Adds the time since the previous lap to metadata.phases_ms[name] (milliseconds).
-  void lap(const char* name) {
-    const auto now = std::chrono::steady_clock::now();
-    Json& phases = result_.metadata["phases_ms"];
-    if (!phases.is_object()) phases = Json::object();
-    phases[name] = phases.value(name, 0.0) +
-                   std::chrono::duration<double, std::milli>(now - last_lap_).count();
-    last_lap_ = now;
-  }
   // Compiles one kernel; false (with the error in the result) when it does not compile.
   bool compile(JobKernel& kernel, const std::string& field);
   bool load(JobKernel& kernel);
@@ -94,7 +85,6 @@ class Pipeline {
   JobKernel candidate_;
   JobKernel reference_;
   bool has_reference_ = false;
-  std::chrono::steady_clock::time_point last_lap_ = std::chrono::steady_clock::now();
 };
 
 bool Pipeline::compile(JobKernel& kernel, const std::string& field) {
@@ -164,13 +154,14 @@ void Pipeline::run() {
   if (has_reference_) reference_ = {"reference", &*job_.request.reference, {}, nullptr};
 
   report("loading", "compiling the kernel with NVRTC");
-  lap("setup");
-  const bool compiled = compile(candidate_, "kernel");
-  lap("compile");
-  if (!compiled) return;
-  if (has_reference_ && !compile(reference_, "reference")) {
-    result_.compiled = true;
-    return;
+  {
+    // NVRTC (or the compile cache) and loading the modules are the `compile` phase.
+    PhaseClock::Scope phase(result_.phases, "compile");
+    if (!compile(candidate_, "kernel")) return;
+    if (has_reference_ && !compile(reference_, "reference")) {
+      result_.compiled = true;
+      return;
+    }
   }
   result_.compiled = true;
   result_.metadata["input_source"] = "candidate_io";
@@ -181,18 +172,18 @@ void Pipeline::run() {
                                 ", but kernel_type 'cuda' runs only on a GPU");
     return;
   }
-  const bool loaded = load(candidate_) && (!has_reference_ || load(reference_));
-  lap("load");
-  if (!loaded) return;
+  {
+    PhaseClock::Scope phase(result_.phases, "compile");
+    if (!load(candidate_) || (has_reference_ && !load(reference_))) return;
+  }
 
   report("correctness", std::to_string(job_.request.num_correct_trials) + " correctness trial(s)");
   CorrectnessContext ctx{*rt_.device(), candidate_, has_reference_ ? &reference_ : nullptr, job_,
                          result_};
   result_.correctness = run_correctness(ctx);
-  lap("correctness");
   if (!result_.correctness || !job_.request.measure_performance) return;
+  PhaseClock::Scope phase(result_.phases, "timing");
   timing();
-  lap("timing");
 }
 
 std::optional<cuda::TimingReport> Pipeline::time(JobKernel& kernel,
@@ -248,8 +239,10 @@ Status Pipeline::replay(const std::string& role, int repeat) {
 
 void Pipeline::timing() {
   const int trial = job_.request.num_correct_trials;  // a fresh input set, not a checked one
-  auto inputs = cuda::make_host_inputs(candidate_.io(), *job_.request.seed, trial);
-  lap("timing_inputs");
+  auto inputs = [&] {
+    PhaseClock::Scope phase(result_.phases, "inputs");
+    return cuda::make_host_inputs(candidate_.io(), *job_.request.seed, trial);
+  }();
   if (!inputs.is_ok()) {
     result_.fail("runtime", "could not build the timing inputs: " + inputs.status().message());
     return;

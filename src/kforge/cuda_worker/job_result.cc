@@ -104,7 +104,8 @@ Json JobResult::to_json() const {
        correctness_details ? cuda_worker::to_json(*correctness_details) : Json(nullptr)},
       {"checks", checks_json},
       {"warnings", warnings},
-      {"metadata", metadata}};
+      {"metadata", metadata},
+      {"phases_ms", phases.to_json()}};
   add_activity(out, "", activity);
   add_activity(out, "ref_", ref_activity);
   if (!device_metrics_raw.is_null()) out["device_metrics_raw"] = device_metrics_raw;

@@ -11,6 +11,7 @@
 #include "kforge/cuda/host_compare.h"
 #include "kforge/cuda/kernel_activity.h"
 #include "kforge/cuda/timing_stats.h"
+#include "kforge/cuda_worker/phase_clock.h"
 
 namespace kforge::cuda_worker {
 
@@ -79,6 +80,7 @@ class JobResult {
   std::vector<Check> checks;
   std::vector<std::string> warnings;
   Json metadata = Json::object();
+  PhaseClock phases;  // becomes `phases_ms`
 
   // Sets the error kind (the first one wins) and its message field: compilation_error for
   // "compile", validation_error for "mismatch", runtime_error otherwise.

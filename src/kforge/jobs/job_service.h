@@ -73,6 +73,13 @@ class JobService {
   // Liveness and the devices with their worker state; never blocks on the store.
   virtual Json health() = 0;
 
+  // The operational metrics in the Prometheus text format (GET /metrics; served as
+  // kPrometheusContentType, jobs/prometheus_text.h). kUnimplemented where a service has
+  // none (e.g. one that forwards to another server). Blocks (reads the store).
+  virtual StatusOr<std::string> prometheus_metrics() {
+    return Status(ErrorCode::kUnimplemented, "this service exports no metrics");
+  }
+
   // Deletes finished jobs that finished more than `older_than` ago; returns the count.
   // Blocks.
   virtual StatusOr<int64_t> cleanup(std::chrono::seconds older_than) = 0;

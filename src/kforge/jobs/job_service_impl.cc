@@ -101,6 +101,7 @@ Status JobServiceImpl::start() {
     record.state = JobState::kQueued;
     active.request_bytes = record.request.dump().size();
     active.client = "recovered";  // accepted before the restart: counted, never refused
+    active.kernel_type = std::string(model::to_string(request->kernel.kernel_type));
     record.request = Json();
     active.record = record;
     active.target = *target;
@@ -221,6 +222,7 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std:
     active.client = client;
     active.request_bytes = request_bytes;
     active.target = target;
+    active.kernel_type = std::string(model::to_string(request.kernel.kernel_type));
     active_[record.id] = std::move(active);
   }
   scheduler_->enqueue(record.id, target);
@@ -358,6 +360,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
 void JobServiceImpl::finish(const std::string& id, JobState state, Json result, std::string error) {
   int64_t now = clock_.unix_ms();
   FinishedJobSample sample;
+  std::string kernel_type = "unknown";
   {
     std::lock_guard lock(mu_);
     auto it = active_.find(id);
@@ -372,6 +375,7 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
       sample.run_s = sample.started ? static_cast<double>(now - a.record.started_ms) / 1000.0 : 0;
       sample.end_to_end_s = static_cast<double>(now - a.record.created_ms) / 1000.0;
       sample.device = a.record.device;
+      kernel_type = a.kernel_type;
     }
   }
   // The old server reported how long compilation took; the loading phase is kforge's.
@@ -384,6 +388,7 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
   sample.state = state;
   sample.result = &result;
   legacy_.job_finished(sample);
+  job_metrics_.job_finished(kernel_type, state, result, sample.started ? sample.run_s : -1.0);
   std::map<uint64_t, DoneCallback> subs;
   JobRecord record;
   {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kforge/common/clock.h"
+#include "kforge/jobs/job_metrics.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/jobs/legacy_stats.h"
 #include "kforge/jobs/queue_quota.h"
@@ -77,6 +78,8 @@ class JobServiceImpl final : public JobService {
   Status cancel(const std::string& id, const std::string& reason) override;
   Json stats() override;
   Json health() override;
+  // Defined in job_service_metrics.cc.
+  StatusOr<std::string> prometheus_metrics() override;
   StatusOr<int64_t> cleanup(std::chrono::seconds older_than) override;
 
  private:
@@ -85,6 +88,7 @@ class JobServiceImpl final : public JobService {
     std::string client;        // who submitted it (the quota key)
     size_t request_bytes = 0;  // its stored request, for the quota
     std::string target;        // scheduler target
+    std::string kernel_type;   // the candidate's, for /metrics
     std::shared_ptr<workers::CancelToken> cancel;  // set while running
     std::string cancel_reason;
     bool cancelled_by_shutdown = false;  // stop(): the job goes back to the queue, not cancelled
@@ -135,6 +139,7 @@ class JobServiceImpl final : public JobService {
   std::atomic<int64_t> recovered_{0};
   LegacyMetrics legacy_;  // the old server's /stats counters
   ReferenceReuse reuse_{options_.reference_cache_dir};
+  JobMetrics job_metrics_;  // GET /metrics: finished jobs by state and kernel type, latencies
 };
 
 }  // namespace kforge::jobs

@@ -43,7 +43,12 @@ workers::WorkerOutcome FakeWorker::run(const workers::WorkerJob& job, workers::C
     ::poll(&p, 1, 5);
   }
   if (progress) progress("timing_candidate", "timing", 0.8);
-  Json result = {{"compiled", true}, {"correctness", true}, {"runtime", 1.5}, {"echo", job.spec}};
+  // phases_ms as the real workers report them (GET /metrics turns them into histograms).
+  Json result = {{"compiled", true},
+                 {"correctness", true},
+                 {"runtime", 1.5},
+                 {"phases_ms", {{"import", 40.0}, {"timing", 1500.0}}},
+                 {"echo", job.spec}};
   return {workers::WorkerOutcome::Kind::kResult, std::move(result), {}};
 }
 

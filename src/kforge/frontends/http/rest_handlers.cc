@@ -8,6 +8,7 @@
 #include "kforge/common/json.h"
 #include "kforge/frontends/http/rest_context.h"
 #include "kforge/jobs/job_view.h"
+#include "kforge/jobs/prometheus_text.h"
 
 namespace kforge::frontends::http {
 namespace {
@@ -80,6 +81,21 @@ void handle_health(const RestContextPtr& ctx, const HttpRequest&, Responder resp
 void handle_stats(const RestContextPtr& ctx, const HttpRequest&, Responder responder) {
   ctx->blocking([ctx, responder = std::move(responder)] {
     responder.send(HttpResponse::json(200, ctx->service.stats()));
+  });
+}
+
+// GET /metrics: the Prometheus text format (docs/rest-api.md "GET /metrics").
+void handle_metrics(const RestContextPtr& ctx, const HttpRequest&, Responder responder) {
+  ctx->blocking([ctx, responder = std::move(responder)] {
+    auto text = ctx->service.prometheus_metrics();
+    if (!text.is_ok()) {
+      responder.send(HttpResponse::error(text.status()));
+      return;
+    }
+    HttpResponse response;
+    response.content_type = jobs::kPrometheusContentType;
+    response.body = std::move(text).value();
+    responder.send(std::move(response));
   });
 }
 
@@ -202,6 +218,9 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
   }));
   KF_RETURN_IF_ERROR(router.add("GET", "/stats", [ctx](const HttpRequest& r, Responder s) {
     handle_stats(ctx, r, std::move(s));
+  }));
+  KF_RETURN_IF_ERROR(router.add("GET", "/metrics", [ctx](const HttpRequest& r, Responder s) {
+    handle_metrics(ctx, r, std::move(s));
   }));
   KF_RETURN_IF_ERROR(router.add("POST", "/admin/cleanup-jobs", [ctx](HttpRequest r, Responder s) {
     handle_cleanup(ctx, std::move(r), std::move(s));

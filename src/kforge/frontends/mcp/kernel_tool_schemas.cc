@@ -217,6 +217,7 @@ const Json& job_view_schema() {
           "validation_error": {"type": "string"},
           "runtime_error": {"type": "string"},
           "compilation_time": {"type": "number"},
+          "phases_ms": {"type": "object", "additionalProperties": {"type": "number"}, "description": "Wall ms per phase in the worker (import, compile, inputs, reference, candidate, compare, timing); phases that did not run are absent."},
           "metadata": {"type": "object"}
         }
       },

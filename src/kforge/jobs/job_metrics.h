@@ -1,0 +1,45 @@
+// What GET /metrics reports about finished jobs since the server started: counts by state
+// and kernel type, and latency histograms of each phase a worker reported (`phases_ms`,
+// docs/worker-protocol.md) and of the whole run. The rest of /metrics (jobs queued and
+// running, queue depth and bytes, worker restarts, device busy time) is read from the live
+// service when a scrape comes (JobServiceImpl::prometheus_metrics).
+//
+// Thread-safety: JobMetrics is thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kforge/common/json.h"
+#include "kforge/jobs/job.h"
+#include "kforge/jobs/prometheus_text.h"
+
+namespace kforge::jobs {
+
+class JobMetrics {
+ public:
+  // Upper bounds (seconds) of the latency histograms' buckets.
+  static const std::vector<double>& latency_buckets();
+
+  // One finished job: its kernel type (the candidate's), terminal state, worker result (may
+  // be null or lack phases_ms) and run time (started -> finished; negative when it never
+  // ran on a device).
+  void job_finished(const std::string& kernel_type, JobState state, const Json& result,
+                    double run_s);
+
+  // Writes kforge_jobs_finished_total, kforge_job_phase_seconds and kforge_job_run_seconds.
+  void write(PrometheusText& out) const;
+
+ private:
+  mutable std::mutex mu_;
+  // (state, kernel_type) -> jobs; guarded by mu_.
+  std::map<std::pair<std::string, std::string>, int64_t> finished_;
+  // (phase, kernel_type) -> latencies; guarded by mu_.
+  std::map<std::pair<std::string, std::string>, HistogramData> phases_;
+  std::map<std::string, HistogramData> runs_;  // kernel_type -> run times; guarded by mu_
+};
+
+}  // namespace kforge::jobs

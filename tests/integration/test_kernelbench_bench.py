@@ -1,0 +1,126 @@
+"""bench/kernelbench_throughput.py on the cpu with a few small problems of our own in the
+KernelBench format (the real problems are not in the repository): kforge and the
+process-per-problem baseline both judge every problem correct, and the table and the JSON
+say so."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROBLEMS = {
+    "level1/1_Add.py": """
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+def get_inputs():
+    return [torch.randn(64, 32), torch.randn(64, 32)]
+
+def get_init_inputs():
+    return []
+""",
+    "level1/19_ReLU.py": """
+import torch
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(16, 128)]
+
+def get_init_inputs():
+    return []
+""",
+    "level2/1_Linear_ReLU.py": """
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.linear = torch.nn.Linear(n_in, n_out)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+def get_init_inputs():
+    return [32, 16]
+""",
+}
+
+
+def write_problems(root: Path) -> None:
+    for name, source in PROBLEMS.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "kernelbench_throughput.py"), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=os.environ.copy(),
+    )
+
+
+def test_bench_runs_on_cpu_and_every_problem_is_correct(tmp_path: Path) -> None:
+    write_problems(tmp_path / "problems")
+    out = tmp_path / "bench.json"
+    proc = run_bench(
+        "--problems", str(tmp_path / "problems"),
+        "--device", "cpu",
+        "--correct-trials", "2",
+        "--perf-trials", "5",
+        "--budget-ms", "50",
+        "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    data = json.loads(out.read_text())
+    assert [o["problem"] for o in data["kforge"]] == ["1_Add", "19_ReLU", "1_Linear_ReLU"]
+    assert all(o["correct"] for o in data["kforge"]), data["kforge"]
+    assert all(o["correct"] for o in data["baseline"]), data["baseline"]
+    assert data["harness"] == "builtin"
+    for o in data["kforge"]:
+        assert {"import", "inputs", "reference", "candidate", "compare", "timing"} <= set(
+            o["phases_ms"]
+        ), o
+        assert o["inputs_device"] == "cpu"
+        assert o["speedup"] > 0, o  # its value is timing: not asserted
+    text = proc.stdout
+    assert "kforge all (first submit->last)" in text and "process/problem all" in text
+    assert "throughput kforge / process-per-problem" in text
+    assert "FAILED" not in text
+
+
+def test_bench_extrapolates_a_limited_baseline_and_names_bad_flags(tmp_path: Path) -> None:
+    write_problems(tmp_path / "problems")
+    proc = run_bench(
+        "--problems", str(tmp_path / "problems"),
+        "--levels", "1",
+        "--device", "cpu",
+        "--correct-trials", "1",
+        "--perf-trials", "3",
+        "--budget-ms", "20",
+        "--baseline-limit", "1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "process/problem level 1 (1 run, extrapolated)" in proc.stdout
+    bad = run_bench("--problems", str(tmp_path / "missing"), "--device", "cpu")
+    assert bad.returncode == 2 and "--problems" in bad.stderr
+    bad = run_bench("--problems", str(tmp_path / "problems"), "--perf-trials", "0")
+    assert bad.returncode == 2 and "--perf-trials" in bad.stderr
