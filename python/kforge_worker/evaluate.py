@@ -213,7 +213,7 @@ def _run(
     for warning in kernels.candidate.warnings:
         result.warn(warning)
     try:
-        _check_and_time(job, tdev, kernels, result, report, reuse)
+        _check_and_time(job, tdev, kernels, result, report, reuse=reuse)
     finally:
         _note_inputs_device(result, kernels)
 
@@ -237,6 +237,7 @@ def _check_and_time(
     kernels: JobKernels,
     result: JobResult,
     report: ProgressFn,
+    *,
     reuse: ReferenceCache,
 ) -> None:
     report("correctness", f"{job.num_correct_trials} correctness trial(s)", result.to_dict())
@@ -244,7 +245,7 @@ def _check_and_time(
     if not result.correctness or not job.measure_performance:
         return
     with result.phases.phase("timing"):
-        timed = _time_both(job, tdev, kernels, result, report, reuse)
+        timed = _time_both(job, tdev, kernels, result, report, reuse=reuse)
     # The server asks for device metrics on GPUs only; the cpu device runs them in tests.
     if timed is not None and job.device_metrics is not None:
         report("device_metrics", "profiling under Nsight Compute", result.to_dict())
@@ -257,6 +258,7 @@ def _time_both(
     kernels: JobKernels,
     result: JobResult,
     report: ProgressFn,
+    *,
     reuse: ReferenceCache,
 ) -> InputSet | None:
     """Times the reference (a compare) and the candidate; the input set they were timed on,
