@@ -203,7 +203,6 @@ def test_version_and_header_rungs(modern: Modern) -> None:
     # Values are trimmed of spaces and tabs (http_headers unit test; httpx cannot send them).
 
 
-
 def test_param_headers_mirror_marked_arguments(modern: Modern) -> None:
     call = {"name": "test_x_mcp_header", "arguments": {"region": "Hello"}}
     ok = modern.post("tools/call", call, headers={"Mcp-Param-Region": "=?base64?SGVsbG8=?="})
