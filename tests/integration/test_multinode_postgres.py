@@ -9,6 +9,7 @@ answered by a completion on another.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -103,6 +104,11 @@ class Postgres:
         )  # fmt: skip
         return [line.split("\t") for line in out.stdout.splitlines() if line]
 
+    def running_owner(self, job_id: str) -> str:
+        """The node running `job_id`, or "" when it is not running."""
+        rows = self.rows(f"SELECT owner FROM jobs WHERE id = '{job_id}' AND state = 'running'")
+        return rows[0][0] if rows else ""
+
 
 @pytest.fixture
 def postgres() -> Iterator[Postgres]:
@@ -117,6 +123,27 @@ def node(pg: Postgres, name: str) -> KforgeServer:
     return KforgeServer(
         extra_args=["--store", pg.url, "--node-id", name, "--lease-seconds", str(LEASE_S)]
     )
+
+
+@contextlib.contextmanager
+def running_nodes(pg: Postgres, *names: str) -> Iterator[list[KforgeServer]]:
+    """Nodes started one after the other, warm, killed at the end."""
+    nodes = [node(pg, n) for n in names]
+    try:
+        for s in nodes:
+            s.start()
+            s.wait_ready()
+        yield nodes
+    finally:
+        for s in nodes:
+            s.kill(signal.SIGKILL)
+
+
+def submit(server: KforgeServer, body: dict[str, object]) -> str:
+    with server.client() as c:
+        r = c.post("/evaluate", params={"wait": "false"}, json=body)
+        assert r.status_code == 202, r.text
+        return str(r.json()["job_id"])
 
 
 def sleeping_job(seconds: float) -> dict[str, object]:
@@ -150,11 +177,8 @@ def test_three_nodes_one_killed_mid_batch_every_job_completes_once(postgres: Pos
         submitted_to: dict[str, int] = {}
         body = sleeping_job(0.5)
         for i in range(15):
-            with nodes[i % 3].client() as c:
-                r = c.post("/evaluate", params={"wait": "false"}, json=body)
-                assert r.status_code == 202, r.text
-                ids.append(r.json()["job_id"])
-                submitted_to[ids[-1]] = i % 3
+            ids.append(submit(nodes[i % 3], body))
+            submitted_to[ids[-1]] = i % 3
 
         def victim_running() -> bool:
             return bool(
@@ -210,16 +234,10 @@ def test_three_nodes_one_killed_mid_batch_every_job_completes_once(postgres: Pos
 
         # A wait on one node, answered by a completion on another: keep one node busy (a long
         # job), then wait on it for a job only the other node is free to run.
-        with survivors[0].client() as c:
-            r = c.post("/evaluate", params={"wait": "false"}, json=sleeping_job(120))
-            assert r.status_code == 202, r.text
-            busy_id = r.json()["job_id"]
+        busy_id = submit(survivors[0], sleeping_job(120))
 
         def busy_owner() -> str:
-            rows = postgres.rows(
-                f"SELECT owner FROM jobs WHERE id = '{busy_id}' AND state = 'running'"
-            )
-            return rows[0][0] if rows else ""
+            return postgres.running_owner(busy_id)
 
         wait_for("the long job to start", lambda: busy_owner() != "", 120)
         busy_name = busy_owner()
@@ -243,24 +261,10 @@ def test_three_nodes_one_killed_mid_batch_every_job_completes_once(postgres: Pos
 
 
 def test_cancel_on_one_node_stops_a_job_running_on_another(postgres: Postgres) -> None:
-    a, b = node(postgres, "node-a"), node(postgres, "node-b")
-    try:
-        for s in (a, b):
-            s.start()
-            s.wait_ready()
-        with a.client() as c:
-            r = c.post("/evaluate", params={"wait": "false"}, json=sleeping_job(60))
-            assert r.status_code == 202, r.text
-            job_id = r.json()["job_id"]
-
-        def owner() -> str:
-            rows = postgres.rows(
-                f"SELECT owner FROM jobs WHERE id = '{job_id}' AND state = 'running'"
-            )
-            return rows[0][0] if rows else ""
-
-        wait_for("the job to start", lambda: owner() != "", 120)
-        other = b if owner() == "node-a" else a
+    with running_nodes(postgres, "node-a", "node-b") as (a, b):
+        job_id = submit(a, sleeping_job(60))
+        wait_for("the job to start", lambda: postgres.running_owner(job_id) != "", 120)
+        other = b if postgres.running_owner(job_id) == "node-a" else a
         started = time.monotonic()
         with other.client() as c:
             r = c.post(f"/job/{job_id}/cancel", json={"reason": "stop it"})
@@ -269,28 +273,15 @@ def test_cancel_on_one_node_stops_a_job_running_on_another(postgres: Postgres) -
         assert time.monotonic() - started < 30
         rows = postgres.rows(f"SELECT state, error FROM jobs WHERE id = '{job_id}'")
         assert rows == [["cancelled", "stop it"]], rows
-    finally:
-        for s in (a, b):
-            s.stop()
 
 
 def test_a_node_paused_past_its_lease_has_its_late_result_refused(postgres: Postgres) -> None:
     """SIGSTOP, not SIGKILL: the node comes back after its job ran elsewhere (fencing)."""
-    a, b = node(postgres, "node-a"), node(postgres, "node-b")
-    try:
-        for s in (a, b):
-            s.start()
-            s.wait_ready()
-        with a.client() as c:
-            r = c.post("/evaluate", params={"wait": "false"}, json=sleeping_job(6))
-            assert r.status_code == 202, r.text
-            job_id = r.json()["job_id"]
+    with running_nodes(postgres, "node-a", "node-b") as (a, b):
+        job_id = submit(a, sleeping_job(6))
 
         def owner() -> str:
-            rows = postgres.rows(
-                f"SELECT owner FROM jobs WHERE id = '{job_id}' AND state = 'running'"
-            )
-            return rows[0][0] if rows else ""
+            return postgres.running_owner(job_id)
 
         wait_for("the job to start", lambda: owner() != "", 120)
         paused_name = owner()
@@ -326,9 +317,6 @@ def test_a_node_paused_past_its_lease_has_its_late_result_refused(postgres: Post
         assert runs == [[paused_name, "lease_expired"], [other_name(paused_name), "success"]], runs
         with paused.client() as c:  # the paused node serves the stored (other node's) result
             assert c.get(f"/job/{job_id}").json()["state"] == "success"
-    finally:
-        for s in (a, b):
-            s.kill(signal.SIGKILL)
 
 
 def other_name(name: str) -> str:

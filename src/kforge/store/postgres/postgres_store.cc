@@ -8,6 +8,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/store/postgres/pg_connection.h"
+#include "kforge/store/summary.h"
 
 namespace kforge::store {
 
@@ -368,19 +369,11 @@ StatusOr<int64_t> PostgresStore::delete_finished_before(int64_t unix_ms) {
 }
 
 StatusOr<std::map<JobState, int64_t>> PostgresStore::count_by_state() {
-  KF_ASSIGN_OR_RETURN(auto summary, job_summary());
-  std::map<JobState, int64_t> counts;
-  for (const auto& [state, s] : summary)
-    counts[state] = s.count;
-  return counts;
+  return counts_of(job_summary());
 }
 
 StatusOr<std::map<JobState, Store::StateSummary>> PostgresStore::job_summary() {
-  std::map<JobState, StateSummary> summary;
-  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
-                     JobState::kCancelled}) {
-    summary[s] = StateSummary{};
-  }
+  std::map<JobState, StateSummary> summary = empty_summary();
   std::lock_guard lock(mu_);
   KF_ASSIGN_OR_RETURN(Rows rows, conn_->query("SELECT state, COUNT(*), COALESCE(SUM(created_ms), "
                                               "0) FROM jobs GROUP BY state",
