@@ -491,8 +491,11 @@ StatusOr<int64_t> PostgresStore::recover(const std::string& where,
         error = rows.text(i, 3);
       } else if (attempts >= max_attempts) {
         state = "failed";
-        error = "interrupted " + std::to_string(attempts) + " times (node " + owner + " " + why +
-                "); not retried";
+        error = "interrupted " + std::to_string(attempts) + " times (node ";
+        error += owner;
+        error += " ";
+        error += why;
+        error += "); not retried";
       }
       KF_RETURN_IF_ERROR(
           conn_
