@@ -86,6 +86,13 @@ class Postgres:
                  "-o", opts, "-w", "start")  # fmt: skip
         return self
 
+    def restart(self) -> None:
+        """A fast restart: every client connection is cut."""
+        assert PG_BIN is not None
+        # -l: a server writing to pg_ctl's (captured) output would hold the pipe open.
+        self.run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "pg.log"),
+                 "-m", "fast", "-w", "restart")  # fmt: skip
+
     def stop(self) -> None:
         assert PG_BIN is not None
         subprocess.run(
@@ -321,6 +328,39 @@ def test_a_node_paused_past_its_lease_has_its_late_result_refused(postgres: Post
 
 def other_name(name: str) -> str:
     return "node-b" if name == "node-a" else "node-a"
+
+
+def test_nodes_ride_out_a_database_restart(postgres: Postgres) -> None:
+    """Connections cut mid-batch: nodes reconnect; every job still completes exactly once."""
+    with running_nodes(postgres, "node-a", "node-b") as (a, b):
+        ids = [submit((a, b)[i % 2], sleeping_job(1)) for i in range(6)]
+        wait_for("a job to run", lambda: any(postgres.running_owner(i) for i in ids), 120)
+        postgres.restart()
+        ids += [submit_retrying((a, b)[i % 2], sleeping_job(0.2)) for i in range(4)]
+
+        def all_done() -> bool:
+            quoted = ",".join(f"'{i}'" for i in ids)
+            rows = postgres.rows(f"SELECT state FROM jobs WHERE id IN ({quoted})")
+            return len(rows) == len(ids) and all(r[0] in TERMINAL for r in rows)
+
+        wait_for("every job to finish", all_done, 240, a.log() + b.log())
+        for i in ids:
+            runs = postgres.rows(f"SELECT outcome FROM job_runs WHERE job_id = '{i}'")
+            assert [r[0] for r in runs].count("success") == 1, (i, runs)
+            with b.client() as c:
+                assert c.get(f"/job/{i}").json()["state"] == "success"
+
+
+def submit_retrying(server: KforgeServer, body: dict[str, object]) -> str:
+    """Submits, retrying while the node answers 5xx (its database is coming back)."""
+    deadline = time.monotonic() + 60
+    while True:
+        with server.client() as c:
+            r = c.post("/evaluate", params={"wait": "false"}, json=body)
+        if r.status_code == 202:
+            return str(r.json()["job_id"])
+        assert r.status_code >= 500 and time.monotonic() < deadline, r.text
+        time.sleep(0.5)
 
 
 def test_a_schema_newer_than_the_binary_is_refused(postgres: Postgres) -> None:

@@ -414,7 +414,16 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
   if (result.is_object() && !result.contains("compilation_time") && sample.compile_s >= 0) {
     result["compilation_time"] = sample.compile_s;
   }
-  const Status stored = store_->finish_job(id, state, result, error, now);
+  Status stored = store_->finish_job(id, state, result, error, now);
+  if (shared_ != nullptr) {
+    // The shared database may be restarting: try again for a while. A result never recorded
+    // leaves the job to its lease, which this node stops renewing: it runs again elsewhere.
+    for (int retry = 1; retry <= 5 && stored.code() == ErrorCode::kUnavailable; ++retry) {
+      KF_LOG_WARN("job={} result not stored yet ({}); retrying", id, stored.message());
+      std::this_thread::sleep_for(std::chrono::seconds(retry));
+      stored = store_->finish_job(id, state, result, error, now);
+    }
+  }
   if (!stored) KF_LOG_ERROR("job={} result could not be stored: {}", id, stored.message());
   sample.state = state;
   sample.result = &result;
@@ -708,7 +717,14 @@ void JobServiceImpl::coordinator_loop() {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_beat) {
       next_beat = now + options_.heartbeat;
-      if (auto beat = shared_->heartbeat(); beat.is_ok()) {
+      std::vector<std::string> running;
+      {
+        std::lock_guard lock(mu_);
+        for (const auto& [id, a] : active_) {
+          if (a.claimed) running.push_back(id);
+        }
+      }
+      if (auto beat = shared_->heartbeat(running); beat.is_ok()) {
         for (const auto& c : *beat)
           cancel_if_local(c.id, c.reason);
       } else {

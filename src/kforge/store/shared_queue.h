@@ -36,13 +36,16 @@ class SharedQueue {
                                                          const std::string& device,
                                                          int64_t started_ms) = 0;
 
-  // Renews the lease of every job this node runs. Returns the ids of those whose cancellation
-  // another node requested (request_cancel), with the reason.
+  // Renews the leases of `running`, the jobs this node runs (a job it no longer runs, e.g.
+  // one whose result it could not record, is left to expire and run again elsewhere).
+  // Returns those whose cancellation another node requested (request_cancel), with the
+  // reason.
   struct CancelRequest {
     std::string id;
     std::string reason;
   };
-  virtual StatusOr<std::vector<CancelRequest>> heartbeat() = 0;
+  virtual StatusOr<std::vector<CancelRequest>> heartbeat(
+      const std::vector<std::string>& running) = 0;
 
   // Running jobs whose lease has expired: queued again, or failed with the reason once they
   // were started `max_attempts` times. Returns how many were recovered (either way).

@@ -423,13 +423,16 @@ StatusOr<std::optional<JobRecord>> PostgresStore::claim(const std::vector<std::s
   return claimed;
 }
 
-StatusOr<std::vector<SharedQueue::CancelRequest>> PostgresStore::heartbeat() {
+StatusOr<std::vector<SharedQueue::CancelRequest>> PostgresStore::heartbeat(
+    const std::vector<std::string>& running) {
+  if (running.empty()) return std::vector<CancelRequest>();
   std::lock_guard lock(mu_);
-  KF_ASSIGN_OR_RETURN(Rows rows,
-                      conn_->query("UPDATE jobs SET lease_until = clock_timestamp() + "
-                                   "make_interval(secs => $2) WHERE owner = $1 AND state = "
-                                   "'running' RETURNING id, cancel_reason",
-                                   {options_.node_id, lease_seconds()}, "renew leases"));
+  KF_ASSIGN_OR_RETURN(
+      Rows rows,
+      conn_->query("UPDATE jobs SET lease_until = clock_timestamp() + "
+                   "make_interval(secs => $2) WHERE owner = $1 AND state = "
+                   "'running' AND id = ANY($3::text[]) RETURNING id, cancel_reason",
+                   {options_.node_id, lease_seconds(), text_array(running)}, "renew leases"));
   std::vector<CancelRequest> out;
   for (int i = 0; i < rows.size(); ++i) {
     if (!rows.null(i, 1)) out.push_back({rows.text(i, 0), rows.text(i, 1)});

@@ -79,7 +79,7 @@ class PostgresStore final : public Store, public SharedQueue {
   StatusOr<std::optional<jobs::JobRecord>> claim(const std::vector<std::string>& targets,
                                                  const std::string& device,
                                                  int64_t started_ms) override;
-  StatusOr<std::vector<CancelRequest>> heartbeat() override;
+  StatusOr<std::vector<CancelRequest>> heartbeat(const std::vector<std::string>& running) override;
   StatusOr<int64_t> recover_expired(int max_attempts, int64_t now_ms) override;
   StatusOr<int64_t> recover_own(int max_attempts, int64_t now_ms) override;
   StatusOr<std::vector<std::string>> finished_among(const std::vector<std::string>& ids) override;
