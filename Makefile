@@ -55,6 +55,7 @@ lint: setup
 	$(PY) -m ruff check python tests bench clients kernels knowledge
 	$(PY) -m ruff format --check python tests bench clients kernels knowledge
 	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "clang-format: ok"
+	@scripts/check-k8s.sh  # deploy/k8s against the Kubernetes schemas (kubeconform)
 
 hostile: build
 	KFORGE_BIN=$(abspath $(KFORGE)) KFORGE_PYTHON=$(PY) $(PY) -m pytest -q tests/hostile

@@ -21,6 +21,13 @@ add_library(kforge_sqlite3 INTERFACE)
 target_include_directories(kforge_sqlite3 SYSTEM INTERFACE ${SQLITE3_INCLUDE_DIR})
 target_link_libraries(kforge_sqlite3 INTERFACE ${SQLITE3_STATIC} ${CMAKE_DL_LIBS} Threads::Threads m)
 
+# libpq (the PostgreSQL store), linked dynamically: Debian's libpq.a needs libraries
+# (GSSAPI, LDAP, libpgcommon) that have no static archives, so the static GPU build
+# (scripts/package-gpu.sh) turns KFORGE_WITH_POSTGRESQL off instead.
+if(KFORGE_WITH_POSTGRESQL)
+  find_package(PostgreSQL REQUIRED)
+endif()
+
 find_library(CRYPTO_STATIC NAMES libcrypto.a REQUIRED)
 add_library(kforge_crypto INTERFACE)
 target_link_libraries(kforge_crypto INTERFACE ${CRYPTO_STATIC} ${CMAKE_DL_LIBS} Threads::Threads)

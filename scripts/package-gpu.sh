@@ -9,8 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
-cmake --preset release >/dev/null
+# Without PostgreSQL: libpq cannot be linked statically (docs/deployment.md), and the GPU host
+# has no Debian libraries. The next `cmake --preset release` (make build) turns it back on.
+cmake --preset release -DKFORGE_WITH_POSTGRESQL=OFF >/dev/null
 cmake --build --preset release -j "$(nproc)" --target kforge kforge_cuda_abi kforge_sandbox_abi >/dev/null
+if ldd build/release/bin/kforge | grep -q libpq; then
+  echo "package-gpu: build/release/bin/kforge still links libpq" >&2
+  exit 1
+fi
 mkdir -p build/gpu
 strip -o build/gpu/kforge build/release/bin/kforge
 strip --strip-unneeded -o build/gpu/libkforge_cuda.so build/release/lib/libkforge_cuda.so

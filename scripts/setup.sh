@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kforge needs on a fresh Debian 12 machine, idempotently:
-#   1. Debian packages (compiler tool chain and C++ libraries),
+#   1. Debian packages (compiler tool chain and C++ libraries; libpq and the PostgreSQL server
+#      for the shared store and its multi-node test),
 #   2. a Python venv with torch, triton and the test tools (outside the checkout, so
 #      every clone reuses it): $KFORGE_VENV, default ~/.cache/kforge/venv,
 #   3. the Node tooling of the MCP tests in tests/mcp-node (npm ci, pinned by its lockfile).
@@ -14,6 +15,7 @@ apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
   libsqlite3-dev zlib1g-dev libssl-dev libxxhash-dev
+  libpq-dev postgresql
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy clang libclang-rt-14-dev libseccomp-dev
   python3 python3-venv curl

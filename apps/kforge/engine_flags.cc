@@ -113,6 +113,22 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "power loss); normal: faster, survives a killed server but not an OS crash")
       ->check(CLI::IsMember({"full", "normal"}))
       ->capture_default_str();
+  cmd.add_option("--store", f.store,
+                 "Where jobs are stored: sqlite (a database in the data directory) or a "
+                 "PostgreSQL URL postgresql://user@host:5432/db that several servers share as "
+                 "one queue (docs/deployment.md); prefer KFORGE_STORE for a URL with a password")
+      ->envname("KFORGE_STORE")
+      ->capture_default_str();
+  cmd.add_option("--node-id", f.node_id,
+                 "This server's name in a shared (PostgreSQL) store (default: "
+                 "hostname-pid-random)")
+      ->envname("KFORGE_NODE_ID");
+  cmd.add_option("--lease-seconds", f.lease_seconds,
+                 "Shared store: a job claimed by a server that stops renewing it (every third "
+                 "of this) goes back to the queue after this many seconds")
+      ->envname("KFORGE_LEASE_SECONDS")
+      ->check(CLI::Range(2, 3600))
+      ->capture_default_str();
   cmd.add_option("--ncu", f.ncu,
                  "Nsight Compute executable (default: ncu on PATH, else /usr/local/cuda/bin/ncu)")
       ->envname("KFORGE_NCU");
@@ -134,6 +150,9 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.kernel_cache = f.kernel_cache;
   eo.queue = f.queue;
   eo.store_fsync = f.sqlite_synchronous == "full";
+  eo.store = f.store;
+  eo.node_id = f.node_id;
+  eo.lease_seconds = f.lease_seconds;
   eo.version = std::string(kVersion);
   eo.device_metrics_default = f.device_metrics;
   eo.cupy_cache_dir = f.cupy_cache_dir;

@@ -34,6 +34,9 @@ struct EngineFlags {
   std::string job_retention = "24h";
   jobs::QueueLimits queue;                  // --max-queued-*
   std::string sqlite_synchronous = "full";  // "full" or "normal"
+  std::string store = "sqlite";             // "sqlite" or postgresql://... (several nodes)
+  std::string node_id;                      // a shared store's name for this node
+  int lease_seconds = 30;                   // how long a claimed job survives its node
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
@@ -41,7 +44,8 @@ struct EngineFlags {
 // --kernel-cache, --sandbox-uid-base, --device-metrics (ENABLE_DEVICE_METRICS), --ncu,
 // --cupy-cache-dir (CUPY_KERNEL_CACHE_DIR), --job-retention, the queue limits
 // (--max-queued-jobs, --max-queued-bytes, --max-queued-per-client,
-// --max-queued-bytes-per-client) and --sqlite-synchronous.
+// --max-queued-bytes-per-client), --sqlite-synchronous and the store (--store, --node-id,
+// --lease-seconds).
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view devices_help);
 
 // The engine options the flags give (data directory and the serve-only limits left default).

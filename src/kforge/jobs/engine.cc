@@ -13,7 +13,7 @@
 #include "kforge/cuda/nvrtc_locator.h"
 #include "kforge/jobs/device_peaks.h"
 #include "kforge/jobs/gpu_counters.h"
-#include "kforge/store/sqlite/sqlite_store.h"
+#include "kforge/store/open_store.h"
 #include "kforge/workers/native_cuda_worker.h"
 #include "kforge/workers/python_worker.h"
 #include "kforge/workers/sandbox_policy.h"
@@ -288,14 +288,17 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   }
   if (devices.empty()) return invalid_argument("no devices to serve", "--devices");
 
-  store::SqliteStore::Options store_options;
-  store_options.path = data_dir / "kforge.db";
-  store_options.synchronous = options.store_fsync ? store::SqliteStore::Synchronous::kFull
-                                                  : store::SqliteStore::Synchronous::kNormal;
-  KF_ASSIGN_OR_RETURN(auto store, store::SqliteStore::open(store_options));
+  store::StoreOptions store_options;
+  store_options.url = options.store;
+  store_options.sqlite_path = data_dir / "kforge.db";
+  store_options.sqlite_fsync = options.store_fsync;
+  store_options.node_id = options.node_id;
+  store_options.lease = std::chrono::seconds(options.lease_seconds);
+  KF_ASSIGN_OR_RETURN(auto store, store::open_store(store_options));
 
   JobServiceImpl::Options service_options;
   service_options.max_attempts = options.max_attempts;
+  service_options.heartbeat = std::chrono::milliseconds(options.lease_seconds * 1000 / 3);
   service_options.queue = options.queue;
   service_options.version = options.version;
   service_options.sandbox = sandbox->describe();

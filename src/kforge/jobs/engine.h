@@ -33,6 +33,11 @@ struct EngineOptions {
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
   QueueLimits queue;                 // unfinished jobs, in total and per client
   bool store_fsync = true;           // SQLite synchronous=FULL (false: NORMAL)
+  // --store: "sqlite" (data-dir/kforge.db) or a postgresql:// URL (store/open_store.h), the
+  // node's name in a shared store ("" : host-pid-random) and its claims' lease.
+  std::string store = "sqlite";
+  std::string node_id;
+  int lease_seconds = 30;
   std::string version = "dev";
   // Job isolation (workers/sandbox_policy.h): auto | required | off.
   std::string sandbox = "auto";

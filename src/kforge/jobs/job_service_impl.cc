@@ -35,6 +35,7 @@ JobServiceImpl::JobServiceImpl(Options options, std::unique_ptr<store::Store> st
       store_(std::move(store)),
       devices_(std::move(devices)),
       clock_(clock),
+      shared_(store_->shared_queue()),
       started_at_(clock.now()),
       quota_(options_.queue) {
   scheduler_ = std::make_unique<scheduler::Scheduler>(
@@ -54,7 +55,7 @@ StatusOr<model::JobRequest> JobServiceImpl::load_request(const std::string& job_
 }
 
 void JobServiceImpl::forget_locked(std::map<std::string, Active>::iterator it) {
-  quota_.release(it->second.client, it->second.request_bytes);
+  if (!it->second.claimed) quota_.release(it->second.client, it->second.request_bytes);
   active_.erase(it);
 }
 
@@ -72,6 +73,18 @@ StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(const JobRecord
 
 Status JobServiceImpl::start() {
   reuse_.clear();
+  if (shared_ != nullptr) {
+    // Unfinished jobs belong to the queue, or to live nodes: a dead node's come back when its
+    // leases expire (coordinator_loop). Those still recorded under this node's name were
+    // interrupted by this process's restart.
+    KF_ASSIGN_OR_RETURN(int64_t own, shared_->recover_own(options_.max_attempts, clock_.unix_ms()));
+    if (own > 0) KF_LOG_INFO("recovered {} job(s) this node ran before it restarted", own);
+    recovered_ += own;
+    scheduler_->start();
+    coordinator_ = std::thread([this] { coordinator_loop(); });
+    KF_LOG_INFO("node {} shares the store's queue", shared_->node_id());
+    return Status::ok();
+  }
   KF_ASSIGN_OR_RETURN(auto unfinished, store_->unfinished_jobs());
   for (auto& record : unfinished) {
     auto request = parse_stored_request(record);
@@ -133,7 +146,21 @@ void JobServiceImpl::stop() {
       }
     }
   }
+  if (coordinator_.joinable()) coordinator_.join();
   scheduler_->stop();
+  if (shared_ != nullptr) {
+    // Claimed jobs that never started go back to the shared queue at once.
+    std::vector<std::string> unstarted;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [id, a] : active_) {
+        if (a.claimed && !a.cancel) unstarted.push_back(id);
+      }
+    }
+    for (const auto& id : unstarted) {
+      if (Status s = store_->requeue(id); !s) KF_LOG_WARN("job={} requeue: {}", id, s.message());
+    }
+  }
   for (auto& d : devices_) {
     for (auto& [type, w] : d.by_type)
       w->shutdown();
@@ -207,11 +234,24 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std:
     std::lock_guard lock(mu_);
     if (stopping_) return unavailable("the server is shutting down");
     KF_RETURN_IF_ERROR(quota_.admit(client, request_bytes));
+    if (shared_ != nullptr) {
+      // Any node may run it (coordinator_loop); this one counts it until it finishes, which
+      // may be before insert_job returns.
+      Watched& w = watched_[record.id];
+      w.client = client;
+      w.request_bytes = request_bytes;
+    }
   }
   if (Status s = store_->insert_job(record); !s) {
     std::lock_guard lock(mu_);
     quota_.release(client, request_bytes);
+    watched_.erase(record.id);
     return s;
+  }
+  if (shared_ != nullptr) {
+    ++submitted_;
+    legacy_.job_submitted(record.created_ms);
+    return record;
   }
   {
     std::lock_guard lock(mu_);
@@ -260,6 +300,7 @@ Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobReques
 
 void JobServiceImpl::run_job(const std::string& job_id, const std::string& device) {
   JobRecord record;
+  bool claimed = false;
   auto cancel = std::make_shared<workers::CancelToken>();
   std::string cancelled_before_start;
   {
@@ -272,15 +313,19 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
     it->second.cancel = cancel;
     it->second.record.state = JobState::kRunning;
     it->second.record.device = device;
-    it->second.record.started_ms = clock_.unix_ms();
-    ++it->second.record.attempts;
+    if (!it->second.claimed) {  // a claim already recorded the start in the store
+      it->second.record.started_ms = clock_.unix_ms();
+      ++it->second.record.attempts;
+    }
     record = it->second.record;
+    claimed = it->second.claimed;
   }
   if (!cancelled_before_start.empty()) {
     finish(job_id, JobState::kCancelled, Json(), cancelled_before_start);
     return;
   }
-  if (Status s = store_->mark_running(job_id, device, record.started_ms); !s) {
+  if (Status s = claimed ? Status::ok() : store_->mark_running(job_id, device, record.started_ms);
+      !s) {
     KF_LOG_ERROR("job={} cannot be marked running: {}", job_id, s.message());
     finish(job_id, JobState::kFailed, Json(), "store error: " + s.message());
     return;
@@ -382,9 +427,17 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
   if (result.is_object() && !result.contains("compilation_time") && sample.compile_s >= 0) {
     result["compilation_time"] = sample.compile_s;
   }
-  if (Status s = store_->finish_job(id, state, result, error, now); !s) {
-    KF_LOG_ERROR("job={} result could not be stored: {}", id, s.message());
+  Status stored = store_->finish_job(id, state, result, error, now);
+  if (shared_ != nullptr) {
+    // The shared database may be restarting: try again for a while. A result never recorded
+    // leaves the job to its lease, which this node stops renewing: it runs again elsewhere.
+    for (int retry = 1; retry <= 5 && stored.code() == ErrorCode::kUnavailable; ++retry) {
+      KF_LOG_WARN("job={} result not stored yet ({}); retrying", id, stored.message());
+      std::this_thread::sleep_for(std::chrono::seconds(retry));
+      stored = store_->finish_job(id, state, result, error, now);
+    }
   }
+  if (!stored) KF_LOG_ERROR("job={} result could not be stored: {}", id, stored.message());
   sample.state = state;
   sample.result = &result;
   legacy_.job_finished(sample);
@@ -397,6 +450,13 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
     if (it == active_.end()) return;
     record = std::move(it->second.record);
     subs = std::move(it->second.done_subs);
+    if (it->second.claimed && !stored) {
+      // Shared queue: the store did not take this result (the lease went to another node):
+      // the waiters get the result the store keeps, when it comes.
+      for (auto& [sub, cb] : subs)
+        watched_[id].done_subs[sub] = std::move(cb);
+      subs.clear();
+    }
     for (const auto& [sub, _] : subs)
       subscription_.erase(sub);
     for (const auto& [sub, _] : it->second.progress_subs)
@@ -457,26 +517,71 @@ StatusOr<uint64_t> JobServiceImpl::when_done(const std::string& id, DoneCallback
       subscription_[sub] = id;
       return sub;
     }
+    if (shared_ != nullptr) {
+      // Registered before the store is read, so a finish on another node cannot slip between.
+      watched_[id].done_subs[sub] = done;
+      subscription_[sub] = id;
+    }
   }
   // Not active: finished (or unknown). finish() stores before it removes from active_.
-  KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
-  if (!stored) return not_found("no job with id '" + id + "'");
-  if (!is_terminal(stored->state)) {
-    return failed_precondition("job '" + id + "' is " + std::string(to_string(stored->state)) +
+  auto stored = store_->get_job(id);
+  if (shared_ != nullptr) {
+    if (stored.is_ok() && *stored && !is_terminal((*stored)->state)) return sub;
+    // Finished or unknown: answer now, unless an event already did.
+    DoneCallback mine;
+    {
+      std::lock_guard lock(mu_);
+      subscription_.erase(sub);
+      if (auto w = watched_.find(id); w != watched_.end()) {
+        if (auto d = w->second.done_subs.find(sub); d != w->second.done_subs.end()) {
+          mine = std::move(d->second);
+          w->second.done_subs.erase(d);
+        }
+        if (w->second.client.empty() && w->second.done_subs.empty() &&
+            w->second.progress_subs.empty()) {
+          watched_.erase(w);
+        }
+      }
+    }
+    KF_RETURN_IF_ERROR(stored.status());
+    if (!*stored) return not_found("no job with id '" + id + "'");
+    if (mine) mine(**stored);
+    return sub;
+  }
+  KF_RETURN_IF_ERROR(stored.status());
+  if (!*stored) return not_found("no job with id '" + id + "'");
+  if (!is_terminal((*stored)->state)) {
+    return failed_precondition("job '" + id + "' is " + std::string(to_string((*stored)->state)) +
                                " but not scheduled on this server");
   }
-  done(*stored);
+  done(**stored);
   return sub;
 }
 
 StatusOr<uint64_t> JobServiceImpl::on_progress(const std::string& id, ProgressCallback progress) {
-  std::lock_guard lock(mu_);
-  auto it = active_.find(id);
-  if (it == active_.end()) {
-    return failed_precondition("job '" + id + "' is not queued or running");
+  const std::string not_unfinished = "job '" + id + "' is not queued or running";
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it != active_.end()) {
+      uint64_t sub = next_subscription_++;
+      it->second.progress_subs[sub] = std::move(progress);
+      subscription_[sub] = id;
+      return sub;
+    }
+    if (shared_ == nullptr) return failed_precondition(not_unfinished);
   }
+  // Shared queue: a job of the queue, or of another node (which reports no progress here;
+  // the subscription moves to this node's run if this node claims it).
+  KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
+  if (!stored || is_terminal(stored->state)) return failed_precondition(not_unfinished);
+  std::lock_guard lock(mu_);
   uint64_t sub = next_subscription_++;
-  it->second.progress_subs[sub] = std::move(progress);
+  if (auto it = active_.find(id); it != active_.end()) {
+    it->second.progress_subs[sub] = std::move(progress);
+  } else {
+    watched_[id].progress_subs[sub] = std::move(progress);
+  }
   subscription_[sub] = id;
   return sub;
 }
@@ -490,38 +595,192 @@ void JobServiceImpl::unsubscribe(uint64_t subscription) {
     it->second.done_subs.erase(subscription);
     it->second.progress_subs.erase(subscription);
   }
+  if (auto w = watched_.find(s->second); w != watched_.end()) {
+    w->second.done_subs.erase(subscription);
+    w->second.progress_subs.erase(subscription);
+    if (w->second.client.empty() && w->second.done_subs.empty() &&
+        w->second.progress_subs.empty()) {
+      watched_.erase(w);
+    }
+  }
   subscription_.erase(s);
 }
 
-Status JobServiceImpl::cancel(const std::string& id, const std::string& reason) {
-  bool was_queued = false;
+bool JobServiceImpl::cancel_if_local(const std::string& id, const std::string& reason) {
   {
     std::lock_guard lock(mu_);
     auto it = active_.find(id);
-    if (it == active_.end()) {
-      // Finished or unknown.
-    } else if (it->second.cancel) {
-      it->second.cancel_reason = reason.empty() ? "cancelled by client" : reason;
+    if (it == active_.end()) return false;
+    if (it->second.cancel) {
+      it->second.cancel_reason = reason;
       it->second.cancel->cancel();
-      return Status::ok();
-    } else {
-      was_queued = scheduler_->remove(id);
-      if (!was_queued) {
-        // Between dequeue and start: the runner will see the token.
-        it->second.cancel_reason = reason.empty() ? "cancelled by client" : reason;
-        it->second.cancel = std::make_shared<workers::CancelToken>();
-        it->second.cancel->cancel();
-        return Status::ok();
-      }
+      return true;
+    }
+    if (!scheduler_->remove(id)) {
+      // Between dequeue and start: the runner will see the token.
+      it->second.cancel_reason = reason;
+      it->second.cancel = std::make_shared<workers::CancelToken>();
+      it->second.cancel->cancel();
+      return true;
     }
   }
-  if (was_queued) {
-    finish(id, JobState::kCancelled, Json(), reason.empty() ? "cancelled by client" : reason);
-    return Status::ok();
+  finish(id, JobState::kCancelled, Json(), reason);
+  return true;
+}
+
+Status JobServiceImpl::cancel(const std::string& id, const std::string& reason) {
+  const std::string why = reason.empty() ? "cancelled by client" : reason;
+  if (cancel_if_local(id, why)) return Status::ok();
+  if (shared_ != nullptr) {
+    // Queued: cancelled now; running on another node: that node cancels it (its events or
+    // next heartbeat), and when_done answers when it has.
+    return shared_->request_cancel(id, why, clock_.unix_ms()).status();
   }
+  // Finished or unknown.
   KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
   if (!stored) return not_found("no job with id '" + id + "'");
   return Status::ok();
+}
+
+void JobServiceImpl::claim_for_idle_devices() {
+  for (const auto& d : devices_) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      const bool busy = std::any_of(active_.begin(), active_.end(), [&d](const auto& entry) {
+        return entry.second.record.device == d.device.name;
+      });
+      if (busy) continue;
+    }
+    // A job asks for this device, or (on a GPU) for whichever GPU frees first.
+    std::vector<std::string> targets = {d.device.name};
+    if (d.device.is_gpu) targets.emplace_back(scheduler::kAnyGpu);
+    auto claimed = shared_->claim(targets, d.device.name, clock_.unix_ms());
+    if (!claimed.is_ok()) {
+      KF_LOG_WARN("claiming a job for {}: {}", d.device.name, claimed.status().message());
+      return;
+    }
+    if (!*claimed) continue;
+    JobRecord record = std::move(**claimed);
+    const std::string id = record.id;
+    {
+      std::lock_guard lock(mu_);
+      Active active;
+      active.record = std::move(record);
+      active.record.state = JobState::kQueued;  // until its runner starts it
+      active.claimed = true;
+      active.target = d.device.name;
+      if (auto parsed = parse_stored_request(active.record); parsed.is_ok()) {
+        active.kernel_type = std::string(model::to_string(parsed->kernel.kernel_type));
+      }
+      if (auto w = watched_.find(id); w != watched_.end()) {
+        active.progress_subs = std::move(w->second.progress_subs);
+        w->second.progress_subs.clear();
+      }
+      active_[id] = std::move(active);
+    }
+    KF_LOG_INFO("job={} claimed for {} (node {})", id, d.device.name, shared_->node_id());
+    scheduler_->enqueue(id, d.device.name);
+  }
+}
+
+void JobServiceImpl::resolve_watched(const std::vector<std::string>& ids) {
+  for (const auto& id : ids) {
+    bool waited_for = false;
+    {
+      std::lock_guard lock(mu_);
+      auto it = watched_.find(id);
+      if (it == watched_.end()) continue;
+      waited_for = !it->second.done_subs.empty();
+    }
+    std::optional<JobRecord> done;
+    if (waited_for) {
+      auto stored = store_->get_job(id);
+      if (!stored.is_ok()) continue;  // the next event or poll tries again
+      if (*stored && !is_terminal((*stored)->state)) continue;
+      done = std::move(*stored);
+    }
+    Watched w;
+    {
+      std::lock_guard lock(mu_);
+      auto it = watched_.find(id);
+      if (it == watched_.end()) continue;
+      if (!waited_for && !it->second.done_subs.empty()) continue;  // a waiter came: next time
+      w = std::move(it->second);
+      watched_.erase(it);
+      if (!w.client.empty()) quota_.release(w.client, w.request_bytes);
+      for (const auto& [sub, _] : w.done_subs)
+        subscription_.erase(sub);
+      for (const auto& [sub, _] : w.progress_subs)
+        subscription_.erase(sub);
+    }
+    if (!done) continue;  // deleted meanwhile, or nobody waits: nothing to answer
+    for (auto& [sub, cb] : w.done_subs)
+      cb(*done);
+  }
+}
+
+void JobServiceImpl::coordinator_loop() {
+  using std::chrono::milliseconds;
+  constexpr milliseconds kPollEvery{2000};  // waiters' safety net when an event is missed
+  constexpr milliseconds kMaxWait{500};     // claims are retried at least this often
+  auto next_beat = std::chrono::steady_clock::now();
+  auto next_poll = next_beat + kPollEvery;
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_beat) {
+      next_beat = now + options_.heartbeat;
+      std::vector<std::string> running;
+      {
+        std::lock_guard lock(mu_);
+        for (const auto& [id, a] : active_) {
+          if (a.claimed) running.push_back(id);
+        }
+      }
+      if (auto beat = shared_->heartbeat(running); beat.is_ok()) {
+        for (const auto& c : *beat)
+          cancel_if_local(c.id, c.reason);
+      } else {
+        KF_LOG_WARN("node {}: lease renewal failed: {}", shared_->node_id(),
+                    beat.status().message());
+      }
+      if (auto n = shared_->recover_expired(options_.max_attempts, clock_.unix_ms()); !n.is_ok()) {
+        KF_LOG_WARN("recovering jobs of dead nodes: {}", n.status().message());
+      } else if (*n > 0) {
+        recovered_ += *n;
+        KF_LOG_INFO("recovered {} job(s) whose node stopped renewing its lease", *n);
+      }
+    }
+    claim_for_idle_devices();
+    const auto wait = std::min(
+        kMaxWait, std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
+                                                next_beat - std::chrono::steady_clock::now())));
+    auto events = shared_->wait_events(wait);
+    if (!events.is_ok()) {
+      KF_LOG_WARN("node {}: job events: {}", shared_->node_id(), events.status().message());
+      std::this_thread::sleep_for(kMaxWait);
+      continue;
+    }
+    // A cancellation request: the next heartbeat (now) hands over the reasons.
+    if (!events->cancel.empty()) next_beat = std::chrono::steady_clock::now();
+    resolve_watched(events->finished);
+    if (std::chrono::steady_clock::now() >= next_poll) {
+      next_poll = std::chrono::steady_clock::now() + kPollEvery;
+      std::vector<std::string> watched;
+      {
+        std::lock_guard lock(mu_);
+        for (const auto& [id, w] : watched_)
+          watched.push_back(id);
+      }
+      if (auto finished = shared_->finished_among(watched); finished.is_ok()) {
+        resolve_watched(*finished);
+      }
+    }
+  }
 }
 
 Json JobServiceImpl::health() {
@@ -621,10 +880,13 @@ Json JobServiceImpl::stats() {
                  {"max_bytes_per_client", l.max_bytes_per_client}};
   }
   Json out = legacy_.snapshot(uptime, now_ms);
+  // A shared queue's depth is the store's (every node's queued jobs), not this node's.
+  const Json queue_depth =
+      shared_ != nullptr ? by_state["queued"] : Json(scheduler_->queue_depth());
   out.update(Json{{"job_stats", std::move(job_stats)},
                   {"uptime_s", uptime},
                   {"version", options_.version},
-                  {"queue_depth", scheduler_->queue_depth()},
+                  {"queue_depth", queue_depth},
                   {"queue", std::move(queue)},
                   {"jobs", by_state},
                   {"jobs_submitted", submitted_.load()},

@@ -4,6 +4,13 @@
 // store still has as queued or running (the server died) are queued again, up to
 // `max_attempts` starts each; past that they fail with the reason.
 //
+// Shared queue (the store is a store::SharedQueue, e.g. PostgreSQL): several servers ("nodes")
+// share the store's queue. submit() only inserts the job; a coordinator thread claims queued
+// jobs for this node's idle devices, renews their leases, recovers the jobs of nodes whose
+// lease expired (under the same `max_attempts` rule as a restart) and wakes when_done waiters
+// when a job finishes on any node (the store's events, and a poll every 2 s). Queue limits
+// count the jobs this node accepted until they finish, wherever they run.
+//
 // Memory: an unfinished job costs a JobRecord without its request (ids, state, times) and
 // its quota entry; the request itself stays in the store and is read back when the job
 // starts, so queued work is bounded by QueueLimits in the store's bytes, not held in RAM.
@@ -17,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kforge/common/clock.h"
@@ -26,6 +34,7 @@
 #include "kforge/jobs/queue_quota.h"
 #include "kforge/jobs/reference_reuse.h"
 #include "kforge/scheduler/scheduler.h"
+#include "kforge/store/shared_queue.h"
 #include "kforge/store/store.h"
 #include "kforge/workers/worker.h"
 
@@ -58,6 +67,8 @@ class JobServiceImpl final : public JobService {
     // The judges' reference directory (SandboxPolicy::reference_cache_dir): a batch's
     // reference results are computed once and reused there (reference_reuse.h). Empty: off.
     std::filesystem::path reference_cache_dir;
+    // Shared queue only: how often leases are renewed (a third of the store's lease).
+    std::chrono::milliseconds heartbeat{10000};
   };
 
   JobServiceImpl(Options options, std::unique_ptr<store::Store> store,
@@ -92,6 +103,8 @@ class JobServiceImpl final : public JobService {
     std::shared_ptr<workers::CancelToken> cancel;  // set while running
     std::string cancel_reason;
     bool cancelled_by_shutdown = false;  // stop(): the job goes back to the queue, not cancelled
+    bool claimed = false;  // shared queue: claimed from the store (already running there, not
+                           // counted in this node's quota)
     double last_fraction = 0;
     // When the worker reported each phase first (Unix ms, 0 = not yet): the loading phase is
     // the compilation time, the timing phases the profiling time.
@@ -100,7 +113,22 @@ class JobServiceImpl final : public JobService {
     std::map<uint64_t, ProgressCallback> progress_subs;
   };
 
+  // Shared queue: a job this node accepted (or waits for) that it is not running.
+  struct Watched {
+    std::string client;        // the quota key; empty when not counted
+    size_t request_bytes = 0;  // counted in the quota while the job is unfinished
+    std::map<uint64_t, DoneCallback> done_subs;
+    std::map<uint64_t, ProgressCallback> progress_subs;
+  };
+
   void run_job(const std::string& job_id, const std::string& device);
+  // Shared queue: the coordinator thread (claims, heartbeats, recovery, events).
+  void coordinator_loop();
+  void claim_for_idle_devices();
+  // Calls the waiters of those watched jobs that have finished (read from the store).
+  void resolve_watched(const std::vector<std::string>& ids);
+  // Cancels a job this node runs or has claimed; false when it has no such job.
+  bool cancel_if_local(const std::string& id, const std::string& reason);
   void prepare_device(const std::string& device);
   workers::Worker* pick_worker(const std::string& device, const model::JobRequest& request);
   Json worker_spec(const JobRecord& record, const model::JobRequest& request,
@@ -124,6 +152,7 @@ class JobServiceImpl final : public JobService {
   const std::unique_ptr<store::Store> store_;
   std::vector<DeviceWorkers> devices_;
   const Clock& clock_;
+  store::SharedQueue* const shared_;  // store_'s shared queue, or null
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   const std::chrono::steady_clock::time_point started_at_;
 
@@ -133,7 +162,9 @@ class JobServiceImpl final : public JobService {
   std::map<uint64_t, std::string> subscription_;  // guarded by mu_: id -> job id
   uint64_t next_subscription_ = 1;                // guarded by mu_
   bool stopping_ = false;                         // guarded by mu_
-  std::map<std::string, Json> peaks_;  // guarded by mu_: device -> peaks or {"error": ...}
+  std::map<std::string, Json> peaks_;       // guarded by mu_: device -> peaks or {"error": ...}
+  std::map<std::string, Watched> watched_;  // guarded by mu_: shared queue only
+  std::thread coordinator_;                 // shared queue only; started by start()
   std::atomic<int64_t> submitted_{0};
   std::atomic<int64_t> finished_{0};
   std::atomic<int64_t> recovered_{0};

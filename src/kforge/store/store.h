@@ -1,5 +1,5 @@
 // Durable storage of jobs and results. Implementations: store/sqlite (default, embedded),
-// store/postgres (later, for several nodes).
+// store/postgres (several nodes sharing one queue: shared_queue.h).
 //
 // Thread-safety: every method may be called from any thread; implementations serialise
 // internally. Methods block on disk I/O: never call them on an io (network) thread.
@@ -18,9 +18,14 @@
 
 namespace kforge::store {
 
+class SharedQueue;
+
 class Store {
  public:
   virtual ~Store() = default;
+
+  // The queue this store shares with other nodes, or null when it serves one process.
+  virtual SharedQueue* shared_queue() { return nullptr; }
 
   // Inserts a new job; kAlreadyExists if the id is taken.
   virtual Status insert_job(const jobs::JobRecord& job) = 0;

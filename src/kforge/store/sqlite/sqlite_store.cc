@@ -10,6 +10,7 @@
 #include "kforge/common/files.h"
 #include "kforge/common/json.h"
 #include "kforge/store/sqlite/sqlite_support.h"
+#include "kforge/store/summary.h"
 
 namespace kforge::store {
 
@@ -374,19 +375,11 @@ StatusOr<int64_t> SqliteStore::delete_finished_before(int64_t unix_ms) {
 }
 
 StatusOr<std::map<JobState, int64_t>> SqliteStore::count_by_state() {
-  KF_ASSIGN_OR_RETURN(auto summary, job_summary());
-  std::map<JobState, int64_t> counts;
-  for (const auto& [state, s] : summary)
-    counts[state] = s.count;
-  return counts;
+  return counts_of(job_summary());
 }
 
 StatusOr<std::map<JobState, Store::StateSummary>> SqliteStore::job_summary() {
-  std::map<JobState, StateSummary> summary;
-  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
-                     JobState::kCancelled}) {
-    summary[s] = StateSummary{};
-  }
+  std::map<JobState, StateSummary> summary = empty_summary();
   std::lock_guard lock(mu_);
   Call call(db_, statement(Query::kCountByState));
   while (true) {
