@@ -99,15 +99,8 @@ void wait_for_batch(const RestContextPtr& ctx, const jobs::BatchRecord& batch,
 void submit_batch_blocking(const RestContextPtr& ctx, const std::string& body,
                            const std::string& client, bool wait, bool stream,
                            const Responder& responder) {
-  if (responder.cancelled()) {
-    responder.send(HttpResponse::error(unavailable("the request was cancelled before submit")));
-    return;
-  }
-  auto json = parse_json(body);
-  if (!json.is_ok()) {
-    responder.send(HttpResponse::error(json.status()));
-    return;
-  }
+  auto json = submit_body_json(body, responder);
+  if (!json) return;
   auto request = model::parse_batch_request(*json, ctx->options.limits);
   if (!request.is_ok()) {
     responder.send(HttpResponse::error(request.status()));

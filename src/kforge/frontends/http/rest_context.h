@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "kforge/frontends/http/rest_handlers.h"
 #include "kforge/jobs/batch.h"
@@ -33,6 +34,11 @@ void handle_get_batch(const RestContextPtr& ctx, const HttpRequest& request, Res
 // A boolean query parameter (?wait=false, ?stream=1): `absent` when it is not given;
 // kInvalidArgument (field "query.<name>") for a value that is not a boolean.
 StatusOr<bool> parse_bool_query(const HttpRequest& request, std::string_view name, bool absent);
+
+// A submit's body as JSON, read on the blocking pool; nullopt once the client has been
+// answered instead (it left or the server is stopping before anything was accepted: 503; the
+// body is not JSON: 400).
+std::optional<Json> submit_body_json(const std::string& body, const Responder& responder);
 
 // The answer to a refused submit; a full queue (503) or a used-up quota (429) says when to
 // come back (Retry-After).

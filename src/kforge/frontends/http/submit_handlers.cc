@@ -112,19 +112,28 @@ void wait_for_job(const RestContextPtr& ctx, const jobs::JobRecord& job, double 
   if (state->set_subscription(*sub)) ctx->service.unsubscribe(*sub);
 }
 
-// The part of a submit that runs on the blocking pool.
-void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::string& body,
-                     const std::string& client, bool wait, const Responder& responder) {
+}  // namespace
+
+std::optional<Json> submit_body_json(const std::string& body, const Responder& responder) {
   if (responder.cancelled()) {
-    // The client left or the server is stopping before anything was accepted.
     responder.send(HttpResponse::error(unavailable("the request was cancelled before submit")));
-    return;
+    return std::nullopt;
   }
   auto json = parse_json(body);
   if (!json.is_ok()) {
     responder.send(HttpResponse::error(json.status()));
-    return;
+    return std::nullopt;
   }
+  return std::move(*json);
+}
+
+namespace {
+
+// The part of a submit that runs on the blocking pool.
+void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::string& body,
+                     const std::string& client, bool wait, const Responder& responder) {
+  auto json = submit_body_json(body, responder);
+  if (!json) return;
   auto request = kind == SubmitKind::kEvaluate
                      ? model::parse_evaluate_request(*json, ctx->options.limits)
                      : model::parse_compare_request(*json, ctx->options.limits);

@@ -6,6 +6,7 @@
 
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/kernel_tool_args.h"
+#include "kforge/frontends/mcp/tool.h"
 #include "kforge/jobs/batch.h"
 #include "kforge/jobs/job_view.h"
 #include "kforge/model/batch.h"
@@ -143,10 +144,7 @@ Status add_batch_tool(ToolRegistry& tools, jobs::JobService& service,
       "and candidates (kernel objects: source_code, kernel_type, io).";
   spec.input_schema = input_schema(limits);
   spec.normalize_arguments = normalize;
-  spec.annotations = Json{{"readOnlyHint", false},
-                          {"destructiveHint", false},
-                          {"idempotentHint", false},
-                          {"openWorldHint", false}};
+  spec.annotations = job_tool_annotations();
   spec.long_running = true;
   return tools.add(std::move(spec),
                    [ctx](std::shared_ptr<ToolCall> call) { run_batch(ctx, call); });

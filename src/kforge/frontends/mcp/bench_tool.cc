@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "kforge/bench/bench_run.h"
+#include "kforge/frontends/mcp/tool.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -110,10 +111,7 @@ Status add_bench_tool(ToolRegistry& tools, jobs::JobService& service,
       "minutes on a GPU; progress notifications follow each job.";
   spec.input_schema = bench::bench_request_schema(local);
   spec.output_schema = output_schema();
-  spec.annotations = Json{{"readOnlyHint", false},
-                          {"destructiveHint", false},
-                          {"idempotentHint", false},
-                          {"openWorldHint", false}};
+  spec.annotations = job_tool_annotations();
   spec.long_running = true;
   // Handlers run on the blocking executor: planning may read files and ask for health().
   return tools.add(std::move(spec),

@@ -161,13 +161,6 @@ void get_server_stats(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& ca
   call->finish(server_stats_result(stats, ctx->service.health()));
 }
 
-Json kernel_annotations() {
-  return Json{{"readOnlyHint", false},
-              {"destructiveHint", false},
-              {"idempotentHint", false},
-              {"openWorldHint", false}};
-}
-
 Json read_only_annotations() {
   return Json{{"readOnlyHint", true}, {"idempotentHint", true}, {"openWorldHint", false}};
 }
@@ -185,7 +178,7 @@ ToolSpec kernel_spec(KernelTool tool) {
   spec.name = tool_name(tool);
   spec.input_schema = kernel_tool_input_schema(tool);
   spec.output_schema = job_view_schema();
-  spec.annotations = kernel_annotations();
+  spec.annotations = job_tool_annotations();
   spec.long_running = true;
   spec.normalize_arguments = normalize_arguments;
   switch (tool) {

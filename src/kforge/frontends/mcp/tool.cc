@@ -11,6 +11,13 @@ Json text_block(std::string text) {
 
 }  // namespace
 
+Json job_tool_annotations() {
+  return Json{{"readOnlyHint", false},
+              {"destructiveHint", false},
+              {"idempotentHint", false},
+              {"openWorldHint", false}};
+}
+
 ToolResult ToolResult::text(std::string text) {
   ToolResult r;
   r.content.push_back(text_block(std::move(text)));

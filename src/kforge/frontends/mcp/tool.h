@@ -39,6 +39,10 @@ struct ToolSpec {
   std::function<Json(Json arguments)> normalize_arguments;
 };
 
+// The annotations of a tool that submits jobs: it changes state (a job), destroys nothing,
+// is not idempotent (each call is a new job) and reaches nothing outside kforge.
+Json job_tool_annotations();
+
 struct ToolResult {
   Json content = Json::array();  // content blocks: text, image, audio, resource, ...
   std::optional<Json> structured;
