@@ -60,6 +60,19 @@ def options(device: str) -> dict[str, Any]:
     return {"device": device, "num_correct_trials": 3}
 
 
+def report_phases(mode: str, results: list[dict[str, Any]]) -> None:
+    """Median per-phase times of one round's results, and the first two results' reuse records."""
+    phases: dict[str, list[float]] = {}
+    for r in results:
+        for name, ms in (r.get("phases_ms") or {}).items():
+            phases.setdefault(name, []).append(ms)
+    medians = {k: round(statistics.median(v), 1) for k, v in phases.items()}
+    print(f"{mode} phases_ms median {json.dumps(medians)}", flush=True)
+    for r in results[:2]:
+        if r.get("reference_reuse") is not None:
+            print(f"{mode} reference_reuse {json.dumps(r['reference_reuse'])}", flush=True)
+
+
 def run_separate(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> float:
     def one(kernel: dict[str, Any]) -> dict[str, Any]:
         with srv.client() as c:
@@ -74,6 +87,7 @@ def run_separate(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -
         results = list(pool.map(one, cands))
     wall = time.perf_counter() - start
     assert all(r["correctness"] for r in results), [r.get("validation_error") for r in results]
+    report_phases("separate", results)
     return wall
 
 
@@ -85,6 +99,7 @@ def run_batch(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> t
     assert r.status_code == 200, r.text
     results = [v["kernel_exec_result"] for v in r.json()["results"]]
     assert all(x["correctness"] for x in results), [x.get("validation_error") for x in results]
+    report_phases("batch", results)
     reused = sum(1 for x in results if x["reference_reuse"]["reused"].get("reference_timing"))
     return wall, reused
 
@@ -112,6 +127,7 @@ def main() -> int:
             wall, count = run_batch(srv, ref, cands, args.device)
             walls["batch"].append(wall)
             reused.append(count)
+            print(f"round: separate {walls['separate'][-1]:.2f} s, batch {wall:.2f} s", flush=True)
     finally:
         srv.stop()
     sep, bat = statistics.median(walls["separate"]), statistics.median(walls["batch"])

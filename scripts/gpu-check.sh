@@ -138,7 +138,7 @@ if [[ -n "${ONLY_BATCH:-}" ]]; then
     tee "$out/pytest-batch.log" | tail -5
   record "batch pytest" "$(grep -E 'passed|failed' "$out/pytest-batch.log" | tail -1)"
   echo "== benchmark: one batch of 16 candidates vs 16 separate compares"
-  "$py" bench/batch_throughput.py --device "$KFORGE_TEST_DEVICE" --candidates 16 --rounds 2 \
+  "$py" bench/batch_throughput.py --device "$KFORGE_TEST_DEVICE" --candidates 16 --rounds "${BATCH_ROUNDS:-1}" \
     --out "$out/batch_throughput.json" 2>&1 | tee "$out/batch_throughput.log" | tail -6
   record "batch of 16 vs 16 compares (target >= 4x)" "$(grep '^separate / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
   echo "== benchmark: a kernel's timing alone vs under concurrent compile load"

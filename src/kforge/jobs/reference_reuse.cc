@@ -17,11 +17,25 @@ bool is_sha256_hex(const std::string& s) {
   return true;
 }
 
+// What of a candidate's io decides the reference's inputs and outputs: its non-meta arguments
+// (tensors and scalars, in order). Its launch configuration and Triton constexpr (meta)
+// arguments only shape the candidate's own kernel, so candidates that differ only there (block
+// sizes, warp counts: the usual batch) share one reference run.
+Json reference_side_io(const model::KernelCode& kernel) {
+  if (!kernel.io) return Json();
+  Json args = Json::array();
+  for (const model::ArgSpec& a : kernel.io->args) {
+    if (a.is_meta) continue;
+    args.push_back(model::to_json(a));
+  }
+  return args;
+}
+
 }  // namespace
 
 std::string ReferenceReuse::key_of(const model::JobRequest& r, const std::string& device) {
   Json what = {{"reference", r.reference ? model::to_json(*r.reference) : Json()},
-               {"candidate_io", r.kernel.io ? model::to_json(*r.kernel.io) : Json()},
+               {"candidate_io", reference_side_io(r.kernel)},
                {"seed", r.seed.value_or(0)},
                {"num_correct_trials", r.num_correct_trials},
                {"timing", model::to_json(r.timing)},

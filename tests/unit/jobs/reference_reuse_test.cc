@@ -66,6 +66,31 @@ TEST_F(ReferenceReuseTest, KeysSeparateDevicesSeedsAndInputs) {
   EXPECT_TRUE(reuse.spec_for(batch_job(1, 2), "cuda:1")["sha256"].is_null());
 }
 
+model::JobRequest triton_job(int64_t block, int64_t warps, int64_t elements = 4096) {
+  model::JobRequest r = batch_job(0, 2);
+  model::IOContract io;
+  model::ArgSpec x{"x", model::ArgType::kTensor, Json(), model::TensorSpec{},
+                   model::ArgRole::kInput};
+  x.tensor_spec->shape = {elements};
+  io.args.push_back(x);
+  io.args.push_back(model::ArgSpec{"n", model::ArgType::kInt, Json(elements), {}, {}});
+  io.args.push_back(
+      model::ArgSpec{"BLOCK_SIZE", model::ArgType::kInt, Json(block), {}, {}, /*is_meta=*/true});
+  io.launch = model::LaunchConfig{};
+  io.launch->num_warps = static_cast<int>(warps);
+  r.kernel.kernel_type = model::KernelType::kTriton;
+  r.kernel.io = io;
+  return r;
+}
+
+TEST_F(ReferenceReuseTest, CandidatesDifferingOnlyInLaunchOrMetaArgumentsShareAKey) {
+  const std::string key = ReferenceReuse::key_of(triton_job(256, 4), "cuda:0");
+  EXPECT_EQ(ReferenceReuse::key_of(triton_job(1024, 8), "cuda:0"), key);
+  // Different inputs (a tensor's shape, a scalar the reference may be given) need their own run.
+  EXPECT_NE(ReferenceReuse::key_of(triton_job(256, 4, 8192), "cuda:0"), key);
+  EXPECT_NE(ReferenceReuse::key_of(batch_job(0, 2), "cuda:0"), key);
+}
+
 TEST_F(ReferenceReuseTest, OnlyAWellFormedDigestIsKept) {
   ReferenceReuse reuse(root_);
   reuse.job_ended(batch_job(0, 4), "cpu", result_with("../../etc/passwd"));
