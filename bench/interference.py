@@ -108,6 +108,7 @@ def main() -> int:
         with srv.client() as c:
             c.post("/compare", json=body(args.device))  # compile and cache
             for mode in ("alone", "loaded", "alone", "loaded"):
+                began = time.perf_counter()
                 if mode == "loaded":
                     load.start()
                 try:
@@ -119,6 +120,11 @@ def main() -> int:
                         ref[mode].append(res["ref_runtime_stats"]["median"])
                 finally:
                     load.stop()
+                print(
+                    f"{mode}: {args.jobs // 2} jobs in {time.perf_counter() - began:.1f} s, "
+                    f"candidate medians {cand[mode][-(args.jobs // 2) :]}",
+                    flush=True,
+                )
     finally:
         load.stop()
         srv.stop()
