@@ -30,6 +30,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -73,7 +74,9 @@ class Outcome:
     error: str | None = None
 
 
-def find_problems(root: Path, levels: list[str], limit: int | None) -> list[Problem]:
+def find_problems(
+    root: Path, levels: list[str], limit: int | None, only: str | None = None
+) -> list[Problem]:
     problems: list[Problem] = []
     for level in levels:
         folder = root / f"level{level}"
@@ -82,6 +85,8 @@ def find_problems(root: Path, levels: list[str], limit: int | None) -> list[Prob
                 f"--problems: {folder} does not exist (expected DIR/level{level}/*.py)"
             )
         files = sorted(folder.glob("*.py"), key=lambda p: (_number(p.stem), p.stem))
+        if only:
+            files = [f for f in files if re.search(only, f.stem)]
         problems += [Problem(level, f.stem, f) for f in files[:limit]]
     if not problems:
         raise SystemExit(f"--problems: no problem files under {root}")
@@ -127,7 +132,7 @@ def run_kforge_one(client: Any, problem: Problem, args: argparse.Namespace) -> O
             or res.get("runtime_error")
             or res.get("validation_error")
             or str(r.json().get("error") or r.json().get("status"))
-        )[:300]
+        )[-600:]  # a traceback's end says what failed
     return out
 
 
@@ -219,7 +224,7 @@ def run_baseline(
 
 
 def _progress(who: str, o: Outcome, n: int, total: int) -> None:
-    verdict = "ok" if o.correct else f"FAIL {o.error or ''}"[:120]
+    verdict = "ok" if o.correct else f"FAIL {o.error or ''}"
     print(f"[{who} {n}/{total}] level{o.level} {o.problem}: {o.wall_s:.2f} s {verdict}",
           file=sys.stderr, flush=True)  # fmt: skip
 
@@ -292,6 +297,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--problems", required=True, type=Path, help="DIR with level1/, level2/")
     p.add_argument("--levels", default="1,2")
     p.add_argument("--limit", type=int, default=None, help="first N problems of each level")
+    p.add_argument("--only", default=None, help="problems whose name matches this regex")
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--correct-trials", type=int, default=5)
     p.add_argument("--perf-trials", type=int, default=100)
@@ -319,7 +325,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     levels = [x.strip() for x in args.levels.split(",") if x.strip()]
-    problems = find_problems(args.problems, levels, args.limit)
+    problems = find_problems(args.problems, levels, args.limit, args.only)
     kforge, kforge_total = run_kforge(problems, args)
     baseline: list[Outcome] = []
     baseline_level_s: dict[str, float] = {}

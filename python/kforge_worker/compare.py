@@ -154,34 +154,71 @@ def compare_tensors(
     numel = expected.numel()
     if numel == 0:
         return TensorComparison(name, True, "", tol.atol, tol.rtol)
+    exact = tol.atol == 0.0 and tol.rtol == 0.0 and not expected.dtype.is_floating_point
+    flat_actual, flat_expected = actual.detach().reshape(-1), expected.detach().reshape(-1)
+    count, max_abs, max_rel, first, nonfinite_mismatch = 0, 0.0, 0.0, -1, False
     with torch.no_grad():
-        a = actual.detach().to(torch.float64)
-        b = expected.detach().to(torch.float64)
-        diff = (a - b).abs()
-        both_finite = torch.isfinite(a) & torch.isfinite(b)
-        if tol.atol == 0.0 and tol.rtol == 0.0 and not expected.dtype.is_floating_point:
-            close = actual == expected
-        else:
-            within = diff <= tol.atol + tol.rtol * b.abs()
-            both_nan = torch.isnan(a) & torch.isnan(b)
-            close = torch.where(both_finite, within, (a == b) | both_nan)
-        mismatch = ~close
-        count = int(mismatch.sum().item())
-        if count == 0:
-            max_abs, max_rel = _max_errors(diff, b, both_finite)
-            return TensorComparison(name, True, "", tol.atol, tol.rtol, numel, 0, max_abs, max_rel)
-        max_abs, max_rel = _max_errors(diff, b, both_finite)
-        if bool((mismatch & ~both_finite).any().item()):
-            max_abs = max_rel = math.inf
-        first = int(torch.argmax(mismatch.reshape(-1).to(torch.uint8)).item())
-        first_mismatch = Mismatch(
-            index=unravel_index(first, expected.shape),
-            expected=expected.reshape(-1)[first].item(),
-            actual=actual.reshape(-1)[first].item(),
-        )
+        # In chunks: float64 copies and masks of a whole multi-GB output would need several
+        # times its size in device memory (KernelBench level 1 has 6 GB outputs).
+        for begin in range(0, numel, _CHUNK):
+            part = _compare_chunk(
+                flat_actual[begin : begin + _CHUNK],
+                flat_expected[begin : begin + _CHUNK],
+                tol,
+                exact,
+            )
+            count += part.count
+            max_abs, max_rel = max(max_abs, part.max_abs), max(max_rel, part.max_rel)
+            nonfinite_mismatch = nonfinite_mismatch or part.nonfinite_mismatch
+            if first < 0 and part.first >= 0:
+                first = begin + part.first
+    if count == 0:
+        return TensorComparison(name, True, "", tol.atol, tol.rtol, numel, 0, max_abs, max_rel)
+    if nonfinite_mismatch:
+        max_abs = max_rel = math.inf
+    first_mismatch = Mismatch(
+        index=unravel_index(first, expected.shape),
+        expected=flat_expected[first].item(),
+        actual=flat_actual[first].item(),
+    )
     return TensorComparison(
         name, False, "", tol.atol, tol.rtol, numel, count, max_abs, max_rel, first_mismatch
     )
+
+
+# Elements compared at once (16 Mi: a few 128 MB float64 temporaries).
+_CHUNK = 1 << 24
+
+
+@dataclass(frozen=True)
+class _ChunkComparison:
+    count: int  # mismatching elements
+    max_abs: float  # over elements finite in both
+    max_rel: float  # over elements finite in both with a non-zero expected value
+    first: int  # index of the first mismatch in the chunk, -1 when none
+    nonfinite_mismatch: bool  # a mismatch where either side is not finite
+
+
+def _compare_chunk(
+    actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, exact: bool
+) -> _ChunkComparison:
+    a, b = actual.to(torch.float64), expected.to(torch.float64)
+    diff = (a - b).abs()
+    both_finite = torch.isfinite(a) & torch.isfinite(b)
+    if exact:
+        close = actual == expected
+    else:
+        within = diff <= tol.atol + tol.rtol * b.abs()
+        both_nan = torch.isnan(a) & torch.isnan(b)
+        close = torch.where(both_finite, within, (a == b) | both_nan)
+    mismatch = ~close
+    count = int(mismatch.sum().item())
+    max_abs, max_rel = _max_errors(diff, b, both_finite)
+    if count == 0:
+        return _ChunkComparison(0, max_abs, max_rel, -1, False)
+    nonfinite = bool((mismatch & ~both_finite).any().item())
+    first = int(torch.argmax(mismatch.to(torch.uint8)).item())
+    return _ChunkComparison(count, max_abs, max_rel, first, nonfinite)
 
 
 def _max_errors(

@@ -164,3 +164,22 @@ def test_same_bits_sees_nan_payloads_and_signed_zero():
     assert same_bits(a, a.clone())
     assert not same_bits(a, torch.tensor([math.nan, -0.0]))
     assert not same_bits(torch.zeros(3), torch.zeros(4))
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 7, 1 << 24])
+def test_chunked_comparison_agrees_with_one_pass(monkeypatch, chunk):
+    # Large outputs are compared in chunks (bounded device memory); the report must not depend
+    # on where the chunk boundaries fall.
+    monkeypatch.setattr("kforge_worker.compare._CHUNK", chunk)
+    expected = torch.arange(1.0, 25.0).reshape(4, 6)
+    actual = expected.clone()
+    actual[1, 4] = 100.0  # abs error 89, rel 8.09
+    actual[3, 0] = 20.0  # abs error 1, rel 0.0526
+    result = compare_tensors("o", expected, actual, Tolerance(1e-4, 1e-4))
+    assert result.mismatch_count == 2 and result.numel == 24
+    assert result.max_abs_error == pytest.approx(89.0)
+    assert result.max_rel_error == pytest.approx(89.0 / 11.0)
+    assert result.first_mismatch.index == [1, 4] and result.first_mismatch.actual == 100.0
+    actual[3, 0] = math.nan  # a non-finite mismatch in a later chunk
+    assert compare_tensors("o", expected, actual, Tolerance(1e-4, 1e-4)).max_abs_error == math.inf
+    assert compare_tensors("o", expected, expected.clone(), Tolerance(0, 0)).passed
