@@ -235,5 +235,44 @@ def _max_errors(
     return max_abs, float(rel.max().item())
 
 
+@dataclass(frozen=True)
+class OutputSpread:
+    """Reductions over the elements where the expected output is finite (honesty checks)."""
+
+    finite: int  # how many expected elements are finite
+    low: float  # smallest finite expected value
+    high: float  # largest
+    max_abs: float  # largest |expected|
+    within_zero: bool  # every |expected| <= atol + rtol * |expected|: zeros would pass
+    max_error: float  # largest |actual - expected|
+    actual_constant: bool  # every actual element equals the first (NaN never does)
+
+
+def output_spread(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) -> OutputSpread:
+    """`OutputSpread` of two same-shaped floating-point outputs, in float64, chunk by chunk (the
+    whole tensors' float64 copies and masks would need several times their size)."""
+    want = expected.detach().reshape(-1)
+    got = actual.detach().to(want.device).reshape(-1)
+    first = got[:1].to(torch.float64)
+    finite, low, high, max_abs, max_error = 0, math.inf, -math.inf, 0.0, 0.0
+    within_zero, constant = True, True
+    with torch.no_grad():
+        for begin in range(0, want.numel(), _CHUNK):
+            w = want[begin : begin + _CHUNK].to(torch.float64)
+            g = got[begin : begin + _CHUNK].to(torch.float64)
+            constant = constant and bool((g == first).all())
+            mask = torch.isfinite(w)
+            count = int(mask.sum().item())
+            if count == 0:
+                continue
+            wf, gf = w[mask], g[mask]
+            finite += count
+            low, high = min(low, float(wf.min())), max(high, float(wf.max()))
+            max_abs = max(max_abs, float(wf.abs().max()))
+            within_zero = within_zero and bool((wf.abs() <= tol.atol + tol.rtol * wf.abs()).all())
+            max_error = max(max_error, float((gf - wf).abs().max()))
+    return OutputSpread(finite, low, high, max_abs, within_zero, max_error, constant)
+
+
 def _dtype(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")

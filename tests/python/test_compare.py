@@ -10,6 +10,7 @@ import torch
 from kforge_worker.compare import (
     Tolerance,
     compare_tensors,
+    output_spread,
     plain_tensor_problem,
     resolve_tolerance,
     same_bits,
@@ -183,3 +184,17 @@ def test_chunked_comparison_agrees_with_one_pass(monkeypatch, chunk):
     actual[3, 0] = math.nan  # a non-finite mismatch in a later chunk
     assert compare_tensors("o", expected, actual, Tolerance(1e-4, 1e-4)).max_abs_error == math.inf
     assert compare_tensors("o", expected, expected.clone(), Tolerance(0, 0)).passed
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 24])
+def test_output_spread_is_the_same_in_any_chunks(monkeypatch, chunk):
+    monkeypatch.setattr("kforge_worker.compare._CHUNK", chunk)
+    want = torch.tensor([1.0, -4.0, math.inf, 2.0, 0.5])
+    got = torch.tensor([1.0, -4.5, math.inf, 2.0, 0.5])
+    spread = output_spread(want, got, Tolerance(1e-2, 1e-2))
+    assert (spread.finite, spread.low, spread.high, spread.max_abs) == (4, -4.0, 2.0, 4.0)
+    assert spread.max_error == pytest.approx(0.5)
+    assert not spread.within_zero and not spread.actual_constant
+    constant = output_spread(want, torch.full((5,), 3.0), Tolerance(1e-2, 1e-2))
+    assert constant.actual_constant
+    assert output_spread(want, got, Tolerance(10.0, 0.0)).within_zero
