@@ -217,10 +217,11 @@ def test_inline_zlib_inputs_reach_the_native_worker(server: KforgeServer) -> Non
     def kernel(expr: str) -> dict[str, Any]:
         k = vector_add(n=n, source=VECTOR_ADD.replace("x[i] + y[i]EXTRA", expr))
         args = k["io"]["args"]
-        args[0]["tensor_spec"] = {**args[0]["tensor_spec"], "data": {"data_b64": x}}
+        literal = {"dtype": "float32", "shape": [n]}
+        args[0]["tensor_spec"] = {**args[0]["tensor_spec"], "data": {**literal, "data_b64": x}}
         args[1]["tensor_spec"] = {
             **args[1]["tensor_spec"],
-            "data": {"data_b64": ones, "compress": "zlib"},
+            "data": {**literal, "data_b64": ones, "compress": "zlib"},
         }
         return k
 
