@@ -195,6 +195,11 @@ def _get(obj: dict[str, Any], key: str, path: str, kinds: tuple[type, ...], defa
     return value
 
 
+def is_identifier(name: str) -> bool:
+    """An ASCII identifier of at most 128 characters (src/kforge/model/kernel_rules.h)."""
+    return name.isascii() and name.isidentifier() and len(name) <= 128
+
+
 def _req(obj: dict[str, Any], key: str, path: str, kinds: tuple[type, ...]) -> Any:
     """A field the server always resolves: absent or null is an error."""
     if obj.get(key) is None:
@@ -310,31 +315,44 @@ def parse_tensor_spec(value: Any, path: str) -> TensorSpec:
     obj = _obj(value, path)
     shape = _shape(obj.get("shape"), f"{path}.shape")
     dtype = _choice(obj, "dtype", path, DTYPES, "float32")
+    if obj.get("init") is not None and obj.get("data") is not None:
+        raise SpecError(f"{path}: 'init' and 'data' are mutually exclusive")
     init = parse_init(obj["init"], f"{path}.init") if obj.get("init") is not None else None
     data = None
     if obj.get("data") is not None:
-        dpath = f"{path}.data"
-        d = _obj(obj["data"], dpath)
-        data = TensorData(
-            data_b64=_get(d, "data_b64", dpath, (str,), ""),
-            dtype=_choice(d, "dtype", dpath, DTYPES, dtype),
-            shape=_shape(d.get("shape", list(shape)), f"{dpath}.shape"),
-            compress=_choice(d, "compress", dpath, ("none", "zlib"), "none"),
-        )
-    if init is not None and data is not None:
-        raise SpecError(f"{path}: 'init' and 'data' are mutually exclusive")
-    if data is not None:
-        try:
-            tensor_bytes(data)
-        except ValueError as e:
-            raise SpecError(f"{path}.data.data_b64: {e}") from e
+        data = parse_tensor_data(obj["data"], f"{path}.data")
+        if data.shape != shape:
+            raise SpecError(f"{path}.data.shape: must equal tensor_spec.shape")
+        if data.dtype != dtype:
+            raise SpecError(f"{path}.data.dtype: must equal tensor_spec.dtype")
     return TensorSpec(shape=shape, dtype=dtype, init=init, data=data)
+
+
+def parse_tensor_data(value: Any, path: str) -> TensorData:
+    """Inline contents, as the REST API reads them (data_b64 and shape required, dtype
+    float32 unless given), decoded once here to check the size (tensor_bytes)."""
+    obj = _obj(value, path)
+    if not isinstance(obj.get("data_b64"), str):
+        raise SpecError(f"{path}.data_b64: is required (a base64 string)")
+    if obj.get("shape") is None:
+        raise SpecError(f"{path}.shape: is required")
+    data = TensorData(
+        data_b64=obj["data_b64"],
+        dtype=_choice(obj, "dtype", path, DTYPES, "float32"),
+        shape=_shape(obj["shape"], f"{path}.shape"),
+        compress=_choice(obj, "compress", path, ("none", "zlib"), "none"),
+    )
+    try:
+        tensor_bytes(data)
+    except ValueError as e:
+        raise SpecError(f"{path}.data_b64: {e}") from e
+    return data
 
 
 def parse_arg(value: Any, path: str) -> ArgSpec:
     obj = _obj(value, path)
     name = _get(obj, "name", path, (str,), "")
-    if not name.isidentifier():
+    if not is_identifier(name):
         raise SpecError(f"{path}.name: must be a Python identifier, got {name!r}")
     arg_type = _choice(obj, "type", path, ARG_TYPES, "tensor")
     spec = None
@@ -412,7 +430,7 @@ def parse_device_metrics(value: Any, path: str) -> DeviceMetricsSpec | None:
     if not isinstance(sections, list) or not sections:
         raise SpecError(f"{path}.sections: must be a non-empty list of ncu section names")
     for i, m in enumerate(sections):
-        if not isinstance(m, str) or not m.isidentifier():
+        if not isinstance(m, str) or not is_identifier(m):
             raise SpecError(f"{path}.sections[{i}]: must be an ncu section name")
     timeout = float(_get(obj, "timeout_s", path, (int, float), 300.0))
     if timeout <= 0:
