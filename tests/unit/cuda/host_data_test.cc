@@ -173,5 +173,25 @@ TEST(HostCompareTest, IntegersAreExactByDefault) {
   EXPECT_TRUE(compare_host_tensors("i", expected, actual, {1, 0}).passed);
 }
 
+TEST(HostInputsTest, LiteralDataIsTheBytesTheParserDecodedOnce) {
+  // float32 [1, 2, -3.5, 0.25], zlib'd (tests/protocol/specs/accepted_compare_cuda_inline_zlib).
+  const auto io = io_of(R"({"args": [{"name": "x", "type": "tensor", "tensor_spec": {
+      "shape": [4], "dtype": "float32", "data": {"data_b64": "eJxjYGiwZ2BgcGBgSDjAwNBgBwATwQLe",
+      "dtype": "float32", "shape": [4], "compress": "zlib"}}}]})");
+  ASSERT_NE(io.args[0].tensor_spec->data->bytes, nullptr);
+  auto inputs = make_host_inputs(io, 1234, 0);
+  ASSERT_TRUE(inputs.is_ok()) << inputs.status().to_string();
+  EXPECT_EQ((*inputs)[0].data.get(1), 2.0);
+  EXPECT_EQ((*inputs)[0].data.get(2), -3.5);
+  EXPECT_EQ((*inputs)[0].data.get(3), 0.25);
+  // A TensorData that did not come from the parser has no bytes: an error, never a decode.
+  model::IOContract built = io;
+  built.args[0].tensor_spec->data->bytes = nullptr;
+  auto refused = make_host_inputs(built, 1234, 0);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("not decoded by the request parser"), std::string::npos)
+      << refused.status().to_string();
+}
+
 }  // namespace
 }  // namespace kforge::cuda
