@@ -100,9 +100,11 @@ StatusOr<JobSpec> parse_job_spec(const Json& j) {
                        "unknown value '" + kind + "' (expected one of: evaluate, compare)");
   }
   req.kind = *job_kind;
-  KF_ASSIGN_OR_RETURN(req.kernel, parse_kernel_code(j["kernel"], root.key("kernel"), limits));
+  KF_ASSIGN_OR_RETURN(
+      req.kernel, parse_kernel_code(j["kernel"], root.key("kernel"), limits, InlineData::kKeep));
   if (const Json* ref = reader::member(j, "reference")) {
-    KF_ASSIGN_OR_RETURN(KernelCode r, parse_kernel_code(*ref, root.key("reference"), limits));
+    KF_ASSIGN_OR_RETURN(KernelCode r,
+                        parse_kernel_code(*ref, root.key("reference"), limits, InlineData::kKeep));
     req.reference = std::move(r);
   }
   if ((req.kind == JobKind::kCompare) != req.reference.has_value()) {

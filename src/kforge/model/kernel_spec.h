@@ -60,9 +60,10 @@ struct TensorData {
   std::vector<int64_t> shape;
   Compression compress = Compression::kNone;
   // The contents decoded (and inflated): shape x dtype bytes, little-endian. The parser
-  // decodes `data_b64` once to check it, and keeps the bytes here for whoever builds the
-  // tensor (cuda/host_inputs.h), so nothing decodes it a second time. Shared: copies of a
-  // request do not copy the data.
+  // decodes `data_b64` once to check it and, where the tensors are built from it
+  // (parse.h InlineData::kKeep: the native worker's job spec, cuda/host_inputs.h), keeps
+  // the bytes here, so nothing decodes it a second time; null elsewhere (the server).
+  // Shared: copies of a request do not copy the data.
   std::shared_ptr<const std::string> bytes;
 };
 

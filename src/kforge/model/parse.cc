@@ -100,7 +100,7 @@ StatusOr<std::string> inflate_zlib(const std::string& compressed, size_t expecte
 }
 
 StatusOr<TensorData> parse_tensor_data(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   TensorData data;
   KF_ASSIGN_OR_RETURN(data.data_b64, read_string(j, "data_b64", path, true));
@@ -125,13 +125,17 @@ StatusOr<TensorData> parse_tensor_data(const Json& j, const JsonPath& path,
                                                  " bytes but shape x dtype needs " +
                                                  std::to_string(expected));
   }
-  // Kept: the tensor is built from these bytes (cuda/host_inputs.h), not decoded again.
-  data.bytes = std::make_shared<const std::string>(std::move(bytes));
+  // Kept where the tensors are built from these bytes (cuda/host_inputs.h): never decoded
+  // again. Elsewhere (the server) dropped now: a request's inflated tensors are never all
+  // held at once.
+  if (inline_data == InlineData::kKeep) {
+    data.bytes = std::make_shared<const std::string>(std::move(bytes));
+  }
   return data;
 }
 
 StatusOr<TensorSpec> parse_tensor_spec(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   TensorSpec spec;
   KF_ASSIGN_OR_RETURN(spec.shape, read_shape(j, "shape", path, limits.max_tensor_rank));
@@ -156,7 +160,8 @@ StatusOr<TensorSpec> parse_tensor_spec(const Json& j, const JsonPath& path,
     spec.init = i;
   }
   if (data != nullptr) {
-    KF_ASSIGN_OR_RETURN(TensorData d, parse_tensor_data(*data, path.key("data"), limits));
+    KF_ASSIGN_OR_RETURN(TensorData d,
+                        parse_tensor_data(*data, path.key("data"), limits, inline_data));
     if (d.shape != spec.shape) {
       return field_error(path.key("data").key("shape"), "must equal tensor_spec.shape");
     }
@@ -168,7 +173,8 @@ StatusOr<TensorSpec> parse_tensor_spec(const Json& j, const JsonPath& path,
   return spec;
 }
 
-StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLimits& limits) {
+StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLimits& limits,
+                            InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   ArgSpec arg;
   KF_ASSIGN_OR_RETURN(arg.name, read_string(j, "name", path, true));
@@ -185,7 +191,8 @@ StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLi
   if (arg.type == ArgType::kTensor) {
     const Json* ts = member(j, "tensor_spec");
     if (ts == nullptr) return field_error(path.key("tensor_spec"), "is required for a tensor arg");
-    KF_ASSIGN_OR_RETURN(TensorSpec spec, parse_tensor_spec(*ts, path.key("tensor_spec"), limits));
+    KF_ASSIGN_OR_RETURN(TensorSpec spec,
+                        parse_tensor_spec(*ts, path.key("tensor_spec"), limits, inline_data));
     arg.tensor_spec = std::move(spec);
     if (arg.is_meta) return field_error(path.key("is_meta"), "a tensor cannot be a constexpr");
     return arg;
@@ -337,7 +344,7 @@ StatusOr<TimingOptions> parse_timing_object(const Json& t, const JsonPath& p, Ti
 }
 
 StatusOr<IOContract> parse_io_contract(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   IOContract io;
   const Json* args = member(j, "args");
@@ -349,7 +356,8 @@ StatusOr<IOContract> parse_io_contract(const Json& j, const JsonPath& path,
   }
   std::set<std::string> names;
   for (size_t i = 0; i < args->size(); ++i) {
-    KF_ASSIGN_OR_RETURN(ArgSpec a, parse_arg((*args)[i], path.key("args").index(i), limits));
+    KF_ASSIGN_OR_RETURN(ArgSpec a,
+                        parse_arg((*args)[i], path.key("args").index(i), limits, inline_data));
     if (!names.insert(a.name).second) {
       return field_error(path.key("args").index(i).key("name"),
                          "duplicate arg name '" + a.name + "'");
@@ -364,7 +372,7 @@ StatusOr<IOContract> parse_io_contract(const Json& j, const JsonPath& path,
 }
 
 StatusOr<KernelCode> parse_kernel_code(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   KernelCode k;
   KF_ASSIGN_OR_RETURN(k.source_code, read_string(j, "source_code", path, true));
@@ -377,7 +385,7 @@ StatusOr<KernelCode> parse_kernel_code(const Json& j, const JsonPath& path,
       read_enum<KernelType>(j, "kernel_type", path, KernelType::kTorch, kernel_type_from,
                             "torch, torch_cuda, triton, cuda, multi_kernel"));
   if (const Json* io = member(j, "io")) {
-    KF_ASSIGN_OR_RETURN(IOContract c, parse_io_contract(*io, path.key("io"), limits));
+    KF_ASSIGN_OR_RETURN(IOContract c, parse_io_contract(*io, path.key("io"), limits, inline_data));
     k.io = std::move(c);
   }
   if (const Json* meta = member(j, "metadata")) {

@@ -15,10 +15,18 @@
 
 namespace kforge::model {
 
+// Inline tensor data (`data_b64`) is always decoded (and inflated) to check its size; kKeep
+// keeps the bytes in TensorData::bytes for whoever builds the tensors from them (the native
+// worker's job spec, model/job_spec.h). kCheck (the server's requests) drops them: the server
+// never holds a request's inflated tensors.
+enum class InlineData { kCheck, kKeep };
+
 StatusOr<KernelCode> parse_kernel_code(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits);
+                                       const RequestLimits& limits,
+                                       InlineData inline_data = InlineData::kCheck);
 StatusOr<IOContract> parse_io_contract(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits);
+                                       const RequestLimits& limits,
+                                       InlineData inline_data = InlineData::kCheck);
 
 // A `timing` object: the fields given replace those of `timing`; min_trials is at most
 // max_trials.

@@ -15,7 +15,9 @@ namespace {
 using model::DType;
 
 model::IOContract io_of(const char* text) {
-  auto io = model::parse_io_contract(Json::parse(text), JsonPath("io"), model::RequestLimits{});
+  // As the native worker reads its spec: the inline data's decoded bytes are kept.
+  auto io = model::parse_io_contract(Json::parse(text), JsonPath("io"), model::RequestLimits{},
+                                     model::InlineData::kKeep);
   EXPECT_TRUE(io.is_ok()) << io.status().to_string();
   return *io;
 }
@@ -191,6 +193,21 @@ TEST(HostInputsTest, LiteralDataIsTheBytesTheParserDecodedOnce) {
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.status().message().find("not decoded by the request parser"), std::string::npos)
       << refused.status().to_string();
+}
+
+TEST(HostInputsTest, TheServersParseChecksInlineDataAndDropsIt) {
+  const Json io = Json::parse(R"({"args": [{"name": "x", "type": "tensor", "tensor_spec": {
+      "shape": [4], "dtype": "float32", "data": {"data_b64": "eJxjYGiwZ2BgcGBgSDjAwNBgBwATwQLe",
+      "dtype": "float32", "shape": [4], "compress": "zlib"}}}]})");
+  auto checked = model::parse_io_contract(io, JsonPath("io"), model::RequestLimits{});
+  ASSERT_TRUE(checked.is_ok()) << checked.status().to_string();
+  EXPECT_EQ(checked->args[0].tensor_spec->data->bytes, nullptr);
+  Json bad = io;
+  bad["args"][0]["tensor_spec"]["data"]["shape"] = {5};
+  bad["args"][0]["tensor_spec"]["shape"] = {5};
+  auto refused = model::parse_io_contract(bad, JsonPath("io"), model::RequestLimits{});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().field_path(), "io.args[0].tensor_spec.data.data_b64");
 }
 
 }  // namespace
