@@ -35,13 +35,29 @@ BYTES_MOVED = 3 * 4 * N  # x and y read, out written
 
 
 def job_spec(cache_dir: str) -> dict[str, Any]:
+    # A canonical job spec (docs/worker-protocol.md "Job spec"): every field resolved.
     return {
         "job_id": "ncu-check",
+        "kind": "evaluate",
         "device": "cuda:0",
         "kernel": vector_add(n=N),
+        "reference": None,
         "num_correct_trials": 1,
+        "measure_performance": True,
         "seed": 1234,
-        "timing": {"budget_ms": 300, "warmup_ms": 5, "min_trials": 20, "max_trials": 200},
+        "timing": {
+            "max_trials": 200,
+            "min_trials": 20,
+            "warmup_calls": 3,
+            "warmup_ms": 5.0,
+            "budget_ms": 300.0,
+            "rse_target": 0.005,
+            "cuda_graph": False,
+            "l2_flush": True,
+        },
+        "atol": None,
+        "rtol": None,
+        "timeout_s": 600.0,
         "cache_dir": cache_dir,
     }
 

@@ -87,14 +87,29 @@ def evaluate(client: Any, kernel: dict[str, Any], graph: bool) -> dict[str, Any]
 
 
 def replay_spec(kernel: dict[str, Any], cache_dir: Path) -> dict[str, Any]:
+    # A canonical job spec (docs/worker-protocol.md "Job spec"): every field resolved.
     return {
         "job_id": "fidelity",
         "kind": "evaluate",
         "kernel": kernel,
         "reference": None,
         "num_correct_trials": 1,
+        "measure_performance": True,
+        "timing": {
+            "max_trials": 100,
+            "min_trials": 3,
+            "warmup_calls": 3,
+            "warmup_ms": 25.0,
+            "budget_ms": 2000.0,
+            "rse_target": 0.005,
+            "cuda_graph": False,
+            "l2_flush": True,
+        },
+        "atol": None,
+        "rtol": None,
         "seed": SEED,
         "device": "cuda:0",
+        "timeout_s": 600.0,
         "cache_dir": str(cache_dir),
         "scratch_dir": str(cache_dir / "scratch"),
     }

@@ -16,6 +16,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -274,36 +275,14 @@ def _time_both(
         result.fail("runtime", f"could not build the timing inputs: {e}")
         return None
     inputs = sets[0]
-    expected: list[list[torch.Tensor]] | None = None
-    ref: TimingReport | None = None
-    reused_timing: ReferenceTiming | None = None
+    ref_timed: _ReferenceTimed | None = None
     if kernels.reference is not None:
-        report("timing_reference", "timing the reference", result.to_dict())
-        expected = reuse.expected_for_timing(tdev)
-        if expected is None:
-            expected = []
-            for one in sets:
-                ref_inv = kernels.bind_reference(one.clone())
-                try:
-                    with result.phases.phase("reference"):
-                        returned = call_kernel(kernels.reference, ref_inv, tdev)
-                except Exception as e:
-                    report_exception(result, e, "the reference kernel raised on the timing inputs")
-                    return None
-                expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
-            reuse.keep_timing_outputs(expected)
-        reused_timing = reuse.reference_timing()
-        if reused_timing is not None:
-            result.ref_runtime_stats = TimingStats(**reused_timing.stats)
-        else:
-            ref = _time_local(
-                kernels.reference, kernels.bind_reference(inputs.clone()), job, tdev, result=result
-            )
-            if ref is None:
-                return None
-            result.ref_runtime_stats = ref.stats
-        result.ref_runtime = result.ref_runtime_stats.median
+        ref_timed = _reference_timing(job, tdev, kernels, sets, result, report=report, reuse=reuse)
+        if ref_timed is None:
+            return None
+    ref = ref_timed.report if ref_timed is not None else None
     report("timing_candidate", "timing the kernel", result.to_dict())
+    expected = ref_timed.expected if ref_timed is not None else None
     timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
     if timed is None:
         return None
@@ -324,21 +303,91 @@ def _time_both(
             )
             result.set_activity(activity, timing_flags(ref, activity), reference=True)
         _take_window_overhead(result, job, tdev)
-    if reused_timing is not None:
-        for name, value in reused_timing.activity.items():
-            setattr(result, name, value)
-    elif ref is not None:
-        # Kept as measured: each job takes its own window overhead off (above).
-        reuse.keep_timing(
-            ReferenceTiming(
-                stats=dataclasses.asdict(ref.stats),
-                warnings=list(ref.warnings),
-                activity={name: getattr(result, name) for name in ACTIVITY_FIELDS},
-            )
-        )
+    if ref_timed is not None:
+        _keep_reference_timing(result, ref_timed, reuse)
     _speedup(result)
     _withhold_speedup(result)
     return inputs
+
+
+@dataclass
+class _ReferenceTimed:
+    """What the reference's timing step leaves for the rest: its outputs on each timing input
+    set (what the candidate's verified trials are compared with), and either its own timing
+    report or the timing a batch's earlier job stored (`reused`)."""
+
+    expected: list[list[torch.Tensor]]
+    report: TimingReport | None = None
+    reused: ReferenceTiming | None = None
+
+
+def _reference_timing(
+    job: JobSpec,
+    tdev: torch.device,
+    kernels: JobKernels,
+    sets: list[InputSet],
+    result: JobResult,
+    *,
+    report: ProgressFn,
+    reuse: ReferenceCache,
+) -> _ReferenceTimed | None:
+    """The reference of a compare on the timing input sets: its outputs and its timing, each
+    taken from the batch's reuse file when it has them, else computed here. Sets
+    ref_runtime(_stats); None when the reference failed (the result says why)."""
+    report("timing_reference", "timing the reference", result.to_dict())
+    expected = reuse.expected_for_timing(tdev)
+    if expected is None:
+        expected = _reference_outputs(kernels, sets, tdev, result)
+        if expected is None:
+            return None
+        reuse.keep_timing_outputs(expected)
+    timed = _ReferenceTimed(expected, reused=reuse.reference_timing())
+    if timed.reused is not None:
+        result.ref_runtime_stats = TimingStats(**timed.reused.stats)
+    else:
+        inv = kernels.bind_reference(sets[0].clone())
+        timed.report = _time_local(kernels.reference, inv, job, tdev, result=result)
+        if timed.report is None:
+            return None
+        result.ref_runtime_stats = timed.report.stats
+    result.ref_runtime = result.ref_runtime_stats.median
+    return timed
+
+
+def _reference_outputs(
+    kernels: JobKernels, sets: list[InputSet], tdev: torch.device, result: JobResult
+) -> list[list[torch.Tensor]] | None:
+    """The reference's outputs on each timing input set; None when it raised."""
+    expected = []
+    for one in sets:
+        ref_inv = kernels.bind_reference(one.clone())
+        try:
+            with result.phases.phase("reference"):
+                returned = call_kernel(kernels.reference, ref_inv, tdev)
+        except Exception as e:
+            report_exception(result, e, "the reference kernel raised on the timing inputs")
+            return None
+        expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
+    return expected
+
+
+def _keep_reference_timing(
+    result: JobResult, timed: _ReferenceTimed, reuse: ReferenceCache
+) -> None:
+    """After the candidate's timing: a reused reference's activity fields go into the result;
+    a reference timed here is stored for the batch's next jobs, as measured (each job takes
+    its own window overhead off)."""
+    if timed.reused is not None:
+        for name, value in timed.reused.activity.items():
+            setattr(result, name, value)
+    elif timed.report is not None:
+        reuse.keep_timing(
+            ReferenceTiming(
+                stats=dataclasses.asdict(timed.report.stats),
+                warnings=list(timed.report.warnings),
+                activity={name: getattr(result, name) for name in ACTIVITY_FIELDS},
+            )
+        )
 
 
 def _time_local(

@@ -19,17 +19,15 @@ draws False/True with equal odds. Literal `data` is little-endian, optionally zl
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import math
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from kforge_worker.spec import ArgSpec, InitSpec, IOContract, TensorData, TensorSpec
+from kforge_worker.spec import ArgSpec, InitSpec, IOContract, TensorData, TensorSpec, tensor_bytes
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
@@ -121,19 +119,14 @@ def _random_tensor(
 
 
 def decode_tensor_data(data: TensorData, device: torch.device) -> torch.Tensor:
-    """Literal contents: base64, optionally zlib-compressed, little-endian."""
+    """Literal contents: base64, optionally zlib-compressed, little-endian. Decoded once per
+    process (spec.tensor_bytes: the parser already did, and checked the size)."""
     try:
-        raw = base64.b64decode(data.data_b64, validate=True)
-        if data.compress == "zlib":
-            raw = zlib.decompress(raw)
-    except (ValueError, zlib.error) as e:
+        raw = tensor_bytes(data)
+    except ValueError as e:
         raise InputError(f"bad tensor data: {e}") from e
     dtype = DTYPES[data.dtype]
-    numel = math.prod(data.shape)
-    expected = numel * torch.empty((), dtype=dtype).element_size()
-    if len(raw) != expected:
-        raise InputError(f"tensor data holds {len(raw)} bytes, shape x dtype needs {expected}")
-    if numel == 0:
+    if math.prod(data.shape) == 0:
         return torch.empty(data.shape, dtype=dtype, device=device)
     flat = torch.frombuffer(bytearray(raw), dtype=dtype)
     return flat.reshape(data.shape).to(device)

@@ -1,12 +1,20 @@
 """The job spec a child receives, as typed values (docs/worker-protocol.md "Job spec").
 
-The supervisor sends the canonical form (every default filled in) that
-src/kforge/model/serialize.cc writes; parsing here is lenient about absent optional fields
-so that hand-written specs (tests, `run-job`) work too, and strict about types.
+The supervisor sends the canonical form that src/kforge/model/job_spec.cc writes: the server
+resolves every default into it, so the job's own fields and its timing options are required
+here (this worker holds no defaults of its own; only atol/rtol may be null, meaning the dtype's
+default tolerance). Kernels use the REST API's IOContract form. tests/protocol/specs holds the
+specs both workers must accept or reject alike (tests/python/test_protocol_vectors.py).
+Inline tensor data is decoded once, here, and its size checked (`tensor_bytes`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
+import math
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +22,33 @@ ROLES = ("input", "output", "inout")
 ARG_TYPES = ("tensor", "int", "float", "str", "bool")
 INIT_KINDS = ("randn", "uniform", "zeros", "ones", "full", "arange")
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "bool")
+DTYPE_SIZES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "bool": 1,
+}
+KINDS = ("evaluate", "compare")
+# The fields of a canonical spec (src/kforge/model/job_spec.cc); null is a value.
+JOB_FIELDS = (
+    "job_id",
+    "kind",
+    "kernel",
+    "reference",
+    "num_correct_trials",
+    "measure_performance",
+    "timing",
+    "atol",
+    "rtol",
+    "seed",
+    "device",
+    "timeout_s",
+)
 
 
 class SpecError(ValueError):
@@ -97,14 +132,16 @@ class KernelSpec:
 
 @dataclass(frozen=True)
 class TimingOptions:
-    max_trials: int = 100
-    min_trials: int = 3
-    warmup_calls: int = 3
-    warmup_ms: float = 25.0
-    budget_ms: float = 2000.0
-    rse_target: float = 0.005
-    cuda_graph: bool = False
-    l2_flush: bool = True
+    """`job.timing`; the server resolves every option (src/kforge/model/request.h)."""
+
+    max_trials: int
+    min_trials: int
+    warmup_calls: int
+    warmup_ms: float
+    budget_ms: float
+    rse_target: float
+    cuda_graph: bool
+    l2_flush: bool
 
 
 @dataclass(frozen=True)
@@ -133,15 +170,15 @@ class JobSpec:
     kind: str  # "evaluate" | "compare"
     kernel: KernelSpec
     reference: KernelSpec | None
-    num_correct_trials: int = 5
-    measure_performance: bool = True
-    timing: TimingOptions = field(default_factory=TimingOptions)
-    atol: float | None = None
-    rtol: float | None = None
-    seed: int = 0
-    device: str = "cpu"
-    timeout_s: float = 120.0
-    scratch_dir: str = ""
+    num_correct_trials: int
+    measure_performance: bool
+    timing: TimingOptions
+    atol: float | None  # None: the dtype's default (compare.py resolve_tolerance)
+    rtol: float | None
+    seed: int
+    device: str
+    timeout_s: float
+    scratch_dir: str = ""  # the supervisor's side fills these two in
     cache_dir: str = ""
     device_metrics: DeviceMetricsSpec | None = None
     reference_reuse: ReferenceReuseSpec | None = None
@@ -152,19 +189,58 @@ def _get(obj: dict[str, Any], key: str, path: str, kinds: tuple[type, ...], defa
     if value is None:
         return default
     if bool not in kinds and isinstance(value, bool):
-        raise SpecError(f"{path}.{key}: must be {_names(kinds)}, got bool")
+        raise SpecError(f"{path}.{key}: must be {_names(kinds)}, got boolean")
     if not isinstance(value, kinds):
-        raise SpecError(f"{path}.{key}: must be {_names(kinds)}, got {type(value).__name__}")
+        raise SpecError(f"{path}.{key}: must be {_names(kinds)}, got {_json_type(value)}")
     return value
 
 
+def is_identifier(name: str) -> bool:
+    """An ASCII identifier of at most 128 characters (src/kforge/model/kernel_rules.h)."""
+    return name.isascii() and name.isidentifier() and len(name) <= 128
+
+
+def _req(obj: dict[str, Any], key: str, path: str, kinds: tuple[type, ...]) -> Any:
+    """A field the server always resolves: absent or null is an error."""
+    if obj.get(key) is None:
+        raise SpecError(f"{path}.{key}: is required ({RESOLVED})")
+    return _get(obj, key, path, kinds, None)
+
+
+RESOLVED = "the server resolves every default into the job spec"
+
+
+_TYPE_NAMES = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    dict: "an object",
+}
+
+
 def _names(kinds: tuple[type, ...]) -> str:
-    return " or ".join(k.__name__ for k in kinds)
+    """The type in the words of the C++ reader (src/kforge/model/json_reader.h)."""
+    if set(kinds) == {int, float}:
+        return "a number"
+    return " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return {str: "string", dict: "object", list: "array", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _obj(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise SpecError(f"{path}: must be an object, got {type(value).__name__}")
+        raise SpecError(f"{path}: must be an object, got {_json_type(value)}")
     return value
 
 
@@ -214,30 +290,69 @@ def parse_init(value: Any, path: str) -> InitSpec:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def tensor_bytes(data: TensorData) -> bytes:
+    """The contents of inline data, decoded (and inflated) once per process: the parser calls
+    it to check the size, inputs.py for every tensor it builds from it. ValueError when the
+    text is not base64 or zlib, or the bytes are not shape x dtype."""
+    try:
+        raw = base64.b64decode(data.data_b64, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise ValueError(f"is not valid base64 ({e})") from e
+    expected = math.prod(data.shape) * DTYPE_SIZES[data.dtype]
+    if data.compress == "zlib":
+        inflater = zlib.decompressobj()
+        try:
+            raw = inflater.decompress(raw, expected + 1)
+        except zlib.error as e:
+            raise ValueError(f"is not valid zlib data ({e})") from e
+    if len(raw) != expected:
+        raise ValueError(f"holds {len(raw)} bytes but shape x dtype needs {expected}")
+    return raw
+
+
 def parse_tensor_spec(value: Any, path: str) -> TensorSpec:
     obj = _obj(value, path)
     shape = _shape(obj.get("shape"), f"{path}.shape")
     dtype = _choice(obj, "dtype", path, DTYPES, "float32")
+    if obj.get("init") is not None and obj.get("data") is not None:
+        raise SpecError(f"{path}: 'init' and 'data' are mutually exclusive")
     init = parse_init(obj["init"], f"{path}.init") if obj.get("init") is not None else None
     data = None
     if obj.get("data") is not None:
-        dpath = f"{path}.data"
-        d = _obj(obj["data"], dpath)
-        data = TensorData(
-            data_b64=_get(d, "data_b64", dpath, (str,), ""),
-            dtype=_choice(d, "dtype", dpath, DTYPES, dtype),
-            shape=_shape(d.get("shape", list(shape)), f"{dpath}.shape"),
-            compress=_choice(d, "compress", dpath, ("none", "zlib"), "none"),
-        )
-    if init is not None and data is not None:
-        raise SpecError(f"{path}: 'init' and 'data' are mutually exclusive")
+        data = parse_tensor_data(obj["data"], f"{path}.data")
+        if data.shape != shape:
+            raise SpecError(f"{path}.data.shape: must equal tensor_spec.shape")
+        if data.dtype != dtype:
+            raise SpecError(f"{path}.data.dtype: must equal tensor_spec.dtype")
     return TensorSpec(shape=shape, dtype=dtype, init=init, data=data)
+
+
+def parse_tensor_data(value: Any, path: str) -> TensorData:
+    """Inline contents, as the REST API reads them (data_b64 and shape required, dtype
+    float32 unless given), decoded once here to check the size (tensor_bytes)."""
+    obj = _obj(value, path)
+    if not isinstance(obj.get("data_b64"), str):
+        raise SpecError(f"{path}.data_b64: is required (a base64 string)")
+    if obj.get("shape") is None:
+        raise SpecError(f"{path}.shape: is required")
+    data = TensorData(
+        data_b64=obj["data_b64"],
+        dtype=_choice(obj, "dtype", path, DTYPES, "float32"),
+        shape=_shape(obj["shape"], f"{path}.shape"),
+        compress=_choice(obj, "compress", path, ("none", "zlib"), "none"),
+    )
+    try:
+        tensor_bytes(data)
+    except ValueError as e:
+        raise SpecError(f"{path}.data_b64: {e}") from e
+    return data
 
 
 def parse_arg(value: Any, path: str) -> ArgSpec:
     obj = _obj(value, path)
     name = _get(obj, "name", path, (str,), "")
-    if not name.isidentifier():
+    if not is_identifier(name):
         raise SpecError(f"{path}.name: must be a Python identifier, got {name!r}")
     arg_type = _choice(obj, "type", path, ARG_TYPES, "tensor")
     spec = None
@@ -289,18 +404,18 @@ def parse_kernel(value: Any, path: str) -> KernelSpec:
 
 
 def parse_timing(value: Any, path: str) -> TimingOptions:
+    """A resolved `timing` object: every option is required."""
     obj = _obj(value, path)
-    d = TimingOptions()
     num = (int, float)
     return TimingOptions(
-        max_trials=int(_get(obj, "max_trials", path, (int,), d.max_trials)),
-        min_trials=int(_get(obj, "min_trials", path, (int,), d.min_trials)),
-        warmup_calls=int(_get(obj, "warmup_calls", path, (int,), d.warmup_calls)),
-        warmup_ms=float(_get(obj, "warmup_ms", path, num, d.warmup_ms)),
-        budget_ms=float(_get(obj, "budget_ms", path, num, d.budget_ms)),
-        rse_target=float(_get(obj, "rse_target", path, num, d.rse_target)),
-        cuda_graph=bool(_get(obj, "cuda_graph", path, (bool,), d.cuda_graph)),
-        l2_flush=bool(_get(obj, "l2_flush", path, (bool,), d.l2_flush)),
+        max_trials=int(_req(obj, "max_trials", path, (int,))),
+        min_trials=int(_req(obj, "min_trials", path, (int,))),
+        warmup_calls=int(_req(obj, "warmup_calls", path, (int,))),
+        warmup_ms=float(_req(obj, "warmup_ms", path, num)),
+        budget_ms=float(_req(obj, "budget_ms", path, num)),
+        rse_target=float(_req(obj, "rse_target", path, num)),
+        cuda_graph=bool(_req(obj, "cuda_graph", path, (bool,))),
+        l2_flush=bool(_req(obj, "l2_flush", path, (bool,))),
     )
 
 
@@ -315,7 +430,7 @@ def parse_device_metrics(value: Any, path: str) -> DeviceMetricsSpec | None:
     if not isinstance(sections, list) or not sections:
         raise SpecError(f"{path}.sections: must be a non-empty list of ncu section names")
     for i, m in enumerate(sections):
-        if not isinstance(m, str) or not m.isidentifier():
+        if not isinstance(m, str) or not is_identifier(m):
             raise SpecError(f"{path}.sections[{i}]: must be an ncu section name")
     timeout = float(_get(obj, "timeout_s", path, (int, float), 300.0))
     if timeout <= 0:
@@ -329,42 +444,54 @@ def parse_reference_reuse(value: Any, path: str) -> ReferenceReuseSpec | None:
     obj = _obj(value, path)
     directory = _get(obj, "dir", path, (str,), "")
     key = _get(obj, "key", path, (str,), "")
-    if not directory or not key or not all(c in "0123456789abcdef" for c in key):
-        raise SpecError(f"{path}: needs a dir and a hexadecimal key")
+    if not directory:
+        raise SpecError(f"{path}.dir: is required")
+    if not key or not all(c in "0123456789abcdef" for c in key):
+        raise SpecError(f"{path}.key: must be a lowercase hexadecimal digest, got {key!r}")
     digest = _get(obj, "sha256", path, (str,), None)
     return ReferenceReuseSpec(dir=directory, key=key, sha256=digest)
 
 
 def parse_job(value: Any) -> JobSpec:
-    """Parses the `job` object of a `job` message. Raises SpecError."""
+    """Parses the `job` object of a `job` message (canonical: every field of JOB_FIELDS is
+    present). Raises SpecError naming the field."""
     obj = _obj(value, "job")
-    kind = _choice(obj, "kind", "job", ("evaluate", "compare"), "evaluate")
-    if obj.get("kernel") is None:
-        raise SpecError("job.kernel: is required")
+    for key in JOB_FIELDS:
+        if key not in obj:
+            raise SpecError(f"job.{key}: is required ({RESOLVED})")
+    kind = _req(obj, "kind", "job", (str,))
+    if kind not in KINDS:
+        raise SpecError(f"job.kind: unknown value {kind!r} (expected one of {KINDS})")
+    kernel = parse_kernel(_req(obj, "kernel", "job", (dict,)), "job.kernel")
     reference = None
-    if obj.get("reference") is not None:
+    if obj["reference"] is not None:
         reference = parse_kernel(obj["reference"], "job.reference")
     if kind == "compare" and reference is None:
         raise SpecError("job.reference: is required for a compare")
+    if kind == "evaluate" and reference is not None:
+        raise SpecError("job.reference: must be null for an evaluate")
     num = (int, float)
     atol = _get(obj, "atol", "job", num, None)
     rtol = _get(obj, "rtol", "job", num, None)
-    trials = int(_get(obj, "num_correct_trials", "job", (int,), 5))
+    trials = int(_req(obj, "num_correct_trials", "job", (int,)))
     if trials < 1:
-        raise SpecError("job.num_correct_trials: must be at least 1")
+        raise SpecError(f"job.num_correct_trials: must be at least 1, got {trials}")
+    device = str(_req(obj, "device", "job", (str,)))
+    if device != "cpu" and not device.startswith("cuda:"):
+        raise SpecError(f"job.device: must be 'cpu' or 'cuda:N', got {device!r}")
     return JobSpec(
-        job_id=str(_get(obj, "job_id", "job", (str,), "")),
+        job_id=str(_req(obj, "job_id", "job", (str,))),
         kind=kind,
-        kernel=parse_kernel(obj["kernel"], "job.kernel"),
+        kernel=kernel,
         reference=reference,
         num_correct_trials=trials,
-        measure_performance=bool(_get(obj, "measure_performance", "job", (bool,), True)),
-        timing=parse_timing(obj.get("timing") or {}, "job.timing"),
+        measure_performance=bool(_req(obj, "measure_performance", "job", (bool,))),
+        timing=parse_timing(_req(obj, "timing", "job", (dict,)), "job.timing"),
         atol=None if atol is None else float(atol),
         rtol=None if rtol is None else float(rtol),
-        seed=int(_get(obj, "seed", "job", (int,), 0)),
-        device=str(_get(obj, "device", "job", (str,), "cpu")),
-        timeout_s=float(_get(obj, "timeout_s", "job", num, 120.0)),
+        seed=int(_req(obj, "seed", "job", (int,))),
+        device=device,
+        timeout_s=float(_req(obj, "timeout_s", "job", num)),
         scratch_dir=str(_get(obj, "scratch_dir", "job", (str,), "")),
         cache_dir=str(_get(obj, "cache_dir", "job", (str,), "")),
         device_metrics=parse_device_metrics(obj.get("device_metrics"), "job.device_metrics"),

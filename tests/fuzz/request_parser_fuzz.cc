@@ -1,12 +1,15 @@
 // libFuzzer target: the REST request parser (model::parse_*), as POST /evaluate, /compare
 // and the MCP kernel tools reach it: bytes -> parse_json -> parse_*_request.
 // Oracles: no crash or sanitizer report; an accepted request survives the round trip through
-// its canonical JSON (model::to_request_json) unchanged, as serialize.h promises.
+// its canonical JSON (model::to_request_json) unchanged, as serialize.h promises. The same
+// bytes as a worker's job spec (model::parse_job_spec): an accepted spec is a fixed point of
+// its canonical form (model::to_json(JobSpec)).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "kforge/common/json.h"
+#include "kforge/model/job_spec.h"
 #include "kforge/model/parse.h"
 #include "kforge/model/serialize.h"
 
@@ -37,6 +40,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        {&kforge::model::parse_evaluate_request, &kforge::model::parse_compare_request}) {
     auto request = parse(*json, limits);
     if (request.is_ok()) check_round_trip(*request, limits);
+  }
+  if (auto spec = kforge::model::parse_job_spec(*json); spec.is_ok()) {
+    const Json canonical = kforge::model::to_json(*spec);
+    auto again = kforge::model::parse_job_spec(canonical);
+    if (!again.is_ok() || kforge::model::to_json(*again) != canonical) __builtin_trap();
   }
   return 0;
 }

@@ -8,7 +8,10 @@ on a GPU (KFORGE_TEST_DEVICE=cuda:0) kernels run and are checked.
 
 from __future__ import annotations
 
+import base64
+import struct
 import time
+import zlib
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ from integration.cuda_kernels import (
     SYNTAX_ERROR,
     TORCH_ADD_REF,
     TORCH_MATMUL_REF,
+    VECTOR_ADD,
     cuda_kernel,
     naive_matmul,
     tiled_matmul,
@@ -199,6 +203,37 @@ def test_torch_reference_vs_broken_cuda_candidate_reports_the_log(server: Kforge
     res = out["kernel_exec_result"]
     assert res["compiled"] is False, res
     assert 'expected a ";"' in res["compilation_error"]
+
+
+def test_inline_zlib_inputs_reach_the_native_worker(server: KforgeServer) -> None:
+    """The canonical spec carries inline data; the native worker decodes it once, when it reads
+    the spec, and builds the tensors from those bytes. The reference squares y, so the two
+    kernels agree only where y is exactly 1: a pass on a GPU shows the inline ones were used
+    (random inputs would differ)."""
+    n = 4096
+    ones = base64.b64encode(zlib.compress(struct.pack(f"<{n}f", *([1.0] * n)))).decode()
+    x = base64.b64encode(struct.pack(f"<{n}f", *(float(i % 7) for i in range(n)))).decode()
+
+    def kernel(expr: str) -> dict[str, Any]:
+        k = vector_add(n=n, source=VECTOR_ADD.replace("x[i] + y[i]EXTRA", expr))
+        args = k["io"]["args"]
+        literal = {"dtype": "float32", "shape": [n]}
+        args[0]["tensor_spec"] = {**args[0]["tensor_spec"], "data": {**literal, "data_b64": x}}
+        args[1]["tensor_spec"] = {
+            **args[1]["tensor_spec"],
+            "data": {**literal, "data_b64": ones, "compress": "zlib"},
+        }
+        return k
+
+    out = compare(server, kernel("x[i] + y[i] * y[i]"), kernel("x[i] + y[i]"))
+    res = out["kernel_exec_result"]
+    assert res["compiled"] is True, res
+    if ON_GPU:
+        assert res["correctness"] is True, res
+        assert res["correctness_details"]["max_abs_error"] == 0.0, res["correctness_details"]
+    else:
+        assert res["error_kind"] == "runtime", res
+        assert NO_DEVICE in res["runtime_error"]
 
 
 # --- on a GPU -------------------------------------------------------------------------------

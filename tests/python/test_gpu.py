@@ -354,7 +354,8 @@ def hook(i, sample):
         ends.append(time.perf_counter_ns())
     return False
 
-opts = TimingOptions(max_trials=30, min_trials=30, warmup_calls=1, warmup_ms=0.0)
+opts = TimingOptions(max_trials=30, min_trials=30, warmup_calls=1, warmup_ms=0.0,
+                     budget_ms=2000.0, rse_target=0.005, cuda_graph=False, l2_flush=True)
 report = time_gpu(lambda: None, opts, torch.device("cuda:0"), hook, spin_us=500.0)
 cycles = sorted((b - a) / 1e6 for a, b in zip(ends, ends[1:]))
 print(report.stats.spin_us, report.stats.median, cycles[len(cycles) // 2])

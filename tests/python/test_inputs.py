@@ -18,7 +18,14 @@ from kforge_worker.inputs import (
     make_kernelbench_inputs,
     make_tensor,
 )
-from kforge_worker.spec import parse_io, parse_tensor_spec
+from kforge_worker.spec import (
+    SpecError,
+    TensorData,
+    TensorSpec,
+    parse_io,
+    parse_tensor_spec,
+    tensor_bytes,
+)
 
 CPU = torch.device("cpu")
 
@@ -142,8 +149,27 @@ def test_literal_data_base64_and_zlib():
 
 def test_literal_data_of_wrong_size_is_an_error():
     data = {"data_b64": base64.b64encode(b"\0" * 8).decode(), "dtype": "float32", "shape": [3]}
+    # The parser decodes the data once and checks its size, naming the field, as the server does.
+    with pytest.raises(SpecError, match=r"^t\.data\.data_b64: holds 8 bytes .* needs 12"):
+        parse_tensor_spec({"shape": [3], "data": data}, "t")
+    # A spec built without the parser meets the same check where the tensor is made.
+    spec = TensorSpec(
+        shape=(3,), dtype="float32", data=TensorData(data["data_b64"], "float32", (3,))
+    )
     with pytest.raises(InputError, match="needs 12"):
-        make_tensor(parse_tensor_spec({"shape": [3], "data": data}, "t"), CPU, 0)
+        make_tensor(spec, CPU, 0)
+
+
+def test_literal_data_is_decoded_once():
+    values = torch.arange(6, dtype=torch.float32)
+    b64 = base64.b64encode(zlib.compress(values.numpy().tobytes())).decode()
+    data = {"data_b64": b64, "dtype": "float32", "shape": [6], "compress": "zlib"}
+    tensor_bytes.cache_clear()
+    spec = parse_tensor_spec({"shape": [6], "data": data}, "t")
+    for seed in range(3):  # every trial builds the tensor again
+        assert torch.equal(make_tensor(spec, CPU, seed), values)
+    info = tensor_bytes.cache_info()
+    assert (info.misses, info.hits) == (1, 3)
 
 
 def test_kernelbench_inputs_are_seeded():

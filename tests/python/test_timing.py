@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
+from worker_jobs import timing_options
 
-from kforge_worker.spec import TimingOptions
 from kforge_worker.timing import (
     EVENT_RESOLUTION_MS,
     compute_stats,
@@ -44,7 +44,7 @@ def test_single_sample_and_empty():
 
 
 def test_stop_rule():
-    opts = TimingOptions(max_trials=10, min_trials=3, budget_ms=100.0, rse_target=0.01)
+    opts = timing_options(max_trials=10, min_trials=3, budget_ms=100.0, rse_target=0.01)
     steady = [1.0, 1.0, 1.0]
     assert stop_reason(steady[:2], opts, 0.0) is None  # never fewer than min_trials
     assert stop_reason(steady, opts, 0.0) == "rse_target"
@@ -53,11 +53,11 @@ def test_stop_rule():
     assert stop_reason(noisy, opts, 100.0) == "budget"
     assert stop_reason(noisy * 4, opts, 0.0) == "max_trials"
     # min_trials wins over an exhausted budget
-    assert stop_reason([1.0], TimingOptions(min_trials=3, budget_ms=0.0), 50.0) is None
+    assert stop_reason([1.0], timing_options(min_trials=3, budget_ms=0.0), 50.0) is None
 
 
 def test_time_cpu_stops_on_rse_for_steady_calls():
-    opts = TimingOptions(
+    opts = timing_options(
         max_trials=500,
         min_trials=5,
         warmup_calls=2,
@@ -75,7 +75,7 @@ def test_time_cpu_stops_on_rse_for_steady_calls():
 
 def test_time_cpu_respects_max_trials_and_warmup():
     calls = []
-    opts = TimingOptions(
+    opts = timing_options(
         max_trials=7, min_trials=7, warmup_calls=4, warmup_ms=0.0, budget_ms=1e9, rse_target=0.0
     )
     report = time_cpu(lambda: calls.append(1), opts)
@@ -84,7 +84,7 @@ def test_time_cpu_respects_max_trials_and_warmup():
 
 
 def test_time_cpu_respects_budget():
-    opts = TimingOptions(
+    opts = timing_options(
         max_trials=10_000,
         min_trials=2,
         warmup_calls=0,
@@ -154,14 +154,14 @@ def test_time_cpu_calls_the_hook_around_every_trial_and_stops_when_told():
         seen.append((index, "after"))
         return index == 4
 
-    opts = TimingOptions(max_trials=100, min_trials=50, warmup_calls=2, warmup_ms=0.0)
+    opts = timing_options(max_trials=100, min_trials=50, warmup_calls=2, warmup_ms=0.0)
     report = time_cpu(lambda: None, opts, hook)
     assert report.stats.trials == 5 and report.stats.stop_reason == "judge"
     assert seen == [(i, when) for i in range(5) for when in ("before", "after")]
 
 
 def test_the_loops_own_stop_rule_wins_over_a_hook_that_never_stops():
-    opts = TimingOptions(max_trials=7, min_trials=1, warmup_calls=0, warmup_ms=0.0)
+    opts = timing_options(max_trials=7, min_trials=1, warmup_calls=0, warmup_ms=0.0)
     report = time_cpu(lambda: None, opts, lambda i, s: False)
     assert report.stats.trials <= 7 and report.stats.stop_reason in ("max_trials", "rse_target")
 

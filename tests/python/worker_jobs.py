@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from kforge_worker.devinfo import parse_device
 from kforge_worker.evaluate import run_job
 from kforge_worker.protocol import encode_json
-from kforge_worker.spec import parse_job
+from kforge_worker.spec import TimingOptions, parse_job
+
+# The server's defaults (tests/protocol/defaults.json, checked against src/kforge/model by a
+# gtest): the worker holds none, so tests that need timing options take them from here.
+SERVER_DEFAULTS: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parents[1] / "protocol" / "defaults.json").read_text()
+)
+
+
+def timing_options(**changes: Any) -> TimingOptions:
+    """The server's default timing options with `changes`."""
+    return TimingOptions(**{**SERVER_DEFAULTS["timing"], **changes})
+
 
 FAST_TIMING = {
     "max_trials": 10,

@@ -1,7 +1,5 @@
 #include "kforge/cuda/host_inputs.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -9,7 +7,6 @@
 #include <numbers>
 #include <thread>
 
-#include "kforge/common/base64.h"
 #include "kforge/common/hash.h"
 
 namespace kforge::cuda {
@@ -75,24 +72,19 @@ class Rng {
   double spare_ = 0;
 };
 
+// The parser decoded (and inflated) the data once and checked its size (model/parse.h); the
+// tensor is those bytes.
 StatusOr<HostTensor> decode_data(const model::TensorSpec& spec) {
   const model::TensorData& d = *spec.data;
-  KF_ASSIGN_OR_RETURN(std::string raw, base64_decode(d.data_b64));
   HostTensor t = HostTensor::zeros(spec.dtype, spec.shape);
-  if (d.compress == model::Compression::kZlib) {
-    uLongf size = static_cast<uLongf>(t.bytes.size());
-    int rc = uncompress(reinterpret_cast<Bytef*>(t.bytes.data()), &size,
-                        reinterpret_cast<const Bytef*>(raw.data()), static_cast<uLong>(raw.size()));
-    if (rc != Z_OK || size != t.bytes.size()) {
-      return invalid_argument("tensor data does not inflate to shape x dtype");
-    }
-    return t;
+  if (d.bytes == nullptr) {
+    return invalid_argument("tensor data was not decoded by the request parser");
   }
-  if (raw.size() != t.bytes.size()) {
-    return invalid_argument("tensor data holds " + std::to_string(raw.size()) +
+  if (d.bytes->size() != t.bytes.size()) {
+    return invalid_argument("tensor data holds " + std::to_string(d.bytes->size()) +
                             " bytes, shape x dtype needs " + std::to_string(t.bytes.size()));
   }
-  if (!raw.empty()) std::memcpy(t.bytes.data(), raw.data(), raw.size());
+  if (!d.bytes->empty()) std::memcpy(t.bytes.data(), d.bytes->data(), d.bytes->size());
   return t;
 }
 

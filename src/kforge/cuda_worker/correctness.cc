@@ -20,7 +20,7 @@ struct Trial {
   // Fails the trial as a mismatch (a wrong or dishonest output).
   bool reject(const std::string& message, const char* check = nullptr) {
     if (check != nullptr) ctx.result.add_check(check, false, message);
-    ctx.result.fail("mismatch", label() + ": " + message);
+    ctx.result.fail(model::ErrorKind::kMismatch, label() + ": " + message);
     details.per_trial.push_back(TrialResult{index, false, 0, 0, 0, message});
     return false;
   }
@@ -33,7 +33,7 @@ struct Trial {
   }
 
   bool runtime_error(const std::string& who, const Status& s) {
-    ctx.result.fail("runtime", who + " failed in " + label() + ": " + s.message());
+    ctx.result.fail(model::ErrorKind::kRuntime, who + " failed in " + label() + ": " + s.message());
     return false;
   }
 
@@ -65,7 +65,7 @@ struct Trial {
     details.mismatch_count += trial.mismatch_count;
     if (!trial.passed) {
       trial.message = prefix + failed;
-      ctx.result.fail("mismatch", label() + ", " + trial.message);
+      ctx.result.fail(model::ErrorKind::kMismatch, label() + ", " + trial.message);
     }
     details.per_trial.push_back(trial);
     return trial.passed;
@@ -153,8 +153,9 @@ bool compare_trial(Trial& t, const std::vector<cuda::HostArg>& inputs) {
   JobKernel& ref = *t.ctx.reference;
   auto ref_tensors = bind_reference_tensors(ref.io(), inputs);
   if (!ref_tensors.is_ok()) {
-    t.ctx.result.fail("runtime", "cannot pass the inputs to the reference kernel: " +
-                                     ref_tensors.status().message());
+    t.ctx.result.fail(
+        model::ErrorKind::kRuntime,
+        "cannot pass the inputs to the reference kernel: " + ref_tensors.status().message());
     return false;
   }
   auto ref_after = t.run(ref, *ref_tensors, "reference");
@@ -270,8 +271,8 @@ bool run_correctness(CorrectnessContext& ctx) {
       return cuda::make_host_inputs(ctx.candidate.io(), *ctx.job.request.seed, index);
     }();
     if (!inputs.is_ok()) {
-      ctx.result.fail("runtime", "could not build the inputs of " + trial.label() + ": " +
-                                     inputs.status().message());
+      ctx.result.fail(model::ErrorKind::kRuntime, "could not build the inputs of " + trial.label() +
+                                                      ": " + inputs.status().message());
       return false;
     }
     // Everything of a trial but its kernels' runs is the worker's comparing and checking.

@@ -93,7 +93,7 @@ bool Pipeline::compile(JobKernel& kernel, const std::string& field) {
   auto request = cuda::make_compile_request(*kernel.code, rt_.arch(), field);
   if (!request.is_ok()) {
     result_.compiled = is_reference;
-    result_.fail("compile", prefix + request.status().to_string());
+    result_.fail(model::ErrorKind::kCompile, prefix + request.status().to_string());
     return false;
   }
   auto compiled = compiler_->compile(*request);
@@ -101,9 +101,9 @@ bool Pipeline::compile(JobKernel& kernel, const std::string& field) {
     const Status& s = compiled.status();
     if (s.code() == ErrorCode::kInvalidArgument) {
       result_.compiled = is_reference;
-      result_.fail("compile", prefix + s.message());
+      result_.fail(model::ErrorKind::kCompile, prefix + s.message());
     } else {
-      result_.fail("worker", prefix + "NVRTC failed: " + s.message());
+      result_.fail(model::ErrorKind::kWorker, prefix + "NVRTC failed: " + s.message());
     }
     return false;
   }
@@ -126,8 +126,9 @@ bool Pipeline::load(JobKernel& kernel) {
       kernel.io().launch ? kernel.io().launch->shared_mem_bytes.value_or(0) : 0);
   auto loaded = cuda::LoadedKernel::load(rt_.device()->api_ptr(), kernel.compiled.kernel, smem);
   if (!loaded.is_ok()) {
-    result_.fail("runtime", (kernel.role == "reference" ? "the reference kernel: " : "") +
-                                loaded.status().message());
+    result_.fail(
+        model::ErrorKind::kRuntime,
+        (kernel.role == "reference" ? "the reference kernel: " : "") + loaded.status().message());
     return false;
   }
   kernel.loaded = std::move(loaded).value();
@@ -138,14 +139,15 @@ bool Pipeline::load(JobKernel& kernel) {
 
 void Pipeline::run() {
   if (!rt_.nvrtc()) {
-    result_.fail("worker", "NVRTC is unavailable in the native CUDA worker: " + rt_.nvrtc_error());
+    result_.fail(model::ErrorKind::kWorker,
+                 "NVRTC is unavailable in the native CUDA worker: " + rt_.nvrtc_error());
     return;
   }
   std::filesystem::path cache;
   if (!job_.cache_dir.empty()) cache = std::filesystem::path(job_.cache_dir) / "cuda";
   auto compiler = cuda::NvrtcCompiler::create({rt_.nvrtc(), cache});
   if (!compiler.is_ok()) {
-    result_.fail("worker", compiler.status().message());
+    result_.fail(model::ErrorKind::kWorker, compiler.status().message());
     return;
   }
   compiler_ = std::move(compiler).value();
@@ -167,9 +169,10 @@ void Pipeline::run() {
   result_.metadata["input_source"] = "candidate_io";
   result_.metadata["inputs"] = describe_inputs(candidate_.io());
   if (rt_.device() == nullptr) {
-    result_.fail("runtime", rt_.no_device_reason() + "; the kernel compiled for " + rt_.arch() +
-                                " with NVRTC " + rt_.nvrtc()->version() +
-                                ", but kernel_type 'cuda' runs only on a GPU");
+    result_.fail(model::ErrorKind::kRuntime, rt_.no_device_reason() + "; the kernel compiled for " +
+                                                 rt_.arch() + " with NVRTC " +
+                                                 rt_.nvrtc()->version() +
+                                                 ", but kernel_type 'cuda' runs only on a GPU");
     return;
   }
   {
@@ -191,7 +194,8 @@ std::optional<cuda::TimingReport> Pipeline::time(JobKernel& kernel,
                                                  const std::string& who) {
   auto bound = BoundLaunch::bind(*rt_.device(), kernel, tensors);
   if (!bound.is_ok()) {
-    result_.fail("runtime", who + " could not be prepared for timing: " + bound.status().message());
+    result_.fail(model::ErrorKind::kRuntime,
+                 who + " could not be prepared for timing: " + bound.status().message());
     return std::nullopt;
   }
   // The launch outlives this call: profile() re-runs it after every kernel is timed.
@@ -199,7 +203,8 @@ std::optional<cuda::TimingReport> Pipeline::time(JobKernel& kernel,
   auto report =
       rt_.timer()->time([launch](CUstream s) { return launch->launch(s); }, job_.request.timing);
   if (!report.is_ok()) {
-    result_.fail("runtime", who + " failed while being timed: " + report.status().message());
+    result_.fail(model::ErrorKind::kRuntime,
+                 who + " failed while being timed: " + report.status().message());
     return std::nullopt;
   }
   return std::move(report).value();
@@ -244,7 +249,8 @@ void Pipeline::timing() {
     return cuda::make_host_inputs(candidate_.io(), *job_.request.seed, trial);
   }();
   if (!inputs.is_ok()) {
-    result_.fail("runtime", "could not build the timing inputs: " + inputs.status().message());
+    result_.fail(model::ErrorKind::kRuntime,
+                 "could not build the timing inputs: " + inputs.status().message());
     return;
   }
   std::vector<cuda::HostTensor> tensors;
@@ -255,7 +261,7 @@ void Pipeline::timing() {
     report("timing_reference", "timing the reference");
     auto ref_tensors = bind_reference_tensors(reference_.io(), *inputs);
     if (!ref_tensors.is_ok()) {
-      result_.fail("runtime", ref_tensors.status().message());
+      result_.fail(model::ErrorKind::kRuntime, ref_tensors.status().message());
       return;
     }
     ref = time(reference_, *ref_tensors, "the reference kernel");
@@ -292,7 +298,7 @@ void Pipeline::timing() {
       result_.ref_runtime = result_.ref_runtime_stats->median;
     }
   } else {
-    result_.fail("runtime",
+    result_.fail(model::ErrorKind::kRuntime,
                  "measuring the event window's own time: " + overhead.status().message());
     return;
   }
@@ -330,11 +336,11 @@ JobResult run_cuda_job(const Json& spec, WorkerRuntime& runtime, const ProgressF
   }
   auto job = parse_native_job(spec);
   if (!job.is_ok()) {
-    result.fail("worker", "bad job spec: " + job.status().to_string());
+    result.fail(model::ErrorKind::kWorker, "bad job spec: " + job.status().to_string());
     return result;
   }
   if (job->device != runtime.options().device && !job->device.empty()) {
-    result.fail("worker",
+    result.fail(model::ErrorKind::kWorker,
                 "job is for " + job->device + ", worker runs on " + runtime.options().device);
     return result;
   }

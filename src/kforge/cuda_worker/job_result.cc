@@ -6,10 +6,6 @@
 namespace kforge::cuda_worker {
 namespace {
 
-Json optional_string(const std::optional<std::string>& s) {
-  return s ? Json(*s) : Json(nullptr);
-}
-
 Json to_json(const CorrectnessDetails& d) {
   Json per_trial = Json::array();
   for (const auto& t : d.per_trial) {
@@ -58,11 +54,11 @@ void add_activity(Json& out, const std::string& prefix, const ActivityResult& r)
 
 }  // namespace
 
-void JobResult::fail(const std::string& kind, const std::string& message) {
+void JobResult::fail(model::ErrorKind kind, const std::string& message) {
   if (!error_kind) error_kind = kind;
-  if (kind == "compile") {
+  if (kind == model::ErrorKind::kCompile) {
     if (!compilation_error) compilation_error = message;
-  } else if (kind == "mismatch") {
+  } else if (kind == model::ErrorKind::kMismatch) {
     if (!validation_error) validation_error = message;
   } else if (!runtime_error) {
     runtime_error = message;
@@ -87,9 +83,12 @@ void JobResult::warn(const std::string& message) {
 
 Json JobResult::to_json() const {
   Json checks_json = Json::array();
+  Json honesty = Json::array();  // the failed checks, as results.py lists them
   for (const auto& c : checks) {
     checks_json.push_back(
         {{"name", c.name}, {"passed", c.passed}, {"message", c.message}, {"fatal", c.fatal}});
+    if (!c.passed)
+      honesty.push_back({{"code", c.name}, {"message", c.message}, {"fatal", c.fatal}});
   }
   Json out = {
       {"compiled", compiled},
@@ -99,10 +98,11 @@ Json JobResult::to_json() const {
       {"ref_runtime", ref_runtime},
       {"ref_runtime_stats", ref_runtime_stats ? ref_runtime_stats->to_json() : Json(nullptr)},
       {"speedup", speedup ? Json(*speedup) : Json(nullptr)},
-      {"error_kind", optional_string(error_kind)},
+      {"error_kind", error_kind ? Json(model::to_string(*error_kind)) : Json()},
       {"correctness_details",
        correctness_details ? cuda_worker::to_json(*correctness_details) : Json(nullptr)},
       {"checks", checks_json},
+      {"honesty", honesty},
       {"warnings", warnings},
       {"metadata", metadata},
       {"phases_ms", phases.to_json()}};

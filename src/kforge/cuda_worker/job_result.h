@@ -12,6 +12,7 @@
 #include "kforge/cuda/kernel_activity.h"
 #include "kforge/cuda/timing_stats.h"
 #include "kforge/cuda_worker/phase_clock.h"
+#include "kforge/model/error_kind.h"
 
 namespace kforge::cuda_worker {
 
@@ -72,7 +73,7 @@ class JobResult {
   ActivityResult activity;
   ActivityResult ref_activity;
   Json device_metrics_raw;  // ncu's output per role (device_metrics.h); null when not asked
-  std::optional<std::string> error_kind;
+  std::optional<model::ErrorKind> error_kind;
   std::optional<std::string> compilation_error;
   std::optional<std::string> runtime_error;
   std::optional<std::string> validation_error;
@@ -83,8 +84,8 @@ class JobResult {
   PhaseClock phases;  // becomes `phases_ms`
 
   // Sets the error kind (the first one wins) and its message field: compilation_error for
-  // "compile", validation_error for "mismatch", runtime_error otherwise.
-  void fail(const std::string& kind, const std::string& message);
+  // kCompile, validation_error for kMismatch, runtime_error otherwise.
+  void fail(model::ErrorKind kind, const std::string& message);
   // Repeated names keep the first failure (or the single pass).
   void add_check(const std::string& name, bool passed, const std::string& message = "",
                  bool fatal = true);

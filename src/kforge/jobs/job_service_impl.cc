@@ -7,6 +7,7 @@
 #include "kforge/jobs/ncu_report.h"
 #include "kforge/jobs/result_extras.h"
 #include "kforge/model/batch.h"
+#include "kforge/model/job_spec.h"
 #include "kforge/model/parse.h"
 #include "kforge/model/serialize.h"
 
@@ -275,27 +276,19 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std:
 
 Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobRequest& r,
                                  const std::string& device) const {
-  Json spec = {{"job_id", record.id},
-               {"kind", model::to_string(r.kind)},
-               {"kernel", model::to_json(r.kernel)},
-               {"reference", r.reference ? model::to_json(*r.reference) : Json()},
-               {"num_correct_trials", r.num_correct_trials},
-               {"measure_performance", r.measure_performance},
-               {"timing", model::to_json(r.timing)},
-               {"atol", r.atol ? Json(*r.atol) : Json()},
-               {"rtol", r.rtol ? Json(*r.rtol) : Json()},
-               {"seed", r.seed.value_or(0)},
-               {"device", device},
-               {"timeout_s", r.timeout_s}};
+  // The canonical spec (model/job_spec.h): every default resolved; scratch_dir and
+  // cache_dir are the worker's to fill in.
+  model::JobSpec spec;
+  spec.job_id = record.id;
+  spec.request = r;
+  spec.device = device;
   if (wants_device_metrics(r) && device != "cpu" && options_.device_metrics_unavailable.empty()) {
-    spec["device_metrics"] = {
+    spec.device_metrics = {
         {"ncu", options_.ncu}, {"sections", ncu_sections()}, {"timeout_s", r.timeout_s}};
   }
   // The native worker runs a cuda-only compare in one process: nothing to reuse there.
-  if (!uses_only_cuda(r)) {
-    if (Json reuse = reuse_.spec_for(r, device); !reuse.is_null()) spec["reference_reuse"] = reuse;
-  }
-  return spec;
+  if (!uses_only_cuda(r)) spec.reference_reuse = reuse_.spec_for(r, device);
+  return model::to_json(spec);
 }
 
 void JobServiceImpl::run_job(const std::string& job_id, const std::string& device) {
@@ -670,8 +663,16 @@ void JobServiceImpl::claim_for_idle_devices() {
       active.record.state = JobState::kQueued;  // until its runner starts it
       active.claimed = true;
       active.target = d.device.name;
-      if (auto parsed = parse_stored_request(active.record); parsed.is_ok()) {
-        active.kernel_type = std::string(model::to_string(parsed->kernel.kernel_type));
+      // The candidate's kernel_type as stored (the canonical request form), without
+      // validating the whole request here: run_job reads and checks it once.
+      const Json& stored = active.record.request;
+      const char* side =
+          active.record.kind == model::JobKind::kCompare ? "custom_kernel" : "kernel";
+      if (stored.contains(side) && stored[side].is_object()) {
+        const Json& type = stored[side].value("kernel_type", Json());
+        if (type.is_string() && model::kernel_type_from(type.get<std::string>())) {
+          active.kernel_type = type.get<std::string>();
+        }
       }
       if (auto w = watched_.find(id); w != watched_.end()) {
         active.progress_subs = std::move(w->second.progress_subs);

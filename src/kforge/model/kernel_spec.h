@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,10 +55,16 @@ struct InitSpec {
 
 // Literal tensor contents (base64, optionally zlib-compressed, little-endian).
 struct TensorData {
-  std::string data_b64;
+  std::string data_b64;  // as sent: what serialize.h writes back
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
   Compression compress = Compression::kNone;
+  // The contents decoded (and inflated): shape x dtype bytes, little-endian. The parser
+  // decodes `data_b64` once to check it and, where the tensors are built from it
+  // (parse.h InlineData::kKeep: the native worker's job spec, cuda/host_inputs.h), keeps
+  // the bytes here, so nothing decodes it a second time; null elsewhere (the server).
+  // Shared: copies of a request do not copy the data.
+  std::shared_ptr<const std::string> bytes;
 };
 
 struct TensorSpec {

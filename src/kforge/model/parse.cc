@@ -2,155 +2,31 @@
 
 #include <zlib.h>
 
-#include <cmath>
+#include <algorithm>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include "kforge/common/base64.h"
 #include "kforge/model/cuda_kernel_names.h"
-#include "kforge/model/cuda_options.h"
+#include "kforge/model/json_reader.h"
+#include "kforge/model/kernel_rules.h"
 
 namespace kforge::model {
+
+using reader::expect_object;
+using reader::field_error;
+using reader::fits_int64;
+using reader::member;
+using reader::read_bool;
+using reader::read_enum;
+using reader::read_int;
+using reader::read_number;
+using reader::read_shape;
+using reader::read_string;
+using reader::read_uint64;
+
 namespace {
-
-Status field_error(const JsonPath& path, std::string message) {
-  return invalid_argument(std::move(message), path.display());
-}
-
-Status expect_object(const Json& j, const JsonPath& path) {
-  if (!j.is_object()) {
-    return field_error(path, "must be an object, got " + std::string(json_type_name(j)));
-  }
-  return Status::ok();
-}
-
-// Returns the member or nullptr when absent or null (null means "not given").
-const Json* member(const Json& obj, std::string_view key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-StatusOr<std::string> read_string(const Json& obj, std::string_view key, const JsonPath& path,
-                                  bool required) {
-  const Json* v = member(obj, key);
-  if (v == nullptr) {
-    if (required) return field_error(path.key(key), "is required");
-    return std::string();
-  }
-  if (!v->is_string()) {
-    return field_error(path.key(key), "must be a string, got " + std::string(json_type_name(*v)));
-  }
-  return v->get<std::string>();
-}
-
-StatusOr<std::optional<double>> read_number(const Json& obj, std::string_view key,
-                                            const JsonPath& path, double min, double max) {
-  const Json* v = member(obj, key);
-  if (v == nullptr) return std::optional<double>();
-  if (!v->is_number()) {
-    return field_error(path.key(key), "must be a number, got " + std::string(json_type_name(*v)));
-  }
-  double d = v->get<double>();
-  if (!std::isfinite(d) || d < min || d > max) {
-    return field_error(path.key(key), "must be between " + Json(min).dump() + " and " +
-                                          Json(max).dump() + ", got " + v->dump());
-  }
-  return std::optional<double>(d);
-}
-
-StatusOr<std::optional<int64_t>> read_int(const Json& obj, std::string_view key,
-                                          const JsonPath& path, int64_t min, int64_t max) {
-  const Json* v = member(obj, key);
-  if (v == nullptr) return std::optional<int64_t>();
-  int64_t value = 0;
-  if (v->is_number_integer()) {
-    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
-      return field_error(path.key(key), "must be at most " + std::to_string(max));
-    }
-    value = v->get<int64_t>();
-  } else if (v->is_number_float() && std::floor(v->get<double>()) == v->get<double>() &&
-             std::fabs(v->get<double>()) < 9e15) {
-    value = static_cast<int64_t>(v->get<double>());  // 5.0 is accepted as 5
-  } else {
-    return field_error(path.key(key), "must be an integer, got " + std::string(json_type_name(*v)));
-  }
-  if (value < min || value > max) {
-    return field_error(path.key(key), "must be between " + std::to_string(min) + " and " +
-                                          std::to_string(max) + ", got " + std::to_string(value));
-  }
-  return std::optional<int64_t>(value);
-}
-
-// A non-negative integer of up to 64 bits (the full range of uint64_t); never wraps: -1 or
-// 2^64 is an error naming the field.
-StatusOr<std::optional<uint64_t>> read_uint64(const Json& obj, std::string_view key,
-                                              const JsonPath& path) {
-  const Json* v = member(obj, key);
-  if (v == nullptr) return std::optional<uint64_t>();
-  const std::string range =
-      "must be an integer between 0 and " + std::to_string(std::numeric_limits<uint64_t>::max());
-  if (v->is_number_unsigned()) return std::optional<uint64_t>(v->get<uint64_t>());
-  if (v->is_number_integer()) {
-    const int64_t i = v->get<int64_t>();
-    if (i < 0) return field_error(path.key(key), range + ", got " + std::to_string(i));
-    return std::optional<uint64_t>(static_cast<uint64_t>(i));
-  }
-  return field_error(
-      path.key(key),
-      range + ", got " + (v->is_number() ? v->dump() : std::string(json_type_name(*v))));
-}
-
-// A JSON integer that fits int64_t (a number_unsigned above INT64_MAX does not).
-bool fits_int64(const Json& v) {
-  return v.is_number_integer() &&
-         (!v.is_number_unsigned() ||
-          v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()));
-}
-
-StatusOr<std::optional<bool>> read_bool(const Json& obj, std::string_view key,
-                                        const JsonPath& path) {
-  const Json* v = member(obj, key);
-  if (v == nullptr) return std::optional<bool>();
-  if (!v->is_boolean()) {
-    return field_error(path.key(key), "must be a boolean, got " + std::string(json_type_name(*v)));
-  }
-  return std::optional<bool>(v->get<bool>());
-}
-
-StatusOr<std::vector<int64_t>> read_shape(const Json& obj, std::string_view key,
-                                          const JsonPath& path, const RequestLimits& limits) {
-  const Json* v = member(obj, key);
-  JsonPath p = path.key(key);
-  if (v == nullptr) return field_error(p, "is required");
-  if (!v->is_array()) return field_error(p, "must be a list of non-negative integers");
-  if (v->size() > static_cast<size_t>(limits.max_tensor_rank)) {
-    return field_error(p, "rank " + std::to_string(v->size()) + " exceeds the limit of " +
-                              std::to_string(limits.max_tensor_rank));
-  }
-  std::vector<int64_t> shape;
-  for (const auto& d : *v) {
-    // fits_int64 first: 2^63 and above would read as negative through get<int64_t>.
-    if (!fits_int64(d) || d.get<int64_t>() < 0) {
-      return field_error(p, "must be a list of non-negative integers");
-    }
-    shape.push_back(d.get<int64_t>());
-  }
-  return shape;
-}
-
-template <typename E>
-StatusOr<E> read_enum(const Json& obj, std::string_view key, const JsonPath& path, E fallback,
-                      std::optional<E> (*from)(std::string_view), std::string_view allowed) {
-  KF_ASSIGN_OR_RETURN(std::string s, read_string(obj, key, path, false));
-  if (s.empty()) return fallback;
-  auto e = from(s);
-  if (!e) {
-    return field_error(path.key(key),
-                       "unknown value '" + s + "' (expected one of: " + std::string(allowed) + ")");
-  }
-  return *e;
-}
 
 constexpr std::string_view kDTypeNames =
     "float16, bfloat16, float32, float64, int8, int16, int32, int64, bool";
@@ -224,13 +100,13 @@ StatusOr<std::string> inflate_zlib(const std::string& compressed, size_t expecte
 }
 
 StatusOr<TensorData> parse_tensor_data(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   TensorData data;
   KF_ASSIGN_OR_RETURN(data.data_b64, read_string(j, "data_b64", path, true));
   KF_ASSIGN_OR_RETURN(data.dtype,
                       read_enum<DType>(j, "dtype", path, DType::kFloat32, dtype_from, kDTypeNames));
-  KF_ASSIGN_OR_RETURN(data.shape, read_shape(j, "shape", path, limits));
+  KF_ASSIGN_OR_RETURN(data.shape, read_shape(j, "shape", path, limits.max_tensor_rank));
   KF_ASSIGN_OR_RETURN(data.compress, read_enum<Compression>(j, "compress", path, Compression::kNone,
                                                             compression_from, "none, zlib"));
   // Bounded before anything is decoded: zlib data is inflated into shape x dtype bytes.
@@ -249,14 +125,20 @@ StatusOr<TensorData> parse_tensor_data(const Json& j, const JsonPath& path,
                                                  " bytes but shape x dtype needs " +
                                                  std::to_string(expected));
   }
+  // Kept where the tensors are built from these bytes (cuda/host_inputs.h): never decoded
+  // again. Elsewhere (the server) dropped now: a request's inflated tensors are never all
+  // held at once.
+  if (inline_data == InlineData::kKeep) {
+    data.bytes = std::make_shared<const std::string>(std::move(bytes));
+  }
   return data;
 }
 
 StatusOr<TensorSpec> parse_tensor_spec(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   TensorSpec spec;
-  KF_ASSIGN_OR_RETURN(spec.shape, read_shape(j, "shape", path, limits));
+  KF_ASSIGN_OR_RETURN(spec.shape, read_shape(j, "shape", path, limits.max_tensor_rank));
   KF_ASSIGN_OR_RETURN(spec.dtype,
                       read_enum<DType>(j, "dtype", path, DType::kFloat32, dtype_from, kDTypeNames));
   KF_RETURN_IF_ERROR(
@@ -278,7 +160,8 @@ StatusOr<TensorSpec> parse_tensor_spec(const Json& j, const JsonPath& path,
     spec.init = i;
   }
   if (data != nullptr) {
-    KF_ASSIGN_OR_RETURN(TensorData d, parse_tensor_data(*data, path.key("data"), limits));
+    KF_ASSIGN_OR_RETURN(TensorData d,
+                        parse_tensor_data(*data, path.key("data"), limits, inline_data));
     if (d.shape != spec.shape) {
       return field_error(path.key("data").key("shape"), "must equal tensor_spec.shape");
     }
@@ -290,30 +173,8 @@ StatusOr<TensorSpec> parse_tensor_spec(const Json& j, const JsonPath& path,
   return spec;
 }
 
-bool is_identifier(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
-  }
-  return true;
-}
-
-// A `cuda` kernel's name is an NVRTC name expression: a qualified name, maybe a template
-// instance ("ops::scale<128>"). It is never passed to a shell or a file path.
-bool is_name_expression(const std::string& s) {
-  if (s.empty() || s.size() > 256) return false;
-  if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_' || s[0] == ':')) return false;
-  for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
-          std::string_view(":<>, *&()").find(c) != std::string_view::npos)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLimits& limits) {
+StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLimits& limits,
+                            InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   ArgSpec arg;
   KF_ASSIGN_OR_RETURN(arg.name, read_string(j, "name", path, true));
@@ -330,7 +191,8 @@ StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLi
   if (arg.type == ArgType::kTensor) {
     const Json* ts = member(j, "tensor_spec");
     if (ts == nullptr) return field_error(path.key("tensor_spec"), "is required for a tensor arg");
-    KF_ASSIGN_OR_RETURN(TensorSpec spec, parse_tensor_spec(*ts, path.key("tensor_spec"), limits));
+    KF_ASSIGN_OR_RETURN(TensorSpec spec,
+                        parse_tensor_spec(*ts, path.key("tensor_spec"), limits, inline_data));
     arg.tensor_spec = std::move(spec);
     if (arg.is_meta) return field_error(path.key("is_meta"), "a tensor cannot be a constexpr");
     return arg;
@@ -430,29 +292,7 @@ StatusOr<TimingOptions> parse_timing(const Json& body, TimingOptions timing,
     timing.min_trials = std::min(timing.min_trials, timing.max_trials);
     return timing;
   }
-  JsonPath p = root.key("timing");
-  KF_RETURN_IF_ERROR(expect_object(*t, p));
-  KF_ASSIGN_OR_RETURN(auto max_trials, read_int(*t, "max_trials", p, 1, limits.max_trials));
-  if (max_trials) timing.max_trials = static_cast<int>(*max_trials);
-  KF_ASSIGN_OR_RETURN(auto min_trials, read_int(*t, "min_trials", p, 1, limits.max_trials));
-  if (min_trials) timing.min_trials = static_cast<int>(*min_trials);
-  KF_ASSIGN_OR_RETURN(auto warmup_calls, read_int(*t, "warmup_calls", p, 0, 100000));
-  if (warmup_calls) timing.warmup_calls = static_cast<int>(*warmup_calls);
-  KF_ASSIGN_OR_RETURN(auto warmup_ms, read_number(*t, "warmup_ms", p, 0.0, 600000.0));
-  if (warmup_ms) timing.warmup_ms = *warmup_ms;
-  KF_ASSIGN_OR_RETURN(auto budget_ms, read_number(*t, "budget_ms", p, 0.0, 3600000.0));
-  if (budget_ms) timing.budget_ms = *budget_ms;
-  KF_ASSIGN_OR_RETURN(auto rse, read_number(*t, "rse_target", p, 0.0, 1.0));
-  if (rse) timing.rse_target = *rse;
-  KF_ASSIGN_OR_RETURN(auto graph, read_bool(*t, "cuda_graph", p));
-  if (graph) timing.cuda_graph = *graph;
-  KF_ASSIGN_OR_RETURN(auto flush, read_bool(*t, "l2_flush", p));
-  if (flush) timing.l2_flush = *flush;
-  if (min_trials && max_trials && *min_trials > *max_trials) {
-    return field_error(p.key("min_trials"), "must not exceed max_trials");
-  }
-  timing.min_trials = std::min(timing.min_trials, timing.max_trials);
-  return timing;
+  return parse_timing_object(*t, root.key("timing"), timing, limits);
 }
 
 // Fields shared by /evaluate and /compare.
@@ -475,151 +315,36 @@ Status parse_common(const Json& body, const RequestLimits& limits, JobRequest& r
   return Status::ok();
 }
 
-std::string describe_inputs(const IOContract& io) {
-  std::string out = "[";
-  for (const ArgSpec* a : io.input_tensors()) {
-    if (out.size() > 1) out += ", ";
-    out += a->name + ":" + std::string(to_string(a->tensor_spec->dtype)) +
-           Json(a->tensor_spec->shape).dump();
-  }
-  return out + "]";
-}
-
-// A `cuda` kernel is launched by kforge itself: it needs its name, launch dimensions and
-// arguments a C function can take, and only allow-listed NVRTC options.
-Status check_cuda_rules(const KernelCode& k, const JsonPath& p) {
-  if (k.entry_point().empty()) {
-    return field_error(p.key("metadata").key("kernel_name"),
-                       "is required for kernel_type 'cuda' (the __global__ function to launch)");
-  }
-  const LaunchConfig launch = k.io && k.io->launch ? *k.io->launch : LaunchConfig{};
-  if (!launch.grid || !launch.block) {
-    return field_error(p.key("io").key("launch").key(launch.grid ? "block" : "grid"),
-                       "is required for kernel_type 'cuda' ({x, y, z} or [x, y, z])");
-  }
-  for (size_t i = 0; k.io && i < k.io->args.size(); ++i) {
-    if (k.io->args[i].type == ArgType::kStr) {
-      return field_error(p.key("io").key("args").index(i).key("type"),
-                         "a cuda kernel cannot take a 'str' argument");
-    }
-  }
-  return parse_cuda_compile_options(k.metadata, p.key("metadata")).status();
-}
-
-Status check_kernel_rules(const KernelCode& k, std::string_view field) {
-  JsonPath p(std::string{field});
-  switch (k.kernel_type) {
-    case KernelType::kTriton:
-    case KernelType::kCuda:
-      if (!k.io || k.io->args.empty()) {
-        return field_error(p.key("io"), "is required for kernel_type '" +
-                                            std::string(to_string(k.kernel_type)) +
-                                            "' (the kernel's arguments must be declared)");
-      }
-      break;
-    case KernelType::kMultiKernel:
-      if (!k.io || k.io->args.empty()) {
-        return field_error(p.key("io"), "is required for kernel_type 'multi_kernel'");
-      }
-      if (k.entry_point().empty()) {
-        return field_error(p.key("metadata").key("entry_point"),
-                           "is required for kernel_type 'multi_kernel'");
-      }
-      break;
-    case KernelType::kTorch:
-    case KernelType::kTorchCuda:
-      break;
-  }
-  if (k.kernel_type == KernelType::kCuda) KF_RETURN_IF_ERROR(check_cuda_rules(k, p));
-  if (k.io && !k.io->args.empty()) {
-    // A Triton or multi_kernel wrapper may return its outputs; a CUDA kernel cannot.
-    if (k.io->output_tensors().empty() && k.kernel_type == KernelType::kCuda) {
-      return field_error(p.key("io").key("args"),
-                         "must declare at least one tensor with role 'output' or 'inout'");
-    }
-  }
-  return Status::ok();
-}
-
-// The names a torch / torch_cuda kernel may give its callable (the old server's targeting).
-constexpr const char* kTorchTargetKeys[] = {"function_name", "class_name", "method_name"};
-
-// Checks the metadata fields kforge reads and brings old spellings to kforge's:
-// compiler_options (the old server's) becomes compile_options.
-Status normalize_metadata(KernelCode& k, const JsonPath& path) {
-  Json& meta = k.metadata;
-  // The roofline's work per call (jobs/roofline.h).
-  for (const char* key : {"bytes_moved", "flops"}) {
-    auto it = meta.find(key);
-    if (it != meta.end() && !it->is_null() && (!it->is_number() || it->get<double>() < 0)) {
-      return field_error(path.key(key), "must be a number >= 0");
-    }
-  }
-  if (auto it = meta.find("flops_dtype"); it != meta.end() && !it->is_null()) {
-    static const std::set<std::string> kFlopsDtypes = {"fp32", "tf32", "fp16", "bf16"};
-    if (!it->is_string() || !kFlopsDtypes.contains(it->get<std::string>())) {
-      return field_error(path.key("flops_dtype"), "must be one of fp32, tf32, fp16, bf16");
-    }
-  }
-  for (const char* key : {"entry_point", "kernel_name"}) {
-    auto it = meta.find(key);
-    if (it == meta.end() || it->is_null()) continue;
-    if (!it->is_string()) return field_error(path.key(key), "must be a string");
-    const std::string name = it->get<std::string>();
-    const bool ok =
-        k.kernel_type == KernelType::kCuda ? is_name_expression(name) : is_identifier(name);
-    if (!ok) {
-      return field_error(path.key(key), std::string("must be ") +
-                                            (k.kernel_type == KernelType::kCuda
-                                                 ? "a C++ name (\"scale\", \"ops::scale<128>\")"
-                                                 : "an identifier") +
-                                            ", got '" + name + "'");
-    }
-  }
-  if (auto old = meta.find("compiler_options"); old != meta.end()) {
-    auto current = meta.find("compile_options");
-    if (current != meta.end() && !current->is_null() && *current != *old) {
-      return field_error(path.key("compiler_options"),
-                         "is the old spelling of compile_options; give only one of them");
-    }
-    Json value = *old;
-    meta.erase("compiler_options");
-    if (!value.is_null()) meta["compile_options"] = std::move(value);
-  }
-  bool any_target = false;
-  for (const char* key : kTorchTargetKeys) {
-    auto it = meta.find(key);
-    if (it == meta.end() || it->is_null()) continue;
-    any_target = true;
-    if (!it->is_string() || !is_identifier(it->get<std::string>())) {
-      return field_error(path.key(key), "must be a Python identifier, got " + it->dump());
-    }
-  }
-  if (!any_target) return Status::ok();
-  if (k.kernel_type != KernelType::kTorch && k.kernel_type != KernelType::kTorchCuda) {
-    const char* key = meta.contains("function_name") ? "function_name"
-                      : meta.contains("class_name")  ? "class_name"
-                                                     : "method_name";
-    return field_error(path.key(key),
-                       "applies to torch and torch_cuda kernels; a " +
-                           std::string(to_string(k.kernel_type)) +
-                           " kernel names its entry point with metadata.kernel_name");
-  }
-  const bool function = meta.contains("function_name") && !meta["function_name"].is_null();
-  for (const char* key : {"class_name", "method_name"}) {
-    if (function && meta.contains(key) && !meta[key].is_null()) {
-      return field_error(
-          path.key(key),
-          "cannot be given with function_name (which names a module-level function)");
-    }
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
+StatusOr<TimingOptions> parse_timing_object(const Json& t, const JsonPath& p, TimingOptions timing,
+                                            const RequestLimits& limits) {
+  KF_RETURN_IF_ERROR(expect_object(t, p));
+  KF_ASSIGN_OR_RETURN(auto max_trials, read_int(t, "max_trials", p, 1, limits.max_trials));
+  if (max_trials) timing.max_trials = static_cast<int>(*max_trials);
+  KF_ASSIGN_OR_RETURN(auto min_trials, read_int(t, "min_trials", p, 1, limits.max_trials));
+  if (min_trials) timing.min_trials = static_cast<int>(*min_trials);
+  KF_ASSIGN_OR_RETURN(auto warmup_calls, read_int(t, "warmup_calls", p, 0, 100000));
+  if (warmup_calls) timing.warmup_calls = static_cast<int>(*warmup_calls);
+  KF_ASSIGN_OR_RETURN(auto warmup_ms, read_number(t, "warmup_ms", p, 0.0, 600000.0));
+  if (warmup_ms) timing.warmup_ms = *warmup_ms;
+  KF_ASSIGN_OR_RETURN(auto budget_ms, read_number(t, "budget_ms", p, 0.0, 3600000.0));
+  if (budget_ms) timing.budget_ms = *budget_ms;
+  KF_ASSIGN_OR_RETURN(auto rse, read_number(t, "rse_target", p, 0.0, 1.0));
+  if (rse) timing.rse_target = *rse;
+  KF_ASSIGN_OR_RETURN(auto graph, read_bool(t, "cuda_graph", p));
+  if (graph) timing.cuda_graph = *graph;
+  KF_ASSIGN_OR_RETURN(auto flush, read_bool(t, "l2_flush", p));
+  if (flush) timing.l2_flush = *flush;
+  if (min_trials && max_trials && *min_trials > *max_trials) {
+    return field_error(p.key("min_trials"), "must not exceed max_trials");
+  }
+  timing.min_trials = std::min(timing.min_trials, timing.max_trials);
+  return timing;
+}
+
 StatusOr<IOContract> parse_io_contract(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   IOContract io;
   const Json* args = member(j, "args");
@@ -631,7 +356,8 @@ StatusOr<IOContract> parse_io_contract(const Json& j, const JsonPath& path,
   }
   std::set<std::string> names;
   for (size_t i = 0; i < args->size(); ++i) {
-    KF_ASSIGN_OR_RETURN(ArgSpec a, parse_arg((*args)[i], path.key("args").index(i), limits));
+    KF_ASSIGN_OR_RETURN(ArgSpec a,
+                        parse_arg((*args)[i], path.key("args").index(i), limits, inline_data));
     if (!names.insert(a.name).second) {
       return field_error(path.key("args").index(i).key("name"),
                          "duplicate arg name '" + a.name + "'");
@@ -646,7 +372,7 @@ StatusOr<IOContract> parse_io_contract(const Json& j, const JsonPath& path,
 }
 
 StatusOr<KernelCode> parse_kernel_code(const Json& j, const JsonPath& path,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   KernelCode k;
   KF_ASSIGN_OR_RETURN(k.source_code, read_string(j, "source_code", path, true));
@@ -659,7 +385,7 @@ StatusOr<KernelCode> parse_kernel_code(const Json& j, const JsonPath& path,
       read_enum<KernelType>(j, "kernel_type", path, KernelType::kTorch, kernel_type_from,
                             "torch, torch_cuda, triton, cuda, multi_kernel"));
   if (const Json* io = member(j, "io")) {
-    KF_ASSIGN_OR_RETURN(IOContract c, parse_io_contract(*io, path.key("io"), limits));
+    KF_ASSIGN_OR_RETURN(IOContract c, parse_io_contract(*io, path.key("io"), limits, inline_data));
     k.io = std::move(c);
   }
   if (const Json* meta = member(j, "metadata")) {
@@ -675,39 +401,6 @@ StatusOr<KernelCode> parse_kernel_code(const Json& j, const JsonPath& path,
     k.metadata["kernel_name"] = *only;
   }
   return k;
-}
-
-Status check_request_consistency(const JobRequest& request, std::string_view kernel_field,
-                                 std::string_view reference_field) {
-  KF_RETURN_IF_ERROR(check_kernel_rules(request.kernel, kernel_field));
-  if (!request.reference) return Status::ok();
-  KF_RETURN_IF_ERROR(check_kernel_rules(*request.reference, reference_field));
-  const auto& cand = request.kernel;
-  const auto& ref = *request.reference;
-  if (!cand.io && !ref.io) {
-    // Both take inputs from get_inputs(): only Python kernel types can provide them.
-    if (cand.kernel_type == KernelType::kCuda) {
-      return field_error(JsonPath(std::string(kernel_field)).key("io"), "is required");
-    }
-    return Status::ok();
-  }
-  if (cand.io && ref.io) {
-    auto ci = cand.io->input_tensors();
-    auto ri = ref.io->input_tensors();
-    bool same = ci.size() == ri.size();
-    for (size_t i = 0; same && i < ci.size(); ++i) {
-      same = ci[i]->tensor_spec->shape == ri[i]->tensor_spec->shape &&
-             ci[i]->tensor_spec->dtype == ri[i]->tensor_spec->dtype;
-    }
-    if (!same) {
-      return invalid_argument("the declared inputs disagree: " + std::string(reference_field) +
-                                  ".io has " + describe_inputs(*ref.io) + " but " +
-                                  std::string(kernel_field) + ".io has " +
-                                  describe_inputs(*cand.io),
-                              std::string(kernel_field) + ".io.args");
-    }
-  }
-  return Status::ok();
 }
 
 StatusOr<JobRequest> parse_evaluate_request(const Json& body, const RequestLimits& limits) {

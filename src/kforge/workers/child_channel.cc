@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kforge/common/log.h"
+#include "kforge/model/error_kind.h"
 
 namespace kforge::workers {
 namespace {
@@ -386,9 +387,9 @@ Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
     meta["ref_kernel_type"] = spec["reference"].value("kernel_type", "");
   }
 
-  auto fail = [&](std::string_view kind, const std::string& message) {
+  auto fail = [&](model::ErrorKind kind, const std::string& message) {
     r["correctness"] = false;
-    r["error_kind"] = kind;
+    r["error_kind"] = model::to_string(kind);
     r["runtime_error"] = message;
     if (!r.contains("runtime") || !r["runtime"].is_number()) r["runtime"] = -1.0;
   };
@@ -399,24 +400,26 @@ Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
     case ChildJobEnd::Kind::kTimeout: {
       double secs = static_cast<double>(timeout.count()) / 1000.0;
       std::string s = Json(secs).dump();
-      fail("timeout", "timed out after " + s + " s " + when +
-                          ": the kernel process group was killed (raise 'timeout' if the "
-                          "kernel is legitimately slow; look for an infinite loop otherwise)");
+      fail(model::ErrorKind::kTimeout,
+           "timed out after " + s + " s " + when +
+               ": the kernel process group was killed (raise 'timeout' if the "
+               "kernel is legitimately slow; look for an infinite loop otherwise)");
       break;
     }
     case ChildJobEnd::Kind::kCancelled:
-      fail("cancelled", "cancelled " + when);
+      fail(model::ErrorKind::kCancelled, "cancelled " + when);
       break;
     case ChildJobEnd::Kind::kCrashed:
-      fail("crash", "the kernel process " + describe_exit(end.exit) + " " + when);
+      fail(model::ErrorKind::kCrash, "the kernel process " + describe_exit(end.exit) + " " + when);
       break;
     case ChildJobEnd::Kind::kMemoryLimit:
-      fail("memory_limit", "the job's processes used " + std::to_string(end.peak_rss_bytes >> 20) +
-                               " MiB of host memory, over its limit, " + when +
-                               ": every process of the job was killed");
+      fail(model::ErrorKind::kMemoryLimit, "the job's processes used " +
+                                               std::to_string(end.peak_rss_bytes >> 20) +
+                                               " MiB of host memory, over its limit, " + when +
+                                               ": every process of the job was killed");
       break;
     case ChildJobEnd::Kind::kProtocolError:
-      fail("worker", "the worker broke the protocol " + when + ": " + end.detail);
+      fail(model::ErrorKind::kWorker, "the worker broke the protocol " + when + ": " + end.detail);
       break;
   }
   r["stdout"] = end.stdout_capture.text();

@@ -15,7 +15,8 @@ namespace kforge::workers {
 
 struct WorkerJob {
   std::string job_id;
-  Json spec;  // the job spec of docs/worker-protocol.md, without scratch_dir/cache_dir
+  // The canonical job spec (model/job_spec.h); the worker fills in scratch_dir and cache_dir.
+  Json spec;
   std::chrono::milliseconds timeout{120000};
 };
 

@@ -97,5 +97,35 @@ TEST(ParseJsonTest, JsonDepthNeedsNoRecursion) {
   EXPECT_EQ(json_depth(Json::object()), 1u);
 }
 
+TEST(JsonPathTest, KeysAndIndicesComposeTheFieldPathOfErrors) {
+  const JsonPath root;
+  EXPECT_EQ(root.str(), "");
+  EXPECT_EQ(root.display(), "<root>");
+  EXPECT_EQ(root.key("kernel").str(), "kernel");
+  EXPECT_EQ(root.index(2).str(), "[2]");
+  const JsonPath p = root.key("custom_kernel").key("io").key("args").index(12).key("tensor_spec");
+  EXPECT_EQ(p.str(), "custom_kernel.io.args[12].tensor_spec");
+  EXPECT_EQ(p.display(), p.str());
+  EXPECT_EQ(JsonPath("a").key("b").index(0).index(1).str(), "a.b[0][1]");
+}
+
+TEST(JsonTypeNameTest, NamesEveryJsonType) {
+  EXPECT_EQ(json_type_name(Json()), "null");
+  EXPECT_EQ(json_type_name(Json::object()), "object");
+  EXPECT_EQ(json_type_name(Json::array()), "array");
+  EXPECT_EQ(json_type_name(Json("x")), "string");
+  EXPECT_EQ(json_type_name(Json(true)), "boolean");
+  EXPECT_EQ(json_type_name(Json(-3)), "integer");
+  EXPECT_EQ(json_type_name(Json(uint64_t{1} << 63)), "integer");
+  EXPECT_EQ(json_type_name(Json(2.5)), "number");
+}
+
+TEST(JsonDepthTest, CountsArraysAndObjectsOneLevelEach) {
+  EXPECT_EQ(json_depth(Json(1)), 0u);
+  EXPECT_EQ(json_depth(Json::array()), 1u);
+  EXPECT_EQ(json_depth(Json::parse(R"({"a":[1,{"b":[]}],"c":2})")), 4u);
+  EXPECT_EQ(json_depth(Json::parse(nested_arrays(200))), 200u);
+}
+
 }  // namespace
 }  // namespace kforge

@@ -15,7 +15,9 @@ namespace {
 using model::DType;
 
 model::IOContract io_of(const char* text) {
-  auto io = model::parse_io_contract(Json::parse(text), JsonPath("io"), model::RequestLimits{});
+  // As the native worker reads its spec: the inline data's decoded bytes are kept.
+  auto io = model::parse_io_contract(Json::parse(text), JsonPath("io"), model::RequestLimits{},
+                                     model::InlineData::kKeep);
   EXPECT_TRUE(io.is_ok()) << io.status().to_string();
   return *io;
 }
@@ -171,6 +173,41 @@ TEST(HostCompareTest, IntegersAreExactByDefault) {
   actual.set_int(1, 1'000'000'000'001);
   EXPECT_FALSE(compare_host_tensors("i", expected, actual, {0, 0}).passed);
   EXPECT_TRUE(compare_host_tensors("i", expected, actual, {1, 0}).passed);
+}
+
+TEST(HostInputsTest, LiteralDataIsTheBytesTheParserDecodedOnce) {
+  // float32 [1, 2, -3.5, 0.25], zlib'd (tests/protocol/specs/accepted_compare_cuda_inline_zlib).
+  const auto io = io_of(R"({"args": [{"name": "x", "type": "tensor", "tensor_spec": {
+      "shape": [4], "dtype": "float32", "data": {"data_b64": "eJxjYGiwZ2BgcGBgSDjAwNBgBwATwQLe",
+      "dtype": "float32", "shape": [4], "compress": "zlib"}}}]})");
+  ASSERT_NE(io.args[0].tensor_spec->data->bytes, nullptr);
+  auto inputs = make_host_inputs(io, 1234, 0);
+  ASSERT_TRUE(inputs.is_ok()) << inputs.status().to_string();
+  EXPECT_EQ((*inputs)[0].data.get(1), 2.0);
+  EXPECT_EQ((*inputs)[0].data.get(2), -3.5);
+  EXPECT_EQ((*inputs)[0].data.get(3), 0.25);
+  // A TensorData that did not come from the parser has no bytes: an error, never a decode.
+  model::IOContract built = io;
+  built.args[0].tensor_spec->data->bytes = nullptr;
+  auto refused = make_host_inputs(built, 1234, 0);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("not decoded by the request parser"), std::string::npos)
+      << refused.status().to_string();
+}
+
+TEST(HostInputsTest, TheServersParseChecksInlineDataAndDropsIt) {
+  const Json io = Json::parse(R"({"args": [{"name": "x", "type": "tensor", "tensor_spec": {
+      "shape": [4], "dtype": "float32", "data": {"data_b64": "eJxjYGiwZ2BgcGBgSDjAwNBgBwATwQLe",
+      "dtype": "float32", "shape": [4], "compress": "zlib"}}}]})");
+  auto checked = model::parse_io_contract(io, JsonPath("io"), model::RequestLimits{});
+  ASSERT_TRUE(checked.is_ok()) << checked.status().to_string();
+  EXPECT_EQ(checked->args[0].tensor_spec->data->bytes, nullptr);
+  Json bad = io;
+  bad["args"][0]["tensor_spec"]["data"]["shape"] = {5};
+  bad["args"][0]["tensor_spec"]["shape"] = {5};
+  auto refused = model::parse_io_contract(bad, JsonPath("io"), model::RequestLimits{});
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().field_path(), "io.args[0].tensor_spec.data.data_b64");
 }
 
 }  // namespace

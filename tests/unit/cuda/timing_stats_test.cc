@@ -67,5 +67,60 @@ TEST(TimingStatsTest, WindowOverheadComesOffEveryLocationStatisticDownToTheFloor
   EXPECT_TRUE(raw.to_json()["window_overhead_us"].is_null());
 }
 
+TEST(TimingStatsTest, PercentilesInterpolateBetweenClosestRanks) {
+  const std::vector<double> v = {1.0, 2.0, 4.0, 8.0};
+  EXPECT_DOUBLE_EQ(percentile(v, 0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 100), 8.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 3.0);  // halfway between 2 and 4
+  EXPECT_DOUBLE_EQ(percentile(v, 25), 1.75);
+  EXPECT_DOUBLE_EQ(percentile({5.0}, 99), 5.0);
+  EXPECT_TRUE(std::isnan(percentile({}, 50)));
+}
+
+TEST(TimingStatsTest, NoSamplesGiveEmptyStatsNotACrash) {
+  const TimingStats s = compute_stats({}, "cuda_event");
+  EXPECT_EQ(s.trials, 0);
+  EXPECT_EQ(s.method, "cuda_event");
+  const TimingStats one = compute_stats({2.0}, "cpu_wall_clock");
+  EXPECT_EQ(one.trials, 1);
+  EXPECT_EQ(one.std, 0.0);
+  EXPECT_EQ(one.rse, 0.0);  // reported as 0 with one sample; the stop rule sees infinity
+  EXPECT_TRUE(std::isinf(relative_standard_error({2.0})));
+}
+
+TEST(TimingStatsTest, StopRuleOrder) {
+  model::TimingOptions o;
+  o.min_trials = 3;
+  o.max_trials = 5;
+  o.budget_ms = 100;
+  o.rse_target = 0.01;
+  EXPECT_EQ(stop_reason({1, 1}, o, 1000), "");  // min_trials first, even past the budget
+  EXPECT_EQ(stop_reason({1, 9, 1, 9, 1}, o, 1000), "max_trials");
+  EXPECT_EQ(stop_reason({1, 9, 1}, o, 100), "budget");
+  EXPECT_EQ(stop_reason({1, 1, 1}, o, 0), "rse_target");
+  EXPECT_EQ(stop_reason({1, 9, 1}, o, 0), "");
+}
+
+TEST(TimingStatsTest, JsonCarriesEveryRuntimeStatsField) {
+  TimingStats s = compute_stats({1.0, 2.0, 3.0}, "cuda_graph");
+  s.l2_flush = true;
+  s.warmup_calls = 4;
+  s.stop_reason = "rse_target";
+  s.device_sync_median = 2.5;
+  const Json j = s.to_json();
+  EXPECT_EQ(j["unit"], "ms");
+  EXPECT_EQ(j["method"], "cuda_graph");
+  EXPECT_EQ(j["trials"], 3);
+  EXPECT_DOUBLE_EQ(j["median"].get<double>(), 2.0);
+  EXPECT_EQ(j["l2_flush"], true);
+  EXPECT_EQ(j["warmup_calls"], 4);
+  EXPECT_EQ(j["stop_reason"], "rse_target");
+  EXPECT_EQ(j["device_sync_median"], 2.5);
+  for (const char* key : {"mean", "std", "min", "max", "percentile_5", "percentile_95",
+                          "percentile_99", "rse", "event_median", "window_overhead_us"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+}
+
 }  // namespace
 }  // namespace kforge::cuda
