@@ -13,6 +13,25 @@
 
 namespace kforge::workers {
 
+// A worker's state as /health and /stats report it.
+enum class WorkerState { kStopped, kStarting, kReady, kBusy, kFailed };
+
+constexpr std::string_view worker_state_name(WorkerState s) {
+  switch (s) {
+    case WorkerState::kStopped:
+      return "stopped";
+    case WorkerState::kStarting:
+      return "starting";
+    case WorkerState::kReady:
+      return "ready";
+    case WorkerState::kBusy:
+      return "busy";
+    case WorkerState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
 struct WorkerJob {
   std::string job_id;
   Json spec;  // the job spec of docs/worker-protocol.md, without scratch_dir/cache_dir
@@ -50,6 +69,9 @@ class Worker {
   // thread.
   virtual WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
                             const ProgressSink& progress) = 0;
+
+  // Its state now (/health: kFailed makes the server "degraded"). Thread-safe.
+  virtual WorkerState state() const = 0;
 
   // State for /health and /stats: {"type","state","pid","restarts","jobs_run",
   // "child_crashes","device":{...}}. Thread-safe.
