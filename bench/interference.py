@@ -16,7 +16,16 @@ distributions of the reported medians (candidate and reference), the ratio loade
 how many compiles the load did. Every job must be correct. A ratio within the jobs' own spread
 means the compile load does not leak into the numbers.
 
+With --pipeline-depth N (N > 1) it then measures the pipelined stages themselves: a second
+server runs with --pipeline-depth N, and a native `cuda` kernel (a vector add of 64 Mi
+float32) is timed alone and while --pipeline-jobs other `cuda` jobs are kept in flight on the
+same GPU (each a tiled matmul with a fresh source, so NVRTC compiles every one, timed too).
+Those jobs compile while the measured one has the GPU, and wait for the device's grant to
+use it; the measured job's timing must not change (pipelined / alone within the spread), and
+every job must be correct.
+
     python bench/interference.py [--device cuda:0] [--jobs 12] [--load-procs 8] [--arch 90]
+                                 [--pipeline-depth 3] [--pipeline-jobs 6]
 """
 
 from __future__ import annotations
@@ -27,8 +36,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -36,6 +49,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from timing_interference import N, body  # noqa: E402  (the same fixed kernel and request)
 
+from integration.cuda_kernels import VECTOR_ADD, tiled_matmul, vector_add  # noqa: E402
 from integration.kforge_server import KforgeServer  # noqa: E402
 
 LOAD = """
@@ -90,13 +104,160 @@ class Load:
         return sum(int(c.read_text() or 0) for c in self.counters if c.exists())
 
 
+class Starter(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+def alternate(
+    c: httpx.Client, load: Starter, loaded: str, jobs: int, route: str, request: dict[str, Any]
+) -> dict[str, list[dict[str, Any]]]:
+    """`jobs` requests in all per mode, alternating alone / `loaded` twice; the load runs during
+    `loaded`. Every result must be correct."""
+    out: dict[str, list[dict[str, Any]]] = {"alone": [], loaded: []}
+    for mode in ("alone", loaded, "alone", loaded):
+        began = time.perf_counter()
+        if mode != "alone":
+            load.start()
+        try:
+            for _ in range(jobs // 2):
+                res = c.post(route, json=request).json()["kernel_exec_result"]
+                assert res["correctness"], res
+                out[mode].append(res)
+        finally:
+            load.stop()
+        print(f"{mode}: {jobs // 2} jobs in {time.perf_counter() - began:.1f} s", flush=True)
+    return out
+
+
+def describe(name: str, mode: str, v: list[float]) -> str:
+    return (
+        f"{name:9s} {mode:9s} jobs {len(v):3d}  median {statistics.median(v):.4f} ms  "
+        f"min {min(v):.4f}  max {max(v):.4f}  spread {(max(v) - min(v)) / min(v):.2%}"
+    )
+
+
+def cuda_body(device: str) -> dict[str, Any]:
+    """The measured native job: a vector add of N float32, timed (no reference)."""
+    return {
+        "kernel": vector_add(n=N, source=VECTOR_ADD),
+        "num_correct_trials": 1,
+        "timing": {"budget_ms": 300, "max_trials": 200, "rse_target": 0.001},
+        "device": device,
+    }
+
+
+def load_body(device: str, i: int) -> dict[str, Any]:
+    """A load job: a tiled matmul whose source differs each time (NVRTC compiles it)."""
+    kernel = tiled_matmul(m=512, n=512, k=512)
+    kernel["source_code"] += f"\n// pipelined load job {i}\n"
+    return {
+        "kernel": kernel,
+        "num_correct_trials": 1,
+        "timing": {"budget_ms": 100},
+        "device": device,
+    }
+
+
+class PipelinedLoad:
+    """Keeps `jobs` native jobs in flight on the server (submitted with wait=false)."""
+
+    def __init__(self, srv: KforgeServer, device: str, jobs: int) -> None:
+        self.srv, self.device, self.jobs = srv, device, jobs
+        self.stop_flag = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.done = 0
+        self.failed: list[str] = []
+        self.waits: list[float] = []
+        self.lock = threading.Lock()
+
+    def _run(self, lane: int) -> None:
+        i = 0
+        with self.srv.client() as c:
+            while not self.stop_flag.is_set():
+                i += 1
+                job_id = c.post(
+                    "/evaluate",
+                    params={"wait": "false"},
+                    json=load_body(self.device, lane * 100000 + i),
+                ).json()["job_id"]
+                while (job := c.get(f"/job/{job_id}").json())["state"] in ("queued", "running"):
+                    time.sleep(0.05)
+                res = job.get("kernel_exec_result") or {}
+                with self.lock:
+                    self.done += 1
+                    if not res.get("correctness"):
+                        self.failed.append(f"{job_id}: {job.get('error') or res.get('error')}")
+                    wait = res.get("process") or {}
+                    if "device_wait_ms" in wait:
+                        self.waits.append(wait["device_wait_ms"])
+
+    def start(self) -> None:
+        self.stop_flag.clear()
+        self.threads = [
+            threading.Thread(target=self._run, args=(lane,), daemon=True)
+            for lane in range(self.jobs)
+        ]
+        for t in self.threads:
+            t.start()
+        time.sleep(2.0)  # the first ones compiling
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        for t in self.threads:
+            t.join(timeout=120)
+        self.threads = []
+
+
+def pipelined(args: argparse.Namespace) -> int:
+    srv = KforgeServer(
+        devices=args.device, extra_args=["--pipeline-depth", str(args.pipeline_depth)]
+    )
+    srv.start()
+    medians: dict[str, list[float]] = {}
+    load = PipelinedLoad(srv, args.device, args.pipeline_jobs)
+    try:
+        srv.wait_ready(args.device)
+        with srv.client() as c:
+            depth = [d for d in c.get("/stats").json()["devices"] if d["name"] == args.device]
+            print(f"pipeline depth reported by /stats: {depth[0].get('depth') if depth else None}")
+            c.post("/evaluate", json=cuda_body(args.device))  # compile and cache
+            runs = alternate(c, load, "pipelined", args.jobs, "/evaluate", cuda_body(args.device))
+            medians = {mode: [r["runtime_median"] for r in rs] for mode, rs in runs.items()}
+    finally:
+        load.stop()
+        srv.stop()
+    print(
+        f"\npipelined stages, {args.device}, --pipeline-depth {args.pipeline_depth}, "
+        f"{args.pipeline_jobs} native jobs in flight; measured: cuda vector add of {N} float32"
+    )
+    for mode, v in medians.items():
+        print(describe("candidate", mode, v))
+    waits = sorted(load.waits)
+    if waits:
+        print(
+            f"load jobs {load.done}, device_wait_ms median {statistics.median(waits):.1f} "
+            f"max {waits[-1]:.1f}"
+        )
+    for f in load.failed[:5]:
+        print(f"load job not correct: {f}")
+    ratio = statistics.median(medians["pipelined"]) / statistics.median(medians["alone"])
+    print(f"pipelined / alone = {ratio:.4f}; load jobs {load.done}, {len(load.failed)} not correct")
+    return 1 if load.failed else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--jobs", type=int, default=12)
     parser.add_argument("--load-procs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--arch", type=int, default=90)
+    parser.add_argument("--pipeline-depth", type=int, default=0)
+    parser.add_argument("--pipeline-jobs", type=int, default=6)
+    parser.add_argument("--only-pipelined", action="store_true")
     args = parser.parse_args()
+    if args.only_pipelined:
+        return pipelined(args)
     workdir = Path(tempfile.mkdtemp(prefix="kforge-interference-"))
     load = Load(args.load_procs, args.arch, workdir)
     srv = KforgeServer(devices=args.device)
@@ -107,24 +268,10 @@ def main() -> int:
         srv.wait_ready(args.device)
         with srv.client() as c:
             c.post("/compare", json=body(args.device))  # compile and cache
-            for mode in ("alone", "loaded", "alone", "loaded"):
-                began = time.perf_counter()
-                if mode == "loaded":
-                    load.start()
-                try:
-                    for _ in range(args.jobs // 2):
-                        res = c.post("/compare", json=body(args.device)).json()
-                        res = res["kernel_exec_result"]
-                        assert res["correctness"], res
-                        cand[mode].append(res["runtime_median"])
-                        ref[mode].append(res["ref_runtime_stats"]["median"])
-                finally:
-                    load.stop()
-                print(
-                    f"{mode}: {args.jobs // 2} jobs in {time.perf_counter() - began:.1f} s, "
-                    f"candidate medians {cand[mode][-(args.jobs // 2) :]}",
-                    flush=True,
-                )
+            runs = alternate(c, load, "loaded", args.jobs, "/compare", body(args.device))
+        for mode, rs in runs.items():
+            cand[mode] = [r["runtime_median"] for r in rs]
+            ref[mode] = [r["ref_runtime_stats"]["median"] for r in rs]
     finally:
         load.stop()
         srv.stop()
@@ -135,17 +282,14 @@ def main() -> int:
     print(f"compiles done by the load: {load.compiles()}")
     for name, data in (("candidate", cand), ("reference", ref)):
         for mode, v in data.items():
-            print(
-                f"{name:9s} {mode:6s} jobs {len(v):3d}  median {statistics.median(v):.4f} ms  "
-                f"min {min(v):.4f}  max {max(v):.4f}  spread {(max(v) - min(v)) / min(v):.2%}"
-            )
+            print(describe(name, mode, v))
     ratio = statistics.median(cand["loaded"]) / statistics.median(cand["alone"])
     ref_ratio = statistics.median(ref["loaded"]) / statistics.median(ref["alone"])
     print(
         f"loaded / alone = {ratio:.4f} (reference {ref_ratio:.4f}); "
         f"all {len(cand['alone']) + len(cand['loaded'])} jobs correct"
     )
-    return 0
+    return pipelined(args) if args.pipeline_depth > 1 else 0
 
 
 if __name__ == "__main__":

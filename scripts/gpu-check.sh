@@ -29,7 +29,9 @@
 #                        that the table repeats
 #   ONLY_BATCH=1         run only the batch parts: tests/integration/test_batch.py on the GPU,
 #                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares)
-#                        and bench/interference.py (timing alone vs under compile load)
+#                        and bench/interference.py (timing alone vs under compile load, then
+#                        with --pipeline-depth 3: a cuda kernel's timing alone vs with 6 other
+#                        cuda jobs in flight) and tests/integration/test_pipeline.py
 #   ONLY_KERNELBENCH=1   run only bench/kernelbench_throughput.py: KernelBench problems (torch vs
 #                        torch) through kforge and one process per problem; SKIP_KERNELBENCH=1
 #                        skips it in a full run. KERNELBENCH_PROBLEMS (default
@@ -142,9 +144,14 @@ if [[ -n "${ONLY_BATCH:-}" ]]; then
     --out "$out/batch_throughput.json" 2>&1 | tee "$out/batch_throughput.log" | tail -6
   record "batch of 16 vs 16 compares (target >= 4x)" "$(grep '^separate / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
   echo "== benchmark: a kernel's timing alone vs under concurrent compile load"
-  "$py" bench/interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 |
-    tee "$out/interference-compile.log" | tail -8
+  "$py" bench/interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 --pipeline-depth 3 \
+    --pipeline-jobs 6 2>&1 | tee "$out/interference-compile.log" | tail -16
   record "timing loaded / alone (compile load)" "$(grep '^loaded / alone' "$out/interference-compile.log" | cut -d= -f2-)"
+  record "timing pipelined / alone (--pipeline-depth 3)" "$(grep '^pipelined / alone' "$out/interference-compile.log" | cut -d= -f2-)"
+  echo "== pipelined stages: tests/integration/test_pipeline.py"
+  "$py" -m pytest -q -rs -p no:cacheprovider tests/integration/test_pipeline.py 2>&1 |
+    tee "$out/pytest-pipeline.log" | tail -5
+  record "pipeline pytest" "$(grep -E 'passed|failed' "$out/pytest-pipeline.log" | tail -1)"
   summary
   exit 0
 fi

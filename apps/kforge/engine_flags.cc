@@ -44,6 +44,11 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "Native CUDA worker processes kept started for the cpu device")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  cmd.add_option("--pipeline-depth", f.pipeline_depth,
+                 "Jobs in flight per GPU: 1 runs one job at a time; N > 1 lets `cuda` jobs "
+                 "compile while another job has the GPU (only one job at a time uses it)")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
   cmd.add_option("--worker-env", f.worker_env,
                  "Extra environment variable to pass to workers (repeatable; secrets never)");
   cmd.add_option("--sandbox", f.sandbox,
@@ -144,6 +149,7 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
   eo.warm_children_cpu = f.warm_children_cpu;
   eo.warm_cuda_workers_gpu = f.warm_cuda_workers_gpu;
   eo.warm_cuda_workers_cpu = f.warm_cuda_workers_cpu;
+  eo.pipeline_depth = f.pipeline_depth;
   eo.sandbox = f.sandbox;
   eo.job_pids_max = f.job_pids_max;
   eo.sandbox_uid_base = f.sandbox_uid_base;

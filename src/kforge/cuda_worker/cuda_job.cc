@@ -53,8 +53,13 @@ Json base_metadata(const Json& spec, const WorkerRuntime& rt) {
 class Pipeline {
  public:
   Pipeline(const Json& spec, const NativeJob& job, WorkerRuntime& rt, JobResult& result,
-           const ProgressFn& progress)
-      : spec_(spec), job_(job), rt_(rt), result_(result), progress_(progress) {}
+           const ProgressFn& progress, AcquireDeviceFn acquire_device = {})
+      : spec_(spec),
+        job_(job),
+        rt_(rt),
+        result_(result),
+        progress_(progress),
+        acquire_device_(std::move(acquire_device)) {}
 
   void run();
   // `repeat` launches of `role` on the timing inputs (for a profiler), then a sync.
@@ -81,6 +86,7 @@ class Pipeline {
   WorkerRuntime& rt_;
   JobResult& result_;
   const ProgressFn& progress_;
+  const AcquireDeviceFn acquire_device_;  // empty: the job has the device to itself
   std::unique_ptr<cuda::NvrtcCompiler> compiler_;
   JobKernel candidate_;
   JobKernel reference_;
@@ -174,6 +180,14 @@ void Pipeline::run() {
                                                  rt_.nvrtc()->version() +
                                                  ", but kernel_type 'cuda' runs only on a GPU");
     return;
+  }
+  if (acquire_device_) {
+    // The CPU phase is over: from here on the job uses the GPU, so it waits for the grant.
+    report("waiting_for_device", "compiled; waiting for the device");
+    if (Status s = acquire_device_(); !s) {
+      result_.fail("worker", "the device was not granted: " + s.message());
+      return;
+    }
   }
   {
     PhaseClock::Scope phase(result_.phases, "compile");
@@ -327,7 +341,8 @@ void Pipeline::timing() {
 
 }  // namespace
 
-JobResult run_cuda_job(const Json& spec, WorkerRuntime& runtime, const ProgressFn& progress) {
+JobResult run_cuda_job(const Json& spec, WorkerRuntime& runtime, const ProgressFn& progress,
+                       const AcquireDeviceFn& acquire_device) {
   JobResult result;
   result.metadata = base_metadata(spec, runtime);
   if (runtime.device() == nullptr) {
@@ -344,7 +359,7 @@ JobResult run_cuda_job(const Json& spec, WorkerRuntime& runtime, const ProgressF
                 "job is for " + job->device + ", worker runs on " + runtime.options().device);
     return result;
   }
-  Pipeline(spec, *job, runtime, result, progress).run();
+  Pipeline(spec, *job, runtime, result, progress, acquire_device).run();
   return result;
 }
 

@@ -140,7 +140,8 @@ int run_worker_process(const WorkerRuntimeOptions& options, int protocol_fd) {
   }
   if (job.contains("scratch_dir") && job["scratch_dir"].is_string()) {
     const std::string dir = job["scratch_dir"].get<std::string>();
-    if (!dir.empty() && make_dirs(dir).is_ok() && ::chdir(dir.c_str()) != 0) {
+    // The supervisor's SandboxPolicy made it (its one owner); a missing one is its bug.
+    if (!dir.empty() && ::chdir(dir.c_str()) != 0) {
       std::cerr << "kforge worker cuda: cannot enter " << dir << '\n';
     }
   }
@@ -148,7 +149,23 @@ int run_worker_process(const WorkerRuntimeOptions& options, int protocol_fd) {
     Json p = {{"type", "progress"}, {"phase", phase}, {"message", message}, {"partial", partial}};
     (void)channel.send(p);
   };
-  JobResult result = run_cuda_job(job, *runtime, progress);
+  // Pipelined stages: the supervisor asks (`device_grant` in the spec) that the job wait
+  // for the device once it has compiled (docs/worker-protocol.md "Device grant").
+  AcquireDeviceFn acquire;
+  if (job.value("device_grant", false)) {
+    acquire = [&channel]() -> Status {
+      KF_RETURN_IF_ERROR(channel.send({{"type", "device_request"}}));
+      while (true) {
+        auto msg = channel.recv();
+        if (!msg.is_ok()) return msg.status();
+        if (!msg->has_value()) return unavailable("the supervisor hung up before the grant");
+        const std::string type = (**msg).value("type", "");
+        if (type == "device_grant") return Status::ok();
+        if (type == "shutdown") return unavailable("shut down before the grant");
+      }
+    };
+  }
+  JobResult result = run_cuda_job(job, *runtime, progress, acquire);
   std::fflush(stdout);
   std::fflush(stderr);
   Json message = {

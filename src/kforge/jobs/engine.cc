@@ -217,8 +217,15 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   limits.memory_limit_bytes =
       options.child_memory_bytes > 0 ? options.child_memory_bytes : physical_memory_bytes() / 4 * 3;
   std::vector<DeviceWorkers> devices;
+  // Pipelined stages: one grant per GPU, shared by its two workers.
+  auto gate_for = [&](const std::string& device) -> std::shared_ptr<workers::DeviceGate> {
+    if (options.pipeline_depth <= 1 || device == "cpu") return nullptr;
+    return std::make_shared<workers::DeviceGate>(device);
+  };
+  std::shared_ptr<workers::DeviceGate> gate;  // the device's being built
   auto make_python = [&](const std::string& device, const cuda::GpuInfo* gpu) {
     workers::PythonWorkerOptions o;
+    o.gate = gate;
     o.device = device;
     o.python = python;
     o.worker_path = worker_path;
@@ -243,6 +250,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
   };
   auto make_native = [&](const std::string& device, const cuda::GpuInfo* gpu) {
     workers::NativeCudaWorkerOptions o;
+    o.gate = gate;
     o.device = device;
     o.executable = executable;
     o.data_dir = data_dir;
@@ -276,9 +284,11 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
     std::string name = "cuda:" + std::to_string(g.index);
     if (!want_all_gpus && !wanted.contains(name)) continue;
     DeviceWorkers d;
-    d.device = {name, true};
+    gate = gate_for(name);
+    d.device = {name, true, gate ? options.pipeline_depth : 1};
     d.facts = g.to_json();
     d.facts["kind"] = "gpu";
+    if (gate) d.facts["pipeline_depth"] = options.pipeline_depth;
     d.by_type["python"] = make_python(name, &g);
     d.by_type["cuda"] = make_native(name, &g);
     d.measure_peaks =

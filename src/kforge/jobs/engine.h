@@ -30,6 +30,11 @@ struct EngineOptions {
   // Native CUDA worker processes (`kforge worker cuda`) kept started per GPU / on cpu.
   int warm_cuda_workers_gpu = 3;
   int warm_cuda_workers_cpu = 1;
+  // Pipelined stages (issue 13): jobs in flight per GPU. 1: one job holds the GPU from start
+  // to end. N > 1: up to N jobs per GPU; native `cuda` jobs compile concurrently and hold
+  // the GPU (workers/device_gate.h) only for their GPU phase; Python jobs hold it for their
+  // whole run. The cpu device always runs one job at a time (compiles would skew its timing).
+  int pipeline_depth = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
   QueueLimits queue;                 // unfinished jobs, in total and per client
   bool store_fsync = true;           // SQLite synchronous=FULL (false: NORMAL)

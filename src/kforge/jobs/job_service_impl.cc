@@ -790,9 +790,9 @@ Json JobServiceImpl::health() {
   for (const auto& d : devices_) {
     Json workers = Json::object();
     for (const auto& [type, w] : d.by_type) {
-      Json s = w->status();
-      if (s.value("state", "") == "failed") degraded = true;
-      workers[type] = s.value("state", "unknown");
+      const kforge::workers::WorkerState state = w->state();
+      if (state == kforge::workers::WorkerState::kFailed) degraded = true;
+      workers[type] = kforge::workers::worker_state_name(state);
     }
     Json entry = {{"name", d.device.name}, {"workers", workers}, {"facts", d.facts}};
     if (d.measure_peaks) entry["peaks"] = peaks_of(d.device.name);

@@ -62,21 +62,42 @@ bool Scheduler::remove(const std::string& job_id) {
   return true;
 }
 
+bool Scheduler::another_gpu_less_busy_locked(size_t slot) const {
+  const size_t mine = slots_[slot].running.size();
+  for (size_t j = 0; j < devices_.size(); ++j) {
+    if (j == slot || !devices_[j].is_gpu) continue;
+    const size_t theirs = slots_[j].running.size();
+    if (theirs < mine && static_cast<int>(theirs) < std::max(1, devices_[j].depth)) return true;
+  }
+  return false;
+}
+
 long Scheduler::pick_locked(size_t slot) const {
   const auto& device = devices_[slot];
+  // With depth > 1 a GPU with a job in flight still has free runners: a "gpu" job goes to a
+  // GPU with fewer jobs in flight when there is one (its runners take it).
+  const bool leave_any_gpu = device.is_gpu && another_gpu_less_busy_locked(slot);
   for (size_t i = 0; i < queue_.size(); ++i) {  // queue_ is in arrival order
     const auto& q = queue_[i];
-    if (q.target == device.name || (device.is_gpu && q.target == kAnyGpu)) {
+    if (q.target == device.name || (device.is_gpu && q.target == kAnyGpu && !leave_any_gpu)) {
       return static_cast<long>(i);
     }
   }
   return -1;
 }
 
-void Scheduler::runner_loop(size_t slot) {
+void Scheduler::runner_loop(size_t slot, int lane) {
   const std::string device = devices_[slot].name;
-  if (prepare_) prepare_(device);
+  if (lane == 0 && prepare_) prepare_(device);
   std::unique_lock lock(mu_);
+  // The other runners of the device take jobs only once its workers are prepared (prepare
+  // and run are not called concurrently).
+  if (lane == 0) {
+    slots_[slot].prepared = true;
+    cv_.notify_all();
+  } else {
+    cv_.wait(lock, [&] { return stopping_ || slots_[slot].prepared; });
+  }
   while (true) {
     long index = -1;
     cv_.wait(lock, [&] {
@@ -88,9 +109,9 @@ void Scheduler::runner_loop(size_t slot) {
     Queued job = queue_[static_cast<size_t>(index)];
     queue_.erase(queue_.begin() + index);
     auto& s = slots_[slot];
+    if (s.running.empty()) s.busy_since = std::chrono::steady_clock::now();
+    s.running.push_back(job.job_id);
     s.busy = true;
-    s.current_job = job.job_id;
-    s.busy_since = std::chrono::steady_clock::now();
     lock.unlock();
     try {
       run_(job.job_id, device);
@@ -99,9 +120,11 @@ void Scheduler::runner_loop(size_t slot) {
       KF_LOG_ERROR("job={} device={} runner caught exception: {}", job.job_id, device, e.what());
     }
     lock.lock();
-    s.busy = false;
-    s.current_job.clear();
-    s.busy_time += std::chrono::steady_clock::now() - s.busy_since;
+    s.running.erase(std::find(s.running.begin(), s.running.end(), job.job_id));
+    if (s.running.empty()) {
+      s.busy = false;
+      s.busy_time += std::chrono::steady_clock::now() - s.busy_since;
+    }
     ++s.jobs_run;
   }
 }
@@ -111,7 +134,8 @@ void Scheduler::start() {
   if (!runners_.empty()) return;
   stopping_ = false;
   for (size_t i = 0; i < devices_.size(); ++i) {
-    runners_.emplace_back([this, i] { runner_loop(i); });
+    for (int lane = 0; lane < std::max(1, devices_[i].depth); ++lane)
+      runners_.emplace_back([this, i, lane] { runner_loop(i, lane); });
   }
 }
 
@@ -145,12 +169,16 @@ Json Scheduler::device_status() const {
     for (const auto& q : queue_) {
       if (q.target == devices_[i].name) ++queued;
     }
-    Json d = {
-        {"name", devices_[i].name}, {"kind", devices_[i].is_gpu ? "gpu" : "cpu"},
-        {"busy", s.busy},           {"jobs_run", s.jobs_run},
-        {"busy_ms", busy_ms},       {"utilisation", uptime_ms > 0 ? busy_ms / uptime_ms : 0.0},
-        {"queued", queued}};
-    if (s.busy) d["current_job"] = s.current_job;
+    Json d = {{"name", devices_[i].name},
+              {"kind", devices_[i].is_gpu ? "gpu" : "cpu"},
+              {"busy", s.busy},
+              {"jobs_run", s.jobs_run},
+              {"busy_ms", busy_ms},
+              {"utilisation", uptime_ms > 0 ? busy_ms / uptime_ms : 0.0},
+              {"queued", queued},
+              {"running", s.running.size()},
+              {"depth", std::max(1, devices_[i].depth)}};
+    if (s.busy) d["current_job"] = s.running.front();
     out.push_back(std::move(d));
   }
   return out;

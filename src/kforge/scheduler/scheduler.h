@@ -1,9 +1,12 @@
-// Scheduler: one slot per device, one runner thread per slot.
+// Scheduler: one slot per device, `depth` runner threads per slot (1 by default: one job
+// per device at a time).
 //
 // A job is queued for a target: a concrete device ("cpu", "cuda:1") or "gpu" (whichever
 // GPU frees first). Each runner takes the oldest job it may run (its own queue, and for
 // GPUs the shared "gpu" queue) and calls the run function on its own thread, so waiting
-// jobs never block a network thread.
+// jobs never block a network thread. With depth N > 1 (pipelined stages, issue 13) up to N
+// jobs of a device are in flight at once; the run function must then let only one of them
+// use the device at a time (workers/device_gate.h).
 //
 // Thread-safety: all public methods are thread-safe.
 #pragma once
@@ -28,6 +31,7 @@ inline constexpr std::string_view kAnyGpu = "gpu";
 struct DeviceSlotInfo {
   std::string name;  // "cpu" or "cuda:N"
   bool is_gpu = false;
+  int depth = 1;  // jobs in flight at once on this device (runner threads); at least 1
 };
 
 class Scheduler {
@@ -57,7 +61,8 @@ class Scheduler {
   void stop();
 
   size_t queue_depth() const;
-  // Per device: {name, busy, current_job, jobs_run, busy_ms, utilisation, queued}.
+  // Per device: {name, busy, current_job, running, depth, jobs_run, busy_ms, utilisation,
+  // queued}. busy_ms counts the time at least one job was in flight.
   Json device_status() const;
   const std::vector<DeviceSlotInfo>& devices() const { return devices_; }
 
@@ -68,16 +73,20 @@ class Scheduler {
     std::string target;
   };
   struct SlotState {
-    bool busy = false;
-    std::string current_job;
+    bool busy = false;                 // running is not empty
+    std::vector<std::string> running;  // jobs in flight, oldest first
+    bool prepared = false;             // lane 0 ran prepare_ (the other lanes wait for it)
     int64_t jobs_run = 0;
     std::chrono::steady_clock::duration busy_time{};
     std::chrono::steady_clock::time_point busy_since{};
   };
 
-  void runner_loop(size_t slot);
+  // `lane` 0 prepares the device's workers before it takes jobs.
+  void runner_loop(size_t slot, int lane);
   // The index in queue_ of the oldest job slot `slot` may run, or -1. Requires mu_.
   long pick_locked(size_t slot) const;
+  // Whether another GPU has fewer jobs in flight than `slot` and a free runner. Requires mu_.
+  bool another_gpu_less_busy_locked(size_t slot) const;
 
   const std::vector<DeviceSlotInfo> devices_;
   const RunFn run_;

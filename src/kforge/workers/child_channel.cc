@@ -209,7 +209,7 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_poin
 
 ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milliseconds timeout,
                              CancelToken& cancel, const ProgressSink& progress, ExitSource& exits,
-                             const ChildLimits& limits) {
+                             const ChildLimits& limits, DeviceGate* gate) {
   ChildJobEnd end;
   end.stdout_capture = OutputCapture(limits.output_cap_bytes);
   end.stderr_capture = OutputCapture(limits.output_cap_bytes);
@@ -230,6 +230,25 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
                           std::min(deadline, start + std::chrono::seconds(60)));
   if (!sent) proto_open = false;  // the child is gone; the exit status tells why
 
+  // The device grant (docs/worker-protocol.md "Device grant"): asked for with
+  // `device_request`, answered with `device_grant` once this job's ticket is first in line.
+  // Without a gate the job already has the device to itself (one job per device at a time).
+  // The ticket is given back after the child is killed below, so a job that crashes, times
+  // out or is cancelled never keeps the device, and its GPU work has stopped first.
+  std::unique_ptr<DeviceGate::Ticket> ticket;
+  bool grant_sent = false;
+  std::optional<Clock::time_point> requested_at;
+  auto send_grant = [&] {
+    grant_sent = true;
+    end.device_wait_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - *requested_at).count();
+    if (Status g =
+            write_all(child.proto.get(), encode_frame(Json{{"type", "device_grant"}}), deadline);
+        !g) {
+      proto_open = false;
+    }
+  };
+
   auto next_memory_check = start + kMemoryCheckPeriod;
   sandbox::JobCgroup* cgroup = child.sandbox ? child.sandbox->cgroup.get() : nullptr;
   const int64_t oom_before = cgroup != nullptr ? cgroup->stats().oom_kills : 0;
@@ -238,6 +257,7 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
     if (out_open) fds.push_back({child.out.get(), POLLIN, 0});
     if (err_open) fds.push_back({child.err.get(), POLLIN, 0});
     if (exits.poll_fd() >= 0) fds.push_back({exits.poll_fd(), POLLIN, 0});
+    if (ticket && !grant_sent) fds.push_back({ticket->fd(), POLLIN, 0});
     auto wake = std::min(deadline, next_memory_check);
     int n = ::poll(fds.data(), fds.size(), poll_timeout_ms(wake));
     if (n < 0 && errno != EINTR) {
@@ -261,6 +281,8 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
         exits.on_readable();
       } else if (p.fd == cancel.wait_fd()) {
         stop_reason = ChildJobEnd::Kind::kCancelled;
+      } else if (ticket && p.fd == ticket->fd()) {
+        if (!grant_sent) send_grant();
       } else if (p.fd == child.proto.get()) {
         auto r = read_available(p.fd, [&](std::string_view s) { child.decoder.append(s); });
         while (auto msg = child.decoder.next()) {
@@ -280,6 +302,25 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
                                     : default_fraction(end.phase);
               progress(end.phase, m.value("message", ""), fraction);
             }
+          } else if (type == "device_request") {
+            if (requested_at) continue;  // asked once per job; a repeat changes nothing
+            requested_at = Clock::now();
+            if (gate == nullptr) {
+              send_grant();
+              continue;
+            }
+            const Json* spec = job_message.contains("job") ? &job_message["job"] : nullptr;
+            auto t = gate->request(spec != nullptr && spec->is_object()
+                                       ? spec->value("job_id", std::string())
+                                       : std::string());
+            if (!t.is_ok()) {
+              end.detail = "device grant: " + t.status().message();
+              stop_reason = ChildJobEnd::Kind::kProtocolError;
+              break;
+            }
+            ticket = std::move(t).value();
+          } else if (type == "device_release") {
+            if (grant_sent) ticket.reset();
           } else if (type == "result") {
             if (m.contains("result") && m["result"].is_object()) {
               end.result = m["result"];
@@ -329,6 +370,7 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   // The child is done with (or failed) its one job: nothing it started may outlive it, even
   // a process that left the child's session (the cgroup holds every descendant).
   child.kill_all();
+  ticket.reset();  // the device goes to the next job only once this one's processes are gone
   auto drain_until = Clock::now() + kDrainGrace;
   while ((out_open || err_open) && Clock::now() < drain_until) {
     std::vector<pollfd> fds;
@@ -430,6 +472,7 @@ Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
   }
   Json process = {{"wall_ms", end.wall_ms}, {"peak_rss_bytes", end.peak_rss_bytes}};
   if (end.cgroup_oom_kills > 0) process["oom_kills"] = end.cgroup_oom_kills;
+  if (end.device_wait_ms > 0) process["device_wait_ms"] = end.device_wait_ms;
   if (end.pids_limit_hits > 0) {
     process["pids_limit_hits"] = end.pids_limit_hits;
     r["warnings"].push_back("the job hit its process limit (pids.max) " +

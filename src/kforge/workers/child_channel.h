@@ -16,6 +16,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/workers/cancel_token.h"
+#include "kforge/workers/device_gate.h"
 #include "kforge/workers/output_capture.h"
 #include "kforge/workers/process.h"
 #include "kforge/workers/protocol.h"
@@ -102,6 +103,7 @@ struct ChildJobEnd {
   int64_t peak_rss_bytes = 0;  // the cgroup's memory peak, or the group's peak PSS
   int64_t cgroup_oom_kills = 0;
   int64_t pids_limit_hits = 0;
+  double device_wait_ms = 0;  // from `device_request` to `device_grant` (0: never asked)
 };
 
 // Waits until the child sends `ready` (checking its protocol version). Output the child
@@ -113,10 +115,14 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits,
 // Sends the job and runs the loop until the child returns a result, dies, times out, hits
 // the memory limit or is cancelled. The child's process group is killed before return in
 // every case, and its pipes drained.
+// `gate`: the device's grant (pipelined stages); the child's `device_request` takes a ticket
+// and is answered with `device_grant` when it is first in line; the ticket is given back on
+// `device_release` or, at the latest, once the child is killed. Null: `device_request` is
+// granted at once (the job already has the device to itself).
 ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message,
                              std::chrono::milliseconds timeout, CancelToken& cancel,
                              const ProgressSink& progress, ExitSource& exits,
-                             const ChildLimits& limits);
+                             const ChildLimits& limits, DeviceGate* gate = nullptr);
 
 // Turns a ChildJobEnd into kernel_exec_result: the worker's result (or the last partial
 // result, or a skeleton), plus the failure reason, captured output and process facts.

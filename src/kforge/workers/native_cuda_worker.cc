@@ -36,16 +36,11 @@ class ProcessExits final : public ExitSource {
 }  // namespace
 
 NativeCudaWorker::NativeCudaWorker(NativeCudaWorkerOptions options)
-    : options_(std::move(options)), pool_(options_.device, options_.warm_children, pool_hooks()) {}
+    : options_(std::move(options)),
+      pool_(options_.device, options_.warm_children, pool_hooks(), book_) {}
 
 NativeCudaWorker::~NativeCudaWorker() {
   shutdown();
-}
-
-void NativeCudaWorker::set_state(WorkerState state, std::string error) {
-  std::lock_guard lock(mu_);
-  state_ = state;
-  if (!error.empty()) last_error_ = std::move(error);
 }
 
 std::map<std::string, std::string> NativeCudaWorker::child_env() const {
@@ -92,124 +87,126 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child
   KF_ASSIGN_OR_RETURN(child->channel.sandbox, options_.sandbox->prepare_native_child(
                                                   name, child->process.pid(), options_.gpu_minor));
   KF_RETURN_IF_ERROR(child->channel.send_sandbox());
-  {
-    std::lock_guard lock(mu_);
-    ++started_;
-  }
   return child;
 }
 
 Status NativeCudaWorker::wait_ready(Child& child) {
   if (child.channel.ready) return Status::ok();
   ProcessExits exits(child.process);
-  KF_RETURN_IF_ERROR(
-      wait_child_ready(child.channel, exits, Clock::now() + options_.child_ready_timeout));
-  const Json& ready = child.channel.ready_message;
-  std::lock_guard lock(mu_);
-  child_device_ = ready.value("device", Json());
-  child_warmup_ms_ = ready.value("warmup_ms", 0.0);
-  child_warmup_steps_ = ready.value("warmup_steps_ms", Json::object());
-  if (ready.contains("warmup_errors") && ready["warmup_errors"].is_object() &&
-      !ready["warmup_errors"].empty()) {
-    last_error_ = "warm-up: " + ready["warmup_errors"].dump();
-  }
-  return Status::ok();
+  return wait_child_ready(child.channel, exits, Clock::now() + options_.child_ready_timeout);
 }
 
 WarmPool<NativeCudaWorker::Child>::Hooks NativeCudaWorker::pool_hooks() {
   WarmPool<Child>::Hooks hooks;
   hooks.start = [this]() -> StatusOr<std::unique_ptr<Child>> {
     auto child = start_child();
-    if (!child.is_ok()) set_state(WorkerState::kFailed, child.status().message());
+    if (!child.is_ok()) book_.set_state(WorkerState::kFailed, child.status().message());
     return child;
   };
   hooks.wait_ready = [this](Child& child) { return wait_ready(child); };
-  hooks.discard = [this](Child& child, const Status& why) {
-    KF_LOG_WARN("worker=cuda device={} process pid={} failed before ready: {}", options_.device,
-                child.channel.pid, why.message());
-    child.channel.kill_all();
-    std::lock_guard lock(mu_);
-    ++child_crashes_;
-    last_error_ = why.message();
-  };
+  hooks.channel = [](Child& child) -> ChildChannel& { return child.channel; };
   return hooks;
 }
 
 void NativeCudaWorker::prepare() {
-  set_state(WorkerState::kStarting);
-  size_t ready = pool_.warm_all();
-  set_state(ready > 0 ? WorkerState::kReady : WorkerState::kFailed);
+  book_.set_state(WorkerState::kStarting);
+  size_t ready = 0;
+  {
+    std::lock_guard lock(pool_mu_);
+    ready = pool_.warm_all();
+  }
+  book_.set_state(ready > 0 ? WorkerState::kReady : WorkerState::kFailed);
   KF_LOG_INFO("worker=cuda device={} {} warm process(es) ready", options_.device, ready);
+}
+
+StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::take_process(
+    const WorkerJob& job, CancelToken& cancel) {
+  if (options_.gate) {
+    std::lock_guard lock(pool_mu_);
+    // Processes waiting in the pool were warmed under the grant: taking one touches no GPU.
+    if (pool_.size() > 0) {
+      auto waiting = pool_.take(1);
+      if (waiting.is_ok()) return waiting;
+    }
+  }
+  std::unique_ptr<DeviceGate::Ticket> ticket;  // held while a process starts and warms up
+  if (options_.gate) {
+    KF_ASSIGN_OR_RETURN(
+        ticket, options_.gate->acquire(job.job_id, cancel.wait_fd(), Clock::now() + job.timeout));
+  }
+  std::lock_guard lock(pool_mu_);
+  return pool_.take();
+}
+
+void NativeCudaWorker::replenish(const WorkerJob& job) {
+  if (!options_.gate) {
+    // The process taken is replaced once its job is done, not while it runs: a starting
+    // process creates a CUDA context, which stalls the driver calls of the running job (on
+    // an H100 that doubled the timing phase of a small job). The other warm processes
+    // serve the next jobs.
+    std::lock_guard lock(pool_mu_);
+    (void)pool_.top_up();
+    return;
+  }
+  // With other jobs in flight, a new process warms up (context, kernels) under the grant,
+  // so it never runs GPU work beside another job's timed region.
+  auto ticket = options_.gate->acquire(job.job_id + "/warm-up", -1,
+                                       Clock::now() + options_.child_ready_timeout);
+  if (!ticket.is_ok()) {
+    KF_LOG_WARN("worker=cuda device={} no grant to warm a process: {}", options_.device,
+                ticket.status().message());
+    return;
+  }
+  std::lock_guard lock(pool_mu_);
+  (void)pool_.warm_all();
 }
 
 WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
                                     const ProgressSink& progress) {
-  set_state(WorkerState::kBusy);
+  book_.set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm native CUDA worker process", 0.02);
-  auto taken = pool_.take();
+  auto taken = take_process(job, cancel);
   if (!taken.is_ok()) {
-    set_state(WorkerState::kFailed, taken.status().message());
+    if (taken.status().code() == ErrorCode::kCancelled) {
+      ChildJobEnd end;
+      end.kind = ChildJobEnd::Kind::kCancelled;
+      return outcome_of(end, Json());
+    }
+    book_.set_state(WorkerState::kFailed, taken.status().message());
     return {WorkerOutcome::Kind::kWorkerFailure, Json(),
             "the native CUDA worker for " + options_.device +
                 " is unavailable: " + taken.status().message()};
   }
   std::unique_ptr<Child> active = std::move(taken).value();
-  Json spec = job.spec;
-  spec["scratch_dir"] = active->channel.sandbox->scratch.string();
-  spec["cache_dir"] = (options_.data_dir / "cache").string();
-  Json message = {{"type", "job"}, {"job", spec}};
+  Json message = job_message_for(job, *active->channel.sandbox, options_.data_dir / "cache");
+  if (options_.gate) message["job"]["device_grant"] = true;
 
-  // The process taken is replaced once this job is done, not while it runs: a starting
-  // process creates a CUDA context, which stalls the driver calls of the running job (on an
-  // H100 that doubled the timing phase of a small job). The other warm processes serve the
-  // next jobs.
   ProcessExits exits(active->process);
   ChildJobEnd end = run_job_on_child(active->channel, message, job.timeout, cancel, progress, exits,
-                                     options_.limits);
-  (void)pool_.top_up();
+                                     options_.limits, options_.gate.get());
+  replenish(job);
   Json worker_info = {{"type", "cuda"},
                       {"pid", active->channel.pid},
                       {"warmup_ms", active->channel.ready_message.value("warmup_ms", 0.0)}};
   worker_info["sandbox"] = active->channel.ready_message.value("sandbox", Json::object());
-  Json result = assemble_result(spec, end, job.timeout, worker_info);
+  Json result = assemble_result(message["job"], end, job.timeout, worker_info);
   active.reset();  // kills what is left of the process and removes its scratch directory
-  {
-    std::lock_guard lock(mu_);
-    ++jobs_run_;
-    if (end.kind == ChildJobEnd::Kind::kCrashed || end.kind == ChildJobEnd::Kind::kMemoryLimit ||
-        end.kind == ChildJobEnd::Kind::kProtocolError) {
-      ++child_crashes_;
-    }
-    if (end.kind == ChildJobEnd::Kind::kTimeout) ++timeouts_;
-    state_ = WorkerState::kReady;
-  }
-  if (end.kind == ChildJobEnd::Kind::kCancelled) {
-    return {WorkerOutcome::Kind::kCancelled, std::move(result), "cancelled"};
-  }
-  return {WorkerOutcome::Kind::kResult, std::move(result), {}};
+  book_.note_job_end(end.kind, WorkerState::kReady);
+  return outcome_of(end, std::move(result));
 }
 
 Json NativeCudaWorker::status() const {
-  std::lock_guard lock(mu_);
-  Json s = {{"type", "cuda"},
-            {"device", options_.device},
-            {"state", worker_state_name(state_)},
-            {"processes_started", started_},
-            {"jobs_run", jobs_run_},
-            {"child_crashes", child_crashes_},
-            {"timeouts", timeouts_},
-            {"child_warmup_ms", child_warmup_ms_},
-            {"child_warmup_steps_ms", child_warmup_steps_},
-            {"warm_children_target", options_.warm_children}};
-  if (!last_error_.empty()) s["last_error"] = last_error_;
-  if (!child_device_.is_null()) s["child_device"] = child_device_;
+  Json s = {{"type", "cuda"}, {"device", options_.device}};
+  book_.fill_status(s);
+  s["warm_children_target"] = options_.warm_children;
   return s;
 }
 
 void NativeCudaWorker::shutdown() {
   // Closing the protocol socket makes a waiting process exit; ~Process kills and reaps.
+  std::lock_guard lock(pool_mu_);
   pool_.clear();
-  set_state(WorkerState::kStopped);
+  book_.set_state(WorkerState::kStopped);
 }
 
 }  // namespace kforge::workers

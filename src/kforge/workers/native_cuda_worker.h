@@ -7,7 +7,8 @@
 // On the cpu device (no GPU on the server) the processes compile with NVRTC and answer
 // `cuda` jobs with "no CUDA device on this server".
 //
-// Thread-safety: run()/prepare()/shutdown() are called by the device's runner thread only;
+// Thread-safety: prepare()/shutdown() are called by the device's runner thread only; run()
+// too without a gate, and from several runner threads with one (the pool is then guarded);
 // status() may be called from any thread.
 #pragma once
 
@@ -22,9 +23,11 @@
 
 #include "kforge/common/json.h"
 #include "kforge/workers/child_channel.h"
+#include "kforge/workers/device_gate.h"
 #include "kforge/workers/process.h"
 #include "kforge/workers/warm_pool.h"
 #include "kforge/workers/worker.h"
+#include "kforge/workers/worker_book.h"
 
 namespace kforge::workers {
 
@@ -44,6 +47,12 @@ struct NativeCudaWorkerOptions {
   std::chrono::seconds child_ready_timeout{120};
   std::shared_ptr<const SandboxPolicy> sandbox;  // never null (see PythonWorkerOptions)
   int gpu_minor = -1;
+  // Pipelined stages (--pipeline-depth > 1): the device's grant. Jobs then run concurrently
+  // (run() is called from several runner threads), compile without the device, and ask
+  // for it (`device_grant` in their spec) before they touch the GPU; processes are started
+  // and warmed (a CUDA context, kernels) only while holding the grant. Null: one job at a
+  // time, as before.
+  std::shared_ptr<DeviceGate> gate;
 };
 
 class NativeCudaWorker final : public Worker {
@@ -55,6 +64,7 @@ class NativeCudaWorker final : public Worker {
   void prepare() override;
   WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
                     const ProgressSink& progress) override;
+  WorkerState state() const override { return book_.state(); }
   Json status() const override;
   void shutdown() override;
 
@@ -66,25 +76,19 @@ class NativeCudaWorker final : public Worker {
   };
 
   StatusOr<std::unique_ptr<Child>> start_child();
+  // A ready process for a job; with a gate, one is started only while holding the grant.
+  StatusOr<std::unique_ptr<Child>> take_process(const WorkerJob& job, CancelToken& cancel);
+  // Replaces the process a job used (with a gate: under the grant, and waits until ready).
+  void replenish(const WorkerJob& job);
   Status wait_ready(Child& child);
   WarmPool<Child>::Hooks pool_hooks();
   std::map<std::string, std::string> child_env() const;
-  void set_state(WorkerState state, std::string error = {});
 
   const NativeCudaWorkerOptions options_;
-  int next_child_id_ = 1;  // runner thread only
-  WarmPool<Child> pool_;   // runner thread only
-
-  mutable std::mutex mu_;
-  WorkerState state_ = WorkerState::kStopped;  // guarded by mu_
-  std::string last_error_;                     // guarded by mu_
-  Json child_device_ = Json();                 // guarded by mu_: `device` of the last ready process
-  Json child_warmup_steps_ = Json::object();   // guarded by mu_
-  double child_warmup_ms_ = 0;                 // guarded by mu_
-  int64_t started_ = 0;                        // guarded by mu_
-  int64_t jobs_run_ = 0;                       // guarded by mu_
-  int64_t child_crashes_ = 0;                  // guarded by mu_
-  int64_t timeouts_ = 0;                       // guarded by mu_
+  WorkerBook book_;        // thread-safe; declared before pool_, which writes to it
+  std::mutex pool_mu_;     // held for every use of pool_ (and so of next_child_id_)
+  int next_child_id_ = 1;  // guarded by pool_mu_
+  WarmPool<Child> pool_;   // guarded by pool_mu_
 };
 
 }  // namespace kforge::workers

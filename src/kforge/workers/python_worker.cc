@@ -30,16 +30,11 @@ Status set_nonblocking(int fd) {
 }  // namespace
 
 PythonWorker::PythonWorker(PythonWorkerOptions options)
-    : options_(std::move(options)), pool_(options_.device, options_.warm_children, pool_hooks()) {}
+    : options_(std::move(options)),
+      pool_(options_.device, options_.warm_children, pool_hooks(), book_) {}
 
 PythonWorker::~PythonWorker() {
   shutdown();
-}
-
-void PythonWorker::set_state(WorkerState state, std::string error) {
-  std::lock_guard lock(mu_);
-  state_ = state;
-  if (!error.empty()) last_error_ = std::move(error);
 }
 
 std::map<std::string, std::string> PythonWorker::zygote_env() const {
@@ -72,9 +67,10 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
 }
 
 Status PythonWorker::start_zygote() {
-  set_state(WorkerState::kStarting);
+  book_.set_state(WorkerState::kStarting);
+  // The zygote's warm Triton cache (children read it); their scratch directories are
+  // SandboxPolicy's.
   KF_RETURN_IF_ERROR(make_dirs(options_.data_dir / "cache" / "triton"));
-  KF_RETURN_IF_ERROR(make_dirs(options_.data_dir / "scratch"));
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     return errno_error("socketpair", errno);
@@ -145,11 +141,15 @@ Status PythonWorker::start_zygote() {
       stop_zygote();
       return v;
     }
-    std::lock_guard lock(mu_);
-    hello_ = m;
-    zygote_pid_ = pid;
-    if (zygote_starts_++ > 0) ++restarts_;
-    state_ = WorkerState::kReady;
+    bool restart = false;
+    {
+      std::lock_guard lock(mu_);
+      hello_ = m;
+      zygote_pid_ = pid;
+      restart = zygote_starts_++ > 0;
+    }
+    if (restart) book_.note_restart();
+    book_.set_state(WorkerState::kReady);
     KF_LOG_INFO("worker device={} zygote ready pid={} startup_ms={}", options_.device, pid,
                 m.value("startup_ms", 0.0));
     return Status::ok();
@@ -275,30 +275,15 @@ WarmPool<ChildChannel>::Hooks PythonWorker::pool_hooks() {
     return fork_child();
   };
   hooks.wait_ready = [this](ChildChannel& child) {
-    Status ready = wait_child_ready(child, *this, Clock::now() + options_.child_ready_timeout);
-    if (ready) note_ready(child);
-    return ready;
+    return wait_child_ready(child, *this, Clock::now() + options_.child_ready_timeout);
   };
-  hooks.discard = [this](ChildChannel& child, const Status& why) {
-    KF_LOG_WARN("worker device={} child pid={} failed before ready: {}", options_.device, child.pid,
-                why.message());
-    child.kill_all();
-    std::lock_guard lock(mu_);
-    ++child_crashes_;
-  };
+  hooks.channel = [](ChildChannel& child) -> ChildChannel& { return child; };
   return hooks;
-}
-
-void PythonWorker::note_ready(const ChildChannel& child) {
-  std::lock_guard lock(mu_);
-  child_device_ = child.ready_message.value("device", Json());
-  last_child_warmup_ms_ = child.ready_message.value("warmup_ms", 0.0);
-  last_child_warmup_steps_ = child.ready_message.value("warmup_steps_ms", Json::object());
 }
 
 void PythonWorker::prepare() {
   if (Status s = start_zygote(); !s) {
-    set_state(WorkerState::kFailed, s.message());
+    book_.set_state(WorkerState::kFailed, s.message());
     KF_LOG_ERROR("worker device={} failed to start: {}", options_.device, s.message());
     return;
   }
@@ -308,23 +293,36 @@ void PythonWorker::prepare() {
 
 WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
                                 const ProgressSink& progress) {
-  set_state(WorkerState::kBusy);
+  std::lock_guard run_lock(run_mu_);
+  std::unique_ptr<DeviceGate::Ticket> ticket;  // pipelined stages: the device, for the job
+  if (options_.gate) {
+    if (progress) progress("starting", "waiting for the device", 0.01);
+    auto granted = options_.gate->acquire(job.job_id, cancel.wait_fd(), Clock::now() + job.timeout);
+    if (!granted.is_ok()) {
+      if (granted.status().code() == ErrorCode::kCancelled) {
+        return {WorkerOutcome::Kind::kCancelled, Json(), "cancelled"};
+      }
+      return {WorkerOutcome::Kind::kWorkerFailure, Json(),
+              "the device " + options_.device + " was not free: " + granted.status().message()};
+    }
+    ticket = std::move(granted).value();
+  }
+  book_.set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm worker process", 0.02);
   auto child = pool_.take();
   if (!child.is_ok()) {
-    set_state(control_.valid() ? WorkerState::kReady : WorkerState::kFailed,
-              child.status().message());
+    book_.set_state(control_.valid() ? WorkerState::kReady : WorkerState::kFailed,
+                    child.status().message());
     return {WorkerOutcome::Kind::kWorkerFailure, Json(),
             "the Python worker for " + options_.device +
                 " is unavailable: " + child.status().message()};
   }
   std::unique_ptr<ChildChannel> active = std::move(child).value();
 
-  Json spec = job.spec;
-  spec["scratch_dir"] = active->sandbox->judge_dir.string();
-  spec["cache_dir"] = options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir().string()
-                                                  : (options_.data_dir / "cache").string();
-  Json message = {{"type", "job"}, {"job", spec}};
+  const Json message =
+      job_message_for(job, *active->sandbox,
+                      options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir()
+                                                  : options_.data_dir / "cache");
 
   // Replace the child just taken while this job runs: the next job then starts at once.
   (void)pool_.top_up();
@@ -335,56 +333,35 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
                       {"pid", active->pid},
                       {"warmup_ms", active->ready_message.value("warmup_ms", 0.0)}};
   worker_info["sandbox"] = active->ready_message.value("sandbox", Json::object());
-  Json result = assemble_result(spec, end, job.timeout, worker_info);
+  Json result = assemble_result(message["job"], end, job.timeout, worker_info);
   const bool zygote_died = !control_.valid() && end.kind == ChildJobEnd::Kind::kCrashed;
   active.reset();  // kills what is left of the job and removes its scratch directory
   if (zygote_died) {
     // The zygote (the parent of every child) died while the job ran, taking the child with
     // it: that is the worker's failure, not the kernel's crash.
-    set_state(WorkerState::kFailed, "the zygote exited during a job");
+    book_.set_state(WorkerState::kFailed, "the zygote exited during a job");
     return {WorkerOutcome::Kind::kWorkerFailure, Json(),
             "the Python worker for " + options_.device +
                 " stopped while the job ran (not the kernel's fault); submit it again"};
   }
-  {
-    std::lock_guard lock(mu_);
-    ++jobs_run_;
-    if (end.kind == ChildJobEnd::Kind::kCrashed || end.kind == ChildJobEnd::Kind::kMemoryLimit ||
-        end.kind == ChildJobEnd::Kind::kProtocolError) {
-      ++child_crashes_;
-    }
-    if (end.kind == ChildJobEnd::Kind::kTimeout) ++timeouts_;
-    state_ = control_.valid() ? WorkerState::kReady : WorkerState::kFailed;
-  }
-  if (end.kind == ChildJobEnd::Kind::kCancelled) {
-    return {WorkerOutcome::Kind::kCancelled, std::move(result), "cancelled"};
-  }
-  return {WorkerOutcome::Kind::kResult, std::move(result), {}};
+  book_.note_job_end(end.kind, control_.valid() ? WorkerState::kReady : WorkerState::kFailed);
+  return outcome_of(end, std::move(result));
 }
 
 Json PythonWorker::status() const {
-  std::lock_guard lock(mu_);
-  Json s = {{"type", "python"},
-            {"device", options_.device},
-            {"state", worker_state_name(state_)},
-            {"restarts", restarts_},
-            {"jobs_run", jobs_run_},
-            {"child_crashes", child_crashes_},
-            {"timeouts", timeouts_},
-            {"child_warmup_ms", last_child_warmup_ms_}};
+  Json s = {{"type", "python"}, {"device", options_.device}};
+  book_.fill_status(s);
   s["warm_children_target"] = options_.warm_children;
-  s["child_warmup_steps_ms"] = last_child_warmup_steps_;
+  std::lock_guard lock(mu_);
   if (zygote_pid_ > 0) s["zygote_pid"] = zygote_pid_;
-  if (!last_error_.empty()) s["last_error"] = last_error_;
   if (hello_.contains("versions")) s["versions"] = hello_["versions"];
   if (hello_.contains("startup_ms")) s["zygote_startup_ms"] = hello_["startup_ms"];
-  if (!child_device_.is_null()) s["child_device"] = child_device_;
   return s;
 }
 
 void PythonWorker::shutdown() {
   stop_zygote();
-  set_state(WorkerState::kStopped);
+  book_.set_state(WorkerState::kStopped);
 }
 
 }  // namespace kforge::workers

@@ -3,7 +3,8 @@
 // and warmed (CUDA context, Triton launcher, torch ops) while the current job runs, so a
 // job finds a ready process (docs/worker-protocol.md, DESIGN.md "Isolation").
 //
-// Thread-safety: run()/prepare()/shutdown() are called by the device's runner thread only;
+// Thread-safety: prepare()/shutdown() are called by the device's runner thread only; run()
+// may be called from several runner threads (pipelined stages) and runs one job at a time;
 // status() may be called from any thread.
 #pragma once
 
@@ -20,9 +21,11 @@
 
 #include "kforge/common/json.h"
 #include "kforge/workers/child_channel.h"
+#include "kforge/workers/device_gate.h"
 #include "kforge/workers/process.h"
 #include "kforge/workers/warm_pool.h"
 #include "kforge/workers/worker.h"
+#include "kforge/workers/worker_book.h"
 
 namespace kforge::workers {
 
@@ -50,6 +53,11 @@ struct PythonWorkerOptions {
   // waiting child holds a CUDA context (a few hundred MiB).
   int warm_children = 1;
   std::optional<uint64_t> child_address_space_bytes;  // RLIMIT_AS for cpu children
+  // Pipelined stages (--pipeline-depth > 1): the device's grant, shared with the device's
+  // native CUDA worker. A Python job holds it from before it takes a child until it ends
+  // (its candidate's code runs at import, so no part of it may overlap another job's GPU
+  // work); jobs of this worker run one at a time. Null: no grant (one job per device).
+  std::shared_ptr<DeviceGate> gate;
   std::chrono::seconds zygote_start_timeout{300};
   std::chrono::seconds child_ready_timeout{180};
 };
@@ -63,6 +71,7 @@ class PythonWorker final : public Worker, private ExitSource {
   void prepare() override;
   WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
                     const ProgressSink& progress) override;
+  WorkerState state() const override { return book_.state(); }
   Json status() const override;
   void shutdown() override;
 
@@ -79,13 +88,14 @@ class PythonWorker final : public Worker, private ExitSource {
   // Forks a child through the zygote and waits for its `forked` reply.
   StatusOr<std::unique_ptr<ChildChannel>> fork_child();
   WarmPool<ChildChannel>::Hooks pool_hooks();
-  void note_ready(const ChildChannel& child);
   std::map<std::string, std::string> zygote_env() const;
-  void set_state(WorkerState state, std::string error = {});
 
   const PythonWorkerOptions options_;
+  WorkerBook book_;  // thread-safe; declared before pool_, which writes to it
 
-  // Owned by the runner thread.
+  std::mutex run_mu_;  // held by run() for its whole job
+
+  // Owned by the runner thread (the one in run(), or in prepare()/shutdown()).
   std::optional<Process> zygote_;
   UniqueFd control_;
   WarmPool<ChildChannel> pool_;
@@ -95,18 +105,9 @@ class PythonWorker final : public Worker, private ExitSource {
   int next_child_id_ = 1;
 
   mutable std::mutex mu_;
-  WorkerState state_ = WorkerState::kStopped;  // guarded by mu_
-  std::string last_error_;                     // guarded by mu_
-  Json hello_ = Json::object();                // guarded by mu_
-  Json child_device_ = Json();                 // guarded by mu_: `device` of the last ready child
-  int64_t restarts_ = 0;                       // guarded by mu_: zygote (re)starts after the first
-  int64_t zygote_starts_ = 0;                  // guarded by mu_
-  int64_t jobs_run_ = 0;                       // guarded by mu_
-  int64_t child_crashes_ = 0;                  // guarded by mu_
-  int64_t timeouts_ = 0;                       // guarded by mu_
-  double last_child_warmup_ms_ = 0;            // guarded by mu_
-  Json last_child_warmup_steps_ = Json::object();  // guarded by mu_
-  pid_t zygote_pid_ = -1;                          // guarded by mu_
+  Json hello_ = Json::object();  // guarded by mu_
+  int64_t zygote_starts_ = 0;    // guarded by mu_
+  pid_t zygote_pid_ = -1;        // guarded by mu_
 };
 
 }  // namespace kforge::workers

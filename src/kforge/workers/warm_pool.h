@@ -1,76 +1,62 @@
-// The warm processes a worker keeps ahead of jobs, shared by both workers (PythonWorker's
-// forked children, NativeCudaWorker's started processes): start them until `target` wait,
-// hand out the oldest (most likely ready) one, try fresh ones when one died while waiting.
+// The warm processes a worker keeps ahead of jobs, one class for both workers
+// (PythonWorker's forked children, NativeCudaWorker's started processes): start them until
+// `target` wait, hand out the oldest (most likely ready) one, retire one that died or failed
+// before it was ready (kill it, count it) and start a fresh one in its place, up to a bound.
+// Its counts go into the worker's WorkerBook (processes started, restarts, crashes), which
+// /health, /stats and /metrics read.
 //
 // What differs between the workers comes in as Hooks: how a process is started, how to wait
-// until it says `ready`, and what to do with one that failed (kill it).
+// until it says `ready`, and where its protocol channel is. One pool per worker, and so per
+// device.
 //
-// Thread-compatible: used by the worker's runner thread only.
+// Thread-compatible: used by the worker's runner thread only (the book is thread-safe).
 #pragma once
 
 #include <deque>
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
+#include <utility>
 
 #include "kforge/common/log.h"
 #include "kforge/common/status.h"
+#include "kforge/workers/child_channel.h"
+#include "kforge/workers/worker_book.h"
 
 namespace kforge::workers {
-
-// A worker's state as /health and /stats report it.
-enum class WorkerState { kStopped, kStarting, kReady, kBusy, kFailed };
-
-constexpr std::string_view worker_state_name(WorkerState s) {
-  switch (s) {
-    case WorkerState::kStopped:
-      return "stopped";
-    case WorkerState::kStarting:
-      return "starting";
-    case WorkerState::kReady:
-      return "ready";
-    case WorkerState::kBusy:
-      return "busy";
-    case WorkerState::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
 
 template <typename Child>
 class WarmPool {
  public:
   struct Hooks {
+    // Starts one process (not yet ready).
     std::function<StatusOr<std::unique_ptr<Child>>()> start;
+    // Waits until it sent `ready`; an error means it is lost.
     std::function<Status(Child&)> wait_ready;
-    std::function<void(Child&, const Status& why)> discard;
+    // Its protocol channel (the pool kills a lost process through it).
+    std::function<ChildChannel&(Child&)> channel;
   };
 
-  WarmPool(std::string device, int target, Hooks hooks)
-      : device_(std::move(device)), target_(target), hooks_(std::move(hooks)) {}
+  // `target`: processes kept waiting (0 starts each on demand). `book` outlives the pool.
+  WarmPool(std::string device, int target, Hooks hooks, WorkerBook& book)
+      : device_(std::move(device)), target_(target), hooks_(std::move(hooks)), book_(book) {}
 
   // Starts processes until `target` are waiting. The first error stops it (and is returned).
   Status top_up() {
     while (static_cast<int>(warm_.size()) < target_) {
-      auto child = hooks_.start();
-      if (!child.is_ok()) {
-        KF_LOG_WARN("device={} could not start a warm worker process: {}", device_,
-                    child.status().message());
-        return child.status();
-      }
+      auto child = start_one();
+      if (!child.is_ok()) return child.status();
       warm_.push_back(std::move(child).value());
     }
     return Status::ok();
   }
 
-  // Tops up and waits until every waiting process is ready, dropping the ones that fail.
+  // Tops up and waits until every waiting process is ready, retiring the ones that fail.
   // Returns how many are ready.
   size_t warm_all() {
     (void)top_up();
     for (auto it = warm_.begin(); it != warm_.end();) {
-      if (Status ready = hooks_.wait_ready(**it); !ready) {
-        hooks_.discard(**it, ready);
+      if (Status ready = wait(**it); !ready) {
         it = warm_.erase(it);
         continue;
       }
@@ -89,30 +75,64 @@ class WarmPool {
         child = std::move(warm_.front());
         warm_.pop_front();
       } else {
-        auto started = hooks_.start();
+        auto started = start_one();
         if (!started.is_ok()) {
           last = started.status();
           continue;
         }
         child = std::move(started).value();
       }
-      Status ready = hooks_.wait_ready(*child);
+      Status ready = wait(*child);
       if (ready) return child;
       last = ready;
-      hooks_.discard(*child, ready);
     }
     return last;
   }
 
+  // Retires every waiting process (destroying one kills it and removes its scratch).
   void clear() { warm_.clear(); }
   size_t size() const { return warm_.size(); }
   int target() const { return target_; }
 
  private:
+  StatusOr<std::unique_ptr<Child>> start_one() {
+    auto child = hooks_.start();
+    if (!child.is_ok()) {
+      KF_LOG_WARN("device={} could not start a worker process: {}", device_,
+                  child.status().message());
+      book_.note_error(child.status().message());
+      return child.status();
+    }
+    book_.note_started();
+    if (lost_ > 0) {  // this one replaces a process that died before it was ready
+      --lost_;
+      book_.note_restart();
+    }
+    return child;
+  }
+
+  // Waits until `child` is ready; a lost one is killed and counted.
+  Status wait(Child& child) {
+    Status ready = hooks_.wait_ready(child);
+    ChildChannel& channel = hooks_.channel(child);
+    if (ready) {
+      book_.note_ready(channel.ready_message);
+      return ready;
+    }
+    KF_LOG_WARN("device={} worker process pid={} lost before it was ready: {}", device_,
+                channel.pid, ready.message());
+    channel.kill_all();
+    book_.note_lost_before_ready(ready.message());
+    ++lost_;
+    return ready;
+  }
+
   std::string device_;
   int target_;
   Hooks hooks_;
+  WorkerBook& book_;
   std::deque<std::unique_ptr<Child>> warm_;  // oldest first
+  int64_t lost_ = 0;                         // processes lost before ready and not yet replaced
 };
 
 }  // namespace kforge::workers

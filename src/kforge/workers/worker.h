@@ -13,6 +13,25 @@
 
 namespace kforge::workers {
 
+// A worker's state as /health and /stats report it.
+enum class WorkerState { kStopped, kStarting, kReady, kBusy, kFailed };
+
+constexpr std::string_view worker_state_name(WorkerState s) {
+  switch (s) {
+    case WorkerState::kStopped:
+      return "stopped";
+    case WorkerState::kStarting:
+      return "starting";
+    case WorkerState::kReady:
+      return "ready";
+    case WorkerState::kBusy:
+      return "busy";
+    case WorkerState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
 struct WorkerJob {
   std::string job_id;
   // The canonical job spec (model/job_spec.h); the worker fills in scratch_dir and cache_dir.
@@ -51,6 +70,9 @@ class Worker {
   // thread.
   virtual WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
                             const ProgressSink& progress) = 0;
+
+  // Its state now (/health: kFailed makes the server "degraded"). Thread-safe.
+  virtual WorkerState state() const = 0;
 
   // State for /health and /stats: {"type","state","pid","restarts","jobs_run",
   // "child_crashes","device":{...}}. Thread-safe.

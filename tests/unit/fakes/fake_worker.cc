@@ -55,7 +55,7 @@ workers::WorkerOutcome FakeWorker::run(const workers::WorkerJob& job, workers::C
 Json FakeWorker::status() const {
   std::lock_guard lock(mu_);
   return Json{{"type", "python"},
-              {"state", "ready"},
+              {"state", worker_state_name(state())},
               {"restarts", 0},
               {"jobs_run", started_.size()},
               {"prepared", prepared_}};

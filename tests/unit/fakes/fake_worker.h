@@ -18,6 +18,7 @@ class FakeWorker final : public workers::Worker {
   void prepare() override;
   workers::WorkerOutcome run(const workers::WorkerJob& job, workers::CancelToken& cancel,
                              const workers::ProgressSink& progress) override;
+  workers::WorkerState state() const override { return workers::WorkerState::kReady; }
   Json status() const override;
   void shutdown() override {}
 

@@ -31,6 +31,7 @@ class RecordingWorker final : public workers::Worker {
                  {"reference_reuse", {{"sha256", digest}, {"stored", true}}}},
             {}};
   }
+  workers::WorkerState state() const override { return workers::WorkerState::kReady; }
   Json status() const override { return Json::object(); }
   void shutdown() override {}
 

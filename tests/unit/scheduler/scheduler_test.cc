@@ -78,5 +78,85 @@ TEST(SchedulerTest, RemoveTakesAQueuedJobOut) {
   EXPECT_EQ(runs.load(), 0);
 }
 
+TEST(SchedulerTest, DepthLetsThatManyJobsOfADeviceBeInFlightAndPreparesOnce) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;
+  int most = 0;
+  int finished = 0;
+  std::atomic<int> prepared{0};
+  bool release = false;
+  Scheduler s(
+      {{"cuda:0", true, 3}},
+      [&](const std::string&, const std::string&) {
+        std::unique_lock lock(mu);
+        most = std::max(most, ++running);
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+        --running;
+        ++finished;
+        cv.notify_all();
+      },
+      [&](const std::string&) { ++prepared; });
+  s.start();
+  for (int i = 0; i < 7; ++i)
+    s.enqueue("j" + std::to_string(i), "gpu");
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return running == 3; }));
+  }
+  Json status = s.device_status();
+  EXPECT_EQ(status[0]["running"], 3);
+  EXPECT_EQ(status[0]["depth"], 3);
+  EXPECT_EQ(status[0]["busy"], true);
+  EXPECT_EQ(status[0]["current_job"], "j0");
+  EXPECT_EQ(status[0]["queued"], 0);  // the shared "gpu" queue is not the device's own
+  EXPECT_EQ(s.queue_depth(), 4u);
+  {
+    std::unique_lock lock(mu);
+    release = true;
+    cv.notify_all();
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return finished == 7; }));
+  }
+  s.stop();
+  EXPECT_EQ(most, 3);
+  EXPECT_EQ(prepared.load(), 1);
+  status = s.device_status();
+  EXPECT_EQ(status[0]["running"], 0);
+  EXPECT_EQ(status[0]["busy"], false);
+  EXPECT_EQ(status[0]["jobs_run"], 7);
+}
+
+TEST(SchedulerTest, WithDepthAnyGpuJobGoesToTheGpuWithFewerJobsInFlight) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::string> where;
+  bool release = false;
+  Scheduler s(
+      {{"cuda:0", true, 2}, {"cuda:1", true, 2}},
+      [&](const std::string& job, const std::string& device) {
+        std::unique_lock lock(mu);
+        where[job] = device;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+      },
+      nullptr);
+  s.start();
+  s.enqueue("first", "gpu");
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return where.size() == 1; }));
+  }
+  s.enqueue("second", "gpu");
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return where.size() == 2; }));
+    EXPECT_NE(where["first"], where["second"]);
+    release = true;
+    cv.notify_all();
+  }
+  s.stop();
+}
+
 }  // namespace
 }  // namespace kforge::scheduler
