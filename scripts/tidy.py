@@ -53,7 +53,13 @@ def all_sources() -> list[str]:
 
 
 def changed_sources(ref: str, sources: list[str]) -> set[str]:
-    base = git("merge-base", ref, "HEAD")[0]
+    found = subprocess.run(
+        ["git", "merge-base", ref, "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if found.returncode != 0:
+        print(f"tidy: --changed {ref}: no merge base with HEAD, so no changed sources", flush=True)
+        return set()
+    base = found.stdout.strip()
     changed = set(git("diff", "--name-only", base, "--", "src", "apps"))
     changed |= set(git("ls-files", "-mo", "--exclude-standard", "--", "src", "apps"))
     picked = {f for f in sources if f in changed}
