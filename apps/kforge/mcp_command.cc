@@ -150,6 +150,9 @@ int run_mcp(const McpConfig& c) {
         code = 1;
       }
       KF_LOG_INFO("kforge mcp: input closed, shutting down");
+      // SIGTERM is blocked in every thread and this one consumes it in sigwait: it wakes the
+      // thread, it kills nothing.
+      // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread)
       pthread_kill(signal_thread.native_handle(), SIGTERM);
       signal_thread.join();
       if (engine) engine->service->stop();  // no more callbacks into the tools

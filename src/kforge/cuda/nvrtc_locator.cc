@@ -38,6 +38,7 @@ std::vector<fs::path> nvrtc_search_dirs(const std::string& python) {
     fs::path real = fs::canonical(exe, ec);
     if (!ec) add_wheel_dirs(real.parent_path().parent_path(), out);
   }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; kforge unsets only before any thread starts
   if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
     add_wheel_dirs(fs::path(home) / ".local", out);
   }

@@ -194,6 +194,7 @@ StatusOr<Engine> build_engine(const EngineOptions& options) {
       sandbox_options.expose.push_back(p.parent_path().parent_path().string());
     }
   }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; kforge unsets only before any thread starts
   if (const char* inc = std::getenv("KFORGE_CUDA_INCLUDE"); inc != nullptr && *inc != '\0') {
     sandbox_options.expose.emplace_back(inc);
   }

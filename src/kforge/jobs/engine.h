@@ -19,11 +19,11 @@ struct EngineOptions {
   std::filesystem::path data_dir = ".kforge";
   // "all" (cpu + every visible GPU), "gpus", "cpu", or a comma list ("cpu,cuda:1").
   std::string devices = "all";
-  std::string python;                   // empty: KFORGE_PYTHON, the set-up venv, python3
-  std::filesystem::path worker_path;    // empty: found next to the executable
-  int64_t child_memory_bytes = 0;       // RSS limit per job; 0: 3/4 of physical memory
-  size_t output_cap_bytes = 64 * 1024;  // per stream
-  std::vector<std::string> worker_env;  // extra variable names passed to workers
+  std::string python;                           // empty: KFORGE_PYTHON, the set-up venv, python3
+  std::filesystem::path worker_path;            // empty: found next to the executable
+  int64_t child_memory_bytes = 0;               // RSS limit per job; 0: 3/4 of physical memory
+  size_t output_cap_bytes = size_t{64} * 1024;  // per stream
+  std::vector<std::string> worker_env;          // extra variable names passed to workers
   int max_attempts = 3;
   int warm_children_gpu = 3;  // warm child processes kept per GPU (see PythonWorkerOptions)
   int warm_children_cpu = 1;  // and on the cpu device

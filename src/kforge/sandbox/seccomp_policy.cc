@@ -82,7 +82,10 @@ struct CtxDeleter {
 };
 
 Status seccomp_error(const char* what, int rc) {
-  return internal_error(std::string("seccomp: ") + what + ": " + std::strerror(-rc));
+  char buf[256];
+  // GNU strerror_r, not std::strerror: jails are built from several threads at once.
+  const char* text = strerror_r(-rc, buf, sizeof(buf));
+  return internal_error(std::string("seccomp: ") + what + ": " + text);
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ std::map<std::string, std::string> NativeCudaWorker::child_env() const {
   env["CUDA_VISIBLE_DEVICES"] = options_.device == "cpu" ? "" : options_.cuda_visible_device;
   env["CUDA_CACHE_PATH"] = (options_.data_dir / "cache" / "cuda_jit").string();
   if (!options_.nvrtc_library.empty()) env["KFORGE_NVRTC_LIB"] = options_.nvrtc_library;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; kforge unsets only before any thread starts
   if (const char* inc = std::getenv("KFORGE_CUDA_INCLUDE"); inc != nullptr && *inc != '\0') {
     env["KFORGE_CUDA_INCLUDE"] = inc;
   }

@@ -1,5 +1,7 @@
 #include "kforge/frontends/mcp/http_headers.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 
 #include "kforge/common/base64.h"
@@ -76,21 +78,21 @@ std::optional<modern::Rejection> check_params_in(const http::HttpRequest& reques
     const std::string shown = "Mcp-Param-" + mark->get<std::string>();
     if (value == nullptr) {
       if (raw != nullptr)
-        return mismatch(shown + " is sent but argument " + path + key + " is not");
+        return mismatch(fmt::format("{} is sent but argument {}{} is not", shown, path, key));
       continue;
     }
     std::optional<std::string> expected = header_text(*value);
     if (!expected) continue;  // schema validation reports the argument's type
     if (raw == nullptr) {
-      return mismatch("the " + shown + " header is required: argument " + path + key + " is '" +
-                      *expected + "'");
+      return mismatch(fmt::format("the {} header is required: argument {}{} is '{}'", shown, path,
+                                  key, *expected));
     }
     std::optional<std::string> got = decode_header_value(*raw);
     if (!got) return mismatch(shown + ": malformed base64 in '" + *raw + "'");
     const bool equal = value->is_number_integer() ? integer_equal(*got, *value) : *got == *expected;
     if (!equal) {
-      return mismatch(shown + " is '" + *got + "' but argument " + path + key + " is '" +
-                      *expected + "'");
+      return mismatch(
+          fmt::format("{} is '{}' but argument {}{} is '{}'", shown, *got, path, key, *expected));
     }
   }
   return std::nullopt;

@@ -141,7 +141,7 @@ void StdioTransport::handle_line(std::string_view line) {
     auto writer = writer_;
     auto batch = BatchCollector::create(
         expected,
-        [writer](Json responses) {
+        [writer](const Json& responses) {
           if (!responses.empty()) writer->send(responses);
         },
         [writer](const Json& related) { writer->send(related); });
