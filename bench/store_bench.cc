@@ -14,8 +14,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using kforge::Json;
-using kforge::jobs::JobRecord;
-using kforge::jobs::JobState;
+using kforge::model::JobRecord;
+using kforge::model::JobState;
 using kforge::store::SqliteStore;
 
 class TempDir {

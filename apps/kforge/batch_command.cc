@@ -40,7 +40,7 @@ StatusOr<Json> run_embedded(const BatchConfig& c, const Json& body, size_t count
   EngineFlags flags = c.engine;
   if (!c.device.empty() && flags.devices == "all") flags.devices = c.device;
   KF_ASSIGN_OR_RETURN(auto started, start_embedded_engine(flags, c.data_dir, "batch-data"));
-  jobs::Engine engine = std::move(started.engine);
+  app::Engine engine = std::move(started.engine);
   KF_RETURN_IF_ERROR(engine.service->start());
   model::RequestLimits limits;
   limits.max_batch_candidates = std::max(limits.max_batch_candidates, count);
@@ -58,9 +58,9 @@ StatusOr<Json> run_embedded(const BatchConfig& c, const Json& body, size_t count
   // Shared: the engine thread that sets it may still be inside set_value when get() returns.
   auto all = std::make_shared<std::promise<Json>>();
   std::future<Json> done = all->get_future();
-  auto on_job = [total](size_t index, const jobs::JobRecord& job, const Json&, size_t finished) {
+  auto on_job = [total](size_t index, const model::JobRecord& job, const Json&, size_t finished) {
     std::cerr << "[" << finished << "/" << total << "] candidate " << index << " (job " << job.id
-              << "): " << jobs::to_string(job.state) << '\n';
+              << "): " << model::to_string(job.state) << '\n';
   };
   auto watch = jobs::BatchWatch::start(*engine.service, *batch, on_job,
                                        [all](Json views) { all->set_value(std::move(views)); });

@@ -233,7 +233,7 @@ int run_bench(const BenchConfig& c) {
   const sigset_t signals = block_termination_signals();
 
   std::unique_ptr<jobs::JobService> remote;
-  std::optional<jobs::Engine> engine;
+  std::optional<app::Engine> engine;
   jobs::JobService* service = nullptr;
   if (!c.server.empty()) {
     auto client = frontends::mcp::RestClient::create({c.server, c.token, std::chrono::seconds(30)});

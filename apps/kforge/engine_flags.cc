@@ -139,8 +139,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
       ->envname("KFORGE_NCU");
 }
 
-jobs::EngineOptions engine_options(const EngineFlags& f) {
-  jobs::EngineOptions eo;
+app::EngineOptions engine_options(const EngineFlags& f) {
+  app::EngineOptions eo;
   eo.devices = f.devices;
   eo.python = f.python;
   eo.worker_path = f.worker_path;
@@ -169,7 +169,7 @@ jobs::EngineOptions engine_options(const EngineFlags& f) {
 StatusOr<EmbeddedEngine> start_embedded_engine(const EngineFlags& flags,
                                                const std::string& data_dir,
                                                const std::string& default_name) {
-  jobs::EngineOptions eo = engine_options(flags);
+  app::EngineOptions eo = engine_options(flags);
   std::vector<std::filesystem::path> candidates;
   if (!data_dir.empty()) {
     candidates.emplace_back(data_dir);
@@ -182,7 +182,7 @@ StatusOr<EmbeddedEngine> start_embedded_engine(const EngineFlags& flags,
   Status last;
   for (const auto& dir : candidates) {
     eo.data_dir = dir;
-    auto engine = jobs::build_engine(eo);
+    auto engine = app::build_engine(eo);
     if (engine.is_ok()) {
       KF_LOG_INFO("embedded engine: data dir {}", dir.string());
       return EmbeddedEngine{std::move(engine).value(), dir};

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kforge/jobs/engine.h"
+#include "kforge/app/engine.h"
 #include "kforge/jobs/retention.h"
 
 namespace kforge::app {
@@ -50,14 +50,14 @@ struct EngineFlags {
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, std::string_view devices_help);
 
 // The engine options the flags give (data directory and the serve-only limits left default).
-jobs::EngineOptions engine_options(const EngineFlags& flags);
+app::EngineOptions engine_options(const EngineFlags& flags);
 
 // The embedded engine of a client command (`kforge mcp`, `kforge bench`), with its job service
 // not yet started. Without `data_dir`: ~/.cache/kforge/<default_name> (XDG_CACHE_HOME
 // respected); a data directory is locked by one process at a time, so a second process takes
 // <default_name>-2, and so on up to -8.
 struct EmbeddedEngine {
-  jobs::Engine engine;
+  app::Engine engine;
   std::filesystem::path data_dir;  // the one it locked
 };
 StatusOr<EmbeddedEngine> start_embedded_engine(const EngineFlags& flags,

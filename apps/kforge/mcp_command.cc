@@ -10,12 +10,12 @@
 #include <optional>
 #include <thread>
 
+#include "kforge/app/engine.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/remote_job_service.h"
 #include "kforge/frontends/mcp/server_catalog.h"
 #include "kforge/frontends/mcp/stdio_transport.h"
-#include "kforge/jobs/engine.h"
 #include "network_flags.h"
 #include "version.h"
 
@@ -72,7 +72,7 @@ int run_mcp(const McpConfig& c) {
   const sigset_t signals = block_termination_signals();
 
   std::unique_ptr<jobs::JobService> remote;
-  std::optional<jobs::Engine> engine;
+  std::optional<app::Engine> engine;
   jobs::JobService* service = nullptr;
   // The workbench's sessions live in the engine's store; forwarding to a server, in a
   // database of their own in the workspace root.
@@ -97,7 +97,7 @@ int run_mcp(const McpConfig& c) {
       return 2;
     }
     data_dir = started->data_dir;
-    workbench_db = data_dir / "kforge.db";  // the engine's store (jobs/engine.cc)
+    workbench_db = data_dir / "kforge.db";  // the engine's store (app/engine.cc)
     engine = std::move(started->engine);
     if (Status s = engine->service->start(); !s) {
       KF_LOG_ERROR("kforge mcp: cannot start the job service: {}", s.to_string());

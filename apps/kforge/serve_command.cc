@@ -10,6 +10,7 @@
 #include <iostream>
 #include <thread>
 
+#include "kforge/app/engine.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/http/api_docs.h"
 #include "kforge/frontends/http/bench_route.h"
@@ -17,7 +18,6 @@
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
 #include "kforge/frontends/mcp/server_catalog.h"
-#include "kforge/jobs/engine.h"
 #include "version.h"
 
 namespace kforge::app {
@@ -154,12 +154,12 @@ int run_serve(const ServeConfig& config) {
   // Signals are taken by a dedicated thread (sigwait); every other thread blocks them.
   const sigset_t signals = block_termination_signals();
 
-  jobs::EngineOptions eo = engine_options(c.engine);
+  app::EngineOptions eo = engine_options(c.engine);
   eo.data_dir = c.data_dir;
   eo.child_memory_bytes = c.child_memory_mb << 20;
   eo.output_cap_bytes = c.output_cap_kb << 10;
   eo.max_attempts = c.max_attempts;
-  auto engine = jobs::build_engine(eo);
+  auto engine = app::build_engine(eo);
   if (!engine.is_ok()) {
     KF_LOG_ERROR("cannot start: {}", engine.status().to_string());
     return 2;
@@ -207,7 +207,7 @@ int run_serve(const ServeConfig& config) {
     mo.skills_dir = c.skills_dir;
     mo.kernel_tools.limits = ho.rest.limits;
     mo.bench.kforge_version = std::string(kVersion);
-    // The workbench's sessions live in the engine's store (jobs/engine.cc: kforge.db).
+    // The workbench's sessions live in the engine's store (app/engine.cc: kforge.db).
     auto wb = build_workbench(c.workbench, c.data_dir,
                               std::filesystem::path(c.data_dir) / "kforge.db", service, blocking);
     const Status wb_status = wb.status();

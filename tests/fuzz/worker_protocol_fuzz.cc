@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kforge/worker_protocol/protocol.h"
 #include "kforge/workers/child_channel.h"
-#include "kforge/workers/protocol.h"
 
 namespace {
 

@@ -78,7 +78,7 @@ Status BenchRun::submit(size_t index) {
   }
   auto self = shared_from_this();
   auto sub = service_.when_done(
-      job->id, [self, index](const jobs::JobRecord& record) { self->on_finished(index, record); });
+      job->id, [self, index](const model::JobRecord& record) { self->on_finished(index, record); });
   if (!sub.is_ok()) {  // no callback will come for it: it is no longer in flight here
     std::lock_guard lock(mu_);
     --in_flight_;
@@ -89,11 +89,11 @@ Status BenchRun::submit(size_t index) {
   return Status::ok();
 }
 
-void BenchRun::on_finished(size_t index, const jobs::JobRecord& record) {
+void BenchRun::on_finished(size_t index, const model::JobRecord& record) {
   std::unique_lock lock(mu_);
   JobOutcome& o = outcomes_[index];
   if (!o.state.empty()) return;  // already recorded
-  o.state = std::string(jobs::to_string(record.state));
+  o.state = std::string(model::to_string(record.state));
   o.result = record.result;
   o.error = record.error;
   --in_flight_;

@@ -60,7 +60,7 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
 
   void pump();                  // on the executor: submits jobs until kInFlight are in flight
   Status submit(size_t index);  // one job, and its when_done subscription
-  void on_finished(size_t index, const jobs::JobRecord& job);
+  void on_finished(size_t index, const model::JobRecord& job);
   void fail(Status why);
   void finish_if_idle(std::unique_lock<std::mutex>& lock);
 

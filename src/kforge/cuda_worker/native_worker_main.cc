@@ -15,7 +15,7 @@
 #include "kforge/common/files.h"
 #include "kforge/cuda_worker/cuda_job.h"
 #include "kforge/sandbox/jail.h"
-#include "kforge/workers/protocol.h"
+#include "kforge/worker_protocol/protocol.h"
 
 namespace kforge::cuda_worker {
 namespace {

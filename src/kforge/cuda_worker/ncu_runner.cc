@@ -10,9 +10,9 @@
 #include <map>
 
 #include "kforge/common/files.h"
-#include "kforge/workers/output_capture.h"
-#include "kforge/workers/process.h"
-#include "kforge/workers/unique_fd.h"
+#include "kforge/worker_protocol/output_capture.h"
+#include "kforge/worker_protocol/process.h"
+#include "kforge/worker_protocol/unique_fd.h"
 
 extern char** environ;  // NOLINT: the process environment, passed on to ncu
 

@@ -63,13 +63,13 @@ std::shared_ptr<BatchWatch> BatchWatch::start(JobService& service, const BatchRe
   auto watch = std::make_shared<BatchWatch>(service, batch.job_ids.size(), std::move(on_job),
                                             std::move(on_all));
   for (size_t i = 0; i < batch.job_ids.size(); ++i) {
-    auto sub = service.when_done(batch.job_ids[i],
-                                 [watch, i](const JobRecord& done) { watch->finished(i, done); });
+    auto sub = service.when_done(
+        batch.job_ids[i], [watch, i](const model::JobRecord& done) { watch->finished(i, done); });
     if (!sub.is_ok()) {
       // Deleted meanwhile (POST /admin/cleanup-jobs): it ends as a failed job saying so.
-      JobRecord gone;
+      model::JobRecord gone;
       gone.id = batch.job_ids[i];
-      gone.state = JobState::kFailed;
+      gone.state = model::JobState::kFailed;
       gone.error = sub.status().message();
       watch->finished(i, gone);
       continue;
@@ -84,7 +84,7 @@ std::shared_ptr<BatchWatch> BatchWatch::start(JobService& service, const BatchRe
   return watch;
 }
 
-void BatchWatch::finished(size_t index, const JobRecord& job) {
+void BatchWatch::finished(size_t index, const model::JobRecord& job) {
   Json view = job_result_view(job);
   Json all;
   {

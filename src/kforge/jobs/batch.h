@@ -62,8 +62,8 @@ StatusOr<BatchRecord> submit_batch(JobService& service, BatchBook* book, model::
 // (a cancel hook) should hold it weakly.
 class BatchWatch : public std::enable_shared_from_this<BatchWatch> {
  public:
-  using OnJob =
-      std::function<void(size_t index, const JobRecord& job, const Json& view, size_t finished)>;
+  using OnJob = std::function<void(size_t index, const model::JobRecord& job, const Json& view,
+                                   size_t finished)>;
   using OnAll = std::function<void(Json views)>;
 
   static std::shared_ptr<BatchWatch> start(JobService& service, const BatchRecord& batch,
@@ -78,7 +78,7 @@ class BatchWatch : public std::enable_shared_from_this<BatchWatch> {
         views_(size, Json()) {}
 
  private:
-  void finished(size_t index, const JobRecord& job);
+  void finished(size_t index, const model::JobRecord& job);
 
   JobService& service_;
   const OnJob on_job_;

@@ -7,8 +7,8 @@
 
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
-#include "kforge/workers/process.h"
-#include "kforge/workers/unique_fd.h"
+#include "kforge/worker_protocol/process.h"
+#include "kforge/worker_protocol/unique_fd.h"
 #include "kforge/workers/worker_env.h"
 
 namespace kforge::jobs {

@@ -23,8 +23,8 @@ const std::vector<double>& JobMetrics::latency_buckets() {
   return buckets;
 }
 
-void JobMetrics::job_finished(const std::string& kernel_type, JobState state, const Json& result,
-                              double run_s) {
+void JobMetrics::job_finished(const std::string& kernel_type, model::JobState state,
+                              const Json& result, double run_s) {
   const auto& bounds = latency_buckets();
   std::lock_guard lock(mu_);
   ++finished_[{std::string(to_string(state)), kernel_type}];

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "kforge/common/json.h"
-#include "kforge/jobs/job.h"
 #include "kforge/jobs/prometheus_text.h"
+#include "kforge/model/job.h"
 
 namespace kforge::jobs {
 
@@ -27,7 +27,7 @@ class JobMetrics {
   // One finished job: its kernel type (the candidate's), terminal state, worker result (may
   // be null or lack phases_ms) and run time (started -> finished; negative when it never
   // ran on a device).
-  void job_finished(const std::string& kernel_type, JobState state, const Json& result,
+  void job_finished(const std::string& kernel_type, model::JobState state, const Json& result,
                     double run_s);
 
   // Writes kforge_jobs_finished_total, kforge_job_phase_seconds and kforge_job_run_seconds.

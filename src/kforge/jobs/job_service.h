@@ -8,7 +8,7 @@
 //
 // Example (in a frontend, on a pool thread):
 //   KF_ASSIGN_OR_RETURN(auto job, service.submit(std::move(request), "peer 127.0.0.1"));
-//   auto sub = service.when_done(job.id, [](const jobs::JobRecord& done) { ... });
+//   auto sub = service.when_done(job.id, [](const model::JobRecord& done) { ... });
 #pragma once
 
 #include <chrono>
@@ -18,7 +18,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 #include "kforge/model/request.h"
 
 namespace kforge::jobs {
@@ -34,7 +34,7 @@ struct JobProgress {
 
 class JobService {
  public:
-  using DoneCallback = std::function<void(const JobRecord&)>;
+  using DoneCallback = std::function<void(const model::JobRecord&)>;
   using ProgressCallback = std::function<void(const JobProgress&)>;
 
   virtual ~JobService() = default;
@@ -45,10 +45,11 @@ class JobService {
   // key of the per-client quota. kInvalidArgument (field "device") for an unknown device;
   // kResourceExhausted when the client's quota is used up; kUnavailable when the whole
   // queue is full or the server is shutting down. Queue errors name the limit (the flag).
-  virtual StatusOr<JobRecord> submit(model::JobRequest request, const std::string& client) = 0;
+  virtual StatusOr<model::JobRecord> submit(model::JobRequest request,
+                                            const std::string& client) = 0;
 
   // The job as it is now; kNotFound when unknown. Blocks.
-  virtual StatusOr<JobRecord> get(const std::string& id) = 0;
+  virtual StatusOr<model::JobRecord> get(const std::string& id) = 0;
 
   // Calls `done` once when the job reaches a terminal state: immediately (on this thread)
   // if it already has. Returns a subscription id for `unsubscribe`. kNotFound when unknown.

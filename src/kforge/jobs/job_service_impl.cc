@@ -60,7 +60,8 @@ void JobServiceImpl::forget_locked(std::map<std::string, Active>::iterator it) {
   active_.erase(it);
 }
 
-StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(const JobRecord& record) const {
+StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(
+    const model::JobRecord& record) const {
   model::RequestLimits limits;
   limits.min_timeout_s = 0;  // a stored request was valid when it was accepted
   limits.max_timeout_s = 1e9;
@@ -91,7 +92,7 @@ Status JobServiceImpl::start() {
     auto request = parse_stored_request(record);
     if (!request.is_ok()) {
       (void)store_->finish_job(
-          record.id, JobState::kFailed, Json(),
+          record.id, model::JobState::kFailed, Json(),
           "stored request can no longer be read: " + request.status().to_string(),
           clock_.unix_ms());
       continue;
@@ -100,19 +101,19 @@ Status JobServiceImpl::start() {
       std::string why = "interrupted " + std::to_string(record.attempts) +
                         " times by server restarts; not retried";
       KF_LOG_WARN("job={} {}", record.id, why);
-      (void)store_->finish_job(record.id, JobState::kFailed, Json(), why, clock_.unix_ms());
+      (void)store_->finish_job(record.id, model::JobState::kFailed, Json(), why, clock_.unix_ms());
       continue;
     }
-    if (record.state == JobState::kRunning) KF_RETURN_IF_ERROR(store_->requeue(record.id));
+    if (record.state == model::JobState::kRunning) KF_RETURN_IF_ERROR(store_->requeue(record.id));
     auto target = scheduler_->resolve_target(request->device);
     if (!target.is_ok()) {
-      (void)store_->finish_job(record.id, JobState::kFailed, Json(),
+      (void)store_->finish_job(record.id, model::JobState::kFailed, Json(),
                                "device no longer available: " + target.status().message(),
                                clock_.unix_ms());
       continue;
     }
     Active active;
-    record.state = JobState::kQueued;
+    record.state = model::JobState::kQueued;
     active.request_bytes = record.request.dump().size();
     active.client = "recovered";  // accepted before the restart: counted, never refused
     active.kernel_type = std::string(model::to_string(request->kernel.kernel_type));
@@ -219,13 +220,14 @@ workers::Worker* JobServiceImpl::pick_worker(const std::string& device,
   return nullptr;
 }
 
-StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std::string& client) {
+StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request,
+                                                  const std::string& client) {
   KF_ASSIGN_OR_RETURN(std::string target, scheduler_->resolve_target(request.device));
   if (!request.seed) request.seed = secure_random_u64() >> 1;  // fits a JSON int64
-  JobRecord record;
+  model::JobRecord record;
   record.id = new_job_id();
   record.kind = request.kind;
-  record.state = JobState::kQueued;
+  record.state = model::JobState::kQueued;
   record.request = model::to_request_json(request);
   record.device = target;
   record.created_ms = clock_.unix_ms();
@@ -274,7 +276,7 @@ StatusOr<JobRecord> JobServiceImpl::submit(model::JobRequest request, const std:
   return record;
 }
 
-Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobRequest& r,
+Json JobServiceImpl::worker_spec(const model::JobRecord& record, const model::JobRequest& r,
                                  const std::string& device) const {
   // The canonical spec (model/job_spec.h): every default resolved; scratch_dir and
   // cache_dir are the worker's to fill in.
@@ -292,7 +294,7 @@ Json JobServiceImpl::worker_spec(const JobRecord& record, const model::JobReques
 }
 
 void JobServiceImpl::run_job(const std::string& job_id, const std::string& device) {
-  JobRecord record;
+  model::JobRecord record;
   bool claimed = false;
   auto cancel = std::make_shared<workers::CancelToken>();
   std::string cancelled_before_start;
@@ -304,7 +306,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
       cancelled_before_start = it->second.cancel_reason;
     }
     it->second.cancel = cancel;
-    it->second.record.state = JobState::kRunning;
+    it->second.record.state = model::JobState::kRunning;
     it->second.record.device = device;
     if (!it->second.claimed) {  // a claim already recorded the start in the store
       it->second.record.started_ms = clock_.unix_ms();
@@ -314,13 +316,13 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
     claimed = it->second.claimed;
   }
   if (!cancelled_before_start.empty()) {
-    finish(job_id, JobState::kCancelled, Json(), cancelled_before_start);
+    finish(job_id, model::JobState::kCancelled, Json(), cancelled_before_start);
     return;
   }
   if (Status s = claimed ? Status::ok() : store_->mark_running(job_id, device, record.started_ms);
       !s) {
     KF_LOG_ERROR("job={} cannot be marked running: {}", job_id, s.message());
-    finish(job_id, JobState::kFailed, Json(), "store error: " + s.message());
+    finish(job_id, model::JobState::kFailed, Json(), "store error: " + s.message());
     return;
   }
   legacy_.job_started(device, static_cast<double>(record.started_ms - record.created_ms) / 1000.0);
@@ -328,14 +330,14 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
   auto loaded = load_request(job_id);
   if (!loaded.is_ok()) {
     KF_LOG_ERROR("job={} request cannot be read back: {}", job_id, loaded.status().to_string());
-    finish(job_id, JobState::kFailed, Json(),
+    finish(job_id, model::JobState::kFailed, Json(),
            "stored request can no longer be read: " + loaded.status().to_string());
     return;
   }
   const model::JobRequest request = std::move(loaded).value();
   workers::Worker* worker = pick_worker(device, request);
   if (worker == nullptr) {
-    finish(job_id, JobState::kFailed, Json(), "no worker can run this job on " + device);
+    finish(job_id, model::JobState::kFailed, Json(), "no worker can run this job on " + device);
     return;
   }
   KF_LOG_INFO("job={} device={} worker={} started", job_id, device, worker->type());
@@ -364,7 +366,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
                   ms, outcome.result.value("compiled", false),
                   outcome.result.value("correctness", false));
       add_extras(outcome.result, request, device);
-      finish(job_id, JobState::kSucceeded, std::move(outcome.result), {});
+      finish(job_id, model::JobState::kSucceeded, std::move(outcome.result), {});
       break;
     case workers::WorkerOutcome::Kind::kCancelled: {
       std::string reason;
@@ -384,18 +386,19 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
         (void)store_->requeue(job_id);
         return;
       }
-      finish(job_id, JobState::kCancelled, std::move(outcome.result),
+      finish(job_id, model::JobState::kCancelled, std::move(outcome.result),
              reason.empty() ? "cancelled" : reason);
       break;
     }
     case workers::WorkerOutcome::Kind::kWorkerFailure:
       KF_LOG_ERROR("job={} device={} worker failure: {}", job_id, device, outcome.error);
-      finish(job_id, JobState::kFailed, Json(), outcome.error);
+      finish(job_id, model::JobState::kFailed, Json(), outcome.error);
       break;
   }
 }
 
-void JobServiceImpl::finish(const std::string& id, JobState state, Json result, std::string error) {
+void JobServiceImpl::finish(const std::string& id, model::JobState state, Json result,
+                            std::string error) {
   int64_t now = clock_.unix_ms();
   FinishedJobSample sample;
   std::string kernel_type = "unknown";
@@ -436,7 +439,7 @@ void JobServiceImpl::finish(const std::string& id, JobState state, Json result, 
   legacy_.job_finished(sample);
   job_metrics_.job_finished(kernel_type, state, result, sample.started ? sample.run_s : -1.0);
   std::map<uint64_t, DoneCallback> subs;
-  JobRecord record;
+  model::JobRecord record;
   {
     std::lock_guard lock(mu_);
     auto it = active_.find(id);
@@ -488,7 +491,7 @@ void JobServiceImpl::publish_progress(const std::string& id, JobProgress progres
     cb(progress);
 }
 
-StatusOr<JobRecord> JobServiceImpl::get(const std::string& id) {
+StatusOr<model::JobRecord> JobServiceImpl::get(const std::string& id) {
   {
     std::lock_guard lock(mu_);
     auto it = active_.find(id);
@@ -617,7 +620,7 @@ bool JobServiceImpl::cancel_if_local(const std::string& id, const std::string& r
       return true;
     }
   }
-  finish(id, JobState::kCancelled, Json(), reason);
+  finish(id, model::JobState::kCancelled, Json(), reason);
   return true;
 }
 
@@ -654,13 +657,13 @@ void JobServiceImpl::claim_for_idle_devices() {
       return;
     }
     if (!*claimed) continue;
-    JobRecord record = std::move(**claimed);
+    model::JobRecord record = std::move(**claimed);
     const std::string id = record.id;
     {
       std::lock_guard lock(mu_);
       Active active;
       active.record = std::move(record);
-      active.record.state = JobState::kQueued;  // until its runner starts it
+      active.record.state = model::JobState::kQueued;  // until its runner starts it
       active.claimed = true;
       active.target = d.device.name;
       // The candidate's kernel_type as stored (the canonical request form), without
@@ -694,7 +697,7 @@ void JobServiceImpl::resolve_watched(const std::vector<std::string>& ids) {
       if (it == watched_.end()) continue;
       waited_for = !it->second.done_subs.empty();
     }
-    std::optional<JobRecord> done;
+    std::optional<model::JobRecord> done;
     if (waited_for) {
       auto stored = store_->get_job(id);
       if (!stored.is_ok()) continue;  // the next event or poll tries again
@@ -831,8 +834,9 @@ Json JobServiceImpl::health() {
 
 Json JobServiceImpl::stats() {
   Json by_state = Json::object();
-  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
-                     JobState::kCancelled}) {
+  for (model::JobState s :
+       {model::JobState::kQueued, model::JobState::kRunning, model::JobState::kSucceeded,
+        model::JobState::kFailed, model::JobState::kCancelled}) {
     by_state[std::string(to_string(s))] = 0;
   }
   const int64_t now_ms = clock_.unix_ms();
@@ -844,7 +848,7 @@ Json JobServiceImpl::stats() {
     {
       std::lock_guard lock(mu_);
       for (const auto& [id, a] : active_) {
-        if (a.record.state == JobState::kRunning) phases.push_back(a.record.phase);
+        if (a.record.state == model::JobState::kRunning) phases.push_back(a.record.phase);
       }
     }
     job_stats = legacy_job_stats(*summary, phases, now_ms);

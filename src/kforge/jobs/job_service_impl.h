@@ -11,7 +11,7 @@
 // when a job finishes on any node (the store's events, and a poll every 2 s). Queue limits
 // count the jobs this node accepted until they finish, wherever they run.
 //
-// Memory: an unfinished job costs a JobRecord without its request (ids, state, times) and
+// Memory: an unfinished job costs a model::JobRecord without its request (ids, state, times) and
 // its quota entry; the request itself stays in the store and is read back when the job
 // starts, so queued work is bounded by QueueLimits in the store's bytes, not held in RAM.
 #pragma once
@@ -81,8 +81,8 @@ class JobServiceImpl final : public JobService {
   // queued stay queued in the store and run after the next start.
   void stop();
 
-  StatusOr<JobRecord> submit(model::JobRequest request, const std::string& client) override;
-  StatusOr<JobRecord> get(const std::string& id) override;
+  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override;
+  StatusOr<model::JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
   void unsubscribe(uint64_t subscription) override;
@@ -95,7 +95,7 @@ class JobServiceImpl final : public JobService {
 
  private:
   struct Active {
-    JobRecord record;          // current state (no request, no result: both live in the store)
+    model::JobRecord record;   // current state (no request, no result: both live in the store)
     std::string client;        // who submitted it (the quota key)
     size_t request_bytes = 0;  // its stored request, for the quota
     std::string target;        // scheduler target
@@ -131,7 +131,7 @@ class JobServiceImpl final : public JobService {
   bool cancel_if_local(const std::string& id, const std::string& reason);
   void prepare_device(const std::string& device);
   workers::Worker* pick_worker(const std::string& device, const model::JobRequest& request);
-  Json worker_spec(const JobRecord& record, const model::JobRequest& request,
+  Json worker_spec(const model::JobRecord& record, const model::JobRequest& request,
                    const std::string& device) const;
   bool wants_device_metrics(const model::JobRequest& request) const {
     return request.enable_device_metrics.value_or(options_.device_metrics_default);
@@ -140,9 +140,9 @@ class JobServiceImpl final : public JobService {
   void add_extras(Json& result, const model::JobRequest& request, const std::string& device);
   Json peaks_of(const std::string& device);
   // Writes the terminal state, removes the job from active_ and notifies subscribers.
-  void finish(const std::string& id, JobState state, Json result, std::string error);
+  void finish(const std::string& id, model::JobState state, Json result, std::string error);
   void publish_progress(const std::string& id, JobProgress progress);
-  StatusOr<model::JobRequest> parse_stored_request(const JobRecord& record) const;
+  StatusOr<model::JobRequest> parse_stored_request(const model::JobRecord& record) const;
   // The request of an unfinished job, read back from the store.
   StatusOr<model::JobRequest> load_request(const std::string& job_id);
   // Removes an unfinished job from active_ and the quota. Requires mu_.

@@ -58,8 +58,9 @@ StatusOr<std::string> JobServiceImpl::prometheus_metrics() {
                static_cast<double>(n));
   }
   out.family("kforge_jobs_stored", "gauge", "Jobs in the store by state (all kernel types).");
-  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
-                     JobState::kCancelled}) {
+  for (model::JobState s :
+       {model::JobState::kQueued, model::JobState::kRunning, model::JobState::kSucceeded,
+        model::JobState::kFailed, model::JobState::kCancelled}) {
     auto it = stored.find(s);
     out.sample("kforge_jobs_stored", {{"state", std::string(to_string(s))}},
                it != stored.end() ? static_cast<double>(it->second.count) : 0.0);

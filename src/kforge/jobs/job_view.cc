@@ -32,7 +32,7 @@ std::string lookup_host_ip(const std::string& host) {
 }
 
 // Fields shared by both views; `status` is set by the caller.
-Json common_view(const JobRecord& job) {
+Json common_view(const model::JobRecord& job) {
   Json j = {{"job_id", job.id},
             {"state", to_string(job.state)},
             {"kind", model::to_string(job.kind)},
@@ -42,7 +42,7 @@ Json common_view(const JobRecord& job) {
             {"error", job.error.empty() ? Json() : Json(job.error)},
             {"pod_name", pod_name()},
             {"pod_ip", pod_ip()}};
-  if (job.state == JobState::kRunning && !job.phase.empty()) j["phase"] = job.phase;
+  if (job.state == model::JobState::kRunning && !job.phase.empty()) j["phase"] = job.phase;
   if (job.started_ms > 0) j["started_at"] = epoch_seconds(job.started_ms);
   if (job.finished_ms > 0) j["finished_at"] = epoch_seconds(job.finished_ms);
   const bool is_compare = job.kind == model::JobKind::kCompare;
@@ -59,32 +59,32 @@ Json common_view(const JobRecord& job) {
 
 }  // namespace
 
-std::string_view legacy_job_status(JobState state, std::string_view phase) {
+std::string_view legacy_job_status(model::JobState state, std::string_view phase) {
   switch (state) {
-    case JobState::kQueued:
+    case model::JobState::kQueued:
       return "submitted";
-    case JobState::kRunning:
+    case model::JobState::kRunning:
       if (phase == "correctness") return "validating";
       if (phase == "timing_reference" || phase == "timing_candidate") return "profiling";
       return "compiling";
-    case JobState::kSucceeded:
+    case model::JobState::kSucceeded:
       return "completed";
-    case JobState::kFailed:
-    case JobState::kCancelled:
+    case model::JobState::kFailed:
+    case model::JobState::kCancelled:
       return "failed";
   }
   return "failed";
 }
 
-Json job_status_view(const JobRecord& job) {
+Json job_status_view(const model::JobRecord& job) {
   Json j = common_view(job);
   j["status"] = legacy_job_status(job.state, job.phase);
   return j;
 }
 
-Json job_result_view(const JobRecord& job) {
+Json job_result_view(const model::JobRecord& job) {
   Json j = common_view(job);
-  j["status"] = job.state == JobState::kSucceeded ? "success" : "error";
+  j["status"] = job.state == model::JobState::kSucceeded ? "success" : "error";
   if (!j.contains("kernel_exec_result")) {
     // The old server's error answer carried empty objects here.
     j["kernel_exec_result"] = Json::object();
@@ -93,16 +93,16 @@ Json job_result_view(const JobRecord& job) {
   return j;
 }
 
-std::optional<JobState> job_state_of_view(const Json& view) {
+std::optional<model::JobState> job_state_of_view(const Json& view) {
   if (!view.is_object()) return std::nullopt;
-  if (auto s = job_state_from(view.value("state", ""))) return s;
+  if (auto s = model::job_state_from(view.value("state", ""))) return s;
   const std::string status = view.value("status", "");
-  if (auto s = job_state_from(status)) return s;
-  if (status == "submitted") return JobState::kQueued;
+  if (auto s = model::job_state_from(status)) return s;
+  if (status == "submitted") return model::JobState::kQueued;
   if (status == "compiling" || status == "validating" || status == "profiling") {
-    return JobState::kRunning;
+    return model::JobState::kRunning;
   }
-  if (status == "completed") return JobState::kSucceeded;
+  if (status == "completed") return model::JobState::kSucceeded;
   return std::nullopt;
 }
 

@@ -21,23 +21,23 @@
 #include <string_view>
 
 #include "kforge/common/json.h"
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 
 namespace kforge::jobs {
 
 // The old server's job status for a job in `state` (`phase` is the running job's progress
 // phase: loading, correctness, timing_reference, timing_candidate).
-std::string_view legacy_job_status(JobState state, std::string_view phase);
+std::string_view legacy_job_status(model::JobState state, std::string_view phase);
 
 // A job looked up (GET /job/{id}, 202 answers, MCP get_job_status).
-Json job_status_view(const JobRecord& job);
+Json job_status_view(const model::JobRecord& job);
 
 // A finished job as the answer to a submit that waited (POST, MCP kernel tools).
-Json job_result_view(const JobRecord& job);
+Json job_result_view(const model::JobRecord& job);
 
 // kforge's job state read back from a view (`state`, else a kforge `status`, else the old
 // status names); nullopt when the view says neither.
-std::optional<JobState> job_state_of_view(const Json& view);
+std::optional<model::JobState> job_state_of_view(const Json& view);
 
 // This host's name and IPv4 address (the old server's pod_name and pod_ip).
 const std::string& pod_name();

@@ -62,7 +62,7 @@ void LegacyMetrics::job_started(const std::string&, double queue_wait_s) {
 void LegacyMetrics::job_finished(const FinishedJobSample& s) {
   std::lock_guard lock(mu_);
   end_to_end_times_.add(std::max(0.0, s.end_to_end_s));
-  if (s.state == JobState::kSucceeded) {
+  if (s.state == model::JobState::kSucceeded) {
     ++completed_;
   } else {
     ++failed_;
@@ -152,7 +152,7 @@ Json LegacyMetrics::snapshot(double uptime_s, int64_t now_ms) const {
               {"timestamp", epoch_seconds(now_ms)}};
 }
 
-Json legacy_job_stats(const std::map<JobState, store::Store::StateSummary>& summary,
+Json legacy_job_stats(const std::map<model::JobState, store::Store::StateSummary>& summary,
                       const std::vector<std::string>& running_phases, int64_t now_ms) {
   Json by_status = Json::object();
   int64_t total = 0;
@@ -163,7 +163,7 @@ Json legacy_job_stats(const std::map<JobState, store::Store::StateSummary>& summ
     age_sum_s += (static_cast<double>(s.count) * static_cast<double>(now_ms) -
                   static_cast<double>(s.created_ms_sum)) /
                  1000.0;
-    if (state != JobState::kRunning) {
+    if (state != model::JobState::kRunning) {
       std::string name(legacy_job_status(state, ""));
       by_status[name] = by_status.value(name, int64_t{0}) + s.count;
       continue;

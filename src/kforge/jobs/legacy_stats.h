@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kforge/common/json.h"
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 #include "kforge/store/store.h"
 
 namespace kforge::jobs {
@@ -22,7 +22,7 @@ namespace kforge::jobs {
 // What one finished job contributes to the counters (times in seconds; negative = unknown).
 struct FinishedJobSample {
   std::string device;
-  JobState state = JobState::kSucceeded;
+  model::JobState state = model::JobState::kSucceeded;
   const Json* result = nullptr;  // the worker result; may be null
   bool started = false;          // it ran on a device (else it ended while queued)
   double end_to_end_s = 0;       // created -> finished
@@ -68,7 +68,7 @@ class LegacyMetrics {
 // {total_jobs, by_status, average_age}: the old server's job_stats. `summary` counts the
 // stored jobs by state; `running_phases` are the progress phases of the running jobs this
 // server knows (they split "running" into compiling, validating and profiling).
-Json legacy_job_stats(const std::map<JobState, store::Store::StateSummary>& summary,
+Json legacy_job_stats(const std::map<model::JobState, store::Store::StateSummary>& summary,
                       const std::vector<std::string>& running_phases, int64_t now_ms);
 
 }  // namespace kforge::jobs

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kforge/common/status.h"
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 
 namespace kforge::store {
 
@@ -32,9 +32,9 @@ class SharedQueue {
   // Claims the oldest queued job whose requested target is one of `targets` and marks it
   // running on `device`, owned by this node, with a fresh lease; `attempts` is incremented and
   // a run is recorded. nullopt when no such job is queued. The record has no request.
-  virtual StatusOr<std::optional<jobs::JobRecord>> claim(const std::vector<std::string>& targets,
-                                                         const std::string& device,
-                                                         int64_t started_ms) = 0;
+  virtual StatusOr<std::optional<model::JobRecord>> claim(const std::vector<std::string>& targets,
+                                                          const std::string& device,
+                                                          int64_t started_ms) = 0;
 
   // Renews the leases of `running`, the jobs this node runs (a job it no longer runs, e.g.
   // one whose result it could not record, is left to expire and run again elsewhere).

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kforge/common/status.h"
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 
 namespace kforge::store {
 
@@ -28,7 +28,7 @@ class Store {
   virtual SharedQueue* shared_queue() { return nullptr; }
 
   // Inserts a new job; kAlreadyExists if the id is taken.
-  virtual Status insert_job(const jobs::JobRecord& job) = 0;
+  virtual Status insert_job(const model::JobRecord& job) = 0;
 
   // queued -> running: records the device, start time and increments attempts.
   virtual Status mark_running(const std::string& id, const std::string& device,
@@ -38,28 +38,28 @@ class Store {
   virtual Status requeue(const std::string& id) = 0;
 
   // Records a terminal state with its result (may be null) and error text.
-  virtual Status finish_job(const std::string& id, jobs::JobState state, const Json& result,
+  virtual Status finish_job(const std::string& id, model::JobState state, const Json& result,
                             const std::string& error, int64_t finished_ms) = 0;
 
   // The job, or nullopt when unknown.
-  virtual StatusOr<std::optional<jobs::JobRecord>> get_job(const std::string& id) = 0;
+  virtual StatusOr<std::optional<model::JobRecord>> get_job(const std::string& id) = 0;
 
   // Every job in state queued or running, oldest first (for recovery at start-up).
-  virtual StatusOr<std::vector<jobs::JobRecord>> unfinished_jobs() = 0;
+  virtual StatusOr<std::vector<model::JobRecord>> unfinished_jobs() = 0;
 
   // Deletes finished jobs (success/failed/cancelled) that finished before `unix_ms`;
   // returns how many were deleted.
   virtual StatusOr<int64_t> delete_finished_before(int64_t unix_ms) = 0;
 
   // Number of jobs per state.
-  virtual StatusOr<std::map<jobs::JobState, int64_t>> count_by_state() = 0;
+  virtual StatusOr<std::map<model::JobState, int64_t>> count_by_state() = 0;
 
   // Number of jobs per state and the sum of their created_ms (for average ages).
   struct StateSummary {
     int64_t count = 0;
     int64_t created_ms_sum = 0;
   };
-  virtual StatusOr<std::map<jobs::JobState, StateSummary>> job_summary() = 0;
+  virtual StatusOr<std::map<model::JobState, StateSummary>> job_summary() = 0;
 };
 
 }  // namespace kforge::store

@@ -9,21 +9,21 @@
 namespace kforge::store {
 
 // Every state, with zeros (job_summary's answer before the rows are counted).
-inline std::map<jobs::JobState, Store::StateSummary> empty_summary() {
-  std::map<jobs::JobState, Store::StateSummary> summary;
-  for (jobs::JobState s :
-       {jobs::JobState::kQueued, jobs::JobState::kRunning, jobs::JobState::kSucceeded,
-        jobs::JobState::kFailed, jobs::JobState::kCancelled}) {
+inline std::map<model::JobState, Store::StateSummary> empty_summary() {
+  std::map<model::JobState, Store::StateSummary> summary;
+  for (model::JobState s :
+       {model::JobState::kQueued, model::JobState::kRunning, model::JobState::kSucceeded,
+        model::JobState::kFailed, model::JobState::kCancelled}) {
     summary[s] = Store::StateSummary{};
   }
   return summary;
 }
 
 // The job counts of a summary (count_by_state from job_summary).
-inline StatusOr<std::map<jobs::JobState, int64_t>> counts_of(
-    StatusOr<std::map<jobs::JobState, Store::StateSummary>> summary) {
+inline StatusOr<std::map<model::JobState, int64_t>> counts_of(
+    StatusOr<std::map<model::JobState, Store::StateSummary>> summary) {
   KF_RETURN_IF_ERROR(summary.status());
-  std::map<jobs::JobState, int64_t> counts;
+  std::map<model::JobState, int64_t> counts;
   for (const auto& [state, s] : *summary)
     counts[state] = s.count;
   return counts;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 #include "kforge/workbench/job_builder.h"
 #include "kforge/workbench/outcome.h"
 #include "kforge/workbench/workbench.h"
@@ -64,7 +64,7 @@ class CallRunner : public std::enable_shared_from_this<CallRunner> {
   bool is_stateless() const;
   // Plans and submits the jobs; releases `lock` before submitting.
   void execute(std::unique_lock<std::mutex> lock);
-  void job_finished(size_t index, const jobs::JobRecord& job);
+  void job_finished(size_t index, const model::JobRecord& job);
   void all_jobs_finished();
   Reply record_results(Session& s, std::vector<CaseOutcome>& outcomes);
 
@@ -84,9 +84,9 @@ class CallRunner : public std::enable_shared_from_this<CallRunner> {
   std::string kernel_file_;  // how tracebacks name the kernel
   std::vector<PlannedJob> planned_;
   std::mutex exec_mu_;
-  std::vector<jobs::JobRecord> finished_;  // guarded by exec_mu_, index = planned_ index
-  size_t remaining_ = 0;                   // guarded by exec_mu_
-  std::vector<uint64_t> subscriptions_;    // guarded by exec_mu_
+  std::vector<model::JobRecord> finished_;  // guarded by exec_mu_, index = planned_ index
+  size_t remaining_ = 0;                    // guarded by exec_mu_
+  std::vector<uint64_t> subscriptions_;     // guarded by exec_mu_
 };
 
 }  // namespace kforge::workbench

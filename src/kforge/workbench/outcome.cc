@@ -70,21 +70,21 @@ Json CaseOutcome::to_json() const {
   return j;
 }
 
-CaseOutcome interpret_job(const InputCase& input_case, const jobs::JobRecord& job,
+CaseOutcome interpret_job(const InputCase& input_case, const model::JobRecord& job,
                           const std::string& kernel_file) {
   CaseOutcome o;
   o.label = input_case.label;
   o.job_id = job.id;
   o.device = job.device;
-  if (job.state == jobs::JobState::kCancelled) {
+  if (job.state == model::JobState::kCancelled) {
     o.verdict = "cancelled";
     o.error = "the job was cancelled" + (job.error.empty() ? "" : ": " + job.error);
     return o;
   }
   const Json& r = job.result;
-  if (job.state != jobs::JobState::kSucceeded || !r.is_object()) {
+  if (job.state != model::JobState::kSucceeded || !r.is_object()) {
     o.verdict = "job_failed";
-    o.error = "kforge could not run the job (" + std::string(jobs::to_string(job.state)) +
+    o.error = "kforge could not run the job (" + std::string(model::to_string(job.state)) +
               "): " + (job.error.empty() ? "no reason recorded" : job.error);
     return o;
   }

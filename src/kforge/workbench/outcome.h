@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kforge/common/json.h"
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 #include "kforge/workbench/input_cases.h"
 #include "kforge/workbench/work_formula.h"
 
@@ -41,7 +41,7 @@ struct CaseOutcome {
 };
 
 // `kernel_file` replaces the job's scratch path of the candidate in tracebacks.
-CaseOutcome interpret_job(const InputCase& input_case, const jobs::JobRecord& job,
+CaseOutcome interpret_job(const InputCase& input_case, const model::JobRecord& job,
                           const std::string& kernel_file);
 
 // peaks[key] when it is a number, else 0 (peaks may be null, {"error": ...} or partial).

@@ -150,7 +150,7 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
 
   {
     std::lock_guard guard(exec_mu_);
-    finished_.assign(planned_.size(), jobs::JobRecord{});
+    finished_.assign(planned_.size(), model::JobRecord{});
     remaining_ = planned_.size() + 1;  // +1: released once every job is submitted
   }
   auto self = shared_from_this();
@@ -158,8 +158,8 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
     auto job = wb_.service_.submit(planned_[i].request,
                                    caller_.submitter.empty() ? "workbench" : caller_.submitter);
     if (!job.is_ok()) {
-      jobs::JobRecord failed;
-      failed.state = jobs::JobState::kFailed;
+      model::JobRecord failed;
+      failed.state = model::JobState::kFailed;
       failed.error = "the job was not accepted: " + job.status().to_string();
       failed.device = spec.device;
       job_finished(i, failed);
@@ -172,18 +172,18 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
                                                planned_[i].input_case.label));
     }
     auto sub = wb_.service_.when_done(
-        job->id, [self, i](const jobs::JobRecord& done) { self->job_finished(i, done); });
+        job->id, [self, i](const model::JobRecord& done) { self->job_finished(i, done); });
     if (!sub.is_ok()) {
-      jobs::JobRecord lost = *job;
-      lost.state = jobs::JobState::kFailed;
+      model::JobRecord lost = *job;
+      lost.state = model::JobState::kFailed;
       lost.error = "lost track of the job: " + sub.status().to_string();
       job_finished(i, lost);
     }
   }
-  job_finished(planned_.size(), jobs::JobRecord{});  // releases the submission's count
+  job_finished(planned_.size(), model::JobRecord{});  // releases the submission's count
 }
 
-void CallRunner::job_finished(size_t index, const jobs::JobRecord& job) {
+void CallRunner::job_finished(size_t index, const model::JobRecord& job) {
   bool last = false;
   {
     std::lock_guard guard(exec_mu_);

@@ -15,13 +15,13 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/worker_protocol/output_capture.h"
+#include "kforge/worker_protocol/process.h"
+#include "kforge/worker_protocol/protocol.h"
+#include "kforge/worker_protocol/unique_fd.h"
 #include "kforge/workers/cancel_token.h"
 #include "kforge/workers/device_gate.h"
-#include "kforge/workers/output_capture.h"
-#include "kforge/workers/process.h"
-#include "kforge/workers/protocol.h"
 #include "kforge/workers/sandbox_policy.h"
-#include "kforge/workers/unique_fd.h"
 #include "kforge/workers/worker.h"
 
 namespace kforge::workers {

@@ -21,7 +21,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
-#include "kforge/workers/unique_fd.h"
+#include "kforge/worker_protocol/unique_fd.h"
 
 namespace kforge::workers {
 

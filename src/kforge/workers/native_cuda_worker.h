@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "kforge/common/json.h"
+#include "kforge/worker_protocol/process.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
-#include "kforge/workers/process.h"
 #include "kforge/workers/warm_pool.h"
 #include "kforge/workers/worker.h"
 #include "kforge/workers/worker_book.h"

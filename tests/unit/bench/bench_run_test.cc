@@ -91,7 +91,7 @@ TEST_F(BenchRunTest, CancelStopsTheJobsInFlightAndEndsWithCancelled) {
   EXPECT_EQ(report.status().code(), ErrorCode::kCancelled);
   EXPECT_EQ(report.status().message(), "the user pressed ^C");
   for (const auto& id : jobs_.job_ids()) {
-    EXPECT_EQ(jobs_.get(id)->state, jobs::JobState::kCancelled);
+    EXPECT_EQ(jobs_.get(id)->state, model::JobState::kCancelled);
   }
   EXPECT_LE(jobs_.job_ids().size(), 3u) << "no job is submitted after a cancel";
 }

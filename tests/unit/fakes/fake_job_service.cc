@@ -16,8 +16,8 @@ void FakeJobService::note_blocking_call() {
   blocking_threads_.insert(std::this_thread::get_id());
 }
 
-StatusOr<jobs::JobRecord> FakeJobService::submit(model::JobRequest request,
-                                                 const std::string& client) {
+StatusOr<model::JobRecord> FakeJobService::submit(model::JobRequest request,
+                                                  const std::string& client) {
   std::lock_guard lock(mu_);
   note_blocking_call();
   if (!submit_error_.is_ok()) return submit_error_;
@@ -28,20 +28,20 @@ StatusOr<jobs::JobRecord> FakeJobService::submit(model::JobRequest request,
   Job job;
   job.record.id = "job-" + std::to_string(next_id_++);
   job.record.kind = request.kind;
-  job.record.state = jobs::JobState::kQueued;
+  job.record.state = model::JobState::kQueued;
   job.record.request = model::to_request_json(request);
   job.record.device = request.device.empty() ? "cpu" : request.device;
   job.record.created_ms = now_ms();
   job.request = std::move(request);
   job.client = client;
-  jobs::JobRecord record = job.record;
+  model::JobRecord record = job.record;
   order_.push_back(record.id);
   jobs_.emplace(record.id, std::move(job));
   changed_.notify_all();
   return record;
 }
 
-StatusOr<jobs::JobRecord> FakeJobService::get(const std::string& id) {
+StatusOr<model::JobRecord> FakeJobService::get(const std::string& id) {
   std::lock_guard lock(mu_);
   note_blocking_call();
   auto it = jobs_.find(id);
@@ -50,7 +50,7 @@ StatusOr<jobs::JobRecord> FakeJobService::get(const std::string& id) {
 }
 
 StatusOr<uint64_t> FakeJobService::when_done(const std::string& id, DoneCallback done) {
-  jobs::JobRecord finished;
+  model::JobRecord finished;
   uint64_t sub = 0;
   {
     std::lock_guard lock(mu_);
@@ -58,7 +58,7 @@ StatusOr<uint64_t> FakeJobService::when_done(const std::string& id, DoneCallback
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return not_found("no job with id '" + id + "'");
     sub = next_id_++;
-    if (!jobs::is_terminal(it->second.record.state)) {
+    if (!model::is_terminal(it->second.record.state)) {
       waiters_[sub] = Waiter{id, std::move(done)};
       changed_.notify_all();
       return sub;
@@ -73,7 +73,7 @@ StatusOr<uint64_t> FakeJobService::on_progress(const std::string& id, ProgressCa
   std::lock_guard lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return not_found("no job with id '" + id + "'");
-  if (jobs::is_terminal(it->second.record.state)) {
+  if (model::is_terminal(it->second.record.state)) {
     return failed_precondition("job '" + id + "' has finished");
   }
   uint64_t sub = next_id_++;
@@ -100,12 +100,12 @@ void FakeJobService::unsubscribe(uint64_t subscription) {
 }
 
 StatusOr<std::vector<jobs::JobService::DoneCallback>> FakeJobService::terminate(
-    const std::string& id, jobs::JobState state, Json result, std::string error) {
+    const std::string& id, model::JobState state, Json result, std::string error) {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return not_found("no job with id '" + id + "'");
-  jobs::JobRecord& record = it->second.record;
-  if (jobs::is_terminal(record.state)) return failed_precondition("job already finished");
+  model::JobRecord& record = it->second.record;
+  if (model::is_terminal(record.state)) return failed_precondition("job already finished");
   if (record.started_ms == 0) record.started_ms = now_ms();
   record.state = state;
   record.result = std::move(result);
@@ -134,11 +134,11 @@ Status FakeJobService::cancel(const std::string& id, const std::string& reason) 
     note_blocking_call();
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return not_found("no job with id '" + id + "'");
-    if (jobs::is_terminal(it->second.record.state)) return Status::ok();
+    if (model::is_terminal(it->second.record.state)) return Status::ok();
   }
-  auto callbacks = terminate(id, jobs::JobState::kCancelled, Json(), reason);
+  auto callbacks = terminate(id, model::JobState::kCancelled, Json(), reason);
   if (!callbacks.is_ok()) return Status::ok();  // finished concurrently
-  jobs::JobRecord record = get(id).value();
+  model::JobRecord record = get(id).value();
   for (auto& cb : *callbacks)
     cb(record);
   return Status::ok();
@@ -149,7 +149,7 @@ Json FakeJobService::stats() {
   note_blocking_call();
   Json by_state = Json::object();
   for (const auto& [id, job] : jobs_) {
-    std::string state(jobs::to_string(job.record.state));
+    std::string state(model::to_string(job.record.state));
     by_state[state] = by_state.value(state, 0) + 1;
   }
   return Json{{"jobs", by_state}, {"total_jobs", jobs_.size()}, {"waiters", waiters_.size()}};
@@ -168,8 +168,8 @@ StatusOr<int64_t> FakeJobService::cleanup(std::chrono::seconds older_than) {
       now_ms() - std::chrono::duration_cast<std::chrono::milliseconds>(older_than).count();
   int64_t deleted = 0;
   for (auto it = jobs_.begin(); it != jobs_.end();) {
-    const jobs::JobRecord& r = it->second.record;
-    if (jobs::is_terminal(r.state) && r.finished_ms < cutoff) {
+    const model::JobRecord& r = it->second.record;
+    if (model::is_terminal(r.state) && r.finished_ms < cutoff) {
       order_.erase(std::remove(order_.begin(), order_.end(), r.id), order_.end());
       it = jobs_.erase(it);
       ++deleted;
@@ -192,10 +192,10 @@ Status FakeJobService::start(const std::string& id) {
     std::lock_guard lock(mu_);
     auto it = jobs_.find(id);
     if (it == jobs_.end()) return not_found("no job with id '" + id + "'");
-    if (it->second.record.state != jobs::JobState::kQueued) {
+    if (it->second.record.state != model::JobState::kQueued) {
       return failed_precondition("job is not queued");
     }
-    it->second.record.state = jobs::JobState::kRunning;
+    it->second.record.state = model::JobState::kRunning;
     it->second.record.started_ms = now_ms();
     it->second.record.attempts += 1;
     for (auto& [sub, w] : watchers_) {
@@ -210,8 +210,8 @@ Status FakeJobService::start(const std::string& id) {
 
 Status FakeJobService::finish(const std::string& id, Json result) {
   KF_ASSIGN_OR_RETURN(auto callbacks,
-                      terminate(id, jobs::JobState::kSucceeded, std::move(result), std::string()));
-  KF_ASSIGN_OR_RETURN(jobs::JobRecord record, get(id));
+                      terminate(id, model::JobState::kSucceeded, std::move(result), std::string()));
+  KF_ASSIGN_OR_RETURN(model::JobRecord record, get(id));
   for (auto& cb : callbacks)
     cb(record);
   return Status::ok();
@@ -219,8 +219,8 @@ Status FakeJobService::finish(const std::string& id, Json result) {
 
 Status FakeJobService::fail(const std::string& id, std::string error) {
   KF_ASSIGN_OR_RETURN(auto callbacks,
-                      terminate(id, jobs::JobState::kFailed, Json(), std::move(error)));
-  KF_ASSIGN_OR_RETURN(jobs::JobRecord record, get(id));
+                      terminate(id, model::JobState::kFailed, Json(), std::move(error)));
+  KF_ASSIGN_OR_RETURN(model::JobRecord record, get(id));
   for (auto& cb : callbacks)
     cb(record);
   return Status::ok();
@@ -245,7 +245,7 @@ Status FakeJobService::age_finished_job(const std::string& id, std::chrono::seco
   std::lock_guard lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return not_found("no job with id '" + id + "'");
-  if (!jobs::is_terminal(it->second.record.state)) return failed_precondition("job not finished");
+  if (!model::is_terminal(it->second.record.state)) return failed_precondition("job not finished");
   it->second.record.finished_ms =
       now_ms() - std::chrono::duration_cast<std::chrono::milliseconds>(age).count();
   return Status::ok();

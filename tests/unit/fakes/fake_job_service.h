@@ -35,8 +35,8 @@ class FakeJobService : public jobs::JobService {
   FakeJobService() = default;
 
   // ---- JobService ----
-  StatusOr<jobs::JobRecord> submit(model::JobRequest request, const std::string& client) override;
-  StatusOr<jobs::JobRecord> get(const std::string& id) override;
+  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override;
+  StatusOr<model::JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
   void unsubscribe(uint64_t subscription) override;
@@ -77,7 +77,7 @@ class FakeJobService : public jobs::JobService {
 
  private:
   struct Job {
-    jobs::JobRecord record;
+    model::JobRecord record;
     model::JobRequest request;
     std::string client;
   };
@@ -92,7 +92,7 @@ class FakeJobService : public jobs::JobService {
 
   void note_blocking_call();  // requires mu_
   // Moves a job to a terminal state and returns the callbacks to run (outside the lock).
-  StatusOr<std::vector<DoneCallback>> terminate(const std::string& id, jobs::JobState state,
+  StatusOr<std::vector<DoneCallback>> terminate(const std::string& id, model::JobState state,
                                                 Json result, std::string error);
   static int64_t now_ms();
 

@@ -74,7 +74,7 @@ TEST(BatchReuseTest, EachJudgeOfABatchGetsThePreviousJudgesDigest) {
   ASSERT_TRUE(batch.is_ok()) << batch.status().to_string();
   std::promise<Json> all;
   auto watch = BatchWatch::start(
-      *service, *batch, [](size_t, const JobRecord&, const Json&, size_t) {},
+      *service, *batch, [](size_t, const model::JobRecord&, const Json&, size_t) {},
       [&](Json views) { all.set_value(std::move(views)); });
   auto done = all.get_future();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);

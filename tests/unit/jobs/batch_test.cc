@@ -27,7 +27,7 @@ model::BatchRequest three_candidates(std::optional<uint64_t> seed = std::nullopt
 class RefusingJobService : public testing::FakeJobService {
  public:
   explicit RefusingJobService(int accepted) : accepted_(accepted) {}
-  StatusOr<JobRecord> submit(model::JobRequest request, const std::string& client) override {
+  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override {
     if (accepted_-- <= 0) return unavailable("the queue is full (--max-queued-jobs)");
     return FakeJobService::submit(std::move(request), client);
   }
@@ -75,7 +75,7 @@ TEST(BatchTest, ARefusedCandidateCancelsTheOnesBeforeIt) {
       << batch.status().message();
   ASSERT_EQ(service.job_ids().size(), 2u);
   for (const auto& id : service.job_ids())
-    EXPECT_EQ(service.get(id)->state, JobState::kCancelled);
+    EXPECT_EQ(service.get(id)->state, model::JobState::kCancelled);
 }
 
 TEST(BatchTest, TheBookKeepsTheMostRecentBatches) {
@@ -96,7 +96,7 @@ TEST(BatchTest, TheWatchReportsEachJobInFinishingOrderThenAllInBatchOrder) {
   int all_calls = 0;
   auto watch = BatchWatch::start(
       service, *batch,
-      [&](size_t index, const JobRecord&, const Json& view, size_t finished) {
+      [&](size_t index, const model::JobRecord&, const Json& view, size_t finished) {
         EXPECT_EQ(view["job_id"], batch->job_ids[index]);
         seen.emplace_back(index, finished);
       },
@@ -129,7 +129,7 @@ TEST(BatchTest, AnEndedWatchDropsItsSubscriptionsAndNeverAnswers) {
   ASSERT_TRUE(batch.is_ok());
   int all_calls = 0;
   auto watch = BatchWatch::start(
-      service, *batch, [](size_t, const JobRecord&, const Json&, size_t) {},
+      service, *batch, [](size_t, const model::JobRecord&, const Json&, size_t) {},
       [&](Json) { ++all_calls; });
   ASSERT_TRUE(service.finish(batch->job_ids[0], Json::object()).is_ok());
   EXPECT_TRUE(watch->end());
@@ -151,7 +151,7 @@ TEST(BatchTest, ABatchOfFinishedJobsIsAnsweredAtOnce) {
     ASSERT_TRUE(service.finish(id, Json::object()).is_ok());
   int all_calls = 0;
   BatchWatch::start(
-      service, *batch, [](size_t, const JobRecord&, const Json&, size_t) {},
+      service, *batch, [](size_t, const model::JobRecord&, const Json&, size_t) {},
       [&](Json views) {
         EXPECT_EQ(views.size(), 3u);
         ++all_calls;

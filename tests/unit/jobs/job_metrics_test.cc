@@ -17,9 +17,9 @@ bool has_line(const std::string& text, const std::string& line) {
 
 TEST(JobMetrics, CountsFinishedJobsByStateAndKernelType) {
   JobMetrics m;
-  m.job_finished("triton", JobState::kSucceeded, Json(), 0.5);
-  m.job_finished("triton", JobState::kSucceeded, Json(), 0.7);
-  m.job_finished("cuda", JobState::kFailed, Json(), -1);
+  m.job_finished("triton", model::JobState::kSucceeded, Json(), 0.5);
+  m.job_finished("triton", model::JobState::kSucceeded, Json(), 0.7);
+  m.job_finished("cuda", model::JobState::kFailed, Json(), -1);
   const std::string text = written(m);
   EXPECT_TRUE(
       has_line(text, "kforge_jobs_finished_total{state=\"success\",kernel_type=\"triton\"} 2"));
@@ -33,8 +33,8 @@ TEST(JobMetrics, CountsFinishedJobsByStateAndKernelType) {
 TEST(JobMetrics, PhasesBecomeHistogramsInSeconds) {
   JobMetrics m;
   Json result = {{"phases_ms", {{"inputs", 3.0}, {"timing", 1500.0}}}};
-  m.job_finished("torch", JobState::kSucceeded, result, 2.0);
-  m.job_finished("torch", JobState::kSucceeded, result, 2.0);
+  m.job_finished("torch", model::JobState::kSucceeded, result, 2.0);
+  m.job_finished("torch", model::JobState::kSucceeded, result, 2.0);
   const std::string text = written(m);
   EXPECT_TRUE(has_line(
       text,
@@ -57,8 +57,8 @@ TEST(JobMetrics, UnknownPhasesAndBadValuesAreNotRecorded) {
   JobMetrics m;
   Json result = {
       {"phases_ms", {{"launch", 1.0}, {"import", -4.0}, {"compile", "fast"}, {"compare", 2.0}}}};
-  m.job_finished("torch", JobState::kSucceeded, result, 1.0);
-  m.job_finished("torch", JobState::kSucceeded, Json{{"phases_ms", "none"}}, 1.0);
+  m.job_finished("torch", model::JobState::kSucceeded, result, 1.0);
+  m.job_finished("torch", model::JobState::kSucceeded, Json{{"phases_ms", "none"}}, 1.0);
   const std::string text = written(m);
   EXPECT_EQ(text.find("phase=\"launch\""), std::string::npos);
   EXPECT_EQ(text.find("phase=\"import\""), std::string::npos);

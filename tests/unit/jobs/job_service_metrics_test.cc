@@ -55,7 +55,7 @@ class JobServiceMetricsTest : public ::testing::Test {
     auto job = service_->submit(request_of(kernel_type), "test");
     ASSERT_TRUE(job.is_ok()) << job.status().to_string();
     std::promise<void> done;
-    auto sub = service_->when_done(job->id, [&](const JobRecord&) { done.set_value(); });
+    auto sub = service_->when_done(job->id, [&](const model::JobRecord&) { done.set_value(); });
     ASSERT_TRUE(sub.is_ok());
     ASSERT_EQ(done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
   }

@@ -60,9 +60,9 @@ class JobServiceTest : public ::testing::Test {
     ASSERT_TRUE(service_->start().is_ok());
   }
 
-  JobRecord wait_done(const std::string& id) {
-    std::promise<JobRecord> done;
-    auto sub = service_->when_done(id, [&](const JobRecord& r) { done.set_value(r); });
+  model::JobRecord wait_done(const std::string& id) {
+    std::promise<model::JobRecord> done;
+    auto sub = service_->when_done(id, [&](const model::JobRecord& r) { done.set_value(r); });
     EXPECT_TRUE(sub.is_ok());
     auto f = done.get_future();
     EXPECT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready);
@@ -78,9 +78,9 @@ TEST_F(JobServiceTest, RunsAJobAndStoresItsResult) {
   start_service();
   auto job = service_->submit(torch_request(), "test");
   ASSERT_TRUE(job.is_ok()) << job.status().to_string();
-  EXPECT_EQ(job->state, JobState::kQueued);
-  JobRecord done = wait_done(job->id);
-  EXPECT_EQ(done.state, JobState::kSucceeded);
+  EXPECT_EQ(job->state, model::JobState::kQueued);
+  model::JobRecord done = wait_done(job->id);
+  EXPECT_EQ(done.state, model::JobState::kSucceeded);
   EXPECT_EQ(done.result["runtime"], 1.5);
   // The worker got the canonical spec with a server-drawn seed and the device.
   EXPECT_EQ(done.result["echo"]["device"], "cpu");
@@ -88,7 +88,7 @@ TEST_F(JobServiceTest, RunsAJobAndStoresItsResult) {
   EXPECT_TRUE(done.result["echo"]["seed"].is_number_integer());
   auto again = service_->get(job->id);
   ASSERT_TRUE(again.is_ok());
-  EXPECT_EQ(again->state, JobState::kSucceeded);
+  EXPECT_EQ(again->state, model::JobState::kSucceeded);
   EXPECT_EQ(again->attempts, 1);
   EXPECT_EQ(again->device, "cpu");
 }
@@ -111,9 +111,9 @@ TEST_F(JobServiceTest, CancelsQueuedAndRunningJobs) {
   ASSERT_TRUE(worker_->wait_started(1));
   ASSERT_TRUE(service_->cancel(queued->id, "").is_ok());
   ASSERT_TRUE(service_->cancel(running->id, "user asked").is_ok());
-  EXPECT_EQ(wait_done(queued->id).state, JobState::kCancelled);
-  JobRecord r = wait_done(running->id);
-  EXPECT_EQ(r.state, JobState::kCancelled);
+  EXPECT_EQ(wait_done(queued->id).state, model::JobState::kCancelled);
+  model::JobRecord r = wait_done(running->id);
+  EXPECT_EQ(r.state, model::JobState::kCancelled);
   EXPECT_EQ(r.error, "user asked");
   EXPECT_EQ(worker_->started_jobs().size(), 1u);
 }
@@ -127,8 +127,8 @@ TEST_F(JobServiceTest, AClientsCancelReasonCannotPassForAShutdown) {
   ASSERT_TRUE(running.is_ok());
   ASSERT_TRUE(worker_->wait_started(1));
   ASSERT_TRUE(service_->cancel(running->id, "server shutting down").is_ok());
-  JobRecord r = wait_done(running->id);
-  EXPECT_EQ(r.state, JobState::kCancelled);
+  model::JobRecord r = wait_done(running->id);
+  EXPECT_EQ(r.state, model::JobState::kCancelled);
   EXPECT_EQ(r.error, "server shutting down");
 }
 
@@ -158,8 +158,8 @@ TEST_F(JobServiceTest, WorkerFailureFailsTheJob) {
   worker_->fail_next = true;
   auto job = service_->submit(torch_request(), "test");
   ASSERT_TRUE(job.is_ok());
-  JobRecord r = wait_done(job->id);
-  EXPECT_EQ(r.state, JobState::kFailed);
+  model::JobRecord r = wait_done(job->id);
+  EXPECT_EQ(r.state, model::JobState::kFailed);
   EXPECT_EQ(r.error, "fake worker failure");
 }
 
@@ -170,14 +170,15 @@ TEST_F(JobServiceTest, RecoversInterruptedJobsAfterARestart) {
     auto store = open_store();
     auto request = model::to_request_json(torch_request());
     int i = 0;
-    for (JobState state : {JobState::kQueued, JobState::kRunning, JobState::kRunning}) {
-      JobRecord r;
+    for (model::JobState state :
+         {model::JobState::kQueued, model::JobState::kRunning, model::JobState::kRunning}) {
+      model::JobRecord r;
       r.id = "job" + std::to_string(i);
       r.request = request;
       r.device = "gpu";
       r.created_ms = 1000 + i;
       ASSERT_TRUE(store->insert_job(r).is_ok());
-      int starts = (i == 2) ? 3 : (state == JobState::kRunning ? 1 : 0);
+      int starts = (i == 2) ? 3 : (state == model::JobState::kRunning ? 1 : 0);
       for (int s = 0; s < starts; ++s) {
         if (s > 0) {
           ASSERT_TRUE(store->requeue(r.id).is_ok());
@@ -188,15 +189,15 @@ TEST_F(JobServiceTest, RecoversInterruptedJobsAfterARestart) {
     }
   }
   start_service(/*max_attempts=*/3);
-  EXPECT_EQ(wait_done("job0").state, JobState::kSucceeded);
-  JobRecord second = wait_done("job1");
-  EXPECT_EQ(second.state, JobState::kSucceeded);
+  EXPECT_EQ(wait_done("job0").state, model::JobState::kSucceeded);
+  model::JobRecord second = wait_done("job1");
+  EXPECT_EQ(second.state, model::JobState::kSucceeded);
   auto stored = service_->get("job1");
   ASSERT_TRUE(stored.is_ok());
   EXPECT_EQ(stored->attempts, 2);
   auto third = service_->get("job2");
   ASSERT_TRUE(third.is_ok());
-  EXPECT_EQ(third->state, JobState::kFailed);
+  EXPECT_EQ(third->state, model::JobState::kFailed);
   EXPECT_NE(third->error.find("interrupted 3 times"), std::string::npos);
   Json stats = service_->stats();
   EXPECT_EQ(stats["jobs_recovered"], 2);
@@ -231,7 +232,7 @@ TEST_F(JobServiceTest, QueueLimitsRefuseByClientThenInTotal) {
   worker_->hold(false);
   worker_->release_all();
   for (const auto& job : {a1, a2, b1})
-    EXPECT_EQ(wait_done(job->id).state, JobState::kSucceeded);
+    EXPECT_EQ(wait_done(job->id).state, model::JobState::kSucceeded);
   EXPECT_EQ(service_->stats()["queue"]["jobs"], 0);
   EXPECT_TRUE(service_->submit(torch_request(), "a").is_ok());
 }
@@ -260,8 +261,8 @@ TEST_F(JobServiceTest, ARunningJobsRequestIsReadBackFromTheStore) {
   start_service();
   auto job = service_->submit(torch_request(), "test");
   ASSERT_TRUE(job.is_ok());
-  JobRecord done = wait_done(job->id);
-  ASSERT_EQ(done.state, JobState::kSucceeded);
+  model::JobRecord done = wait_done(job->id);
+  ASSERT_EQ(done.state, model::JobState::kSucceeded);
   EXPECT_EQ(done.result["echo"]["kernel"]["source_code"], "class Model: pass");
   EXPECT_EQ(done.result["echo"]["seed"], job->request["seed"]);
 }

@@ -96,11 +96,11 @@ TEST(ExecResultViewTest, IsIdempotent) {
   }
 }
 
-JobRecord finished_compare() {
-  JobRecord job;
+model::JobRecord finished_compare() {
+  model::JobRecord job;
   job.id = "abc";
   job.kind = model::JobKind::kCompare;
-  job.state = JobState::kSucceeded;
+  job.state = model::JobState::kSucceeded;
   job.result = timed_result();
   job.device = "cpu";
   job.created_ms = 1700000000123;
@@ -123,8 +123,8 @@ TEST(JobViewTest, ASubmitAnswerHasTheOldFieldsAndKforgesState) {
 }
 
 TEST(JobViewTest, AJobKforgeCouldNotRunIsAnErrorAnswer) {
-  JobRecord job = finished_compare();
-  job.state = JobState::kFailed;
+  model::JobRecord job = finished_compare();
+  job.state = model::JobState::kFailed;
   job.result = Json();
   job.error = "no worker can run this job on cpu";
   Json v = job_result_view(job);
@@ -135,11 +135,11 @@ TEST(JobViewTest, AJobKforgeCouldNotRunIsAnErrorAnswer) {
 }
 
 TEST(JobViewTest, LookedUpJobsHaveTheOldStatuses) {
-  JobRecord job = finished_compare();
+  model::JobRecord job = finished_compare();
   EXPECT_EQ(job_status_view(job)["status"], "completed");
-  job.state = JobState::kQueued;
+  job.state = model::JobState::kQueued;
   EXPECT_EQ(job_status_view(job)["status"], "submitted");
-  job.state = JobState::kRunning;
+  job.state = model::JobState::kRunning;
   job.phase = "loading";
   EXPECT_EQ(job_status_view(job)["status"], "compiling");
   EXPECT_EQ(job_status_view(job)["phase"], "loading");
@@ -147,21 +147,22 @@ TEST(JobViewTest, LookedUpJobsHaveTheOldStatuses) {
   EXPECT_EQ(job_status_view(job)["status"], "validating");
   job.phase = "timing_candidate";
   EXPECT_EQ(job_status_view(job)["status"], "profiling");
-  job.state = JobState::kCancelled;
+  job.state = model::JobState::kCancelled;
   EXPECT_EQ(job_status_view(job)["status"], "failed");
   EXPECT_EQ(job_status_view(job)["state"], "cancelled");
 }
 
 TEST(JobViewTest, TheStateReadsBackFromEitherView) {
-  for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kSucceeded, JobState::kFailed,
-                     JobState::kCancelled}) {
-    JobRecord job = finished_compare();
+  for (model::JobState s :
+       {model::JobState::kQueued, model::JobState::kRunning, model::JobState::kSucceeded,
+        model::JobState::kFailed, model::JobState::kCancelled}) {
+    model::JobRecord job = finished_compare();
     job.state = s;
     EXPECT_EQ(job_state_of_view(job_status_view(job)), s);
     EXPECT_EQ(job_state_of_view(job_result_view(job)), s);
   }
-  EXPECT_EQ(job_state_of_view(Json{{"status", "completed"}}), JobState::kSucceeded);
-  EXPECT_EQ(job_state_of_view(Json{{"status", "profiling"}}), JobState::kRunning);
+  EXPECT_EQ(job_state_of_view(Json{{"status", "completed"}}), model::JobState::kSucceeded);
+  EXPECT_EQ(job_state_of_view(Json{{"status", "profiling"}}), model::JobState::kRunning);
   EXPECT_FALSE(job_state_of_view(Json{{"status", "bogus"}}).has_value());
 }
 

@@ -5,15 +5,15 @@
 namespace kforge::jobs {
 namespace {
 
-using Summary = std::map<JobState, store::Store::StateSummary>;
+using Summary = std::map<model::JobState, store::Store::StateSummary>;
 
 TEST(LegacyStatsTest, JobStatsUseTheOldStatusNames) {
   const int64_t now = 1'000'000;
-  Summary summary = {{JobState::kQueued, {2, 2 * (now - 10'000)}},
-                     {JobState::kRunning, {3, 3 * (now - 20'000)}},
-                     {JobState::kSucceeded, {4, 4 * (now - 40'000)}},
-                     {JobState::kFailed, {1, now - 50'000}},
-                     {JobState::kCancelled, {1, now - 50'000}}};
+  Summary summary = {{model::JobState::kQueued, {2, 2 * (now - 10'000)}},
+                     {model::JobState::kRunning, {3, 3 * (now - 20'000)}},
+                     {model::JobState::kSucceeded, {4, 4 * (now - 40'000)}},
+                     {model::JobState::kFailed, {1, now - 50'000}},
+                     {model::JobState::kCancelled, {1, now - 50'000}}};
   Json stats = legacy_job_stats(summary, {"correctness", "timing_candidate"}, now);
   EXPECT_EQ(stats["total_jobs"], 11);
   EXPECT_EQ(stats["by_status"]["submitted"], 2);
@@ -38,10 +38,11 @@ TEST(LegacyStatsTest, CountersFollowTheJobs) {
                    {"correctness", true},
                    {"runtime_stats", {{"mean", 1.0}}},
                    {"metadata", {{"compile", {{"cache", "hit"}}}}}};
-  FinishedJobSample done{"cuda:0", JobState::kSucceeded, &compiled, true, 3.0, 2.0, 0.25, 1.5};
+  FinishedJobSample done{"cuda:0", model::JobState::kSucceeded, &compiled, true, 3.0, 2.0, 0.25,
+                         1.5};
   m.job_finished(done);
   Json broken = {{"compiled", false}, {"correctness", false}};
-  FinishedJobSample failed{"cpu", JobState::kSucceeded, &broken, false, 1.0, 0.0, 0.1, -1};
+  FinishedJobSample failed{"cpu", model::JobState::kSucceeded, &broken, false, 1.0, 0.0, 0.1, -1};
   m.job_finished(failed);
   Json s = m.snapshot(120.0, 3000);
   EXPECT_EQ(s["compilation_metrics"]["total_compilations"], 2);

@@ -18,8 +18,8 @@ namespace kforge::store {
 namespace {
 
 namespace fs = std::filesystem;
-using jobs::JobRecord;
-using jobs::JobState;
+using model::JobRecord;
+using model::JobState;
 
 #define KF_ASSERT_OK(expr)                                               \
   do {                                                                   \
@@ -42,7 +42,7 @@ JobRecord make_job(const std::string& id, int64_t created_ms) {
 void expect_same_job(const JobRecord& got, const JobRecord& want) {
   EXPECT_EQ(got.id, want.id);
   EXPECT_EQ(model::to_string(got.kind), model::to_string(want.kind));
-  EXPECT_EQ(jobs::to_string(got.state), jobs::to_string(want.state));
+  EXPECT_EQ(model::to_string(got.state), model::to_string(want.state));
   EXPECT_EQ(got.request, want.request);
   EXPECT_EQ(got.result, want.result);
   EXPECT_EQ(got.device, want.device);

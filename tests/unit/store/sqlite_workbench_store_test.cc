@@ -83,7 +83,7 @@ TEST_F(SqliteWorkbenchStoreTest, SharesTheJobStoresFileAndSchema) {
   auto store = SqliteWorkbenchStore::open({path_});
   ASSERT_TRUE(store.is_ok()) << store.status().to_string();
   ASSERT_TRUE((*store)->insert_session(session("wb_c", 1)).is_ok());
-  jobs::JobRecord job;
+  model::JobRecord job;
   job.id = "job1";
   job.created_ms = 1;
   EXPECT_TRUE((*jobs)->insert_job(job).is_ok());

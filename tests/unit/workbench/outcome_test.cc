@@ -5,8 +5,8 @@
 namespace kforge::workbench {
 namespace {
 
-jobs::JobRecord job(Json result, jobs::JobState state = jobs::JobState::kSucceeded) {
-  jobs::JobRecord j;
+model::JobRecord job(Json result, model::JobState state = model::JobState::kSucceeded) {
+  model::JobRecord j;
   j.id = "job-1";
   j.state = state;
   j.device = "cuda:0";
@@ -59,7 +59,7 @@ TEST(Outcome, VerdictsSayWhoFailed) {
   EXPECT_EQ(c.correct, false);
   EXPECT_EQ(c.correctness["max_abs_error"], 0.5);
 
-  c = interpret_job(kCase, job(Json(), jobs::JobState::kFailed), "k");
+  c = interpret_job(kCase, job(Json(), model::JobState::kFailed), "k");
   EXPECT_EQ(c.verdict, "job_failed");
   EXPECT_FALSE(c.correct.has_value());
 }

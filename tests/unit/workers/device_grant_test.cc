@@ -16,7 +16,7 @@
 
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
-#include "kforge/workers/protocol.h"
+#include "kforge/worker_protocol/protocol.h"
 
 namespace kforge::workers {
 namespace {

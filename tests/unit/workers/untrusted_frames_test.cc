@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "kforge/workers/protocol.h"
+#include "kforge/worker_protocol/protocol.h"
 
 namespace kforge::workers {
 namespace {

@@ -57,7 +57,7 @@ void wait_for_batch(const RestContextPtr& ctx, const jobs::BatchRecord& batch,
     stream->send_event(
         SseEvent::of(dump_json({{"batch_id", batch.id}, {"jobs", job_ids(batch)}}), "batch"));
   }
-  auto on_job = [stream](size_t index, const jobs::JobRecord& job, const Json& view, size_t) {
+  auto on_job = [stream](size_t index, const model::JobRecord& job, const Json& view, size_t) {
     if (!stream) return;
     stream->send_event(
         SseEvent::of(dump_json({{"index", index}, {"job_id", job.id}, {"result", view}}), "result",

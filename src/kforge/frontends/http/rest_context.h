@@ -46,7 +46,7 @@ HttpResponse submit_error_response(const Status& status);
 
 // The 202 answer that tells a client to poll: job_status_view(job) (or {job_id, status} when
 // `job` is null), a message and `Location: /job/<id>`.
-HttpResponse poll_response(const std::string& job_id, const jobs::JobRecord* job,
+HttpResponse poll_response(const std::string& job_id, const model::JobRecord* job,
                            const std::string& message);
 
 }  // namespace kforge::frontends::http

@@ -59,7 +59,7 @@ void handle_cancel_job(const RestContextPtr& ctx, HttpRequest request, Responder
       return;
     }
     // A running job ends once its process group is gone: answer then, with the final state.
-    auto subscribed = ctx->service.when_done(id, [responder](const jobs::JobRecord& job) {
+    auto subscribed = ctx->service.when_done(id, [responder](const model::JobRecord& job) {
       responder.send(HttpResponse::json(200, jobs::job_status_view(job)));
     });
     if (!subscribed.is_ok()) responder.send(HttpResponse::error(subscribed.status()));

@@ -50,7 +50,7 @@ void add_no_cache_headers(HttpResponse& response) {
 }
 
 // 200 with a finished job, as the old server answered a submit (plus gpu_type when known).
-HttpResponse finished_answer(const RestContext& ctx, const jobs::JobRecord& job) {
+HttpResponse finished_answer(const RestContext& ctx, const model::JobRecord& job) {
   Json body = jobs::job_result_view(job);
   if (!ctx.options.gpu_type.empty()) body["gpu_type"] = ctx.options.gpu_type;
   HttpResponse response = HttpResponse::json(200, body);
@@ -71,7 +71,7 @@ void respond_with_current_state(const RestContextPtr& ctx, const std::string& id
                                 const Responder& responder, std::string message) {
   ctx->blocking([ctx, id, responder, message = std::move(message)] {
     auto current = ctx->service.get(id);
-    if (current.is_ok() && jobs::is_terminal(current->state)) {
+    if (current.is_ok() && model::is_terminal(current->state)) {
       responder.send(finished_answer(*ctx, *current));
       return;
     }
@@ -80,7 +80,7 @@ void respond_with_current_state(const RestContextPtr& ctx, const std::string& id
 }
 
 // Called on a pool thread right after a successful submit.
-void wait_for_job(const RestContextPtr& ctx, const jobs::JobRecord& job, double job_timeout_s,
+void wait_for_job(const RestContextPtr& ctx, const model::JobRecord& job, double job_timeout_s,
                   const Responder& responder) {
   auto state = std::make_shared<WaitState>();
   const std::string id = job.id;
@@ -100,7 +100,7 @@ void wait_for_job(const RestContextPtr& ctx, const jobs::JobRecord& job, double 
         ctx, id, r,
         "no result after " + std::to_string(bound.count()) + " ms of waiting; poll GET /job/" + id);
   });
-  auto sub = ctx->service.when_done(id, [ctx, state, responder](const jobs::JobRecord& done) {
+  auto sub = ctx->service.when_done(id, [ctx, state, responder](const model::JobRecord& done) {
     state->end();
     responder.send(finished_answer(*ctx, done));
   });
@@ -177,7 +177,7 @@ HttpResponse submit_error_response(const Status& status) {
   return response;
 }
 
-HttpResponse poll_response(const std::string& job_id, const jobs::JobRecord* job,
+HttpResponse poll_response(const std::string& job_id, const model::JobRecord* job,
                            const std::string& message) {
   Json body = job != nullptr
                   ? jobs::job_status_view(*job)

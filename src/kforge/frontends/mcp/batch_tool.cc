@@ -40,11 +40,11 @@ void run_batch(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   const auto total = static_cast<double>(batch->job_ids.size());
   call->context().report_progress(
       0, total, fmt::format("batch {}: {} candidate(s) queued", batch->id, batch->job_ids.size()));
-  auto on_job = [call, total](size_t index, const jobs::JobRecord& job, const Json&,
+  auto on_job = [call, total](size_t index, const model::JobRecord& job, const Json&,
                               size_t finished) {
     call->context().report_progress(static_cast<double>(finished), total,
                                     fmt::format("candidate {} (job {}) finished: {}", index, job.id,
-                                                jobs::to_string(job.state)));
+                                                model::to_string(job.state)));
   };
   const jobs::BatchRecord record = *batch;
   auto on_all = [call, record](Json views) {

@@ -27,35 +27,35 @@ std::string iso8601(int64_t unix_ms) {
   return out;
 }
 
-int64_t last_update_ms(const jobs::JobRecord& job) {
+int64_t last_update_ms(const model::JobRecord& job) {
   return std::max({job.created_ms, job.started_ms, job.finished_ms});
 }
 
-const char* task_status(jobs::JobState state) {
+const char* task_status(model::JobState state) {
   switch (state) {
-    case jobs::JobState::kQueued:
-    case jobs::JobState::kRunning:
+    case model::JobState::kQueued:
+    case model::JobState::kRunning:
       return "working";
-    case jobs::JobState::kCancelled:
+    case model::JobState::kCancelled:
       return "cancelled";
-    case jobs::JobState::kSucceeded:
-    case jobs::JobState::kFailed:
+    case model::JobState::kSucceeded:
+    case model::JobState::kFailed:
       return "completed";  // a failed evaluation is a tool result with isError, not a failure
   }
   return "working";
 }
 
-Json task_fields(const jobs::JobRecord& job) {
+Json task_fields(const model::JobRecord& job) {
   Json t = {{"taskId", job.id},
             {"status", task_status(job.state)},
             {"createdAt", iso8601(job.created_ms)},
             {"lastUpdatedAt", iso8601(last_update_ms(job))},
             {"ttlMs", nullptr}};
-  std::string message = std::string(jobs::to_string(job.state));
+  std::string message = std::string(model::to_string(job.state));
   if (!job.phase.empty()) message += ": " + job.phase;
-  if (job.state == jobs::JobState::kCancelled && !job.error.empty()) message += ": " + job.error;
+  if (job.state == model::JobState::kCancelled && !job.error.empty()) message += ": " + job.error;
   t["statusMessage"] = message;
-  if (!jobs::is_terminal(job.state)) t["pollIntervalMs"] = kPollIntervalMs;
+  if (!model::is_terminal(job.state)) t["pollIntervalMs"] = kPollIntervalMs;
   return t;
 }
 
@@ -79,8 +79,8 @@ const std::string* task_id_or_refuse(RequestContext& ctx, const Json& params) {
 }
 
 // The job of a task, or an answer already sent (-32602 for an unknown id).
-std::optional<jobs::JobRecord> job_or_refuse(RequestContext& ctx, jobs::JobService& service,
-                                             const std::string& task_id) {
+std::optional<model::JobRecord> job_or_refuse(RequestContext& ctx, jobs::JobService& service,
+                                              const std::string& task_id) {
   auto job = service.get(task_id);
   if (job.is_ok()) return std::move(job).value();
   if (job.status().code() == ErrorCode::kNotFound) {
@@ -103,15 +103,15 @@ bool wants_task(const RequestContext& ctx) {
   return extensions != nullptr && extensions->is_object() && extensions->contains(kTasksExtension);
 }
 
-Json create_task_result(const jobs::JobRecord& job) {
+Json create_task_result(const model::JobRecord& job) {
   Json r = task_fields(job);
   r["resultType"] = "task";
   return r;
 }
 
-Json task_of(const jobs::JobRecord& job, std::string_view protocol_version) {
+Json task_of(const model::JobRecord& job, std::string_view protocol_version) {
   Json t = task_fields(job);
-  if (job.state == jobs::JobState::kSucceeded || job.state == jobs::JobState::kFailed) {
+  if (job.state == model::JobState::kSucceeded || job.state == model::JobState::kFailed) {
     t["result"] = finished_job_result(job, {}).to_json(protocol_version);
   }
   return t;
@@ -137,7 +137,7 @@ Status add_kernel_tasks(Catalog& catalog, jobs::JobService& service) {
     if (id == nullptr) return;
     auto job = job_or_refuse(ctx, *svc, *id);
     if (!job) return;
-    if (!jobs::is_terminal(job->state)) {
+    if (!model::is_terminal(job->state)) {
       Status s = svc->cancel(*id, "cancelled by the MCP client (tasks/cancel)");
       if (!s.is_ok()) KF_LOG_WARN("mcp: tasks/cancel of job {}: {}", *id, s.to_string());
     }

@@ -23,8 +23,8 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/frontends/mcp/catalog.h"
-#include "kforge/jobs/job.h"
 #include "kforge/jobs/job_service.h"
+#include "kforge/model/job.h"
 
 namespace kforge::frontends::mcp {
 
@@ -34,10 +34,10 @@ inline constexpr std::string_view kTasksExtension = "io.modelcontextprotocol/tas
 bool wants_task(const RequestContext& ctx);
 
 // The CreateTaskResult of a job just accepted.
-Json create_task_result(const jobs::JobRecord& job);
+Json create_task_result(const model::JobRecord& job);
 
 // The Task of a job as tasks/get shows it (with `result` once completed).
-Json task_of(const jobs::JobRecord& job, std::string_view protocol_version);
+Json task_of(const model::JobRecord& job, std::string_view protocol_version);
 
 // Declares the extension and serves tasks/get, tasks/update and tasks/cancel. `service`
 // must outlive the catalog's use.

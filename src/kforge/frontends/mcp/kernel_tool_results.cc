@@ -87,8 +87,8 @@ std::string summarize_job(const Json& view) {
   return verdict(view, *r);
 }
 
-ToolResult finished_job_result(const jobs::JobRecord& job, const std::vector<std::string>& warnings,
-                               bool validate) {
+ToolResult finished_job_result(const model::JobRecord& job,
+                               const std::vector<std::string>& warnings, bool validate) {
   Json view = jobs::job_result_view(job);
   if (!warnings.empty()) view["warnings"] = warnings;
   if (validate) {
@@ -105,7 +105,7 @@ ToolResult finished_job_result(const jobs::JobRecord& job, const std::vector<std
   return ToolResult::structured_value(std::move(view), std::move(summary));
 }
 
-ToolResult job_status_result(const jobs::JobRecord& job) {
+ToolResult job_status_result(const model::JobRecord& job) {
   Json view = jobs::job_status_view(job);
   std::string summary = summarize_job(view);
   return ToolResult::structured_value(std::move(view), std::move(summary));

@@ -9,18 +9,18 @@
 #include <vector>
 
 #include "kforge/frontends/mcp/tool.h"
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 
 namespace kforge::frontends::mcp {
 
 // The result of a kernel tool for a finished job: jobs::job_result_view. `warnings` are
 // added to the view. `validate` gives validate_kernel's shape: `validated` (= correctness)
 // and `compilation_time` at the top level as well.
-ToolResult finished_job_result(const jobs::JobRecord& job, const std::vector<std::string>& warnings,
-                               bool validate = false);
+ToolResult finished_job_result(const model::JobRecord& job,
+                               const std::vector<std::string>& warnings, bool validate = false);
 
 // get_job_status: the job as it is now (jobs::job_status_view).
-ToolResult job_status_result(const jobs::JobRecord& job);
+ToolResult job_status_result(const model::JobRecord& job);
 
 // get_job_status for an id no job has: the old tool's {job_id, status: "not_found", error}.
 ToolResult job_not_found_result(const std::string& job_id);

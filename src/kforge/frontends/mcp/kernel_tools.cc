@@ -69,7 +69,7 @@ Json job_meta(const std::string& job_id) {
 
 // Subscribes to the job's progress and end, and cancels it when the request is cancelled.
 void watch_job(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
-               const jobs::JobRecord& job, std::vector<std::string> warnings, bool validate) {
+               const model::JobRecord& job, std::vector<std::string> warnings, bool validate) {
   RequestContext& rc = call->context();
   const std::string id = job.id;
   auto watch = std::make_shared<JobWatch>();
@@ -90,13 +90,13 @@ void watch_job(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
     if (sub.is_ok() && !watch->add(*sub)) ctx->service.unsubscribe(*sub);
   }
   auto done =
-      ctx->service.when_done(id, [ctx, call, watch, id, validate,
-                                  warnings = std::move(warnings)](const jobs::JobRecord& finished) {
+      ctx->service.when_done(id, [ctx, call, watch, id, validate, warnings = std::move(warnings)](
+                                     const model::JobRecord& finished) {
         drop(ctx->service, watch->end());
         RequestContext& request = call->context();
         request.report_progress(100.0, 100.0, "job " + id + ": finished", job_meta(id));
         request.log(LogLevel::kInfo, "kforge",
-                    "job " + id + " " + std::string(jobs::to_string(finished.state)));
+                    "job " + id + " " + std::string(model::to_string(finished.state)));
         call->finish(finished_job_result(finished, warnings, validate));
       });
   if (!done.is_ok()) {

@@ -32,11 +32,11 @@ int64_t view_time_ms(const Json& view, const char* key) {
   return 0;
 }
 
-StatusOr<jobs::JobRecord> job_record_from_view(const Json& view) {
+StatusOr<model::JobRecord> job_record_from_view(const Json& view) {
   if (!view.is_object() || !view.contains("job_id") || !view["job_id"].is_string()) {
     return io_error("the server's job answer has no job_id");
   }
-  jobs::JobRecord job;
+  model::JobRecord job;
   job.id = view["job_id"].get<std::string>();
   auto state = jobs::job_state_of_view(view);
   if (!state) return io_error("the server's job answer has an unknown status");
@@ -74,8 +74,8 @@ RemoteJobService::~RemoteJobService() {
 }
 
 // The server counts the quota by this process's own identity; `client` stays local.
-StatusOr<jobs::JobRecord> RemoteJobService::submit(model::JobRequest request,
-                                                   const std::string& /*client*/) {
+StatusOr<model::JobRecord> RemoteJobService::submit(model::JobRequest request,
+                                                    const std::string& /*client*/) {
   const Json body = model::to_request_json(request);
   const char* path =
       request.kind == model::JobKind::kCompare ? "/compare?wait=false" : "/evaluate?wait=false";
@@ -83,27 +83,27 @@ StatusOr<jobs::JobRecord> RemoteJobService::submit(model::JobRequest request,
   return job_record_from_view(view);
 }
 
-StatusOr<jobs::JobRecord> RemoteJobService::get(const std::string& id) {
+StatusOr<model::JobRecord> RemoteJobService::get(const std::string& id) {
   KF_ASSIGN_OR_RETURN(Json view, client_.call_json("GET", "/job/" + id));
   return job_record_from_view(view);
 }
 
 StatusOr<uint64_t> RemoteJobService::when_done(const std::string& id, DoneCallback done) {
-  KF_ASSIGN_OR_RETURN(jobs::JobRecord job, get(id));
-  if (jobs::is_terminal(job.state)) {
+  KF_ASSIGN_OR_RETURN(model::JobRecord job, get(id));
+  if (model::is_terminal(job.state)) {
     done(job);
     return uint64_t{0};
   }
   std::lock_guard lock(mu_);
   uint64_t sub = next_id_++;
-  watches_[sub] = Watch{id, std::move(done), nullptr, std::string(jobs::to_string(job.state))};
+  watches_[sub] = Watch{id, std::move(done), nullptr, std::string(model::to_string(job.state))};
   cv_.notify_all();
   return sub;
 }
 
 StatusOr<uint64_t> RemoteJobService::on_progress(const std::string& id, ProgressCallback progress) {
-  KF_ASSIGN_OR_RETURN(jobs::JobRecord job, get(id));
-  if (jobs::is_terminal(job.state)) return failed_precondition("job " + id + " has finished");
+  KF_ASSIGN_OR_RETURN(model::JobRecord job, get(id));
+  if (model::is_terminal(job.state)) return failed_precondition("job " + id + " has finished");
   std::lock_guard lock(mu_);
   uint64_t sub = next_id_++;
   watches_[sub] = Watch{id, nullptr, std::move(progress), ""};
@@ -133,7 +133,7 @@ void RemoteJobService::poll_loop() {
         KF_LOG_WARN("mcp --server: polling job {} failed: {}", job_id, job.status().to_string());
         continue;
       }
-      const std::string state(jobs::to_string(job->state));
+      const std::string state(model::to_string(job->state));
       for (uint64_t sub : subs) {
         DoneCallback done;
         ProgressCallback progress;
@@ -141,20 +141,20 @@ void RemoteJobService::poll_loop() {
           std::lock_guard relock(mu_);
           auto it = watches_.find(sub);
           if (it == watches_.end()) continue;
-          if (it->second.done && jobs::is_terminal(job->state)) {
+          if (it->second.done && model::is_terminal(job->state)) {
             done = std::move(it->second.done);
             watches_.erase(it);
           } else if (it->second.progress && it->second.last_state != state) {
             it->second.last_state = state;
             progress = it->second.progress;
-            if (jobs::is_terminal(job->state)) watches_.erase(it);
+            if (model::is_terminal(job->state)) watches_.erase(it);
           }
         }
         if (done) done(*job);
         if (progress) {
-          double fraction = job->state == jobs::JobState::kQueued    ? 0.01
-                            : job->state == jobs::JobState::kRunning ? 0.3
-                                                                     : 1.0;
+          double fraction = job->state == model::JobState::kQueued    ? 0.01
+                            : job->state == model::JobState::kRunning ? 0.3
+                                                                      : 1.0;
           progress(jobs::JobProgress{job_id, state, "on " + job->device, fraction});
         }
       }

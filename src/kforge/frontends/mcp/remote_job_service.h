@@ -29,8 +29,8 @@ class RemoteJobService : public jobs::JobService {
                    std::chrono::milliseconds poll_interval = std::chrono::milliseconds(250));
   ~RemoteJobService() override;
 
-  StatusOr<jobs::JobRecord> submit(model::JobRequest request, const std::string& client) override;
-  StatusOr<jobs::JobRecord> get(const std::string& id) override;
+  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override;
+  StatusOr<model::JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
   void unsubscribe(uint64_t subscription) override;
@@ -59,7 +59,7 @@ class RemoteJobService : public jobs::JobService {
 };
 
 // A job view (jobs::job_response) read back into a JobRecord.
-StatusOr<jobs::JobRecord> job_record_from_view(const Json& view);
+StatusOr<model::JobRecord> job_record_from_view(const Json& view);
 
 // "2026-11-25T21:38:43.123Z" -> Unix milliseconds; 0 for anything else.
 int64_t parse_iso8601_ms(const std::string& text);

@@ -45,17 +45,17 @@ class ReplyChannel {
   virtual bool close_for_polling() { return false; }
 };
 
-class RequestContext : public std::enable_shared_from_this<RequestContext> {
+class RequestContext : public InFlightRequest, public std::enable_shared_from_this<RequestContext> {
  public:
   // `progress_token` is params._meta.progressToken (null when absent or not a string/integer).
   RequestContext(std::shared_ptr<Session> session, Json id, std::string method, Json progress_token,
                  std::shared_ptr<ReplyChannel> channel);
-  ~RequestContext();
+  ~RequestContext() override;
   RequestContext(const RequestContext&) = delete;
   RequestContext& operator=(const RequestContext&) = delete;
 
   const Json& id() const { return id_; }
-  const std::string& method() const { return method_; }
+  const std::string& method() const override { return method_; }
   // The request's params (null when absent): handlers of revision 2026-07-28 read
   // inputResponses and requestState there (input_required.h).
   const Json& params() const { return params_; }
@@ -95,7 +95,7 @@ class RequestContext : public std::enable_shared_from_this<RequestContext> {
   // request finishes normally.
   void on_cancel(std::function<void()> hook);
   // Marks the request cancelled, abandons the channel and runs the hooks. No-op once finished.
-  void cancel();
+  void cancel() override;
   bool cancelled() const;
 
  private:

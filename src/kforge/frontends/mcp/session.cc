@@ -1,7 +1,6 @@
 #include "kforge/frontends/mcp/session.h"
 
 #include "kforge/frontends/mcp/jsonrpc.h"
-#include "kforge/frontends/mcp/request_context.h"
 
 namespace kforge::frontends::mcp {
 
@@ -64,7 +63,7 @@ bool Session::log_enabled(LogLevel level) const {
   return level >= log_level_.value_or(LogLevel::kWarning);
 }
 
-Status Session::begin_request(const Json& id, std::shared_ptr<RequestContext> context) {
+Status Session::begin_request(const Json& id, std::shared_ptr<InFlightRequest> context) {
   std::lock_guard lock(mu_);
   auto [it, inserted] = in_flight_.emplace(jsonrpc::id_key(id), std::move(context));
   if (!inserted) {
@@ -75,7 +74,7 @@ Status Session::begin_request(const Json& id, std::shared_ptr<RequestContext> co
 }
 
 void Session::end_request(const Json& id) {
-  std::shared_ptr<RequestContext> ended;  // released outside the lock
+  std::shared_ptr<InFlightRequest> ended;  // released outside the lock
   std::lock_guard lock(mu_);
   auto it = in_flight_.find(jsonrpc::id_key(id));
   if (it == in_flight_.end()) return;
@@ -83,7 +82,7 @@ void Session::end_request(const Json& id) {
   in_flight_.erase(it);
 }
 
-std::shared_ptr<RequestContext> Session::find_request(const Json& id) const {
+std::shared_ptr<InFlightRequest> Session::find_request(const Json& id) const {
   std::lock_guard lock(mu_);
   auto it = in_flight_.find(jsonrpc::id_key(id));
   return it == in_flight_.end() ? nullptr : it->second;

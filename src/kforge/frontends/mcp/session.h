@@ -24,7 +24,16 @@
 
 namespace kforge::frontends::mcp {
 
-class RequestContext;
+// A request in flight as the session sees it: what a client's notifications/cancelled names
+// and stops. RequestContext (request_context.h, which depends on Session) implements it, so
+// the session knows its requests without depending on that header.
+class InFlightRequest {
+ public:
+  virtual ~InFlightRequest() = default;
+  virtual const std::string& method() const = 0;
+  // Stops the request: no response is sent. No-op once it has finished.
+  virtual void cancel() = 0;
+};
 
 // Where messages go that belong to no request. send() returns false if the channel is gone.
 class MessageSink {
@@ -77,9 +86,9 @@ class Session {
 
   // ---- requests in flight ----
   // kAlreadyExists when a request with the same id is still in flight.
-  Status begin_request(const Json& id, std::shared_ptr<RequestContext> context);
+  Status begin_request(const Json& id, std::shared_ptr<InFlightRequest> context);
   void end_request(const Json& id);
-  std::shared_ptr<RequestContext> find_request(const Json& id) const;
+  std::shared_ptr<InFlightRequest> find_request(const Json& id) const;
   size_t requests_in_flight() const;
 
   // ---- server -> client requests ----
@@ -115,17 +124,17 @@ class Session {
   const std::string client_;
   bool stateless_ = false;  // set once, before the session is shared
   mutable std::mutex mu_;
-  std::optional<std::string> version_;                                // guarded by mu_
-  Json client_capabilities_ = Json::object();                         // guarded by mu_
-  Json client_info_ = Json::object();                                 // guarded by mu_
-  bool initialized_notification_ = false;                             // guarded by mu_
-  std::optional<LogLevel> log_level_;                                 // guarded by mu_
-  std::map<std::string, std::shared_ptr<RequestContext>> in_flight_;  // guarded by mu_
-  std::map<std::string, ClientResponseCallback> awaiting_client_;     // guarded by mu_
-  int64_t next_client_request_id_ = 1;                                // guarded by mu_
-  std::shared_ptr<MessageSink> standalone_;                           // guarded by mu_
-  std::chrono::steady_clock::time_point last_active_;                 // guarded by mu_
-  bool closed_ = false;                                               // guarded by mu_
+  std::optional<std::string> version_;                                 // guarded by mu_
+  Json client_capabilities_ = Json::object();                          // guarded by mu_
+  Json client_info_ = Json::object();                                  // guarded by mu_
+  bool initialized_notification_ = false;                              // guarded by mu_
+  std::optional<LogLevel> log_level_;                                  // guarded by mu_
+  std::map<std::string, std::shared_ptr<InFlightRequest>> in_flight_;  // guarded by mu_
+  std::map<std::string, ClientResponseCallback> awaiting_client_;      // guarded by mu_
+  int64_t next_client_request_id_ = 1;                                 // guarded by mu_
+  std::shared_ptr<MessageSink> standalone_;                            // guarded by mu_
+  std::chrono::steady_clock::time_point last_active_;                  // guarded by mu_
+  bool closed_ = false;                                                // guarded by mu_
 };
 
 }  // namespace kforge::frontends::mcp

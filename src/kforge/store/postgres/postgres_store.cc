@@ -12,8 +12,8 @@
 
 namespace kforge::store {
 
-using jobs::JobRecord;
-using jobs::JobState;
+using model::JobRecord;
+using model::JobState;
 using pg::Param;
 using pg::Rows;
 
@@ -70,7 +70,7 @@ std::string dump(const Json& value) {
 }
 
 std::string state_name(JobState s) {
-  return std::string(jobs::to_string(s));
+  return std::string(model::to_string(s));
 }
 
 // Decodes row `row` of a query selecting kColumns (or kColumnsNoRequest).
@@ -85,7 +85,7 @@ StatusOr<JobRecord> decode_job(const Rows& rows, int row) {
   if (!parsed_kind) return corrupt("unknown kind '" + kind + "'");
   job.kind = *parsed_kind;
   const std::string state = rows.text(row, 2);
-  const std::optional<JobState> parsed_state = jobs::job_state_from(state);
+  const std::optional<JobState> parsed_state = model::job_state_from(state);
   if (!parsed_state) return corrupt("unknown state '" + state + "'");
   job.state = *parsed_state;
   if (!rows.null(row, 3)) {
@@ -118,7 +118,7 @@ StatusOr<std::vector<JobRecord>> decode_jobs(const Rows& rows) {
 }
 
 Status check_transition(const std::string& id, JobState from, JobState to) {
-  if (jobs::can_transition(from, to)) return Status::ok();
+  if (model::can_transition(from, to)) return Status::ok();
   return failed_precondition("job " + id + " is " + state_name(from) + " and cannot become " +
                              state_name(to));
 }
@@ -151,7 +151,7 @@ StatusOr<Locked> lock_job(pg::Connection& conn, const std::string& id) {
                                             {id}, "read job " + id));
   if (rows.size() == 0) return not_found("unknown job " + id);
   const std::string text = rows.text(0, 0);
-  const std::optional<JobState> state = jobs::job_state_from(text);
+  const std::optional<JobState> state = model::job_state_from(text);
   if (!state) return internal_error("job " + id + ": corrupted row: unknown state '" + text + "'");
   return Locked{*state, rows.text(0, 1), static_cast<int>(rows.integer(0, 2))};
 }
@@ -305,13 +305,13 @@ Status PostgresStore::requeue(const std::string& id) {
 
 Status PostgresStore::finish_job(const std::string& id, JobState state, const Json& result,
                                  const std::string& error, int64_t finished_ms) {
-  if (!jobs::is_terminal(state)) {
+  if (!model::is_terminal(state)) {
     return invalid_argument("finish_job needs a terminal state, not " + state_name(state));
   }
   std::lock_guard lock(mu_);
   return conn_->transaction("finish job " + id, [&]() -> Status {
     KF_ASSIGN_OR_RETURN(Locked job, lock_job(*conn_, id));
-    if (jobs::is_terminal(job.state)) {
+    if (model::is_terminal(job.state)) {
       return failed_precondition("job " + id + " is already " + state_name(job.state));
     }
     if (job.state == JobState::kRunning && job.owner != options_.node_id) {
@@ -380,7 +380,7 @@ StatusOr<std::map<JobState, Store::StateSummary>> PostgresStore::job_summary() {
                                               {}, "count jobs by state"));
   for (int i = 0; i < rows.size(); ++i) {
     const std::string text = rows.text(i, 0);
-    const std::optional<JobState> state = jobs::job_state_from(text);
+    const std::optional<JobState> state = model::job_state_from(text);
     if (!state) return internal_error("jobs table holds an unknown state '" + text + "'");
     summary[*state] = StateSummary{rows.integer(i, 1), rows.integer(i, 2)};
   }
@@ -522,7 +522,7 @@ StatusOr<bool> PostgresStore::request_cancel(const std::string& id, const std::s
   bool terminal = false;
   const Status status = conn_->transaction("cancel job " + id, [&]() -> Status {
     KF_ASSIGN_OR_RETURN(Locked job, lock_job(*conn_, id));
-    if (jobs::is_terminal(job.state)) {
+    if (model::is_terminal(job.state)) {
       terminal = true;
       return Status::ok();
     }

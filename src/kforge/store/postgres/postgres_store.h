@@ -62,23 +62,23 @@ class PostgresStore final : public Store, public SharedQueue {
 
   // Store (the same contract as SqliteStore; finish_job of a running job also requires that
   // this node owns it: kFailedPrecondition naming the owner otherwise).
-  Status insert_job(const jobs::JobRecord& job) override;
+  Status insert_job(const model::JobRecord& job) override;
   Status mark_running(const std::string& id, const std::string& device,
                       int64_t started_ms) override;
   Status requeue(const std::string& id) override;
-  Status finish_job(const std::string& id, jobs::JobState state, const Json& result,
+  Status finish_job(const std::string& id, model::JobState state, const Json& result,
                     const std::string& error, int64_t finished_ms) override;
-  StatusOr<std::optional<jobs::JobRecord>> get_job(const std::string& id) override;
-  StatusOr<std::vector<jobs::JobRecord>> unfinished_jobs() override;
+  StatusOr<std::optional<model::JobRecord>> get_job(const std::string& id) override;
+  StatusOr<std::vector<model::JobRecord>> unfinished_jobs() override;
   StatusOr<int64_t> delete_finished_before(int64_t unix_ms) override;
-  StatusOr<std::map<jobs::JobState, int64_t>> count_by_state() override;
-  StatusOr<std::map<jobs::JobState, StateSummary>> job_summary() override;
+  StatusOr<std::map<model::JobState, int64_t>> count_by_state() override;
+  StatusOr<std::map<model::JobState, StateSummary>> job_summary() override;
 
   // SharedQueue
   const std::string& node_id() const override { return options_.node_id; }
-  StatusOr<std::optional<jobs::JobRecord>> claim(const std::vector<std::string>& targets,
-                                                 const std::string& device,
-                                                 int64_t started_ms) override;
+  StatusOr<std::optional<model::JobRecord>> claim(const std::vector<std::string>& targets,
+                                                  const std::string& device,
+                                                  int64_t started_ms) override;
   StatusOr<std::vector<CancelRequest>> heartbeat(const std::vector<std::string>& running) override;
   StatusOr<int64_t> recover_expired(int max_attempts, int64_t now_ms) override;
   StatusOr<int64_t> recover_own(int max_attempts, int64_t now_ms) override;

@@ -14,8 +14,8 @@
 
 namespace kforge::store {
 
-using jobs::JobRecord;
-using jobs::JobState;
+using model::JobRecord;
+using model::JobState;
 
 // Cached statements; kCount is their number, not a statement.
 enum class SqliteStore::Query : int {
@@ -121,7 +121,7 @@ StatusOr<JobRecord> decode_job(sqlite3_stmt* stmt) {
   if (!parsed_kind) return corrupt("unknown kind '" + kind + "'");
   job.kind = *parsed_kind;
   const std::string state = column_text(stmt, 2);
-  const std::optional<JobState> parsed_state = jobs::job_state_from(state);
+  const std::optional<JobState> parsed_state = model::job_state_from(state);
   if (!parsed_state) return corrupt("unknown state '" + state + "'");
   job.state = *parsed_state;
   StatusOr<Json> request = parse_json(column_text(stmt, 3));
@@ -152,9 +152,9 @@ StatusOr<std::vector<JobRecord>> read_jobs(Call& call, std::string_view what) {
 }
 
 Status check_transition(const std::string& id, JobState from, JobState to) {
-  if (jobs::can_transition(from, to)) return Status::ok();
-  return failed_precondition("job " + id + " is " + std::string(jobs::to_string(from)) +
-                             " and cannot become " + std::string(jobs::to_string(to)));
+  if (model::can_transition(from, to)) return Status::ok();
+  return failed_precondition("job " + id + " is " + std::string(model::to_string(from)) +
+                             " and cannot become " + std::string(model::to_string(to)));
 }
 
 }  // namespace
@@ -271,7 +271,7 @@ StatusOr<JobState> SqliteStore::state_of(const std::string& id) {
   KF_ASSIGN_OR_RETURN(bool row, call.step("read state of job " + id));
   if (!row) return not_found("unknown job " + id);
   const std::string text = column_text(call.stmt(), 0);
-  const std::optional<JobState> state = jobs::job_state_from(text);
+  const std::optional<JobState> state = model::job_state_from(text);
   if (!state) return internal_error("job " + id + ": corrupted row: unknown state '" + text + "'");
   return *state;
 }
@@ -282,7 +282,7 @@ Status SqliteStore::insert_job(const JobRecord& job) {
   return Call(db_, statement(Query::kInsert))
       .text(job.id)
       .text(model::to_string(job.kind))
-      .text(jobs::to_string(job.state))
+      .text(model::to_string(job.state))
       .text(dump_json(job.request))
       .json(job.result)
       .text(job.device)
@@ -301,7 +301,7 @@ Status SqliteStore::mark_running(const std::string& id, const std::string& devic
     KF_ASSIGN_OR_RETURN(JobState state, state_of(id));
     KF_RETURN_IF_ERROR(check_transition(id, state, JobState::kRunning));
     return Call(db_, statement(Query::kMarkRunning))
-        .text(jobs::to_string(JobState::kRunning))
+        .text(model::to_string(JobState::kRunning))
         .text(device)
         .integer(started_ms)
         .text(id)
@@ -316,7 +316,7 @@ Status SqliteStore::requeue(const std::string& id) {
     if (state == JobState::kQueued) return Status::ok();
     KF_RETURN_IF_ERROR(check_transition(id, state, JobState::kQueued));
     return Call(db_, statement(Query::kSetState))
-        .text(jobs::to_string(JobState::kQueued))
+        .text(model::to_string(JobState::kQueued))
         .text(id)
         .run("requeue job " + id);
   });
@@ -324,20 +324,20 @@ Status SqliteStore::requeue(const std::string& id) {
 
 Status SqliteStore::finish_job(const std::string& id, JobState state, const Json& result,
                                const std::string& error, int64_t finished_ms) {
-  if (!jobs::is_terminal(state)) {
+  if (!model::is_terminal(state)) {
     return invalid_argument("finish_job needs a terminal state, not " +
-                            std::string(jobs::to_string(state)));
+                            std::string(model::to_string(state)));
   }
   std::lock_guard lock(mu_);
   return in_transaction([&]() -> Status {
     KF_ASSIGN_OR_RETURN(JobState current, state_of(id));
-    if (jobs::is_terminal(current)) {
+    if (model::is_terminal(current)) {
       return failed_precondition("job " + id + " is already " +
-                                 std::string(jobs::to_string(current)));
+                                 std::string(model::to_string(current)));
     }
     KF_RETURN_IF_ERROR(check_transition(id, current, state));
     return Call(db_, statement(Query::kFinish))
-        .text(jobs::to_string(state))
+        .text(model::to_string(state))
         .json(result)
         .text(error)
         .integer(finished_ms)
@@ -359,16 +359,16 @@ StatusOr<std::optional<JobRecord>> SqliteStore::get_job(const std::string& id) {
 StatusOr<std::vector<JobRecord>> SqliteStore::unfinished_jobs() {
   std::lock_guard lock(mu_);
   Call call(db_, statement(Query::kUnfinished));
-  call.text(jobs::to_string(JobState::kQueued)).text(jobs::to_string(JobState::kRunning));
+  call.text(model::to_string(JobState::kQueued)).text(model::to_string(JobState::kRunning));
   return read_jobs(call, "list unfinished jobs");
 }
 
 StatusOr<int64_t> SqliteStore::delete_finished_before(int64_t unix_ms) {
   std::lock_guard lock(mu_);
   Call call(db_, statement(Query::kDeleteFinished));
-  call.text(jobs::to_string(JobState::kSucceeded))
-      .text(jobs::to_string(JobState::kFailed))
-      .text(jobs::to_string(JobState::kCancelled))
+  call.text(model::to_string(JobState::kSucceeded))
+      .text(model::to_string(JobState::kFailed))
+      .text(model::to_string(JobState::kCancelled))
       .integer(unix_ms);
   KF_RETURN_IF_ERROR(call.run("delete finished jobs"));
   return static_cast<int64_t>(sqlite3_changes64(db_));
@@ -386,7 +386,7 @@ StatusOr<std::map<JobState, Store::StateSummary>> SqliteStore::job_summary() {
     KF_ASSIGN_OR_RETURN(bool row, call.step("count jobs by state"));
     if (!row) return summary;
     const std::string text = column_text(call.stmt(), 0);
-    const std::optional<JobState> state = jobs::job_state_from(text);
+    const std::optional<JobState> state = model::job_state_from(text);
     if (!state) return internal_error("jobs table holds an unknown state '" + text + "'");
     summary[*state] =
         StateSummary{sqlite3_column_int64(call.stmt(), 1), sqlite3_column_int64(call.stmt(), 2)};

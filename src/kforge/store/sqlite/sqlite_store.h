@@ -3,7 +3,7 @@
 // Schema (version kept in `PRAGMA user_version`; see `schema_version()`):
 //   jobs(id          TEXT PRIMARY KEY,
 //        kind        TEXT NOT NULL,      -- model::to_string(JobKind): "evaluate" | "compare"
-//        state       TEXT NOT NULL,      -- jobs::to_string(JobState): "queued", "running", ...
+//        state       TEXT NOT NULL,      -- model::to_string(JobState): "queued", "running", ...
 //        request     TEXT NOT NULL,      -- canonical request, JSON text
 //        result      TEXT,               -- JSON text; NULL while the result is null
 //        device      TEXT NOT NULL,
@@ -71,7 +71,7 @@ class SqliteStore final : public Store {
 
   // kAlreadyExists when the id is taken, kInvalidArgument for an empty id. Any state may be
   // inserted as it is (the record is stored verbatim).
-  Status insert_job(const jobs::JobRecord& job) override;
+  Status insert_job(const model::JobRecord& job) override;
   // kNotFound for an unknown id, kFailedPrecondition unless the job is queued.
   Status mark_running(const std::string& id, const std::string& device,
                       int64_t started_ms) override;
@@ -80,18 +80,18 @@ class SqliteStore final : public Store {
   Status requeue(const std::string& id) override;
   // kInvalidArgument unless `state` is terminal; kNotFound for an unknown id;
   // kFailedPrecondition when the job is already terminal or cannot move to `state`
-  // (jobs::can_transition). A null `result` is stored as SQL NULL.
-  Status finish_job(const std::string& id, jobs::JobState state, const Json& result,
+  // (model::can_transition). A null `result` is stored as SQL NULL.
+  Status finish_job(const std::string& id, model::JobState state, const Json& result,
                     const std::string& error, int64_t finished_ms) override;
   // A row that cannot be decoded (bad JSON, unknown state or kind) is kInternal naming the id.
-  StatusOr<std::optional<jobs::JobRecord>> get_job(const std::string& id) override;
+  StatusOr<std::optional<model::JobRecord>> get_job(const std::string& id) override;
   // Oldest first by created_ms, ties in insertion order.
-  StatusOr<std::vector<jobs::JobRecord>> unfinished_jobs() override;
+  StatusOr<std::vector<model::JobRecord>> unfinished_jobs() override;
   StatusOr<int64_t> delete_finished_before(int64_t unix_ms) override;
   // Every state is present in the map, with 0 when no job is in it.
-  StatusOr<std::map<jobs::JobState, int64_t>> count_by_state() override;
+  StatusOr<std::map<model::JobState, int64_t>> count_by_state() override;
   // Every state is present in the map, with zeros when no job is in it.
-  StatusOr<std::map<jobs::JobState, StateSummary>> job_summary() override;
+  StatusOr<std::map<model::JobState, StateSummary>> job_summary() override;
 
  private:
   enum class Query : int;  // the cached statements; defined in sqlite_store.cc
@@ -105,7 +105,7 @@ class SqliteStore final : public Store {
   // Runs `body` inside BEGIN IMMEDIATE ... COMMIT; rolls back when it fails.
   Status in_transaction(const std::function<Status()>& body);
   // The state of job `id`, or kNotFound.
-  StatusOr<jobs::JobState> state_of(const std::string& id);
+  StatusOr<model::JobState> state_of(const std::string& id);
 
   std::mutex mu_;
   sqlite3* db_;                            // guarded by mu_; owned, closed by the destructor

@@ -116,10 +116,10 @@ TEST_F(BenchToolTest, CancellingTheCallCancelsTheJobs) {
       nullptr);
   EXPECT_TRUE(channel->wait_abandoned());
   for (int i = 0; i < 500; ++i) {
-    if (jobs_.get(jobs_.job_ids()[0])->state == jobs::JobState::kCancelled) break;
+    if (jobs_.get(jobs_.job_ids()[0])->state == model::JobState::kCancelled) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(jobs_.get(jobs_.job_ids()[0])->state, jobs::JobState::kCancelled);
+  EXPECT_EQ(jobs_.get(jobs_.job_ids()[0])->state, model::JobState::kCancelled);
 }
 
 }  // namespace

@@ -203,10 +203,10 @@ TEST_F(KernelToolsTest, CancellingTheRequestCancelsTheJob) {
       nullptr);
   EXPECT_TRUE(channel->wait_abandoned());
   for (int i = 0; i < 500; ++i) {
-    if (jobs_.get(id)->state == jobs::JobState::kCancelled) break;
+    if (jobs_.get(id)->state == model::JobState::kCancelled) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(jobs_.get(id)->state, jobs::JobState::kCancelled);
+  EXPECT_EQ(jobs_.get(id)->state, model::JobState::kCancelled);
   EXPECT_NE(jobs_.get(id)->error.find("notifications/cancelled"), std::string::npos);
   EXPECT_TRUE(jobs_.wait_for_waiters(0, seconds(5)));
   EXPECT_EQ(channel->response_count(), 0);

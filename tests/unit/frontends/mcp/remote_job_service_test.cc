@@ -17,10 +17,10 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 TEST(RemoteJobServiceTest, JobViewsRoundTrip) {
-  jobs::JobRecord job;
+  model::JobRecord job;
   job.id = "abc";
   job.kind = model::JobKind::kCompare;
-  job.state = jobs::JobState::kSucceeded;
+  job.state = model::JobState::kSucceeded;
   job.device = "cpu";
   job.attempts = 1;
   job.created_ms = 1790000000123;
@@ -34,7 +34,7 @@ TEST(RemoteJobServiceTest, JobViewsRoundTrip) {
     ASSERT_TRUE(back.is_ok());
     EXPECT_EQ(back->id, "abc");
     EXPECT_EQ(back->kind, model::JobKind::kCompare);
-    EXPECT_EQ(back->state, jobs::JobState::kSucceeded);
+    EXPECT_EQ(back->state, model::JobState::kSucceeded);
     EXPECT_EQ(back->created_ms, job.created_ms);
     EXPECT_EQ(back->finished_ms, job.finished_ms);
     EXPECT_EQ(back->result["speedup"], 2.5);
@@ -45,7 +45,7 @@ TEST(RemoteJobServiceTest, JobViewsRoundTrip) {
   auto old = job_record_from_view(
       Json{{"job_id", "x"}, {"status", "running"}, {"created_at", "2026-11-25T21:38:43.123Z"}});
   ASSERT_TRUE(old.is_ok());
-  EXPECT_EQ(old->state, jobs::JobState::kRunning);
+  EXPECT_EQ(old->state, model::JobState::kRunning);
   EXPECT_EQ(old->created_ms, parse_iso8601_ms("2026-11-25T21:38:43.123Z"));
   EXPECT_EQ(parse_iso8601_ms("yesterday"), 0);
   EXPECT_FALSE(job_record_from_view(Json{{"status", "success"}}).is_ok());
@@ -95,11 +95,11 @@ TEST(RemoteJobServiceTest, ForwardsToTheRestApi) {
   request.device = "cpu";
   auto job = remote.submit(request, "test");
   ASSERT_TRUE(job.is_ok()) << job.status().to_string();
-  EXPECT_EQ(job->state, jobs::JobState::kQueued);
+  EXPECT_EQ(job->state, model::JobState::kQueued);
   request.device = "tpu:0";
   EXPECT_EQ(remote.submit(request, "test").status().field_path(), "device");
 
-  std::promise<jobs::JobRecord> done;
+  std::promise<model::JobRecord> done;
   std::promise<std::string> running;
   bool running_set = false;
   ASSERT_TRUE(remote
@@ -112,15 +112,15 @@ TEST(RemoteJobServiceTest, ForwardsToTheRestApi) {
                                })
                   .is_ok());
   ASSERT_TRUE(
-      remote.when_done(job->id, [&](const jobs::JobRecord& r) { done.set_value(r); }).is_ok());
+      remote.when_done(job->id, [&](const model::JobRecord& r) { done.set_value(r); }).is_ok());
   ASSERT_TRUE(backend.start(job->id).is_ok());
   auto running_future = running.get_future();
   ASSERT_EQ(running_future.wait_for(seconds(5)), std::future_status::ready);
   ASSERT_TRUE(backend.finish(job->id, Json{{"compiled", true}, {"correctness", true}}).is_ok());
   auto done_future = done.get_future();
   ASSERT_EQ(done_future.wait_for(seconds(5)), std::future_status::ready);
-  jobs::JobRecord finished = done_future.get();
-  EXPECT_EQ(finished.state, jobs::JobState::kSucceeded);
+  model::JobRecord finished = done_future.get();
+  EXPECT_EQ(finished.state, model::JobState::kSucceeded);
   EXPECT_EQ(finished.result["correctness"], true);
   EXPECT_TRUE(remote.cancel(job->id, "x").is_ok());  // finished: left as it was
   EXPECT_EQ(remote.cancel("0123456789abcdef", "x").code(), ErrorCode::kNotFound);
@@ -130,7 +130,7 @@ TEST(RemoteJobServiceTest, ForwardsToTheRestApi) {
   ASSERT_TRUE(remote.cancel(second->id, "the agent gave up").is_ok());
   auto cancelled = remote.get(second->id);
   ASSERT_TRUE(cancelled.is_ok());
-  EXPECT_EQ(cancelled->state, jobs::JobState::kCancelled);
+  EXPECT_EQ(cancelled->state, model::JobState::kCancelled);
   EXPECT_EQ(cancelled->error, "the agent gave up");
   EXPECT_TRUE(remote.stats().is_object());
   harness.stop();

@@ -126,7 +126,7 @@ TEST_F(WorkbenchToolsTest, ExecutionReportsEachJobAndCancellingCancelsThem) {
   for (const auto& id : jobs_.job_ids()) {
     bool cancelled = false;
     for (int i = 0; i < 100 && !cancelled; ++i) {
-      cancelled = jobs_.get(id)->state == jobs::JobState::kCancelled;
+      cancelled = jobs_.get(id)->state == model::JobState::kCancelled;
       if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_TRUE(cancelled) << id;

@@ -1,4 +1,4 @@
-#include "kforge/workers/output_capture.h"
+#include "kforge/worker_protocol/output_capture.h"
 
 #include <gtest/gtest.h>
 

@@ -17,7 +17,7 @@
 #include "kforge/common/json.h"
 #include "kforge/model/request.h"
 
-namespace kforge::jobs {
+namespace kforge::model {
 
 enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
 
@@ -42,4 +42,4 @@ struct JobRecord {
   std::string phase;        // a running job's progress phase ("loading", ...); not stored
 };
 
-}  // namespace kforge::jobs
+}  // namespace kforge::model

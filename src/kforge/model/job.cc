@@ -1,6 +1,6 @@
-#include "kforge/jobs/job.h"
+#include "kforge/model/job.h"
 
-namespace kforge::jobs {
+namespace kforge::model {
 
 std::string_view to_string(JobState s) {
   switch (s) {
@@ -45,4 +45,4 @@ bool can_transition(JobState from, JobState to) {
   return false;
 }
 
-}  // namespace kforge::jobs
+}  // namespace kforge::model

@@ -1,4 +1,4 @@
-#include "kforge/workers/protocol.h"
+#include "kforge/worker_protocol/protocol.h"
 
 #include <poll.h>
 #include <sys/socket.h>

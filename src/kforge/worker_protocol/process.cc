@@ -1,4 +1,4 @@
-#include "kforge/workers/process.h"
+#include "kforge/worker_protocol/process.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// The composition root: the one place that wires concrete classes together.
 // Builds a ready-to-start JobServiceImpl from configuration: opens the store in the data
 // directory, finds the devices (cpu and the visible GPUs), and creates their workers.
 // Used by `kforge serve` and by `kforge mcp` (embedded engine).
@@ -13,7 +14,7 @@
 #include "kforge/common/status.h"
 #include "kforge/jobs/job_service_impl.h"
 
-namespace kforge::jobs {
+namespace kforge::app {
 
 struct EngineOptions {
   std::filesystem::path data_dir = ".kforge";
@@ -36,7 +37,7 @@ struct EngineOptions {
   // whole run. The cpu device always runs one job at a time (compiles would skew its timing).
   int pipeline_depth = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
-  QueueLimits queue;                 // unfinished jobs, in total and per client
+  jobs::QueueLimits queue;           // unfinished jobs, in total and per client
   bool store_fsync = true;           // SQLite synchronous=FULL (false: NORMAL)
   // --store: "sqlite" (data-dir/kforge.db) or a postgresql:// URL (store/open_store.h), the
   // node's name in a shared store ("" : host-pid-random) and its claims' lease.
@@ -57,7 +58,7 @@ struct EngineOptions {
 // The job service and the lock on its data directory; destroy the service first.
 struct Engine {
   std::unique_ptr<DataDirLock> data_dir_lock;
-  std::unique_ptr<JobServiceImpl> service;
+  std::unique_ptr<jobs::JobServiceImpl> service;
 };
 
 StatusOr<Engine> build_engine(const EngineOptions& options);
@@ -76,4 +77,4 @@ std::filesystem::path find_cuda_abi_library(const std::filesystem::path& executa
 // to the executable or in ../lib; empty when absent.
 std::filesystem::path find_sandbox_library(const std::filesystem::path& executable);
 
-}  // namespace kforge::jobs
+}  // namespace kforge::app
