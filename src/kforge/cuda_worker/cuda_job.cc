@@ -185,7 +185,7 @@ void Pipeline::run() {
     // The CPU phase is over: from here on the job uses the GPU, so it waits for the grant.
     report("waiting_for_device", "compiled; waiting for the device");
     if (Status s = acquire_device_(); !s) {
-      result_.fail("worker", "the device was not granted: " + s.message());
+      result_.fail(model::ErrorKind::kWorker, "the device was not granted: " + s.message());
       return;
     }
   }

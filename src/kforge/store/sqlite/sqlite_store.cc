@@ -193,10 +193,12 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::open(const Options& options)
 
 StatusOr<SqliteStore::Synchronous> SqliteStore::synchronous() {
   std::lock_guard lock(mu_);
-  KF_ASSIGN_OR_RETURN(std::string level, query_text(db_, "PRAGMA synchronous"));
-  if (level == "2") return Synchronous::kFull;
-  if (level == "1") return Synchronous::kNormal;
-  return internal_error("PRAGMA synchronous is " + level + ", neither FULL (2) nor NORMAL (1)");
+  // Read in place (not moved out of the StatusOr: GCC 12 then warns of an uninitialised read).
+  const StatusOr<std::string> level = query_text(db_, "PRAGMA synchronous");
+  if (!level.is_ok()) return level.status();
+  if (*level == "2") return Synchronous::kFull;
+  if (*level == "1") return Synchronous::kNormal;
+  return internal_error("PRAGMA synchronous is " + *level + ", neither FULL (2) nor NORMAL (1)");
 }
 
 int SqliteStore::schema_version() {
