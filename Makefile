@@ -90,7 +90,7 @@ tsan-test: setup
 	@cmake --build --preset tsan -j $(JOBS) --target kforge_tsan_tests
 	cd build/tsan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -R '^tsan\.'
 
-test: build lint unit-test sanitize tidy-ci py-test hostile fuzz
+test: build lint unit-test tsan-test py-test hostile fuzz
 
 format: setup
 	$(PY) -m ruff format python tests bench clients kernels

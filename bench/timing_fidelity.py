@@ -86,6 +86,11 @@ def evaluate(client: Any, kernel: dict[str, Any], graph: bool) -> dict[str, Any]
     return result
 
 
+SERVER_TIMING: dict[str, Any] = json.loads(
+    (REPO / "tests" / "protocol" / "defaults.json").read_text()
+)["timing"]
+
+
 def replay_spec(kernel: dict[str, Any], cache_dir: Path) -> dict[str, Any]:
     # A canonical job spec (docs/worker-protocol.md "Job spec"): every field resolved.
     return {
@@ -95,16 +100,8 @@ def replay_spec(kernel: dict[str, Any], cache_dir: Path) -> dict[str, Any]:
         "reference": None,
         "num_correct_trials": 1,
         "measure_performance": True,
-        "timing": {
-            "max_trials": 100,
-            "min_trials": 3,
-            "warmup_calls": 3,
-            "warmup_ms": 25.0,
-            "budget_ms": 2000.0,
-            "rse_target": 0.005,
-            "cuda_graph": False,
-            "l2_flush": True,
-        },
+        # The server's defaults (tests/protocol/defaults.json, checked against src/kforge/model).
+        "timing": dict(SERVER_TIMING),
         "atol": None,
         "rtol": None,
         "seed": SEED,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import worker_kernels as K
 from fake_supervisor import FakeSupervisor
-from worker_jobs import make_job
+from worker_jobs import SERVER_DEFAULTS, make_job
 
 from kforge_worker.timing import EVENT_RESOLUTION_MS
 
@@ -61,16 +61,7 @@ def run_job_gpu(job, tmp_path):
 
 
 def gpu_timing(**overrides):
-    timing = {
-        "max_trials": 100,
-        "min_trials": 3,
-        "warmup_calls": 3,
-        "warmup_ms": 25.0,
-        "budget_ms": 2000.0,
-        "rse_target": 0.005,
-        "cuda_graph": False,
-        "l2_flush": True,
-    }
+    timing = dict(SERVER_DEFAULTS["timing"])
     timing.update(overrides)
     return timing
 

@@ -307,29 +307,12 @@ int64_t process_group_pss_bytes(pid_t pgid) {
 int64_t process_group_rss_bytes(pid_t pgid) {
   static const long page = sysconf(_SC_PAGESIZE);
   int64_t total = 0;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return 0;
-  while (dirent* e = ::readdir(proc)) {  // NOLINT(concurrency-mt-unsafe): DIR* is ours
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::string base = std::string("/proc/") + e->d_name;
-    std::ifstream stat(base + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    // Fields after the ")" that closes comm: state ppid pgrp ...
-    auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    long ppid = 0;
-    long pgrp = 0;
-    rest >> state >> ppid >> pgrp;
-    if (pgrp != pgid) continue;
+  for_each_in_group(pgid, [&](const std::string& base) {
     std::ifstream statm(base + "/statm");
     long size = 0;
     long resident = 0;
     if (statm >> size >> resident) total += static_cast<int64_t>(resident) * page;
-  }
-  ::closedir(proc);
+  });
   return total;
 }
 
