@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "kforge/worker_protocol/protocol.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
-#include "kforge/worker_protocol/protocol.h"
 
 namespace kforge::workers {
 namespace {
