@@ -100,7 +100,7 @@ def test_native_jobs_in_flight_together_are_all_correct_and_waited_for_the_grant
     jobs = wait_all(pipelined, [*ids, py.json()["job_id"]])
     for job in jobs:
         res = job["kernel_exec_result"]
-        assert job["state"] == "succeeded" and res["correctness"], job
+        assert job["state"] == "success" and res["correctness"], job
     waits = [j["kernel_exec_result"]["process"].get("device_wait_ms") for j in jobs[:-1]]
     assert all(w is not None and w >= 0 for w in waits), waits
     assert device_stats(pipelined)["running"] == 0
