@@ -27,6 +27,9 @@
 #                        the whole agent session, ~2 min): it prints a line "workbench session
 #                        wb_... on cuda:0: best vN; v2 [size: median ms speedup %BW ...]; v3 [...]"
 #                        that the table repeats
+#   MULTI_GPU=1          run only the two-GPU parts (a two-GPU kind): tests/integration/
+#                        test_multi_gpu.py and bench/multi_gpu_throughput.py (MULTI_GPU_JOBS jobs,
+#                        default 24, on one GPU then on every GPU)
 #   ONLY_BATCH=1         run only the batch parts: tests/integration/test_batch.py on the GPU,
 #                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares)
 #                        and bench/interference.py (timing alone vs under compile load, then
@@ -130,6 +133,22 @@ fi
 
 if [[ -n "${ONLY_FIDELITY:-}" ]]; then
   fidelity
+  summary
+  exit 0
+fi
+
+if [[ -n "${MULTI_GPU:-}" ]]; then
+  echo "== two GPUs: spread, a job pinned to cuda:1, CUDA_VISIBLE_DEVICES"
+  "$py" -m pytest -q -rs -p no:cacheprovider tests/integration/test_multi_gpu.py 2>&1 |
+    tee "$out/pytest-multi-gpu.log" | tail -5
+  record "multi-GPU pytest" "$(grep -E 'passed|failed' "$out/pytest-multi-gpu.log" | tail -1)"
+  echo "== benchmark: a mixed batch on one GPU vs every GPU"
+  for size in small large; do
+    "$py" bench/multi_gpu_throughput.py --jobs "${MULTI_GPU_JOBS:-24}" --size "$size" \
+      --out "$out/multi_gpu-$size.json" 2>&1 | tee "$out/multi_gpu-$size.log" | tail -6
+    record "all GPUs vs one, $size jobs (target >= 1.8x)" "$(grep '^one / all' "$out/multi_gpu-$size.log" | cut -d= -f2-)"
+    record "  jobs per device" "$(grep '^jobs per device' "$out/multi_gpu-$size.log" | sed 's/.*(all GPUs) //')"
+  done
   summary
   exit 0
 fi

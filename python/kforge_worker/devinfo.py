@@ -93,6 +93,7 @@ def describe(device: WorkerDevice) -> dict[str, Any]:
         "index": device.local_index,
         "physical_index": device.physical_index,
         "name": props.name,
+        "uuid": _uuid(props),
         "capability": f"{props.major}.{props.minor}",
         "sm_count": props.multi_processor_count,
         "total_memory_bytes": int(props.total_memory),
@@ -101,6 +102,16 @@ def describe(device: WorkerDevice) -> dict[str, Any]:
         "driver_version": cuda_driver_version(),
         "runtime": "torch",
     }
+
+
+def _uuid(props: Any) -> str | None:
+    """The GPU's UUID as nvidia-smi writes it (GPU-xxxxxxxx-...), or None where torch has none:
+    which physical GPU a job ran on, whatever CUDA_VISIBLE_DEVICES renumbered."""
+    raw = getattr(props, "uuid", None)
+    if raw is None:
+        return None
+    text = str(raw)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
 
 
 def synchronize(device: torch.device) -> None:
