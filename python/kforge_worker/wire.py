@@ -14,11 +14,23 @@ own: the header says how many bytes each one has.
 Tensors travel as the contiguous little-endian bytes of a host copy; the receiver checks that
 the declared size matches dtype x shape and stays under its byte budget before it reads a
 single byte, so a peer cannot make it allocate what it did not agree to.
+
+A tensor of FD_MIN_BYTES or more travels as a file descriptor instead (its spec says
+`"via": "fd"`): the sender writes the bytes into a memfd, seals it against writes and resizes
+(F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) and passes it with SCM_RIGHTS, at
+most FDS_PER_MESSAGE per one-byte message right after the frame (the inline bytes, if any,
+follow those). The receiver takes exactly as many descriptors as the specs declare, refuses one
+that is not sealed so or whose size is not the declared one, and maps it privately
+(copy-on-write): a sealed memfd cannot change under the receiver, so what it checks is what it
+uses. Socket streaming moved 0.15-0.2 GiB/s here; a memfd costs one copy on each side.
 """
 
 from __future__ import annotations
 
+import fcntl
 import math
+import mmap
+import os
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +49,9 @@ DTYPES: dict[str, torch.dtype] = {
 }
 _NAMES = {v: k for k, v in DTYPES.items()}
 _CHUNK = 1 << 24
+FD_MIN_BYTES = 1 << 20  # tensors this large travel as a sealed memfd
+FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253)
+_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
 
 @dataclass(frozen=True)
@@ -104,21 +119,60 @@ def _host_bytes(t: torch.Tensor) -> torch.Tensor:
     return flat.contiguous().view(torch.uint8)
 
 
+def _tensor_bytes(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s bytes as a flat uint8 tensor on its own device (contiguous, no host copy)."""
+    flat = t.detach().contiguous().reshape(-1)
+    return flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
+
+
+def _sealed_memfd(t: torch.Tensor) -> int:
+    """A memfd holding `t`'s bytes, sealed against writes and resizes (the caller closes it)."""
+    src = _tensor_bytes(t)
+    fd = os.memfd_create("kforge-tensor", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, src.numel())
+        with mmap.mmap(fd, src.numel()) as mm:
+            dst = torch.frombuffer(mm, dtype=torch.uint8)
+            dst.copy_(src)  # from a GPU: one device-to-host copy, straight into the memfd
+            del dst  # the mapping must be gone before F_SEAL_WRITE
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def send(channel: StreamChannel, header: dict[str, Any], values: Any = None) -> None:
-    """Sends `header` with `values` encoded under header["values"], then the tensor bytes."""
+    """Sends `header` with `values` encoded under header["values"], then the tensors: large
+    ones as sealed memfds, the rest as bytes (module docstring)."""
     tensors: list[torch.Tensor] = []
     message = dict(header)
     message["values"] = encode(values, tensors)
-    host = [_host_bytes(t) for t in tensors]
-    message["tensors"] = [
-        {"dtype": dtype_name(t.dtype), "shape": list(t.shape), "nbytes": int(h.numel())}
-        for t, h in zip(tensors, host, strict=True)
-    ]
-    channel.send(message)
-    sock = channel.socket
-    for h in host:
-        if h.numel():
-            sock.sendall(memoryview(h.numpy()))
+    specs = []
+    fds: list[int] = []
+    try:
+        for t in tensors:
+            nbytes = t.numel() * t.element_size()
+            spec: dict[str, Any] = {"dtype": dtype_name(t.dtype), "shape": list(t.shape)}
+            spec["nbytes"] = nbytes
+            if nbytes >= FD_MIN_BYTES:
+                try:
+                    fds.append(_sealed_memfd(t))
+                    spec["via"] = "fd"
+                except OSError:  # e.g. over the jail's RLIMIT_FSIZE: the bytes go inline
+                    pass
+            specs.append(spec)
+        message["tensors"] = specs
+        channel.send(message)
+        sock = channel.socket
+        for i in range(0, len(fds), FDS_PER_MESSAGE):
+            socket.send_fds(sock, [b"F"], fds[i : i + FDS_PER_MESSAGE])
+        for t, spec in zip(tensors, specs, strict=True):
+            if spec.get("via") != "fd" and spec["nbytes"]:
+                sock.sendall(memoryview(_host_bytes(t).numpy()))
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def receive(
@@ -133,7 +187,7 @@ def receive(
     if not isinstance(specs, list):
         raise ProtocolError("'tensors' must be a list")
     total = 0
-    parsed: list[tuple[torch.dtype, list[int], int]] = []
+    parsed: list[tuple[torch.dtype, list[int], int, bool]] = []
     for i, spec in enumerate(specs):
         if not isinstance(spec, dict):
             raise ProtocolError(f"tensors[{i}] must be an object")
@@ -149,16 +203,59 @@ def receive(
         total += nbytes
         if total > budget_bytes:
             raise ProtocolError(f"the peer sent more than {budget_bytes} bytes of tensors")
-        parsed.append((dtype, shape, nbytes))
+        via = spec.get("via", "bytes")
+        if via not in ("bytes", "fd"):
+            raise ProtocolError(f"tensors[{i}].via must be 'bytes' or 'fd'")
+        parsed.append((dtype, shape, nbytes, via == "fd"))
     sock = channel.socket
+    mapped = _receive_fds(sock, [nbytes for _, _, nbytes, by_fd in parsed if by_fd])
     tensors = []
-    for dtype, shape, nbytes in parsed:
-        raw = torch.empty(nbytes, dtype=torch.uint8)
-        if nbytes:
-            _recv_exact(sock, memoryview(raw.numpy()))
+    for dtype, shape, nbytes, by_fd in parsed:
+        if by_fd:
+            raw = mapped.pop(0)
+        else:
+            raw = torch.empty(nbytes, dtype=torch.uint8)
+            if nbytes:
+                _recv_exact(sock, memoryview(raw.numpy()))
         value = raw.view(dtype).reshape(shape)
         tensors.append(value.to(device) if device.type != "cpu" else value)
     return message, decode(message.get("values", {"$v": None}), tensors)
+
+
+def _receive_fds(sock: socket.socket, sizes: list[int]) -> list[torch.Tensor]:
+    """The memfd tensors a frame declared (`sizes`, in order), each mapped copy-on-write after
+    its seals and size were checked. Every descriptor received is closed here."""
+    fds: list[int] = []
+    try:
+        while len(fds) < len(sizes):
+            want = min(FDS_PER_MESSAGE, len(sizes) - len(fds))
+            data, got, flags, _ = socket.recv_fds(sock, 1, want)
+            fds.extend(got)
+            if not data:
+                raise ProtocolError("the peer closed the connection before its tensors")
+            if flags & socket.MSG_CTRUNC or len(got) != want:
+                raise ProtocolError(f"expected {want} tensor descriptor(s), got {len(got)}")
+        pairs = enumerate(zip(fds, sizes, strict=True))
+        return [_map_sealed(fd, size, i) for i, (fd, size) in pairs]
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _map_sealed(fd: int, size: int, index: int) -> torch.Tensor:
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        actual = os.fstat(fd).st_size
+    except OSError as e:
+        raise ProtocolError(f"tensor descriptor {index} is not a memfd: {e}") from e
+    if seals & _SEALS != _SEALS:
+        raise ProtocolError(f"tensor descriptor {index} is not sealed against writes and resizes")
+    if actual != size:
+        raise ProtocolError(f"tensor descriptor {index} holds {actual} bytes, not {size}")
+    if size == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    return torch.frombuffer(mm, dtype=torch.uint8)  # the tensor keeps the mapping alive
 
 
 def _recv_exact(sock: socket.socket, view: memoryview) -> None:

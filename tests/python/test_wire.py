@@ -1,0 +1,178 @@
+"""wire.py: values and tensors across the judge <-> candidate socket, inline bytes and sealed
+memfds, and the peers that lie about them."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from kforge_worker import wire
+from kforge_worker.protocol import ProtocolError, StreamChannel
+
+CPU = torch.device("cpu")
+BUDGET = 1 << 30
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[StreamChannel, StreamChannel]]:
+    a, b = socket.socketpair()
+    with a, b:
+        yield StreamChannel(a), StreamChannel(b)
+
+
+def round_trip(pair: tuple[StreamChannel, StreamChannel], values: Any) -> tuple[dict, Any]:
+    sender, receiver = pair
+    thread = threading.Thread(target=wire.send, args=(sender, {"type": "t"}, values))
+    thread.start()
+    try:
+        return wire.receive(receiver, CPU, BUDGET)
+    finally:
+        thread.join()
+
+
+def test_small_and_large_tensors_and_plain_values_round_trip(pair) -> None:
+    small = torch.arange(10, dtype=torch.int32)
+    large = torch.randn(1 << 19)  # 2 MiB: over FD_MIN_BYTES
+    strided = torch.randn(512, 1024).t()  # not contiguous, 2 MiB
+    values = {"a": [small, large, (strided, 3.5, float("nan"))], "b": None, "c": "text"}
+    message, got = round_trip(pair, values)
+    vias = [spec.get("via", "bytes") for spec in message["tensors"]]
+    assert vias == ["bytes", "fd", "fd"]
+    assert torch.equal(got["a"][0], small) and torch.equal(got["a"][1], large)
+    assert torch.equal(got["a"][2][0], strided) and got["a"][2][1] == 3.5
+    assert got["a"][2][2] != got["a"][2][2] and got["b"] is None and got["c"] == "text"
+
+
+def test_a_received_memfd_tensor_is_a_private_writable_copy(pair) -> None:
+    large = torch.zeros(1 << 19)
+    _, got = round_trip(pair, [large])
+    got[0].fill_(7.0)  # copy-on-write: the receiver may scribble on its copy
+    assert float(got[0].sum()) == 7.0 * (1 << 19) and float(large.sum()) == 0.0
+
+
+def test_many_large_tensors_travel_in_several_descriptor_messages(pair) -> None:
+    tensors = [torch.full((1 << 18,), float(i)) for i in range(wire.FDS_PER_MESSAGE + 5)]
+    message, got = round_trip(pair, tensors)
+    assert all(spec.get("via") == "fd" for spec in message["tensors"])
+    assert [float(t[0]) for t in got] == [float(i) for i in range(len(tensors))]
+
+
+def test_the_bytes_stay_inline_when_a_memfd_cannot_be_made(pair, monkeypatch) -> None:
+    def refuse(_t: torch.Tensor) -> int:
+        raise OSError(27, "File too large")  # what ftruncate says over RLIMIT_FSIZE
+
+    monkeypatch.setattr(wire, "_sealed_memfd", refuse)
+    large = torch.randn(1 << 19)
+    message, got = round_trip(pair, [large])
+    assert "via" not in message["tensors"][0] and torch.equal(got[0], large)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def send_raw(sock: socket.socket, specs: list[dict[str, Any]], fds: list[int]) -> None:
+    values = {"$list": [{"$t": i} for i in range(len(specs))]}
+    StreamChannel(sock).send({"type": "t", "values": values, "tensors": specs})
+    if fds:
+        socket.send_fds(sock, [b"F"], fds)
+
+
+def memfd(size: int, seals: int) -> int:
+    fd = os.memfd_create("test", os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    if seals:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd
+
+
+ALL_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+
+
+@pytest.mark.parametrize(
+    ("seals", "size", "error"),
+    [
+        (0, 4096, "not sealed"),
+        (fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW, 4096, "not sealed"),  # still writable
+        (ALL_SEALS, 8192, "holds 8192 bytes, not 4096"),
+    ],
+)
+def test_a_memfd_not_sealed_or_of_another_size_is_refused(pair, seals, size, error) -> None:
+    sender, receiver = pair
+    before = open_fds()
+    fd = memfd(size, seals)
+    try:
+        send_raw(
+            sender.socket,
+            [{"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}],
+            [fd],
+        )
+    finally:
+        os.close(fd)
+    with pytest.raises(ProtocolError, match=error):
+        wire.receive(receiver, CPU, BUDGET)
+    assert open_fds() == before  # the receiver closed what it got
+
+
+def test_a_file_that_is_no_memfd_is_refused(pair, tmp_path) -> None:
+    sender, receiver = pair
+    path = tmp_path / "plain"
+    path.write_bytes(b"\0" * 4096)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        send_raw(
+            sender.socket,
+            [{"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}],
+            [fd],
+        )
+    finally:
+        os.close(fd)
+    with pytest.raises(ProtocolError, match=r"not a memfd|not sealed"):
+        wire.receive(receiver, CPU, BUDGET)
+
+
+def test_fewer_descriptors_than_declared_is_refused(pair) -> None:
+    sender, receiver = pair
+    spec = {"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}
+    fd = memfd(4096, ALL_SEALS)
+    try:
+        send_raw(sender.socket, [spec, spec], [fd])
+    finally:
+        os.close(fd)
+    with pytest.raises(ProtocolError, match="expected 2 tensor descriptor"):
+        wire.receive(receiver, CPU, BUDGET)
+
+
+def test_more_descriptors_than_declared_are_refused_and_closed(pair) -> None:
+    sender, receiver = pair
+    before = open_fds()
+    fds = [memfd(4096, ALL_SEALS) for _ in range(3)]
+    try:
+        send_raw(
+            sender.socket, [{"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}], fds
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
+    with pytest.raises(ProtocolError, match="expected 1 tensor descriptor"):
+        wire.receive(receiver, CPU, BUDGET)
+    assert open_fds() == before
+
+
+def test_an_unknown_transport_and_a_tensor_over_budget_are_refused(pair) -> None:
+    sender, receiver = pair
+    send_raw(sender.socket, [{"dtype": "float32", "shape": [4], "nbytes": 16, "via": "shm"}], [])
+    with pytest.raises(ProtocolError, match="via must be"):
+        wire.receive(receiver, CPU, BUDGET)
+    sender2, receiver2 = pair
+    spec = {"dtype": "float32", "shape": [1 << 20], "nbytes": 4 << 20, "via": "fd"}
+    send_raw(sender2.socket, [spec], [])
+    with pytest.raises(ProtocolError, match="more than"):
+        wire.receive(receiver2, CPU, 1 << 20)
