@@ -47,14 +47,14 @@ void decode_frames(std::string_view bytes) {
   if (bytes.empty()) return;
   const size_t piece = 1 + static_cast<unsigned char>(bytes[0]) % 64;
   bytes.remove_prefix(1);
-  kforge::workers::FrameDecoder decoder;
+  kforge::worker_protocol::FrameDecoder decoder;
   while (true) {
     const size_t n = std::min(piece, bytes.size());
     decoder.append(bytes.substr(0, n));
     bytes.remove_prefix(n);
     while (auto message = decoder.next()) {
       if (!message->is_ok()) return;  // the stream is unusable after an error
-      (void)kforge::workers::check_protocol_version(message->value());
+      (void)kforge::worker_protocol::check_protocol_version(message->value());
       check_result(message->value());
     }
     if (bytes.empty()) return;
@@ -64,11 +64,11 @@ void decode_frames(std::string_view bytes) {
 void decode_control(std::string_view bytes) {
   static int pair[2] = {-1, -1};
   if (pair[0] < 0 && ::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return;
-  if (bytes.size() > kforge::workers::kMaxControlBytes) return;
+  if (bytes.size() > kforge::worker_protocol::kMaxControlBytes) return;
   if (::send(pair[1], bytes.data(), bytes.size(), MSG_DONTWAIT) < 0) return;
-  auto read = kforge::workers::recv_control(pair[0]);
-  if (read.is_ok() && read->kind == kforge::workers::ControlRead::Kind::kMessage) {
-    (void)kforge::workers::check_protocol_version(read->message);
+  auto read = kforge::worker_protocol::recv_control(pair[0]);
+  if (read.is_ok() && read->kind == kforge::worker_protocol::ControlRead::Kind::kMessage) {
+    (void)kforge::worker_protocol::check_protocol_version(read->message);
   }
 }
 

@@ -28,8 +28,8 @@ class Channel {
   explicit Channel(int fd) : fd_(fd) {}
 
   Status send(const Json& message) {
-    return workers::write_all(fd_, workers::encode_frame(message),
-                              Clock::now() + std::chrono::hours(1));
+    return worker_protocol::write_all(fd_, worker_protocol::encode_frame(message),
+                                      Clock::now() + std::chrono::hours(1));
   }
 
   // The next message; nullopt at EOF.
@@ -57,7 +57,7 @@ class Channel {
 
  private:
   int fd_;
-  workers::FrameDecoder decoder_;
+  worker_protocol::FrameDecoder decoder_;
 };
 
 Json sandbox_report(const Json& jail) {
@@ -111,7 +111,8 @@ int run_worker_process(const WorkerRuntimeOptions& options, int protocol_fd) {
   auto runtime = WorkerRuntime::start(options);
   Json ready = {
       {"type", "ready"},
-      {"protocol", {{"major", workers::kProtocolMajor}, {"minor", workers::kProtocolMinor}}},
+      {"protocol",
+       {{"major", worker_protocol::kProtocolMajor}, {"minor", worker_protocol::kProtocolMinor}}},
       {"pid", getpid()},
       {"device", runtime->describe_device()},
       {"warmup_ms", std::chrono::duration<double, std::milli>(Clock::now() - start).count()},

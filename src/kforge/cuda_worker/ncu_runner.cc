@@ -45,24 +45,24 @@ Json run_captured(const std::vector<std::string>& argv, std::chrono::millisecond
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) return failed_run(argv, "cannot run ncu: pipe failed");
-  workers::UniqueFd out_r(out_pipe[0]);
-  workers::UniqueFd out_w(out_pipe[1]);
+  worker_protocol::UniqueFd out_r(out_pipe[0]);
+  worker_protocol::UniqueFd out_w(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return failed_run(argv, "cannot run ncu: pipe failed");
-  workers::UniqueFd err_r(err_pipe[0]);
-  workers::UniqueFd err_w(err_pipe[1]);
-  workers::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  workers::LaunchOptions launch;
+  worker_protocol::UniqueFd err_r(err_pipe[0]);
+  worker_protocol::UniqueFd err_w(err_pipe[1]);
+  worker_protocol::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  worker_protocol::LaunchOptions launch;
   launch.argv = argv;
   launch.env = own_environment();
   launch.env["HOME"] = home.string();
   launch.fds = {{0, devnull.get()}, {1, out_w.get()}, {2, err_w.get()}};
   launch.die_with_parent = true;
-  auto process = workers::launch_process(launch);
+  auto process = worker_protocol::launch_process(launch);
   out_w.reset();
   err_w.reset();
   if (!process.is_ok()) return failed_run(argv, "cannot run ncu: " + process.status().message());
-  workers::OutputCapture out(kStdoutCap);
-  workers::OutputCapture err(kStderrCap);
+  worker_protocol::OutputCapture out(kStdoutCap);
+  worker_protocol::OutputCapture err(kStderrCap);
   const auto deadline = Clock::now() + timeout;
   bool timed_out = false;
   while (out_r.valid() || err_r.valid()) {
@@ -76,8 +76,8 @@ Json run_captured(const std::vector<std::string>& argv, std::chrono::millisecond
     if (::poll(fds, 2, static_cast<int>(std::min<int64_t>(left, 1000))) < 0 && errno != EINTR) {
       break;
     }
-    std::pair<pollfd*, std::pair<workers::UniqueFd*, workers::OutputCapture*>> streams[] = {
-        {&fds[0], {&out_r, &out}}, {&fds[1], {&err_r, &err}}};
+    std::pair<pollfd*, std::pair<worker_protocol::UniqueFd*, worker_protocol::OutputCapture*>>
+        streams[] = {{&fds[0], {&out_r, &out}}, {&fds[1], {&err_r, &err}}};
     for (auto& [pfd, target] : streams) {
       if (pfd->fd < 0 || (pfd->revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       char buf[65536];

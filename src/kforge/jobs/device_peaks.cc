@@ -40,10 +40,11 @@ StatusOr<Json> load_or_measure_peaks(const PeaksOptions& options, const std::str
   KF_RETURN_IF_ERROR(make_dirs(options.cache_dir));
   const auto tmp = path.string() + ".measuring";
   const auto log_path = options.cache_dir / ("peaks-" + uuid + ".log");
-  workers::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  workers::UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  worker_protocol::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  worker_protocol::UniqueFd log(
+      ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!devnull.valid() || !log.valid()) return errno_error("open " + log_path.string(), errno);
-  workers::LaunchOptions launch;
+  worker_protocol::LaunchOptions launch;
   launch.argv = {options.python, "-m",     "kforge_worker", "measure-peaks",
                  "--device",     "cuda:0", "--out",         tmp};
   launch.env = workers::base_worker_env(options.extra_env_names);
@@ -52,7 +53,7 @@ StatusOr<Json> load_or_measure_peaks(const PeaksOptions& options, const std::str
   launch.fds = {{0, devnull.get()}, {1, log.get()}, {2, log.get()}};
   KF_LOG_INFO("measuring the peaks of GPU {} (once per data directory; log {})", uuid,
               log_path.string());
-  KF_ASSIGN_OR_RETURN(workers::Process process, workers::launch_process(launch));
+  KF_ASSIGN_OR_RETURN(worker_protocol::Process process, worker_protocol::launch_process(launch));
   auto status = process.wait_for(options.timeout);
   if (!status) {
     process.kill_group();

@@ -438,6 +438,8 @@ void JobServiceImpl::finish(const std::string& id, model::JobState state, Json r
   sample.result = &result;
   legacy_.job_finished(sample);
   job_metrics_.job_finished(kernel_type, state, result, sample.started ? sample.run_s : -1.0);
+  // The device counts the job (jobs_run, busy time) before anyone hears that it ended.
+  scheduler_->job_ended(id);
   std::map<uint64_t, DoneCallback> subs;
   model::JobRecord record;
   {

@@ -120,13 +120,26 @@ void Scheduler::runner_loop(size_t slot, int lane) {
       KF_LOG_ERROR("job={} device={} runner caught exception: {}", job.job_id, device, e.what());
     }
     lock.lock();
-    s.running.erase(std::find(s.running.begin(), s.running.end(), job.job_id));
-    if (s.running.empty()) {
-      s.busy = false;
-      s.busy_time += std::chrono::steady_clock::now() - s.busy_since;
-    }
-    ++s.jobs_run;
+    end_locked(slot, job.job_id);  // when run_ did not call job_ended
   }
+}
+
+void Scheduler::end_locked(size_t slot, const std::string& job_id) {
+  auto& s = slots_[slot];
+  auto it = std::find(s.running.begin(), s.running.end(), job_id);
+  if (it == s.running.end()) return;
+  s.running.erase(it);
+  if (s.running.empty()) {
+    s.busy = false;
+    s.busy_time += std::chrono::steady_clock::now() - s.busy_since;
+  }
+  ++s.jobs_run;
+}
+
+void Scheduler::job_ended(const std::string& job_id) {
+  std::lock_guard lock(mu_);
+  for (size_t slot = 0; slot < slots_.size(); ++slot)
+    end_locked(slot, job_id);
 }
 
 void Scheduler::start() {

@@ -36,7 +36,9 @@ struct DeviceSlotInfo {
 
 class Scheduler {
  public:
-  // Runs one job on `device`; blocks the runner thread until the job is finished.
+  // Runs one job on `device`; blocks the runner thread until the job is finished. It calls
+  // job_ended(job_id) before it tells anyone that the job ended (when it does not, the
+  // runner counts the job when the function returns).
   using RunFn = std::function<void(const std::string& job_id, const std::string& device)>;
   // Called once on each runner thread before it takes jobs (to warm the device's workers).
   using PrepareFn = std::function<void(const std::string& device)>;
@@ -55,6 +57,11 @@ class Scheduler {
   void enqueue(const std::string& job_id, const std::string& target);
   // Removes a job that has not started; false if it is not queued (running or unknown).
   bool remove(const std::string& job_id);
+  // The run function's job `job_id` is over: its device counts it (jobs_run, busy time, no
+  // longer running) from now on, so whoever the run function then tells that the job ended
+  // reads device_status() with the job counted. Nothing for a job not running here, or
+  // already counted.
+  void job_ended(const std::string& job_id);
 
   void start();
   // Stops taking jobs and joins the runners (after their current job).
@@ -87,6 +94,8 @@ class Scheduler {
   long pick_locked(size_t slot) const;
   // Whether another GPU has fewer jobs in flight than `slot` and a free runner. Requires mu_.
   bool another_gpu_less_busy_locked(size_t slot) const;
+  // Counts `job_id` as ended on slot `slot` if it is still running there. Requires mu_.
+  void end_locked(size_t slot, const std::string& job_id);
 
   const std::vector<DeviceSlotInfo> devices_;
   const RunFn run_;

@@ -1,6 +1,6 @@
 #include "kforge/worker_protocol/output_capture.h"
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 
 void OutputCapture::append(std::string_view bytes) {
   total_ += bytes.size();
@@ -33,4 +33,4 @@ std::string OutputCapture::text() const {
   return out;
 }
 
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

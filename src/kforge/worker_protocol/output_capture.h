@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 
 class OutputCapture {
  public:
@@ -26,4 +26,4 @@ class OutputCapture {
   uint64_t total_ = 0;
 };
 
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

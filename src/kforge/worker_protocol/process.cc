@@ -19,7 +19,7 @@
 
 #include "kforge/common/files.h"
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 namespace {
 
 int open_pidfd(pid_t pid) {
@@ -316,4 +316,4 @@ int64_t process_group_rss_bytes(pid_t pgid) {
   return total;
 }
 
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

@@ -19,7 +19,7 @@
 
 #include "kforge/common/status.h"
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 
 // How a process ended: exactly one of exit_code / signal is set.
 struct ExitStatus {
@@ -87,4 +87,4 @@ int64_t process_group_rss_bytes(pid_t pgid);
 // count once, divided among their sharers), from /proc/<pid>/smaps_rollup.
 int64_t process_group_pss_bytes(pid_t pgid);
 
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

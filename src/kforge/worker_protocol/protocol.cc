@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 
 Status check_protocol_version(const Json& message) {
   auto it = message.find("protocol");
@@ -128,4 +128,4 @@ StatusOr<ControlRead> recv_control(int fd) {
   }
 }
 
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

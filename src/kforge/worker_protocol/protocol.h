@@ -12,7 +12,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 
 inline constexpr int kProtocolMajor = 2;
 inline constexpr int kProtocolMinor = 0;
@@ -56,4 +56,4 @@ struct ControlRead {
 // JSON object.
 StatusOr<ControlRead> recv_control(int fd);
 
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 
 class UniqueFd {
  public:
@@ -32,4 +32,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

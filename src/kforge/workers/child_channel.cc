@@ -61,7 +61,8 @@ double default_fraction(const std::string& phase) {
 }
 
 // Waits (bounded) for the exit status of `pid` from the exit source.
-std::optional<ExitStatus> await_exit(ExitSource& exits, pid_t pid, milliseconds limit) {
+std::optional<worker_protocol::ExitStatus> await_exit(ExitSource& exits, pid_t pid,
+                                                      milliseconds limit) {
   auto deadline = Clock::now() + limit;
   while (true) {
     if (auto s = exits.exit_of(pid)) return s;
@@ -76,7 +77,7 @@ std::optional<ExitStatus> await_exit(ExitSource& exits, pid_t pid, milliseconds 
   }
 }
 
-std::string describe_exit(const std::optional<ExitStatus>& exit) {
+std::string describe_exit(const std::optional<worker_protocol::ExitStatus>& exit) {
   if (!exit) return "ended (exit status unknown)";
   std::string text = exit->describe();
   switch (exit->signal.value_or(0)) {
@@ -110,8 +111,8 @@ ChildChannel::~ChildChannel() = default;
 
 Status ChildChannel::send_sandbox() {
   if (!sandbox) return internal_error("send_sandbox without a prepared sandbox");
-  return write_all(proto.get(), encode_frame(sandbox->message),
-                   Clock::now() + std::chrono::seconds(10));
+  return worker_protocol::write_all(proto.get(), worker_protocol::encode_frame(sandbox->message),
+                                    Clock::now() + std::chrono::seconds(10));
 }
 
 void ChildChannel::kill_all() {
@@ -120,7 +121,7 @@ void ChildChannel::kill_all() {
       KF_LOG_WARN("cgroup {} did not empty after SIGKILL", sandbox->cgroup->name());
     }
   }
-  kill_process_group(pid);
+  worker_protocol::kill_process_group(pid);
 }
 
 StatusOr<ChildPipes> ChildPipes::create() {
@@ -129,16 +130,16 @@ StatusOr<ChildPipes> ChildPipes::create() {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto.data()) != 0) {
     return errno_error("socketpair", errno);
   }
-  p.proto_ours = UniqueFd(proto[0]);
-  p.proto_theirs = UniqueFd(proto[1]);
+  p.proto_ours = worker_protocol::UniqueFd(proto[0]);
+  p.proto_theirs = worker_protocol::UniqueFd(proto[1]);
   std::array<int, 2> out{};
   if (::pipe2(out.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
-  p.out_r = UniqueFd(out[0]);
-  p.out_w = UniqueFd(out[1]);
+  p.out_r = worker_protocol::UniqueFd(out[0]);
+  p.out_w = worker_protocol::UniqueFd(out[1]);
   std::array<int, 2> err{};
   if (::pipe2(err.data(), O_CLOEXEC) != 0) return errno_error("pipe2", errno);
-  p.err_r = UniqueFd(err[0]);
-  p.err_w = UniqueFd(err[1]);
+  p.err_r = worker_protocol::UniqueFd(err[0]);
+  p.err_w = worker_protocol::UniqueFd(err[1]);
   return p;
 }
 
@@ -146,7 +147,7 @@ Status ChildPipes::attach(ChildChannel& channel) {
   proto_theirs.reset();
   out_w.reset();
   err_w.reset();
-  for (const UniqueFd* fd : {&proto_ours, &out_r, &err_r}) {
+  for (const worker_protocol::UniqueFd* fd : {&proto_ours, &out_r, &err_r}) {
     int flags = ::fcntl(fd->get(), F_GETFL);
     if (flags < 0 || ::fcntl(fd->get(), F_SETFL, flags | O_NONBLOCK) < 0) {
       return errno_error("fcntl(O_NONBLOCK)", errno);
@@ -159,7 +160,7 @@ Status ChildPipes::attach(ChildChannel& channel) {
 }
 
 Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_point deadline) {
-  OutputCapture noise(size_t{16} * 1024);
+  worker_protocol::OutputCapture noise(size_t{16} * 1024);
   bool out_open = true;
   bool err_open = true;
   while (!child.ready) {
@@ -186,7 +187,7 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_poin
           if (!msg->is_ok()) return msg->status();
           const Json& m = msg->value();
           if (m.value("type", "") == "ready") {
-            KF_RETURN_IF_ERROR(check_protocol_version(m));
+            KF_RETURN_IF_ERROR(worker_protocol::check_protocol_version(m));
             child.ready = true;
             child.ready_message = m;
           } else if (m.value("type", "") == "sandbox_failed") {
@@ -211,8 +212,8 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
                              CancelToken& cancel, const ProgressSink& progress, ExitSource& exits,
                              const ChildLimits& limits, DeviceGate* gate) {
   ChildJobEnd end;
-  end.stdout_capture = OutputCapture(limits.output_cap_bytes);
-  end.stderr_capture = OutputCapture(limits.output_cap_bytes);
+  end.stdout_capture = worker_protocol::OutputCapture(limits.output_cap_bytes);
+  end.stderr_capture = worker_protocol::OutputCapture(limits.output_cap_bytes);
   const auto start = Clock::now();
   const auto deadline = start + timeout;
 
@@ -226,8 +227,9 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   bool err_open = true;
   std::optional<ChildJobEnd::Kind> stop_reason;
 
-  Status sent = write_all(child.proto.get(), encode_frame(job_message),
-                          std::min(deadline, start + std::chrono::seconds(60)));
+  Status sent =
+      worker_protocol::write_all(child.proto.get(), worker_protocol::encode_frame(job_message),
+                                 std::min(deadline, start + std::chrono::seconds(60)));
   if (!sent) proto_open = false;  // the child is gone; the exit status tells why
 
   // The device grant (docs/worker-protocol.md "Device grant"): asked for with
@@ -242,8 +244,9 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
     grant_sent = true;
     end.device_wait_ms =
         std::chrono::duration<double, std::milli>(Clock::now() - *requested_at).count();
-    if (Status g =
-            write_all(child.proto.get(), encode_frame(Json{{"type", "device_grant"}}), deadline);
+    if (Status g = worker_protocol::write_all(
+            child.proto.get(), worker_protocol::encode_frame(Json{{"type", "device_grant"}}),
+            deadline);
         !g) {
       proto_open = false;
     }
@@ -345,7 +348,7 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
           stop_reason = ChildJobEnd::Kind::kMemoryLimit;
         }
       } else {
-        int64_t pss = process_group_pss_bytes(child.pid);
+        int64_t pss = worker_protocol::process_group_pss_bytes(child.pid);
         end.peak_rss_bytes = std::max(end.peak_rss_bytes, pss);
         if (limits.memory_limit_bytes > 0 && pss > limits.memory_limit_bytes && !got_result) {
           stop_reason = ChildJobEnd::Kind::kMemoryLimit;
@@ -365,7 +368,8 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
       stop_reason = ChildJobEnd::Kind::kMemoryLimit;
     }
   } else {
-    end.peak_rss_bytes = std::max(end.peak_rss_bytes, process_group_pss_bytes(child.pid));
+    end.peak_rss_bytes =
+        std::max(end.peak_rss_bytes, worker_protocol::process_group_pss_bytes(child.pid));
   }
   // The child is done with (or failed) its one job: nothing it started may outlive it, even
   // a process that left the child's session (the cgroup holds every descendant).

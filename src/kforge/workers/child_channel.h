@@ -35,7 +35,7 @@ class ExitSource {
   // Called when poll_fd() is readable; processes whatever arrived.
   virtual void on_readable() = 0;
   // The exit status of `pid` once known.
-  virtual std::optional<ExitStatus> exit_of(pid_t pid) = 0;
+  virtual std::optional<worker_protocol::ExitStatus> exit_of(pid_t pid) = 0;
   // False once the source itself is gone (zygote died): no exit status will come.
   virtual bool alive() const = 0;
 };
@@ -43,10 +43,10 @@ class ExitSource {
 struct ChildChannel {
   int child_id = 0;
   pid_t pid = -1;
-  UniqueFd proto;  // our end of the protocol socket (non-blocking)
-  UniqueFd out;    // read end of the child's stdout pipe (non-blocking)
-  UniqueFd err;    // read end of the child's stderr pipe (non-blocking)
-  FrameDecoder decoder;
+  worker_protocol::UniqueFd proto;  // our end of the protocol socket (non-blocking)
+  worker_protocol::UniqueFd out;    // read end of the child's stdout pipe (non-blocking)
+  worker_protocol::UniqueFd err;    // read end of the child's stderr pipe (non-blocking)
+  worker_protocol::FrameDecoder decoder;
   bool ready = false;
   Json ready_message;
   std::chrono::steady_clock::time_point started_at;
@@ -72,9 +72,9 @@ struct ChildChannel {
 // "theirs" ends go to the child (by exec or SCM_RIGHTS); attach() then closes them here (or
 // EOF would never come) and moves our ends, non-blocking, into a ChildChannel.
 struct ChildPipes {
-  UniqueFd proto_ours, proto_theirs;
-  UniqueFd out_r, out_w;
-  UniqueFd err_r, err_w;
+  worker_protocol::UniqueFd proto_ours, proto_theirs;
+  worker_protocol::UniqueFd out_r, out_w;
+  worker_protocol::UniqueFd err_r, err_w;
 
   static StatusOr<ChildPipes> create();
   Status attach(ChildChannel& channel);
@@ -95,10 +95,10 @@ struct ChildJobEnd {
   Json result;        // the `result` message's result (kind kResult)
   Json partial;       // last `partial` from a progress message, or null
   std::string phase;  // last phase reported ("" before any progress)
-  std::optional<ExitStatus> exit;
+  std::optional<worker_protocol::ExitStatus> exit;
   std::string detail;  // protocol error text
-  OutputCapture stdout_capture;
-  OutputCapture stderr_capture;
+  worker_protocol::OutputCapture stdout_capture;
+  worker_protocol::OutputCapture stderr_capture;
   double wall_ms = 0;
   int64_t peak_rss_bytes = 0;  // the cgroup's memory peak, or the group's peak PSS
   int64_t cgroup_oom_kills = 0;

@@ -49,7 +49,7 @@ struct DeviceGate::State {
 DeviceGate::DeviceGate(std::string device) : state_(std::make_shared<State>(std::move(device))) {}
 
 StatusOr<std::unique_ptr<DeviceGate::Ticket>> DeviceGate::request(const std::string& holder) {
-  UniqueFd event(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  worker_protocol::UniqueFd event(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!event.valid()) return errno_error("eventfd", errno);
   std::lock_guard lock(state_->mu);
   const uint64_t seq = state_->next_seq++;
@@ -88,7 +88,7 @@ Json DeviceGate::status() const {
 }
 
 DeviceGate::Ticket::Ticket(std::shared_ptr<State> state, uint64_t seq, std::string holder,
-                           UniqueFd event)
+                           worker_protocol::UniqueFd event)
     : state_(std::move(state)), seq_(seq), holder_(std::move(holder)), event_(std::move(event)) {}
 
 DeviceGate::Ticket::~Ticket() {

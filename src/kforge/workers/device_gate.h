@@ -45,12 +45,13 @@ class DeviceGate {
 
    private:
     friend class DeviceGate;
-    Ticket(std::shared_ptr<State> state, uint64_t seq, std::string holder, UniqueFd event);
+    Ticket(std::shared_ptr<State> state, uint64_t seq, std::string holder,
+           worker_protocol::UniqueFd event);
 
     std::shared_ptr<State> state_;
     uint64_t seq_;
     std::string holder_;
-    UniqueFd event_;
+    worker_protocol::UniqueFd event_;
   };
 
   explicit DeviceGate(std::string device);

@@ -20,17 +20,17 @@ using Clock = std::chrono::steady_clock;
 // Exit statuses of a directly started process, from its pidfd (waitpid when it is readable).
 class ProcessExits final : public ExitSource {
  public:
-  explicit ProcessExits(Process& process) : process_(process) {}
+  explicit ProcessExits(worker_protocol::Process& process) : process_(process) {}
   int poll_fd() const override { return process_.exit_fd(); }
   void on_readable() override { (void)process_.try_wait(); }
-  std::optional<ExitStatus> exit_of(pid_t pid) override {
+  std::optional<worker_protocol::ExitStatus> exit_of(pid_t pid) override {
     if (pid != process_.pid()) return std::nullopt;
     return process_.try_wait();
   }
   bool alive() const override { return true; }
 
  private:
-  Process& process_;
+  worker_protocol::Process& process_;
 };
 
 }  // namespace
@@ -57,9 +57,9 @@ std::map<std::string, std::string> NativeCudaWorker::child_env() const {
 
 StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child() {
   KF_ASSIGN_OR_RETURN(ChildPipes pipes, ChildPipes::create());
-  UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  worker_protocol::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 
-  LaunchOptions launch;
+  worker_protocol::LaunchOptions launch;
   launch.argv = {options_.executable.string(), "worker", "cuda", "--device", options_.device};
   if (options_.device == "cpu" && !options_.why_no_gpu.empty()) {
     launch.argv.push_back("--why-no-gpu");
@@ -74,7 +74,7 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::start_child
   launch.rlimit_nofile = 4096;
   // Jailed processes start as pid 1 of their own pid namespace: they see no other process.
   launch.new_pid_namespace = options_.sandbox->jailing();
-  KF_ASSIGN_OR_RETURN(Process process, launch_process(launch));
+  KF_ASSIGN_OR_RETURN(worker_protocol::Process process, worker_protocol::launch_process(launch));
   auto child = std::make_unique<Child>();
   KF_RETURN_IF_ERROR(pipes.attach(child->channel));
   child->channel.child_id = next_child_id_++;

@@ -71,7 +71,7 @@ class NativeCudaWorker final : public Worker {
  private:
   // A started process and the supervisor's end of its channel.
   struct Child {
-    Process process;
+    worker_protocol::Process process;
     ChildChannel channel;
   };
 

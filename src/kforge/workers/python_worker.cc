@@ -75,10 +75,10 @@ Status PythonWorker::start_zygote() {
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     return errno_error("socketpair", errno);
   }
-  UniqueFd ours(pair[0]);
-  UniqueFd theirs(pair[1]);
-  UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  LaunchOptions launch;
+  worker_protocol::UniqueFd ours(pair[0]);
+  worker_protocol::UniqueFd theirs(pair[1]);
+  worker_protocol::UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  worker_protocol::LaunchOptions launch;
   launch.argv = {options_.python, "-m", "kforge_worker", "zygote", "--device", options_.device};
   if (!options_.triton_arch.empty()) {
     launch.argv.push_back("--arch");
@@ -89,7 +89,7 @@ Status PythonWorker::start_zygote() {
   // The zygote's own diagnostics go to the server's stderr; kernels' output never does
   // (children get their own pipes).
   launch.fds = {{0, devnull.get()}, {1, STDERR_FILENO}, {2, STDERR_FILENO}, {3, theirs.get()}};
-  KF_ASSIGN_OR_RETURN(Process zygote, launch_process(launch));
+  KF_ASSIGN_OR_RETURN(worker_protocol::Process zygote, worker_protocol::launch_process(launch));
   theirs.reset();
   KF_RETURN_IF_ERROR(set_nonblocking(ours.get()));
   control_ = std::move(ours);
@@ -119,13 +119,13 @@ Status PythonWorker::start_zygote() {
       }
       continue;
     }
-    auto msg = recv_control(control_.get());
+    auto msg = worker_protocol::recv_control(control_.get());
     if (!msg.is_ok()) {
       stop_zygote();
       return msg.status();
     }
-    if (msg->kind == ControlRead::Kind::kWouldBlock) continue;
-    if (msg->kind == ControlRead::Kind::kClosed) {
+    if (msg->kind == worker_protocol::ControlRead::Kind::kWouldBlock) continue;
+    if (msg->kind == worker_protocol::ControlRead::Kind::kClosed) {
       auto exit = zygote_->wait_for(std::chrono::milliseconds(2000));
       stop_zygote();
       return unavailable("the Python worker " +
@@ -137,7 +137,7 @@ Status PythonWorker::start_zygote() {
       KF_RETURN_IF_ERROR(handle_control_message(m));
       continue;
     }
-    if (Status v = check_protocol_version(m); !v) {
+    if (Status v = worker_protocol::check_protocol_version(m); !v) {
       stop_zygote();
       return v;
     }
@@ -159,7 +159,7 @@ Status PythonWorker::start_zygote() {
 void PythonWorker::stop_zygote() {
   pool_.clear();
   if (control_.valid()) {
-    (void)send_control(control_.get(), Json{{"type", "shutdown"}});
+    (void)worker_protocol::send_control(control_.get(), Json{{"type", "shutdown"}});
   }
   control_.reset();
   if (zygote_) {
@@ -178,7 +178,7 @@ Status PythonWorker::handle_control_message(const Json& m) {
   } else if (type == "fork_failed") {
     fork_failures_[m.value("child_id", 0)] = m.value("error", "fork failed");
   } else if (type == "exited") {
-    ExitStatus s;
+    worker_protocol::ExitStatus s;
     if (m.contains("exit_code") && m["exit_code"].is_number_integer()) {
       s.exit_code = m["exit_code"].get<int>();
     }
@@ -191,15 +191,15 @@ Status PythonWorker::handle_control_message(const Json& m) {
 
 void PythonWorker::on_readable() {
   while (control_.valid()) {
-    auto msg = recv_control(control_.get());
+    auto msg = worker_protocol::recv_control(control_.get());
     if (!msg.is_ok()) {
       KF_LOG_WARN("worker device={} control socket error: {}", options_.device,
                   msg.status().message());
       control_.reset();
       return;
     }
-    if (msg->kind == ControlRead::Kind::kWouldBlock) return;
-    if (msg->kind == ControlRead::Kind::kClosed) {
+    if (msg->kind == worker_protocol::ControlRead::Kind::kWouldBlock) return;
+    if (msg->kind == worker_protocol::ControlRead::Kind::kClosed) {
       KF_LOG_WARN("worker device={} zygote exited", options_.device);
       control_.reset();
       return;
@@ -208,7 +208,7 @@ void PythonWorker::on_readable() {
   }
 }
 
-std::optional<ExitStatus> PythonWorker::exit_of(pid_t pid) {
+std::optional<worker_protocol::ExitStatus> PythonWorker::exit_of(pid_t pid) {
   auto it = exits_.find(pid);
   if (it == exits_.end()) return std::nullopt;
   return it->second;
@@ -219,8 +219,8 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
   KF_ASSIGN_OR_RETURN(ChildPipes pipes, ChildPipes::create());
   const int child_id = next_child_id_++;
   std::array<int, 3> pass = {pipes.proto_theirs.get(), pipes.out_w.get(), pipes.err_w.get()};
-  KF_RETURN_IF_ERROR(
-      send_control(control_.get(), Json{{"type", "fork"}, {"child_id", child_id}}, pass));
+  KF_RETURN_IF_ERROR(worker_protocol::send_control(
+      control_.get(), Json{{"type", "fork"}, {"child_id", child_id}}, pass));
   // Our copies of the child's ends must close, or we would never see EOF on them.
   pipes.proto_theirs.reset();
   pipes.out_w.reset();
@@ -254,7 +254,7 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
   name += "-" + std::to_string(child_id);
   auto prepared = options_.sandbox->prepare_python_child(name, child->pid, options_.gpu_minor);
   if (!prepared.is_ok()) {
-    kill_process_group(child->pid);
+    worker_protocol::kill_process_group(child->pid);
     return prepared.status().with_context("preparing the child's sandbox");
   }
   child->sandbox = std::move(prepared).value();

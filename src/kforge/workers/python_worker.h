@@ -79,7 +79,7 @@ class PythonWorker final : public Worker, private ExitSource {
   // ExitSource: exit statuses come from the zygote's `exited` messages.
   int poll_fd() const override { return control_.get(); }
   void on_readable() override;
-  std::optional<ExitStatus> exit_of(pid_t pid) override;
+  std::optional<worker_protocol::ExitStatus> exit_of(pid_t pid) override;
   bool alive() const override { return control_.valid(); }
 
   Status start_zygote();
@@ -96,12 +96,12 @@ class PythonWorker final : public Worker, private ExitSource {
   std::mutex run_mu_;  // held by run() for its whole job
 
   // Owned by the runner thread (the one in run(), or in prepare()/shutdown()).
-  std::optional<Process> zygote_;
-  UniqueFd control_;
+  std::optional<worker_protocol::Process> zygote_;
+  worker_protocol::UniqueFd control_;
   WarmPool<ChildChannel> pool_;
-  std::map<int, pid_t> forked_;               // child_id -> pid, from `forked`
-  std::map<int, std::string> fork_failures_;  // child_id -> error, from `fork_failed`
-  std::map<pid_t, ExitStatus> exits_;         // from `exited`, pruned
+  std::map<int, pid_t> forked_;                         // child_id -> pid, from `forked`
+  std::map<int, std::string> fork_failures_;            // child_id -> error, from `fork_failed`
+  std::map<pid_t, worker_protocol::ExitStatus> exits_;  // from `exited`, pruned
   int next_child_id_ = 1;
 
   mutable std::mutex mu_;

@@ -78,6 +78,48 @@ TEST(SchedulerTest, RemoveTakesAQueuedJobOut) {
   EXPECT_EQ(runs.load(), 0);
 }
 
+TEST(SchedulerTest, AJobEndedByTheRunFunctionIsCountedBeforeItReturns) {
+  // The run function says the job ended, tells a waiter (as a job's done callbacks do) and
+  // keeps the runner until the waiter has read the device: the waiter sees the job counted.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool told = false;
+  bool read = false;
+  Scheduler* scheduler = nullptr;
+  Scheduler s(
+      {{"cpu", false}},
+      [&](const std::string& job, const std::string&) {
+        scheduler->job_ended(job);
+        scheduler->job_ended(job);  // a second call counts nothing
+        std::unique_lock lock(mu);
+        told = true;
+        cv.notify_all();
+        cv.wait_for(lock, std::chrono::seconds(10), [&] { return read; });
+      },
+      nullptr);
+  scheduler = &s;
+  s.start();
+  s.enqueue("a", "cpu");
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return told; }));
+  }
+  Json status = s.device_status();
+  EXPECT_EQ(status[0]["jobs_run"], 1);
+  EXPECT_EQ(status[0]["running"], 0);
+  EXPECT_EQ(status[0]["busy"], false);
+  EXPECT_FALSE(status[0].contains("current_job"));
+  {
+    std::lock_guard lock(mu);
+    read = true;
+  }
+  cv.notify_all();
+  s.stop();
+  EXPECT_EQ(s.device_status()[0]["jobs_run"], 1);  // the runner did not count it again
+  s.job_ended("unknown");                          // not running here: nothing
+  EXPECT_EQ(s.device_status()[0]["jobs_run"], 1);
+}
+
 TEST(SchedulerTest, DepthLetsThatManyJobsOfADeviceBeInFlightAndPreparesOnce) {
   std::mutex mu;
   std::condition_variable cv;

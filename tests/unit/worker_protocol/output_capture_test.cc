@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 namespace {
 
 TEST(OutputCaptureTest, KeepsEverythingUnderTheCap) {
@@ -37,4 +37,4 @@ TEST(OutputCaptureTest, SingleHugeAppend) {
 }
 
 }  // namespace
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

@@ -9,7 +9,7 @@
 
 #include "kforge/workers/worker_env.h"
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 namespace {
 
 using namespace std::chrono_literals;
@@ -111,7 +111,7 @@ TEST(WorkerEnvTest, NeverPassesSecrets) {
   setenv("AWS_SECRET_ACCESS_KEY", "s3cret", 1);
   setenv("TRITON_CACHE_DIR", "/tmp/x", 1);
   setenv("SOMETHING_ELSE", "1", 1);
-  auto env = base_worker_env({"SOMETHING_ELSE", "MY_API_TOKEN"});
+  auto env = workers::base_worker_env({"SOMETHING_ELSE", "MY_API_TOKEN"});
   EXPECT_FALSE(env.contains("KFORGE_TOKEN"));
   EXPECT_FALSE(env.contains("MY_API_TOKEN"));
   EXPECT_FALSE(env.contains("AWS_SECRET_ACCESS_KEY"));
@@ -121,4 +121,4 @@ TEST(WorkerEnvTest, NeverPassesSecrets) {
 }
 
 }  // namespace
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

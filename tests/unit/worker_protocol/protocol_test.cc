@@ -6,7 +6,7 @@
 
 #include <array>
 
-namespace kforge::workers {
+namespace kforge::worker_protocol {
 namespace {
 
 TEST(ProtocolTest, FramesRoundTripInPieces) {
@@ -78,4 +78,4 @@ TEST(ProtocolTest, ControlMessagesCarryDescriptors) {
 }
 
 }  // namespace
-}  // namespace kforge::workers
+}  // namespace kforge::worker_protocol

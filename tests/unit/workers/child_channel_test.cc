@@ -60,32 +60,32 @@ elif mode == "no_result":
 
 class OwnExit final : public ExitSource {
  public:
-  explicit OwnExit(Process& p) : p_(p) {}
+  explicit OwnExit(worker_protocol::Process& p) : p_(p) {}
   int poll_fd() const override { return p_.exit_fd(); }
   void on_readable() override { (void)p_.try_wait(); }
-  std::optional<ExitStatus> exit_of(pid_t pid) override {
+  std::optional<worker_protocol::ExitStatus> exit_of(pid_t pid) override {
     return pid == p_.pid() ? p_.try_wait() : std::nullopt;
   }
   bool alive() const override { return true; }
 
  private:
-  Process& p_;
+  worker_protocol::Process& p_;
 };
 
 struct Child {
-  Process process;
+  worker_protocol::Process process;
   ChildChannel channel;
 };
 
-std::unique_ptr<Child> start(const std::string& mode, int major = kProtocolMajor) {
+std::unique_ptr<Child> start(const std::string& mode, int major = worker_protocol::kProtocolMajor) {
   auto c = std::make_unique<Child>();
   auto pipes = ChildPipes::create();
   EXPECT_TRUE(pipes.is_ok());
   if (!pipes.is_ok()) return nullptr;
-  LaunchOptions o;
+  worker_protocol::LaunchOptions o;
   o.argv = {"/usr/bin/python3", "-c", kChild, mode, std::to_string(major)};
   o.fds = {{1, pipes->out_w.get()}, {2, pipes->err_w.get()}, {3, pipes->proto_theirs.get()}};
-  auto p = launch_process(o);
+  auto p = worker_protocol::launch_process(o);
   EXPECT_TRUE(p.is_ok()) << p.status().to_string();
   if (!p.is_ok()) return nullptr;
   c->process = std::move(p).value();
@@ -200,7 +200,7 @@ TEST(ChildChannelTest, CancellingStopsTheJobWithErrorKindCancelled) {
 
 TEST(ChildChannelTest, AChildOfAnotherProtocolMajorIsRefusedBeforeAnyJob) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
-  auto c = start("result", kProtocolMajor + 1);
+  auto c = start("result", worker_protocol::kProtocolMajor + 1);
   ASSERT_TRUE(c);
   OwnExit exits(c->process);
   Status s = wait_child_ready(c->channel, exits, std::chrono::steady_clock::now() + 20s);
@@ -212,10 +212,10 @@ TEST(ChildChannelTest, AChildThatDiesBeforeReadyIsUnavailableWithItsOutput) {
   if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
   auto pipes = ChildPipes::create();
   ASSERT_TRUE(pipes.is_ok());
-  LaunchOptions o;
+  worker_protocol::LaunchOptions o;
   o.argv = {"/bin/sh", "-c", "echo cannot start >&2; exit 3"};
   o.fds = {{1, pipes->out_w.get()}, {2, pipes->err_w.get()}, {3, pipes->proto_theirs.get()}};
-  auto p = launch_process(o);
+  auto p = worker_protocol::launch_process(o);
   ASSERT_TRUE(p.is_ok());
   ChildChannel channel;
   channel.pid = p->pid();

@@ -28,16 +28,16 @@ class NoExits final : public ExitSource {
  public:
   int poll_fd() const override { return -1; }
   void on_readable() override {}
-  std::optional<ExitStatus> exit_of(pid_t) override { return std::nullopt; }
+  std::optional<worker_protocol::ExitStatus> exit_of(pid_t) override { return std::nullopt; }
   bool alive() const override { return true; }
 };
 
 // The child's end: blocking reads and writes of frames.
 struct FakeChildEnd {
-  UniqueFd proto, out_w, err_w;
+  worker_protocol::UniqueFd proto, out_w, err_w;
 
   std::optional<Json> read() {
-    FrameDecoder decoder;
+    worker_protocol::FrameDecoder decoder;
     char buf[4096];
     while (true) {
       if (auto m = decoder.next()) {
@@ -50,7 +50,8 @@ struct FakeChildEnd {
     }
   }
   void send(const Json& m) {
-    ASSERT_TRUE(write_all(proto.get(), encode_frame(m), Clock::now() + std::chrono::seconds(5)));
+    ASSERT_TRUE(worker_protocol::write_all(proto.get(), worker_protocol::encode_frame(m),
+                                           Clock::now() + std::chrono::seconds(5)));
   }
 };
 

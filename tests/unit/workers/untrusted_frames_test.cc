@@ -23,7 +23,7 @@ std::string nested(size_t depth) {
 }
 
 TEST(UntrustedFramesTest, AFrameNested100kDeepIsAnErrorNotACrash) {
-  FrameDecoder decoder;
+  worker_protocol::FrameDecoder decoder;
   decoder.append(frame_of(R"({"type":"progress","partial":{"d":)" + nested(100000) + "}}"));
   auto message = decoder.next();
   ASSERT_TRUE(message);
@@ -31,7 +31,7 @@ TEST(UntrustedFramesTest, AFrameNested100kDeepIsAnErrorNotACrash) {
   EXPECT_NE(message->status().message().find("nested deeper"), std::string::npos)
       << message->status().message();
   // Up to the limit is fine.
-  FrameDecoder fine;
+  worker_protocol::FrameDecoder fine;
   fine.append(frame_of(R"({"a":)" + nested(63) + "}"));
   auto ok = fine.next();
   ASSERT_TRUE(ok && ok->is_ok());
@@ -42,7 +42,7 @@ TEST(UntrustedFramesTest, AControlDatagramNestedTooDeepIsRefused) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair), 0);
   const std::string deep = R"({"type":"exited","x":)" + nested(20000) + "}";
   ASSERT_EQ(::send(pair[1], deep.data(), deep.size(), 0), static_cast<ssize_t>(deep.size()));
-  auto read = recv_control(pair[0]);
+  auto read = worker_protocol::recv_control(pair[0]);
   EXPECT_FALSE(read.is_ok());
   ::close(pair[0]);
   ::close(pair[1]);
