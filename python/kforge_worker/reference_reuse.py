@@ -31,6 +31,13 @@ from kforge_worker.spec import ReferenceReuseSpec
 
 FORMAT = 1
 MAX_BYTES = 1 << 30
+# Reused outputs cost their bytes twice (written and hashed by one judge, read and hashed by
+# each next one, about 0.5 GB/s end to end), while a reference on a GPU recomputes them at
+# device speed: on the H200 batch bench of 2026-11-27, reusing a vector add's 64 MB outputs
+# made every candidate ~0.9 s slower than computing them again (0.1 ms). A set of outputs (one
+# correctness trial's, or all timing sets') larger than this is recomputed by each judge
+# instead of kept; the reference's timing, the costly part, is always kept.
+KEEP_OUTPUT_BYTES = 4 << 20
 # The reference's activity fields of a result (results.JobResult), reused as they are.
 ACTIVITY_FIELDS = (
     "ref_kernel_time",
@@ -65,6 +72,7 @@ class ReferenceCache:
     note: str = ""  # why the file was not used, if it was not
     reused: dict[str, Any] = field(default_factory=dict)
     dirty: bool = False
+    recomputed: int = 0  # output sets not kept: above KEEP_OUTPUT_BYTES
 
     @classmethod
     def open(cls, spec: ReferenceReuseSpec | None) -> ReferenceCache:
@@ -111,7 +119,11 @@ class ReferenceCache:
         return [(n, t.to(device)) for n, t in self.correctness[trial]]
 
     def keep_expected(self, trial: int, outputs: Outputs) -> None:
+        """Keeps a correctness trial's outputs for the batch, unless they are larger than
+        KEEP_OUTPUT_BYTES (recomputing them is then cheaper than reusing them)."""
         if self.spec is None or trial in self.correctness:
+            return
+        if not self._worth_keeping([t for _, t in outputs]):
             return
         self.correctness[trial] = [(n, t.detach().to("cpu", copy=True)) for n, t in outputs]
         self.dirty = True
@@ -125,7 +137,10 @@ class ReferenceCache:
         return [[t.to(device) for t in one] for one in self.timing_outputs]
 
     def keep_timing_outputs(self, outputs: list[list[torch.Tensor]]) -> None:
+        """Keeps the timing input sets' outputs, as keep_expected decides."""
         if self.spec is None or self.timing_outputs is not None:
+            return
+        if not self._worth_keeping([t for one in outputs for t in one]):
             return
         self.timing_outputs = [[t.detach().to("cpu", copy=True) for t in one] for one in outputs]
         self.dirty = True
@@ -157,6 +172,11 @@ class ReferenceCache:
         }
         if self.note:
             out["note"] = self.note
+        if self.recomputed:
+            out["not_kept"] = (
+                f"{self.recomputed} output set(s) above {KEEP_OUTPUT_BYTES} bytes: each "
+                "judge computes them again (cheaper than reusing them)"
+            )
         if not self.dirty:
             return out
         size = self._tensor_bytes()
@@ -184,6 +204,13 @@ class ReferenceCache:
         out["stored"] = True
         out["sha256"] = hashlib.sha256(data).hexdigest()
         return out
+
+    def _worth_keeping(self, tensors: list[torch.Tensor]) -> bool:
+        size = sum(t.numel() * t.element_size() for t in tensors)
+        if size <= KEEP_OUTPUT_BYTES:
+            return True
+        self.recomputed += 1
+        return False
 
     def _tensor_bytes(self) -> int:
         tensors = [t for v in self.correctness.values() for _, t in v]

@@ -116,3 +116,23 @@ def test_a_failed_first_candidate_leaves_a_partial_file_the_next_completes(tmp_p
 def test_jobs_outside_a_batch_have_no_reuse_field(tmp_path):
     result = run(make_job(K.triton_vadd(), K.torch_add_reference(), tmp_path=tmp_path))
     assert "reference_reuse" not in result
+
+
+def test_outputs_above_the_keep_limit_are_recomputed_and_the_timing_still_reused(
+    tmp_path, monkeypatch
+):
+    from kforge_worker import reference_reuse
+
+    monkeypatch.setattr(reference_reuse, "KEEP_OUTPUT_BYTES", 16)  # every output set is larger
+    first = run(batch_job(tmp_path, K.triton_vadd(), None, measure_performance=True))
+    reuse = first["reference_reuse"]
+    assert first["correctness"] and reuse["stored"], first
+    assert "above 16 bytes" in reuse["not_kept"], reuse
+    second = run(batch_job(tmp_path, K.triton_vadd(), reuse["sha256"], measure_performance=True))
+    assert second["correctness"], second
+    assert second["reference_reuse"]["reused"] == {"reference_timing": True}
+    assert second["ref_runtime_stats"] == first["ref_runtime_stats"]
+    wrong = K.triton_vadd()
+    wrong["source_code"] = K.VADD_WRONG
+    third = run(batch_job(tmp_path, wrong, reuse["sha256"]))
+    assert not third["correctness"] and third["error_kind"] == "mismatch"
