@@ -1,11 +1,11 @@
-"""v4_optimized — autotuned BLOCK_SIZE (1024-8192) and num_warps, vector loads, strided 2-D tiles.
-ko: BLOCK_SIZE(1024-8192)와 num_warps 자동 튜닝, 넓은 벡터 로드, 스트라이드 2차원 타일
+"""v4_optimized — autotuned tiles (BLOCK_SIZE x 2-8 per program) and warps, wide loads.
+ko: 타일(BLOCK_SIZE x 프로그램당 2-8개)과 num_warps 자동 튜닝, 넓은 벡터 로드
 
-The combination: contiguous inputs take a flat kernel whose BLOCK_SIZE and num_warps are
-autotuned per size (large blocks keep many 128-bit loads in flight per SM, which is what a
-bandwidth-bound op needs on an H100); inputs with strided rows are read in place with 2-D
-[BLOCK_M, BLOCK_N] tiles (several short rows per program) instead of being copied. Math in
-fp32, one rounding to the output dtype.
+The combination: contiguous inputs take v2's tiled walk (each program TILES_PER_PROGRAM steps
+of BLOCK_SIZE, 512-4096) with both and num_warps autotuned per size (many 128-bit loads in
+flight per SM, which is what a bandwidth-bound op needs on an H100); inputs with strided rows
+are read in place with 2-D [BLOCK_M, BLOCK_N] tiles (several short rows per program) instead
+of being copied. Math in fp32, one rounding to the output dtype.
 """
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ import triton
 import triton.language as tl
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# v2's tiled walk (TILES_PER_PROGRAM steps of BLOCK_SIZE per program) under autotune: the
+# first config is v2's own (1024 x 4, 4 warps), which reached 94 % (add) and 90 % (gelu) of
+# the copy bandwidth on an H100 where the flat autotuned kernel reached 89.5 % and 81.6 %.
 _CONFIGS = [
-    triton.Config({"BLOCK_SIZE": 4096}, num_warps=8),
-    triton.Config({"BLOCK_SIZE": 1024}, num_warps=4),
-    triton.Config({"BLOCK_SIZE": 2048}, num_warps=4),
-    triton.Config({"BLOCK_SIZE": 2048}, num_warps=8),
-    triton.Config({"BLOCK_SIZE": 4096}, num_warps=4),
-    triton.Config({"BLOCK_SIZE": 8192}, num_warps=8),
-    triton.Config({"BLOCK_SIZE": 8192}, num_warps=16),
+    triton.Config({"BLOCK_SIZE": 1024, "TILES_PER_PROGRAM": 4}, num_warps=4),
+    triton.Config({"BLOCK_SIZE": 1024, "TILES_PER_PROGRAM": 8}, num_warps=4),
+    triton.Config({"BLOCK_SIZE": 1024, "TILES_PER_PROGRAM": 2}, num_warps=4),
+    triton.Config({"BLOCK_SIZE": 2048, "TILES_PER_PROGRAM": 4}, num_warps=8),
+    triton.Config({"BLOCK_SIZE": 512, "TILES_PER_PROGRAM": 8}, num_warps=4),
+    triton.Config({"BLOCK_SIZE": 4096, "TILES_PER_PROGRAM": 2}, num_warps=8),
 ]
 # The Triton interpreter (TRITON_INTERPRET=1, the cpu device) cannot benchmark configs.
 if os.environ.get("TRITON_INTERPRET") == "1":
@@ -33,13 +35,23 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 @triton.autotune(configs=_CONFIGS, key=["n_elements"])
 @triton.jit
-def _add_flat_kernel(x_ptr, y_ptr, out_ptr, n_elements, alpha, BLOCK_SIZE: tl.constexpr):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
-    offsets = tl.max_contiguous(tl.multiple_of(offsets, BLOCK_SIZE), BLOCK_SIZE)
-    mask = offsets < n_elements
-    x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
-    y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
-    tl.store(out_ptr + offsets, (x + alpha * y).to(out_ptr.dtype.element_ty), mask=mask)
+def _add_flat_kernel(
+    x_ptr,
+    y_ptr,
+    out_ptr,
+    n_elements,
+    alpha,
+    BLOCK_SIZE: tl.constexpr,
+    TILES_PER_PROGRAM: tl.constexpr,
+):
+    tile_start = tl.program_id(0).to(tl.int64) * (BLOCK_SIZE * TILES_PER_PROGRAM)
+    for t in tl.static_range(TILES_PER_PROGRAM):
+        offsets = tile_start + t * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        offsets = tl.max_contiguous(tl.multiple_of(offsets, BLOCK_SIZE), BLOCK_SIZE)
+        mask = offsets < n_elements
+        x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+        y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
+        tl.store(out_ptr + offsets, (x + alpha * y).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -104,7 +116,7 @@ def triton_add(x: torch.Tensor, y: torch.Tensor, alpha: float = 1.0) -> torch.Te
     if x.is_contiguous() and y.is_contiguous():
 
         def grid(meta: dict[str, int]) -> tuple[int]:
-            return (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+            return (triton.cdiv(n, meta["BLOCK_SIZE"] * meta["TILES_PER_PROGRAM"]),)
 
         _add_flat_kernel[grid](x, y, out, n, float(alpha))
         return out
