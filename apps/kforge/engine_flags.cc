@@ -45,8 +45,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   cmd.add_option("--pipeline-depth", f.pipeline_depth,
-                 "Jobs in flight per GPU: 1 runs one job at a time; N > 1 lets `cuda` jobs "
-                 "compile while another job has the GPU (only one job at a time uses it)")
+                 "Jobs in flight per GPU: 1 runs one job at a time; N > 1 lets jobs compile "
+                 "and check correctness together (Python jobs) or compile (`cuda` jobs) while "
+                 "another job has the GPU; timed regions run one at a time, alone")
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
   cmd.add_option("--worker-env", f.worker_env,
