@@ -169,7 +169,7 @@ def python_load_body(device: str, i: int) -> dict[str, Any]:
     """A Python load job: a Triton vector add compare whose source differs each time (Triton
     compiles it), checked and timed against the torch reference."""
     return {
-        "kernel": triton_add(f" + 0.0 * {i}"),
+        "custom_kernel": triton_add(f" + 0.0 * {i}"),
         "ref_kernel": torch_kernel(TORCH_ADD_REF),
         "num_correct_trials": 2,
         "timing": {"budget_ms": 100},

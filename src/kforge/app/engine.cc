@@ -304,13 +304,21 @@ StatusOr<std::vector<jobs::DeviceWorkers>> make_devices(const WorkerContext& c,
   std::vector<jobs::DeviceWorkers> devices;
   if (selection.cpu) {
     jobs::DeviceWorkers d;
-    d.device = {"cpu", false};
+    // Pipelined only in tests (--test-cpu-pipeline-depth): compiles beside a timed CPU
+    // kernel would skew it.
+    std::shared_ptr<workers::DeviceGate> gate;
+    if (c.options.test_cpu_pipeline_depth > 1) {
+      gate = std::make_shared<workers::DeviceGate>("cpu", c.options.test_cpu_pipeline_depth);
+    }
+    d.device = {"cpu", false, gate ? c.options.test_cpu_pipeline_depth : 1};
     d.facts = Json{{"kind", "cpu"},
                    {"name", cpu_model()},
                    {"threads", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))},
                    {"memory_bytes", physical_memory_bytes()}};
-    d.by_type["python"] = make_python_worker(c, "cpu", nullptr, nullptr);
-    d.by_type["cuda"] = make_native_worker(c, "cpu", nullptr, nullptr);
+    if (gate) d.facts["pipeline_depth"] = c.options.test_cpu_pipeline_depth;
+    d.by_type["python"] = make_python_worker(c, "cpu", nullptr, gate);
+    d.by_type["cuda"] = make_native_worker(c, "cpu", nullptr, gate);
+    d.gate = gate;
     devices.push_back(std::move(d));
   }
   for (const auto& g : c.gpus.list) {

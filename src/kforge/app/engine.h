@@ -38,6 +38,9 @@ struct EngineOptions {
   // under an exclusive one. The cpu device always runs one job at a time (compiles would
   // skew its timing).
   int pipeline_depth = 1;
+  // Test only (--test-cpu-pipeline-depth): pipelines the cpu device the same way, so tests
+  // exercise the shared/exclusive grant without a GPU. Its CPU timings are not clean.
+  int test_cpu_pipeline_depth = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
   jobs::QueueLimits queue;           // unfinished jobs, in total and per client
   bool store_fsync = true;           // SQLite synchronous=FULL (false: NORMAL)
