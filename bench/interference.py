@@ -17,12 +17,16 @@ how many compiles the load did. Every job must be correct. A ratio within the jo
 means the compile load does not leak into the numbers.
 
 With --pipeline-depth N (N > 1) it then measures the pipelined stages themselves: a second
-server runs with --pipeline-depth N, and a native `cuda` kernel (a vector add of 64 Mi
-float32) is timed alone and while --pipeline-jobs other `cuda` jobs are kept in flight on the
-same GPU (each a tiled matmul with a fresh source, so NVRTC compiles every one, timed too).
-Those jobs compile while the measured one has the GPU, and wait for the device's grant to
-use it; the measured job's timing must not change (pipelined / alone within the spread), and
-every job must be correct.
+server runs with --pipeline-depth N, and two fixed jobs are timed alone and while
+--pipeline-jobs other jobs are kept in flight on the same GPU: a native `cuda` kernel (a
+vector add of 64 Mi float32) and the Python Triton compare above (candidate and reference).
+Half the load lanes send native `cuda` jobs (a tiled matmul with a fresh source, so NVRTC
+compiles every one), the other half Python Triton compares (a vector add with a fresh
+source, so Triton compiles every one). The load jobs compile, and the Python ones also
+import and check correctness, under the shared grant while a measured job times under the
+exclusive one; the measured timings must not change (pipelined / alone within the spread),
+every job must be correct, and no two jobs' exclusive grants (`process.device_grants`) may
+overlap.
 
     python bench/interference.py [--device cuda:0] [--jobs 12] [--load-procs 8] [--arch 90]
                                  [--pipeline-depth 3] [--pipeline-jobs 6]
@@ -31,6 +35,7 @@ every job must be correct.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -50,6 +55,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from timing_interference import N, body  # noqa: E402  (the same fixed kernel and request)
 
 from integration.cuda_kernels import VECTOR_ADD, tiled_matmul, vector_add  # noqa: E402
+from integration.kernels import TORCH_ADD_REF, torch_kernel, triton_add  # noqa: E402
 from integration.kforge_server import KforgeServer  # noqa: E402
 
 LOAD = """
@@ -148,7 +154,7 @@ def cuda_body(device: str) -> dict[str, Any]:
 
 
 def load_body(device: str, i: int) -> dict[str, Any]:
-    """A load job: a tiled matmul whose source differs each time (NVRTC compiles it)."""
+    """A native load job: a tiled matmul whose source differs each time (NVRTC compiles it)."""
     kernel = tiled_matmul(m=512, n=512, k=512)
     kernel["source_code"] += f"\n// pipelined load job {i}\n"
     return {
@@ -159,8 +165,27 @@ def load_body(device: str, i: int) -> dict[str, Any]:
     }
 
 
+def python_load_body(device: str, i: int) -> dict[str, Any]:
+    """A Python load job: a Triton vector add compare whose source differs each time (Triton
+    compiles it), checked and timed against the torch reference."""
+    return {
+        "custom_kernel": triton_add(f" + 0.0 * {i}"),
+        "ref_kernel": torch_kernel(TORCH_ADD_REF),
+        "num_correct_trials": 2,
+        "timing": {"budget_ms": 100},
+        "device": device,
+    }
+
+
+def overlaps(windows: list[tuple[float, float]]) -> int:
+    """How many pairs of consecutive exclusive grants (sorted by start) overlap."""
+    w = sorted(windows)
+    return sum(1 for (_, end), (start, _) in itertools.pairwise(w) if start < end)
+
+
 class PipelinedLoad:
-    """Keeps `jobs` native jobs in flight on the server (submitted with wait=false)."""
+    """Keeps `jobs` jobs in flight on the server (submitted with wait=false): even lanes
+    native `cuda` jobs, odd lanes Python Triton compares."""
 
     def __init__(self, srv: KforgeServer, device: str, jobs: int) -> None:
         self.srv, self.device, self.jobs = srv, device, jobs
@@ -169,6 +194,8 @@ class PipelinedLoad:
         self.done = 0
         self.failed: list[str] = []
         self.waits: list[float] = []
+        self.python_done = 0
+        self.windows: list[tuple[float, float]] = []  # exclusive grants of every job
         self.lock = threading.Lock()
 
     def _run(self, lane: int) -> None:
@@ -176,10 +203,13 @@ class PipelinedLoad:
         with self.srv.client() as c:
             while not self.stop_flag.is_set():
                 i += 1
+                python = lane % 2 == 1
                 job_id = c.post(
-                    "/evaluate",
+                    "/compare" if python else "/evaluate",
                     params={"wait": "false"},
-                    json=load_body(self.device, lane * 100000 + i),
+                    json=(python_load_body if python else load_body)(
+                        self.device, lane * 100000 + i
+                    ),
                 ).json()["job_id"]
                 while (job := c.get(f"/job/{job_id}").json())["state"] in ("queued", "running"):
                     time.sleep(0.05)
@@ -188,9 +218,17 @@ class PipelinedLoad:
                     self.done += 1
                     if not res.get("correctness"):
                         self.failed.append(f"{job_id}: {job.get('error') or res.get('error')}")
-                    wait = res.get("process") or {}
-                    if "device_wait_ms" in wait:
-                        self.waits.append(wait["device_wait_ms"])
+                    self.python_done += 1 if python else 0
+                    self.note(res)
+
+    def note(self, res: dict[str, Any]) -> None:
+        """The device wait and exclusive grants of a result. Requires lock."""
+        process = res.get("process") or {}
+        if "device_wait_ms" in process:
+            self.waits.append(process["device_wait_ms"])
+        for g in process.get("device_grants") or []:
+            if "released_at_ms" in g:
+                self.windows.append((g["granted_at_ms"], g["released_at_ms"]))
 
     def start(self) -> None:
         self.stop_flag.clear()
@@ -214,7 +252,7 @@ def pipelined(args: argparse.Namespace) -> int:
         devices=args.device, extra_args=["--pipeline-depth", str(args.pipeline_depth)]
     )
     srv.start()
-    medians: dict[str, list[float]] = {}
+    medians: dict[str, dict[str, list[float]]] = {}
     load = PipelinedLoad(srv, args.device, args.pipeline_jobs)
     try:
         srv.wait_ready(args.device)
@@ -222,28 +260,46 @@ def pipelined(args: argparse.Namespace) -> int:
             depth = [d for d in c.get("/stats").json()["devices"] if d["name"] == args.device]
             print(f"pipeline depth reported by /stats: {depth[0].get('depth') if depth else None}")
             c.post("/evaluate", json=cuda_body(args.device))  # compile and cache
+            c.post("/compare", json=body(args.device))
             runs = alternate(c, load, "pipelined", args.jobs, "/evaluate", cuda_body(args.device))
-            medians = {mode: [r["runtime_median"] for r in rs] for mode, rs in runs.items()}
+            medians["cuda"] = {mode: [r["runtime_median"] for r in rs] for mode, rs in runs.items()}
+            runs = alternate(c, load, "pipelined", args.jobs, "/compare", body(args.device))
+            medians["triton"] = {
+                mode: [r["runtime_median"] for r in rs] for mode, rs in runs.items()
+            }
+            medians["torch ref"] = {
+                mode: [r["ref_runtime_stats"]["median"] for r in rs] for mode, rs in runs.items()
+            }
+            with load.lock:
+                for rs in runs.values():
+                    for r in rs:
+                        load.note(r)
     finally:
         load.stop()
         srv.stop()
     print(
         f"\npipelined stages, {args.device}, --pipeline-depth {args.pipeline_depth}, "
-        f"{args.pipeline_jobs} native jobs in flight; measured: cuda vector add of {N} float32"
+        f"{args.pipeline_jobs} jobs in flight (half native cuda, half Python Triton); "
+        f"measured: cuda vector add and Triton vector add (vs torch) of {N} float32"
     )
-    for mode, v in medians.items():
-        print(describe("candidate", mode, v))
+    for name, data in medians.items():
+        for mode, v in data.items():
+            print(describe(name, mode, v))
     waits = sorted(load.waits)
     if waits:
         print(
-            f"load jobs {load.done}, device_wait_ms median {statistics.median(waits):.1f} "
-            f"max {waits[-1]:.1f}"
+            f"load jobs {load.done} ({load.python_done} Python), device_wait_ms median "
+            f"{statistics.median(waits):.1f} max {waits[-1]:.1f}"
         )
     for f in load.failed[:5]:
         print(f"load job not correct: {f}")
-    ratio = statistics.median(medians["pipelined"]) / statistics.median(medians["alone"])
-    print(f"pipelined / alone = {ratio:.4f}; load jobs {load.done}, {len(load.failed)} not correct")
-    return 1 if load.failed else 0
+    bad = overlaps(load.windows)
+    print(f"exclusive grants seen {len(load.windows)}, overlapping {bad}")
+    for name, data in medians.items():
+        ratio = statistics.median(data["pipelined"]) / statistics.median(data["alone"])
+        print(f"{name}: pipelined / alone = {ratio:.4f}")
+    print(f"load jobs {load.done}, {len(load.failed)} not correct")
+    return 1 if load.failed or bad else 0
 
 
 def main() -> int:

@@ -33,8 +33,10 @@
 #   ONLY_BATCH=1         run only the batch parts: tests/integration/test_batch.py on the GPU,
 #                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares)
 #                        and bench/interference.py (timing alone vs under compile load, then
-#                        with --pipeline-depth 3: a cuda kernel's timing alone vs with 6 other
-#                        cuda jobs in flight) and tests/integration/test_pipeline.py
+#                        with --pipeline-depth 3: a cuda kernel's and a Triton compare's timing
+#                        alone vs with 6 other jobs in flight, half native cuda, half Python
+#                        Triton; no exclusive grants may overlap) and
+#                        tests/integration/test_pipeline.py
 #   ONLY_KERNELBENCH=1   run only bench/kernelbench_throughput.py: KernelBench problems (torch vs
 #                        torch) through kforge and one process per problem; SKIP_KERNELBENCH=1
 #                        skips it in a full run. KERNELBENCH_PROBLEMS (default
@@ -164,9 +166,11 @@ if [[ -n "${ONLY_BATCH:-}" ]]; then
   record "batch of 16 vs 16 compares (target >= 4x)" "$(grep '^separate / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
   echo "== benchmark: a kernel's timing alone vs under concurrent compile load"
   "$py" bench/interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 --pipeline-depth 3 \
-    --pipeline-jobs 6 2>&1 | tee "$out/interference-compile.log" | tail -16
+    --pipeline-jobs 6 2>&1 | tee "$out/interference-compile.log" | tail -22
   record "timing loaded / alone (compile load)" "$(grep '^loaded / alone' "$out/interference-compile.log" | cut -d= -f2-)"
-  record "timing pipelined / alone (--pipeline-depth 3)" "$(grep '^pipelined / alone' "$out/interference-compile.log" | cut -d= -f2-)"
+  record "cuda pipelined / alone (--pipeline-depth 3)" "$(grep '^cuda: pipelined / alone' "$out/interference-compile.log" | cut -d= -f2-)"
+  record "triton pipelined / alone (--pipeline-depth 3)" "$(grep '^triton: pipelined / alone' "$out/interference-compile.log" | cut -d= -f2-)"
+  record "pipelined exclusive grants overlapping (must be 0)" "$(grep '^exclusive grants seen' "$out/interference-compile.log" | awk '{print $NF}')"
   echo "== pipelined stages: tests/integration/test_pipeline.py"
   "$py" -m pytest -q -rs -p no:cacheprovider tests/integration/test_pipeline.py 2>&1 |
     tee "$out/pytest-pipeline.log" | tail -5

@@ -45,8 +45,15 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   cmd.add_option("--pipeline-depth", f.pipeline_depth,
-                 "Jobs in flight per GPU: 1 runs one job at a time; N > 1 lets `cuda` jobs "
-                 "compile while another job has the GPU (only one job at a time uses it)")
+                 "Jobs in flight per GPU: 1 runs one job at a time; N > 1 lets jobs compile "
+                 "and check correctness together (Python jobs) or compile (`cuda` jobs) while "
+                 "another job has the GPU; timed regions run one at a time, alone")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+  cmd.add_option("--test-cpu-pipeline-depth", f.test_cpu_pipeline_depth,
+                 "TEST ONLY: pipeline the cpu device as --pipeline-depth does a GPU (shared "
+                 "and exclusive grants), so the pipelined path runs without a GPU; CPU "
+                 "timings under it share the CPU with other jobs' compiles (docs/architecture.md)")
       ->check(CLI::Range(1, 8))
       ->capture_default_str();
   cmd.add_option("--worker-env", f.worker_env,
@@ -150,6 +157,7 @@ app::EngineOptions engine_options(const EngineFlags& f) {
   eo.warm_cuda_workers_gpu = f.warm_cuda_workers_gpu;
   eo.warm_cuda_workers_cpu = f.warm_cuda_workers_cpu;
   eo.pipeline_depth = f.pipeline_depth;
+  eo.test_cpu_pipeline_depth = f.test_cpu_pipeline_depth;
   eo.sandbox = f.sandbox;
   eo.job_pids_max = f.job_pids_max;
   eo.sandbox_uid_base = f.sandbox_uid_base;

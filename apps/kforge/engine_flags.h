@@ -21,8 +21,9 @@ struct EngineFlags {
   std::string worker_path;      // empty: found next to the executable
   int warm_children_gpu = 3;
   int warm_children_cpu = 1;
-  int pipeline_depth = 1;         // jobs in flight per GPU (pipelined stages)
-  int warm_cuda_workers_gpu = 3;  // started `kforge worker cuda` processes per GPU
+  int pipeline_depth = 1;           // jobs in flight per GPU (pipelined stages)
+  int test_cpu_pipeline_depth = 1;  // test only: the same for the cpu device
+  int warm_cuda_workers_gpu = 3;    // started `kforge worker cuda` processes per GPU
   int warm_cuda_workers_cpu = 1;
   std::vector<std::string> worker_env;
   std::string sandbox = "auto";  // auto | required | off

@@ -19,6 +19,7 @@ import traceback
 from typing import Any
 
 from kforge_worker import PROTOCOL_VERSION, jailer, sandbox
+from kforge_worker.device_grant import ExclusiveGrant, no_grant
 from kforge_worker.devinfo import WorkerDevice, parse_device
 from kforge_worker.evaluate import run_job
 from kforge_worker.link import CandidateGone, CandidateLink
@@ -114,6 +115,7 @@ def serve_one_job(
         link=link,
         candidate_dir=plan.candidate_dir,
         candidate_cache_dir=plan.candidate_cache or job.cache_dir,
+        exclusive=ExclusiveGrant(channel).held if job.exclusive_timing else no_grant,
     )
     _flush_std_streams()
     channel.send({"type": "result", "job_id": job.job_id, "result": result.to_dict()})

@@ -9,6 +9,7 @@ bug in the worker itself gives error_kind "worker".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import random
@@ -37,6 +38,7 @@ from kforge_worker.activity import (
 from kforge_worker.binding import Invocation, collect_outputs
 from kforge_worker.compare import compare_tensors, resolve_tolerance
 from kforge_worker.correctness import call_kernel, report_exception, run_correctness
+from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError, InputSet, derive_seed
@@ -100,9 +102,12 @@ def run_job(
     link: CandidateLink | None = None,
     candidate_dir: str = "",
     candidate_cache_dir: str = "",
+    exclusive: ExclusiveFn = no_grant,
 ) -> JobResult:
     """Runs one job with this process as the judge (never raises for kernel faults). Without
-    a `link`, an unjailed candidate process is started for the job and stopped after it."""
+    a `link`, an unjailed candidate process is started for the job and stopped after it.
+    `exclusive`: entered around the timed regions (the exclusive device grant of pipelined
+    stages, device_grant.py)."""
     if not job.scratch_dir:
         job = dataclasses.replace(job, scratch_dir=tempfile.mkdtemp(prefix="kforge-job-"))
     result = JobResult(metadata=_metadata(job, device))
@@ -128,6 +133,7 @@ def run_job(
                     candidate_dir=cand_dir,
                     candidate_cache_dir=cache,
                     reuse=reuse,
+                    exclusive=exclusive,
                 )
         finally:
             result.reference_reuse = reuse.close()
@@ -184,6 +190,7 @@ def _run(
     candidate_dir: str,
     candidate_cache_dir: str,
     reuse: ReferenceCache,
+    exclusive: ExclusiveFn,
 ) -> None:
     tdev = device.torch_device()
     report("loading", "importing the kernel source", result.to_dict())
@@ -214,7 +221,7 @@ def _run(
     for warning in kernels.candidate.warnings:
         result.warn(warning)
     try:
-        _check_and_time(job, tdev, kernels, result, report, reuse=reuse)
+        _check_and_time(job, tdev, kernels, result, report, reuse=reuse, exclusive=exclusive)
     finally:
         _note_inputs_device(result, kernels)
 
@@ -240,17 +247,33 @@ def _check_and_time(
     report: ProgressFn,
     *,
     reuse: ReferenceCache,
+    exclusive: ExclusiveFn = no_grant,
 ) -> None:
     report("correctness", f"{job.num_correct_trials} correctness trial(s)", result.to_dict())
     result.correctness = run_correctness(kernels, job, result, reuse)
     if not result.correctness or not job.measure_performance:
         return
-    with result.phases.phase("timing"):
-        timed = _time_both(job, tdev, kernels, result, report, reuse=reuse)
-    # The server asks for device metrics on GPUs only; the cpu device runs them in tests.
-    if timed is not None and job.device_metrics is not None:
-        report("device_metrics", "profiling under Nsight Compute", result.to_dict())
-        _device_metrics(result, job, kernels, timed, tdev)
+    # Every timed region of the job (reference and candidate timing, the profiled passes,
+    # device metrics) under one exclusive grant when pipelined; its GPU work is finished
+    # before the grant goes back.
+    with exclusive():
+        try:
+            with result.phases.phase("timing"):
+                timed = _time_both(job, tdev, kernels, result, report, reuse=reuse)
+            # The server asks for device metrics on GPUs only; the cpu device runs them in tests.
+            if timed is not None and job.device_metrics is not None:
+                report("device_metrics", "profiling under Nsight Compute", result.to_dict())
+                _device_metrics(result, job, kernels, timed, tdev)
+        finally:
+            _settle(tdev)
+
+
+def _settle(tdev: torch.device) -> None:
+    """Waits for the judge's queued GPU work (the candidate process answers its timing only
+    after its own). A broken context has nothing left to wait for."""
+    if tdev.type == "cuda":
+        with contextlib.suppress(RuntimeError):
+            torch.cuda.synchronize(tdev)
 
 
 def _time_both(

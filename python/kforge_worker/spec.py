@@ -182,6 +182,9 @@ class JobSpec:
     cache_dir: str = ""
     device_metrics: DeviceMetricsSpec | None = None
     reference_reuse: ReferenceReuseSpec | None = None
+    # Pipelined stages: the job was admitted with a shared grant and asks for the exclusive
+    # one around its timed regions (device_grant.py).
+    exclusive_timing: bool = False
 
 
 def _get(obj: dict[str, Any], key: str, path: str, kinds: tuple[type, ...], default: Any) -> Any:
@@ -496,4 +499,5 @@ def parse_job(value: Any) -> JobSpec:
         cache_dir=str(_get(obj, "cache_dir", "job", (str,), "")),
         device_metrics=parse_device_metrics(obj.get("device_metrics"), "job.device_metrics"),
         reference_reuse=parse_reference_reuse(obj.get("reference_reuse"), "job.reference_reuse"),
+        exclusive_timing=bool(_get(obj, "exclusive_timing", "job", (bool,), False)),
     )

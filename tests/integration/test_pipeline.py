@@ -3,12 +3,18 @@
 On a GPU (KFORGE_TEST_DEVICE=cuda:N) several native `cuda` jobs are in flight at once: each
 compiles without the GPU, asks for the device's grant, and its result says how long it
 waited (`process.device_wait_ms`); every one is correct, and a Python job run beside them
-too. On `cpu` the flag is accepted but the cpu device keeps one job at a time (compiles
-beside a timed CPU kernel would skew it).
+too. Python Triton compares in flight together load, compile and check under a shared grant
+and time under an exclusive one: all correct, and their exclusive grants
+(`process.device_grants`) never overlap. On `cpu` the flag is accepted but the cpu device
+keeps one job at a time (compiles beside a timed CPU kernel would skew it); the test-only
+`--test-cpu-pipeline-depth` pipelines it like a GPU, so the shared/exclusive grant of Python
+jobs (ordering, the stop of a job waiting for its timing, a timeout while stopped) is
+checked here without a GPU.
 """
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import time
 from typing import Any
@@ -16,7 +22,13 @@ from typing import Any
 import pytest
 
 from integration.cuda_kernels import tiled_matmul
-from integration.kernels import FAST_TIMING, TORCH_ADD_REF, torch_kernel
+from integration.kernels import (
+    FAST_TIMING,
+    TORCH_ADD_REF,
+    model_source,
+    torch_kernel,
+    triton_add,
+)
 from integration.kforge_server import KforgeServer, device_under_test, kforge_binary
 
 DEVICE = device_under_test()
@@ -104,3 +116,166 @@ def test_native_jobs_in_flight_together_are_all_correct_and_waited_for_the_grant
     waits = [j["kernel_exec_result"]["process"].get("device_wait_ms") for j in jobs[:-1]]
     assert all(w is not None and w >= 0 for w in waits), waits
     assert device_stats(pipelined)["running"] == 0
+
+
+@gpu_only
+def test_python_jobs_in_flight_together_are_correct_and_their_timed_regions_never_overlap(
+    pipelined: KforgeServer,
+) -> None:
+    ids = []
+    with pipelined.client() as c:
+        for i in range(6):
+            body = {
+                # A fresh source each: every job compiles its own Triton kernel.
+                "custom_kernel": triton_add(f" + 0.0 * {i + 1}"),
+                "ref_kernel": torch_kernel(TORCH_ADD_REF),
+                "timing": FAST_TIMING,
+                "device": DEVICE,
+            }
+            r = c.post("/compare", params={"wait": "false"}, json=body)
+            assert r.status_code == 202, r.text
+            ids.append(r.json()["job_id"])
+    jobs = wait_all(pipelined, ids)
+    windows = []
+    for job in jobs:
+        res = job["kernel_exec_result"]
+        assert job["state"] == "success" and res["correctness"], job
+        assert res["runtime"] > 0 and res["ref_runtime_stats"]["median"] > 0, res
+        process = res["process"]
+        assert process["device_wait_ms"] >= 0
+        grants = process["device_grants"]
+        assert len(grants) == 1, grants  # one exclusive block: both timings, the profiling
+        windows.append((grants[0]["granted_at_ms"], grants[0]["released_at_ms"]))
+    windows.sort()
+    for (_, end), (start, _) in itertools.pairwise(windows):
+        assert end <= start, windows  # one timed region at a time
+    gate = device_stats(pipelined)["device_gate"]
+    assert gate["max_shared"] == 3
+    assert gate["holder"] is None and gate["shared_holders"] == [] and gate["waiting"] == 0
+    assert gate["exclusive_grants"] >= 6
+
+
+# --- The cpu device pipelined for tests (--test-cpu-pipeline-depth) ---
+
+cpu_only = pytest.mark.skipif(ON_GPU, reason="the test-only cpu pipelining")
+
+# A job that stays in its shared phase for seconds: each correctness call sleeps.
+SLOW_CHECK = model_source("time.sleep(1.5)\nreturn x * 2", prelude="import time")
+
+
+@pytest.fixture(scope="module")
+def cpu_pipelined() -> Any:
+    srv = KforgeServer(
+        devices="cpu", extra_args=["--test-cpu-pipeline-depth", "3", "--warm-children-cpu", "2"]
+    )
+    srv.start()
+    try:
+        srv.wait_ready("cpu")
+        yield srv
+    finally:
+        srv.stop()
+
+
+def cpu_gate(srv: KforgeServer) -> dict[str, Any]:
+    with srv.client() as c:
+        devices = c.get("/stats").json()["devices"]
+    return next(d for d in devices if d["name"] == "cpu")["device_gate"]
+
+
+def submit(srv: KforgeServer, route: str, body: dict[str, Any]) -> str:
+    with srv.client() as c:
+        r = c.post(route, params={"wait": "false"}, json={**body, "device": "cpu"})
+    assert r.status_code == 202, r.text
+    return r.json()["job_id"]
+
+
+def wait_gate(srv: KforgeServer, pred: Any, what: str, timeout_s: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while not pred(gate := cpu_gate(srv)):
+        assert time.monotonic() < deadline, f"{what}: {gate}"
+        time.sleep(0.05)
+    return gate
+
+
+def slow_job(srv: KforgeServer) -> str:
+    """A job holding a shared grant for seconds (no timing: it never asks for exclusive)."""
+    job_id = submit(
+        srv,
+        "/evaluate",
+        {"kernel": torch_kernel(SLOW_CHECK), "num_correct_trials": 6, "measure_performance": False},
+    )
+    wait_gate(srv, lambda g: job_id in g["shared_holders"], "the slow job admitted")
+    return job_id
+
+
+def timed_add() -> dict[str, Any]:
+    return {
+        "custom_kernel": triton_add(),
+        "ref_kernel": torch_kernel(TORCH_ADD_REF),
+        "timing": FAST_TIMING,
+        "num_correct_trials": 1,
+    }
+
+
+@cpu_only
+def test_pipelined_cpu_python_jobs_are_correct_and_time_one_at_a_time(
+    cpu_pipelined: KforgeServer,
+) -> None:
+    with cpu_pipelined.client() as c:
+        d = next(d for d in c.get("/stats").json()["devices"] if d["name"] == "cpu")
+    assert d["depth"] == 3 and d["device_gate"]["max_shared"] == 3
+    ids = []
+    for i in range(4):
+        body = timed_add()
+        body["custom_kernel"] = triton_add(f" + 0.0 * {i + 1}")
+        ids.append(submit(cpu_pipelined, "/compare", body))
+    windows = []
+    for job in wait_all(cpu_pipelined, ids):
+        res = job["kernel_exec_result"]
+        assert job["state"] == "success" and res["correctness"], job
+        assert res["runtime"] > 0 and res["ref_runtime_stats"]["median"] > 0, res
+        grants = res["process"]["device_grants"]
+        assert len(grants) == 1, grants
+        windows.append((grants[0]["granted_at_ms"], grants[0]["released_at_ms"]))
+    windows.sort()
+    for (_, end), (start, _) in itertools.pairwise(windows):
+        assert end <= start, windows
+    gate = wait_gate(cpu_pipelined, lambda g: g["waiting"] == 0, "idle")
+    assert gate["holder"] is None and gate["shared_holders"] == []
+
+
+@cpu_only
+def test_a_timed_job_waits_stopped_for_a_shared_holder_then_times_alone(
+    cpu_pipelined: KforgeServer,
+) -> None:
+    slow = slow_job(cpu_pipelined)
+    timed = submit(cpu_pipelined, "/compare", timed_add())
+    # The timed job asked for the device alone: it waits for the slow job's shared phase.
+    gate = wait_gate(cpu_pipelined, lambda g: g["waiting_exclusive"] == 1, "exclusive waiting")
+    assert gate["holder"] is None and slow in gate["shared_holders"]
+    assert timed not in gate["shared_holders"]  # its admission went back when it asked
+    slow_job_view, timed_view = wait_all(cpu_pipelined, [slow, timed])
+    assert slow_job_view["state"] == "success", slow_job_view
+    res = timed_view["kernel_exec_result"]
+    assert timed_view["state"] == "success" and res["correctness"], timed_view
+    assert res["process"]["device_wait_ms"] > 500, res["process"]
+    assert len(res["process"]["device_grants"]) == 1
+
+
+@cpu_only
+def test_a_job_stopped_while_it_waits_for_its_timing_is_killed_at_its_timeout(
+    cpu_pipelined: KforgeServer,
+) -> None:
+    slow = slow_job(cpu_pipelined)
+    body = {**timed_add(), "timeout": 5}
+    stuck = submit(cpu_pipelined, "/compare", body)
+    wait_gate(cpu_pipelined, lambda g: g["waiting_exclusive"] == 1, "exclusive waiting")
+    (stuck_view,) = wait_all(cpu_pipelined, [stuck], timeout_s=60)
+    res = stuck_view["kernel_exec_result"]
+    assert res["error_kind"] == "timeout", stuck_view
+    assert "device_grants" not in res["process"]  # never granted
+    # Its request left the queue; the slow job still holds its shared grant and finishes.
+    gate = cpu_gate(cpu_pipelined)
+    assert gate["waiting"] == 0 and gate["holder"] is None, gate
+    (slow_view,) = wait_all(cpu_pipelined, [slow])
+    assert slow_view["state"] == "success", slow_view

@@ -304,13 +304,21 @@ StatusOr<std::vector<jobs::DeviceWorkers>> make_devices(const WorkerContext& c,
   std::vector<jobs::DeviceWorkers> devices;
   if (selection.cpu) {
     jobs::DeviceWorkers d;
-    d.device = {"cpu", false};
+    // Pipelined only in tests (--test-cpu-pipeline-depth): compiles beside a timed CPU
+    // kernel would skew it.
+    std::shared_ptr<workers::DeviceGate> gate;
+    if (c.options.test_cpu_pipeline_depth > 1) {
+      gate = std::make_shared<workers::DeviceGate>("cpu", c.options.test_cpu_pipeline_depth);
+    }
+    d.device = {"cpu", false, gate ? c.options.test_cpu_pipeline_depth : 1};
     d.facts = Json{{"kind", "cpu"},
                    {"name", cpu_model()},
                    {"threads", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))},
                    {"memory_bytes", physical_memory_bytes()}};
-    d.by_type["python"] = make_python_worker(c, "cpu", nullptr, nullptr);
-    d.by_type["cuda"] = make_native_worker(c, "cpu", nullptr, nullptr);
+    if (gate) d.facts["pipeline_depth"] = c.options.test_cpu_pipeline_depth;
+    d.by_type["python"] = make_python_worker(c, "cpu", nullptr, gate);
+    d.by_type["cuda"] = make_native_worker(c, "cpu", nullptr, gate);
+    d.gate = gate;
     devices.push_back(std::move(d));
   }
   for (const auto& g : c.gpus.list) {
@@ -319,13 +327,17 @@ StatusOr<std::vector<jobs::DeviceWorkers>> make_devices(const WorkerContext& c,
     jobs::DeviceWorkers d;
     // Pipelined stages: one grant per GPU, shared by its two workers.
     std::shared_ptr<workers::DeviceGate> gate;
-    if (c.options.pipeline_depth > 1) gate = std::make_shared<workers::DeviceGate>(name);
+    // Shared holders (Python jobs' correctness phases) up to the depth; timing exclusive.
+    if (c.options.pipeline_depth > 1) {
+      gate = std::make_shared<workers::DeviceGate>(name, c.options.pipeline_depth);
+    }
     d.device = {name, true, gate ? c.options.pipeline_depth : 1};
     d.facts = g.to_json();
     d.facts["kind"] = "gpu";
     if (gate) d.facts["pipeline_depth"] = c.options.pipeline_depth;
     d.by_type["python"] = make_python_worker(c, name, &g, gate);
     d.by_type["cuda"] = make_native_worker(c, name, &g, gate);
+    d.gate = gate;
     d.measure_peaks = [peaks = jobs::PeaksOptions{c.paths.data_dir / "cache", c.paths.python,
                                                   c.paths.worker_path, c.options.worker_env},
                        uuid = g.uuid]() { return jobs::load_or_measure_peaks(peaks, uuid); };

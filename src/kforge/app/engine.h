@@ -33,9 +33,14 @@ struct EngineOptions {
   int warm_cuda_workers_cpu = 1;
   // Pipelined stages (issue 13): jobs in flight per GPU. 1: one job holds the GPU from start
   // to end. N > 1: up to N jobs per GPU; native `cuda` jobs compile concurrently and hold
-  // the GPU (workers/device_gate.h) only for their GPU phase; Python jobs hold it for their
-  // whole run. The cpu device always runs one job at a time (compiles would skew its timing).
+  // the GPU (workers/device_gate.h) exclusively only for their GPU phase; Python jobs run
+  // their import, compile and correctness under a shared grant and their timed regions
+  // under an exclusive one. The cpu device always runs one job at a time (compiles would
+  // skew its timing).
   int pipeline_depth = 1;
+  // Test only (--test-cpu-pipeline-depth): pipelines the cpu device the same way, so tests
+  // exercise the shared/exclusive grant without a GPU. Its CPU timings are not clean.
+  int test_cpu_pipeline_depth = 1;
   std::filesystem::path executable;  // the kforge binary for `worker cuda`; empty: this one
   jobs::QueueLimits queue;           // unfinished jobs, in total and per client
   bool store_fsync = true;           // SQLite synchronous=FULL (false: NORMAL)

@@ -801,6 +801,7 @@ Json JobServiceImpl::health() {
     }
     Json entry = {{"name", d.device.name}, {"workers", workers}, {"facts", d.facts}};
     if (d.measure_peaks) entry["peaks"] = peaks_of(d.device.name);
+    if (d.gate) entry["device_gate"] = d.gate->status();
     devices.push_back(std::move(entry));
   }
   // The old server's keys: GPUs free to take a job, and its two services.
@@ -863,6 +864,7 @@ Json JobServiceImpl::stats() {
       if (dw.device.name != d["name"].get<std::string>()) continue;
       d["facts"] = dw.facts;
       if (dw.measure_peaks) d["peaks"] = peaks_of(dw.device.name);
+      if (dw.gate) d["device_gate"] = dw.gate->status();
       Json workers = Json::object();
       for (const auto& [type, w] : dw.by_type) {
         Json s = w->status();

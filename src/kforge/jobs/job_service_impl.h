@@ -36,6 +36,7 @@
 #include "kforge/scheduler/scheduler.h"
 #include "kforge/store/shared_queue.h"
 #include "kforge/store/store.h"
+#include "kforge/workers/device_gate.h"
 #include "kforge/workers/worker.h"
 
 namespace kforge::jobs {
@@ -48,6 +49,9 @@ struct DeviceWorkers {
   // GPUs: the device's measured peaks (device_peaks.h), called once on its runner thread
   // before its first job. Null on cpu.
   std::function<StatusOr<Json>()> measure_peaks;
+  // Pipelined stages: the device's grant (its shared and exclusive holders, reported by
+  // stats/health as "device_gate"). Null without pipelining.
+  std::shared_ptr<workers::DeviceGate> gate;
 };
 
 class JobServiceImpl final : public JobService {

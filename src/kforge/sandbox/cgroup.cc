@@ -133,6 +133,10 @@ class V2Job final : public JobCgroup {
     }
     return wait_empty(dir_ / "cgroup.procs", deadline);
   }
+  void signal_all(int sig) override {
+    for (pid_t pid : pids_in(dir_ / "cgroup.procs"))
+      ::kill(pid, sig);
+  }
   JobCgroupStats stats() const override {
     JobCgroupStats s;
     s.memory_peak_bytes = read_int(dir_ / "memory.peak");
@@ -214,6 +218,10 @@ class HybridJob final : public JobCgroup {
       }
     }
     return wait_empty(procs, deadline);
+  }
+  void signal_all(int sig) override {
+    for (pid_t pid : pids_in((unified_.empty() ? memory_ : unified_) / "cgroup.procs"))
+      ::kill(pid, sig);
   }
   JobCgroupStats stats() const override {
     JobCgroupStats s;

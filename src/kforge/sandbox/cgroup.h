@@ -53,6 +53,9 @@ class JobCgroup {
   // Sends SIGKILL to every process in the cgroup and waits (bounded) until it is empty.
   // True when it emptied in time.
   virtual bool kill_all(std::chrono::milliseconds wait) = 0;
+  // Sends `sig` to every process in the cgroup now (no wait); SIGSTOP/SIGCONT of pipelined
+  // stages (docs/architecture.md "Pipelined stages").
+  virtual void signal_all(int sig) = 0;
   virtual JobCgroupStats stats() const = 0;
   virtual std::string name() const = 0;
 };

@@ -5,8 +5,8 @@
 // GPU frees first). Each runner takes the oldest job it may run (its own queue, and for
 // GPUs the shared "gpu" queue) and calls the run function on its own thread, so waiting
 // jobs never block a network thread. With depth N > 1 (pipelined stages, issue 13) up to N
-// jobs of a device are in flight at once; the run function must then let only one of them
-// use the device at a time (workers/device_gate.h).
+// jobs of a device are in flight at once; the run function must then keep their timed
+// regions apart (workers/device_gate.h: a shared grant to overlap, an exclusive one to time).
 //
 // Thread-safety: all public methods are thread-safe.
 #pragma once

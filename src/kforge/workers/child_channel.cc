@@ -124,6 +124,11 @@ void ChildChannel::kill_all() {
   worker_protocol::kill_process_group(pid);
 }
 
+void ChildChannel::signal_all(int sig) {
+  if (sandbox && sandbox->cgroup) sandbox->cgroup->signal_all(sig);
+  if (pid > 0) ::kill(-pid, sig);
+}
+
 StatusOr<ChildPipes> ChildPipes::create() {
   ChildPipes p;
   std::array<int, 2> proto{};
@@ -210,7 +215,8 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_poin
 
 ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milliseconds timeout,
                              CancelToken& cancel, const ProgressSink& progress, ExitSource& exits,
-                             const ChildLimits& limits, DeviceGate* gate) {
+                             const ChildLimits& limits, DeviceGate* gate,
+                             std::unique_ptr<DeviceGate::Ticket> admitted) {
   ChildJobEnd end;
   end.stdout_capture = worker_protocol::OutputCapture(limits.output_cap_bytes);
   end.stderr_capture = worker_protocol::OutputCapture(limits.output_cap_bytes);
@@ -235,20 +241,38 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   // The device grant (docs/worker-protocol.md "Device grant"): asked for with
   // `device_request`, answered with `device_grant` once this job's ticket is first in line.
   // Without a gate the job already has the device to itself (one job per device at a time).
-  // The ticket is given back after the child is killed below, so a job that crashes, times
+  // The tickets are given back after the child is killed below, so a job that crashes, times
   // out or is cancelled never keeps the device, and its GPU work has stopped first.
+  // A job admitted with a shared ticket has run its own code already: while it waits for
+  // its exclusive grant it is stopped, so it launches nothing beside another timed region.
+  const bool stop_while_waiting = admitted != nullptr;
   std::unique_ptr<DeviceGate::Ticket> ticket;
   bool grant_sent = false;
+  bool stopped = false;
   std::optional<Clock::time_point> requested_at;
+  auto wall_ms = [] {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
   auto send_grant = [&] {
     grant_sent = true;
-    end.device_wait_ms =
+    if (stopped) {
+      child.signal_all(SIGCONT);
+      stopped = false;
+    }
+    end.device_wait_ms +=
         std::chrono::duration<double, std::milli>(Clock::now() - *requested_at).count();
-    if (Status g = worker_protocol::write_all(
-            child.proto.get(), worker_protocol::encode_frame(Json{{"type", "device_grant"}}),
-            deadline);
+    if (gate != nullptr) end.device_grants.push_back(Json{{"granted_at_ms", wall_ms()}});
+    if (Status g =
+            worker_protocol::write_all(child.proto.get(), worker_protocol::encode_frame(Json{{"type", "device_grant"}}), deadline);
         !g) {
       proto_open = false;
+    }
+  };
+  auto note_release = [&] {
+    if (gate != nullptr && grant_sent && !end.device_grants.empty()) {
+      end.device_grants.back()["released_at_ms"] = wall_ms();
     }
   };
 
@@ -306,24 +330,45 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
               progress(end.phase, m.value("message", ""), fraction);
             }
           } else if (type == "device_request") {
-            if (requested_at) continue;  // asked once per job; a repeat changes nothing
+            if (m.contains("mode") && m["mode"] != "exclusive") {
+              end.detail =
+                  "device_request.mode: must be \"exclusive\" (or absent), got " + m["mode"].dump();
+              stop_reason = ChildJobEnd::Kind::kProtocolError;
+              break;
+            }
+            if (requested_at) continue;  // asked already (and not released): changes nothing
             requested_at = Clock::now();
             if (gate == nullptr) {
               send_grant();
               continue;
             }
+            // The job's shared admission goes back first: an exclusive request waits for
+            // every shared holder, this job's own included.
+            admitted.reset();
             const Json* spec = job_message.contains("job") ? &job_message["job"] : nullptr;
             auto t = gate->request(spec != nullptr && spec->is_object()
                                        ? spec->value("job_id", std::string())
-                                       : std::string());
+                                       : std::string(),
+                                   DeviceGate::Mode::kExclusive);
             if (!t.is_ok()) {
               end.detail = "device grant: " + t.status().message();
               stop_reason = ChildJobEnd::Kind::kProtocolError;
               break;
             }
             ticket = std::move(t).value();
+            if (ticket->granted()) {
+              send_grant();
+            } else if (stop_while_waiting) {
+              child.signal_all(SIGSTOP);
+              stopped = true;
+            }
           } else if (type == "device_release") {
-            if (grant_sent) ticket.reset();
+            if (grant_sent) {
+              note_release();
+              ticket.reset();
+              grant_sent = false;
+              requested_at.reset();  // it may ask again for a later timed region
+            }
           } else if (type == "result") {
             if (m.contains("result") && m["result"].is_object()) {
               end.result = m["result"];
@@ -374,7 +419,10 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   // The child is done with (or failed) its one job: nothing it started may outlive it, even
   // a process that left the child's session (the cgroup holds every descendant).
   child.kill_all();
+  if (stopped) child.signal_all(SIGCONT);  // nothing is left to continue; never leave it stopped
+  note_release();
   ticket.reset();  // the device goes to the next job only once this one's processes are gone
+  admitted.reset();
   auto drain_until = Clock::now() + kDrainGrace;
   while ((out_open || err_open) && Clock::now() < drain_until) {
     std::vector<pollfd> fds;
@@ -477,6 +525,7 @@ Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
   Json process = {{"wall_ms", end.wall_ms}, {"peak_rss_bytes", end.peak_rss_bytes}};
   if (end.cgroup_oom_kills > 0) process["oom_kills"] = end.cgroup_oom_kills;
   if (end.device_wait_ms > 0) process["device_wait_ms"] = end.device_wait_ms;
+  if (!end.device_grants.empty()) process["device_grants"] = end.device_grants;
   if (end.pids_limit_hits > 0) {
     process["pids_limit_hits"] = end.pids_limit_hits;
     r["warnings"].push_back("the job hit its process limit (pids.max) " +

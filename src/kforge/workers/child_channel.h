@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -66,6 +67,9 @@ struct ChildChannel {
   // SIGKILL to everything the child started: its cgroup when it has one (whatever the
   // processes did with sessions and process groups), else its process group.
   void kill_all();
+  // `sig` to everything the child started (its cgroup when it has one, and its process
+  // group): SIGSTOP while it waits for an exclusive grant, SIGCONT when it gets it.
+  void signal_all(int sig);
 };
 
 // The descriptors a new child gets: a protocol socket pair and stdout/stderr pipes. The
@@ -103,7 +107,12 @@ struct ChildJobEnd {
   int64_t peak_rss_bytes = 0;  // the cgroup's memory peak, or the group's peak PSS
   int64_t cgroup_oom_kills = 0;
   int64_t pids_limit_hits = 0;
-  double device_wait_ms = 0;  // from `device_request` to `device_grant` (0: never asked)
+  // Time spent waiting for the device: the shared admission the worker took before the job
+  // (added by the worker) and every `device_request` to its `device_grant` (0: never asked).
+  double device_wait_ms = 0;
+  // The exclusive grants the job held: [{"granted_at_ms","released_at_ms"}], wall clock
+  // (ms since the epoch), so the grants of jobs that ran together can be compared.
+  Json device_grants = Json::array();
 };
 
 // Waits until the child sends `ready` (checking its protocol version). Output the child
@@ -115,14 +124,21 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits,
 // Sends the job and runs the loop until the child returns a result, dies, times out, hits
 // the memory limit or is cancelled. The child's process group is killed before return in
 // every case, and its pipes drained.
-// `gate`: the device's grant (pipelined stages); the child's `device_request` takes a ticket
-// and is answered with `device_grant` when it is first in line; the ticket is given back on
-// `device_release` or, at the latest, once the child is killed. Null: `device_request` is
-// granted at once (the job already has the device to itself).
+// `gate`: the device's grant (pipelined stages); the child's `device_request` (exclusive)
+// takes a ticket and is answered with `device_grant` when it is first in line; the ticket is
+// given back on `device_release` (after which the child may ask again) or, at the latest,
+// once the child is killed. Null: `device_request` is granted at once (the job already has
+// the device to itself).
+// `admitted`: the shared ticket the worker took before it sent the job (Python jobs with
+// pipelined stages: their candidate code runs from the start). It is given back when the
+// child asks for the exclusive grant (or when the job ends); while such a job waits for its
+// exclusive grant its processes are stopped (SIGSTOP), and continued (SIGCONT) when it is
+// granted, so that none of its GPU work can start beside another job's timed region.
 ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message,
                              std::chrono::milliseconds timeout, CancelToken& cancel,
                              const ProgressSink& progress, ExitSource& exits,
-                             const ChildLimits& limits, DeviceGate* gate = nullptr);
+                             const ChildLimits& limits, DeviceGate* gate = nullptr,
+                             std::unique_ptr<DeviceGate::Ticket> admitted = nullptr);
 
 // Turns a ChildJobEnd into kernel_exec_result: the worker's result (or the last partial
 // result, or a skeleton), plus the failure reason, captured output and process facts.

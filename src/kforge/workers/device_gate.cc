@@ -2,66 +2,92 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <map>
 
 #include "kforge/common/log.h"
 #include "kforge/common/status.h"
 
 namespace kforge::workers {
 
+std::string_view to_string(DeviceGate::Mode mode) {
+  return mode == DeviceGate::Mode::kShared ? "shared" : "exclusive";
+}
+
 struct DeviceGate::State {
   struct Waiter {
     uint64_t seq;
     std::string holder;
+    Mode mode;
     int fd;  // the ticket's eventfd (the ticket leaves the queue before it closes it)
   };
 
-  explicit State(std::string d) : device(std::move(d)) {}
+  State(std::string d, int max) : device(std::move(d)), max_shared(std::max(1, max)) {}
 
-  // Hands the grant to the oldest waiter when nobody holds it. Requires mu.
+  // Grants the oldest waiters while they fit (see the header): an exclusive one when nobody
+  // holds the device, shared ones while no exclusive holder is in and there is room. The
+  // first that does not fit stops it, so nothing overtakes it. Requires mu.
   void grant_next_locked() {
-    if (holder_seq != 0 || waiting.empty()) return;
-    Waiter next = std::move(waiting.front());
-    waiting.pop_front();
-    holder_seq = next.seq;
-    holder = std::move(next.holder);
-    ++grants;
-    uint64_t one = 1;
-    if (::write(next.fd, &one, sizeof(one)) < 0) {
-      KF_LOG_WARN("device={} could not signal the grant to {}: errno {}", device, holder, errno);
+    while (!waiting.empty() && exclusive_seq == 0) {
+      Waiter& next = waiting.front();
+      if (next.mode == Mode::kExclusive) {
+        if (!shared.empty()) return;
+        exclusive_seq = next.seq;
+        exclusive_holder = next.holder;
+        ++exclusive_grants;
+      } else {
+        if (static_cast<int>(shared.size()) >= max_shared) return;
+        shared.emplace(next.seq, next.holder);
+      }
+      ++grants;
+      uint64_t one = 1;
+      if (::write(next.fd, &one, sizeof(one)) < 0) {
+        KF_LOG_WARN("device={} could not signal the grant to {}: errno {}", device, next.holder,
+                    errno);
+      }
+      waiting.pop_front();
+      cv.notify_all();
     }
-    cv.notify_all();
   }
 
+  bool holds_locked(uint64_t seq) const { return exclusive_seq == seq || shared.contains(seq); }
+
   const std::string device;
+  const int max_shared;
   mutable std::mutex mu;
   mutable std::condition_variable cv;
-  std::deque<Waiter> waiting;  // guarded by mu, oldest first
-  uint64_t holder_seq = 0;     // guarded by mu; 0 = free
-  std::string holder;          // guarded by mu
-  uint64_t next_seq = 1;       // guarded by mu
-  int64_t grants = 0;          // guarded by mu
+  std::deque<Waiter> waiting;              // guarded by mu, oldest first
+  uint64_t exclusive_seq = 0;              // guarded by mu; 0 = no exclusive holder
+  std::string exclusive_holder;            // guarded by mu
+  std::map<uint64_t, std::string> shared;  // guarded by mu; seq -> holder, grant order
+  uint64_t next_seq = 1;                   // guarded by mu
+  int64_t grants = 0;                      // guarded by mu
+  int64_t exclusive_grants = 0;            // guarded by mu
 };
 
-DeviceGate::DeviceGate(std::string device) : state_(std::make_shared<State>(std::move(device))) {}
+DeviceGate::DeviceGate(std::string device, int max_shared)
+    : state_(std::make_shared<State>(std::move(device), max_shared)) {}
 
-StatusOr<std::unique_ptr<DeviceGate::Ticket>> DeviceGate::request(const std::string& holder) {
+StatusOr<std::unique_ptr<DeviceGate::Ticket>> DeviceGate::request(const std::string& holder,
+                                                                  Mode mode) {
   worker_protocol::UniqueFd event(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!event.valid()) return errno_error("eventfd", errno);
   std::lock_guard lock(state_->mu);
   const uint64_t seq = state_->next_seq++;
-  state_->waiting.push_back({seq, holder, event.get()});
-  std::unique_ptr<Ticket> ticket(new Ticket(state_, seq, holder, std::move(event)));
+  state_->waiting.push_back({seq, holder, mode, event.get()});
+  std::unique_ptr<Ticket> ticket(new Ticket(state_, seq, holder, mode, std::move(event)));
   state_->grant_next_locked();
   return ticket;
 }
 
 StatusOr<std::unique_ptr<DeviceGate::Ticket>> DeviceGate::acquire(
-    const std::string& holder, int cancel_fd, std::chrono::steady_clock::time_point deadline) {
-  KF_ASSIGN_OR_RETURN(std::unique_ptr<Ticket> ticket, request(holder));
+    const std::string& holder, int cancel_fd, std::chrono::steady_clock::time_point deadline,
+    Mode mode) {
+  KF_ASSIGN_OR_RETURN(std::unique_ptr<Ticket> ticket, request(holder, mode));
   while (!ticket->granted()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -81,37 +107,54 @@ StatusOr<std::unique_ptr<DeviceGate::Ticket>> DeviceGate::acquire(
 
 Json DeviceGate::status() const {
   std::lock_guard lock(state_->mu);
-  return Json{{"device", state_->device},
-              {"holder", state_->holder_seq != 0 ? Json(state_->holder) : Json(nullptr)},
-              {"waiting", state_->waiting.size()},
-              {"grants", state_->grants}};
+  Json shared = Json::array();
+  for (const auto& [seq, holder] : state_->shared)
+    shared.push_back(holder);
+  size_t waiting_exclusive = 0;
+  for (const auto& w : state_->waiting)
+    if (w.mode == Mode::kExclusive) ++waiting_exclusive;
+  return Json{
+      {"device", state_->device},
+      {"max_shared", state_->max_shared},
+      {"holder", state_->exclusive_seq != 0 ? Json(state_->exclusive_holder) : Json(nullptr)},
+      {"shared_holders", std::move(shared)},
+      {"waiting", state_->waiting.size()},
+      {"waiting_exclusive", waiting_exclusive},
+      {"grants", state_->grants},
+      {"exclusive_grants", state_->exclusive_grants}};
 }
 
 DeviceGate::Ticket::Ticket(std::shared_ptr<State> state, uint64_t seq, std::string holder,
-                           worker_protocol::UniqueFd event)
-    : state_(std::move(state)), seq_(seq), holder_(std::move(holder)), event_(std::move(event)) {}
+                           Mode mode, worker_protocol::UniqueFd event)
+    : state_(std::move(state)),
+      seq_(seq),
+      holder_(std::move(holder)),
+      mode_(mode),
+      event_(std::move(event)) {}
 
 DeviceGate::Ticket::~Ticket() {
   std::lock_guard lock(state_->mu);
-  if (state_->holder_seq == seq_) {
-    state_->holder_seq = 0;
-    state_->holder.clear();
-    state_->grant_next_locked();
-    return;
+  if (state_->exclusive_seq == seq_) {
+    state_->exclusive_seq = 0;
+    state_->exclusive_holder.clear();
+  } else if (state_->shared.erase(seq_) == 0) {
+    auto& w = state_->waiting;
+    w.erase(
+        std::remove_if(w.begin(), w.end(), [&](const State::Waiter& x) { return x.seq == seq_; }),
+        w.end());
   }
-  auto& w = state_->waiting;
-  w.erase(std::remove_if(w.begin(), w.end(), [&](const State::Waiter& x) { return x.seq == seq_; }),
-          w.end());
+  // A waiter leaving the front may let the ones behind it in, as a holder leaving does.
+  state_->grant_next_locked();
 }
 
 bool DeviceGate::Ticket::granted() const {
   std::lock_guard lock(state_->mu);
-  return state_->holder_seq == seq_;
+  return state_->holds_locked(seq_);
 }
 
 bool DeviceGate::Ticket::wait_until(std::chrono::steady_clock::time_point deadline) const {
   std::unique_lock lock(state_->mu);
-  return state_->cv.wait_until(lock, deadline, [&] { return state_->holder_seq == seq_; });
+  return state_->cv.wait_until(lock, deadline, [&] { return state_->holds_locked(seq_); });
 }
 
 }  // namespace kforge::workers

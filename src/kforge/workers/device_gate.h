@@ -3,7 +3,17 @@
 // at once, but only the job holding the device's grant runs GPU work. A job process asks
 // for the grant over its protocol channel (`device_request`) once its CPU phase is done;
 // the supervisor takes a Ticket here and answers `device_grant` when the ticket's
-// descriptor becomes readable. Grants go out one at a time, in request order.
+// descriptor becomes readable.
+//
+// A reader/writer grant: a ticket is `shared` (any number of holders together, up to
+// `max_shared`: jobs whose correctness phases may overlap) or `exclusive` (no other holder:
+// a timed region). Requests are served first come, first served: the oldest request is
+// granted as soon as it fits (an exclusive one when nobody holds the device, a shared one
+// when no exclusive holder is in and fewer than `max_shared` shared ones are), and nothing
+// behind it overtakes it. So an exclusive request waits for the shared holders before it to
+// give the device back, and shared requests after it queue behind it (timing is never
+// starved by a stream of correctness phases); consecutive shared requests at the front are
+// granted together.
 //
 // A ticket gives the grant back (or leaves the queue) when it is destroyed, so a job that
 // crashes, times out or is cancelled never keeps the device: run_job_on_child owns the
@@ -18,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
@@ -30,6 +41,7 @@ class DeviceGate {
   struct State;
 
  public:
+  enum class Mode { kShared, kExclusive };
   class Ticket {
    public:
     ~Ticket();
@@ -42,35 +54,44 @@ class DeviceGate {
     // Blocks until granted or `deadline`; true when granted.
     bool wait_until(std::chrono::steady_clock::time_point deadline) const;
     const std::string& holder() const { return holder_; }
+    Mode mode() const { return mode_; }
 
    private:
     friend class DeviceGate;
-    Ticket(std::shared_ptr<State> state, uint64_t seq, std::string holder,
+    Ticket(std::shared_ptr<State> state, uint64_t seq, std::string holder, Mode mode,
            worker_protocol::UniqueFd event);
 
     std::shared_ptr<State> state_;
     uint64_t seq_;
     std::string holder_;
+    Mode mode_;
     worker_protocol::UniqueFd event_;
   };
 
-  explicit DeviceGate(std::string device);
+  // `max_shared`: shared holders at once (the device's pipeline depth); at least 1.
+  explicit DeviceGate(std::string device, int max_shared = 1);
 
   // A place in the device's queue for `holder` (a job id, for status and logs). Never
   // null; the eventfd is created here, so an exhausted descriptor table is an error.
-  StatusOr<std::unique_ptr<Ticket>> request(const std::string& holder);
+  StatusOr<std::unique_ptr<Ticket>> request(const std::string& holder,
+                                            Mode mode = Mode::kExclusive);
 
   // request() and a wait for the grant in the calling thread: the granted ticket, or
   // kCancelled once `cancel_fd` (an eventfd, -1 for none) is readable, or kDeadlineExceeded
   // at `deadline` (the ticket then leaves the queue).
   StatusOr<std::unique_ptr<Ticket>> acquire(const std::string& holder, int cancel_fd,
-                                            std::chrono::steady_clock::time_point deadline);
+                                            std::chrono::steady_clock::time_point deadline,
+                                            Mode mode = Mode::kExclusive);
 
-  // {"device","holder" (or null),"waiting","grants"}.
+  // {"device","max_shared","holder" (the exclusive holder, or null),"shared_holders" (in
+  // grant order),"waiting","waiting_exclusive","grants","exclusive_grants"}.
   Json status() const;
 
  private:
   std::shared_ptr<State> state_;
 };
+
+// "shared" / "exclusive".
+std::string_view to_string(DeviceGate::Mode mode);
 
 }  // namespace kforge::workers

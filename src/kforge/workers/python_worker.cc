@@ -67,6 +67,7 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
 }
 
 Status PythonWorker::start_zygote() {
+  std::lock_guard control_lock(control_mu_);
   book_.set_state(WorkerState::kStarting);
   // The zygote's warm Triton cache (children read it); their scratch directories are
   // SandboxPolicy's.
@@ -157,6 +158,7 @@ Status PythonWorker::start_zygote() {
 }
 
 void PythonWorker::stop_zygote() {
+  std::lock_guard control_lock(control_mu_);
   pool_.clear();
   if (control_.valid()) {
     (void)worker_protocol::send_control(control_.get(), Json{{"type", "shutdown"}});
@@ -190,6 +192,7 @@ Status PythonWorker::handle_control_message(const Json& m) {
 }
 
 void PythonWorker::on_readable() {
+  std::lock_guard control_lock(control_mu_);
   while (control_.valid()) {
     auto msg = worker_protocol::recv_control(control_.get());
     if (!msg.is_ok()) {
@@ -209,12 +212,14 @@ void PythonWorker::on_readable() {
 }
 
 std::optional<worker_protocol::ExitStatus> PythonWorker::exit_of(pid_t pid) {
+  std::lock_guard control_lock(control_mu_);
   auto it = exits_.find(pid);
   if (it == exits_.end()) return std::nullopt;
   return it->second;
 }
 
 StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
+  std::lock_guard control_lock(control_mu_);
   if (!control_.valid()) KF_RETURN_IF_ERROR(start_zygote());
   KF_ASSIGN_OR_RETURN(ChildPipes pipes, ChildPipes::create());
   const int child_id = next_child_id_++;
@@ -291,13 +296,31 @@ void PythonWorker::prepare() {
   pool_.warm_all();
 }
 
+void PythonWorker::replenish(const WorkerJob& job) {
+  auto ticket = options_.gate->acquire(job.job_id + "/warm-up", -1,
+                                       Clock::now() + options_.child_ready_timeout,
+                                       DeviceGate::Mode::kShared);
+  if (!ticket.is_ok()) {
+    KF_LOG_WARN("worker device={} no grant to warm a child: {}", options_.device,
+                ticket.status().message());
+    return;
+  }
+  std::lock_guard run_lock(run_mu_);
+  (void)pool_.warm_all();
+}
+
 WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
                                 const ProgressSink& progress) {
-  std::lock_guard run_lock(run_mu_);
-  std::unique_ptr<DeviceGate::Ticket> ticket;  // pipelined stages: the device, for the job
+  std::unique_lock run_lock(run_mu_, std::defer_lock);
+  // Pipelined stages: the job is admitted with a shared ticket before a child gets it (its
+  // candidate's code runs at import); its judge asks for the exclusive grant to time.
+  std::unique_ptr<DeviceGate::Ticket> admitted;
+  double admission_wait_ms = 0;
   if (options_.gate) {
     if (progress) progress("starting", "waiting for the device", 0.01);
-    auto granted = options_.gate->acquire(job.job_id, cancel.wait_fd(), Clock::now() + job.timeout);
+    const auto asked = Clock::now();
+    auto granted = options_.gate->acquire(job.job_id, cancel.wait_fd(), Clock::now() + job.timeout,
+                                          DeviceGate::Mode::kShared);
     if (!granted.is_ok()) {
       if (granted.status().code() == ErrorCode::kCancelled) {
         return {WorkerOutcome::Kind::kCancelled, Json(), "cancelled"};
@@ -305,36 +328,42 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
       return {WorkerOutcome::Kind::kWorkerFailure, Json(),
               "the device " + options_.device + " was not free: " + granted.status().message()};
     }
-    ticket = std::move(granted).value();
+    admitted = std::move(granted).value();
+    admission_wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - asked).count();
   }
+  run_lock.lock();
   book_.set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm worker process", 0.02);
   auto child = pool_.take();
   if (!child.is_ok()) {
-    book_.set_state(control_.valid() ? WorkerState::kReady : WorkerState::kFailed,
-                    child.status().message());
+    book_.set_state(alive() ? WorkerState::kReady : WorkerState::kFailed, child.status().message());
     return {WorkerOutcome::Kind::kWorkerFailure, Json(),
             "the Python worker for " + options_.device +
                 " is unavailable: " + child.status().message()};
   }
   std::unique_ptr<ChildChannel> active = std::move(child).value();
 
-  const Json message =
-      job_message_for(job, *active->sandbox,
-                      options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir()
-                                                  : options_.data_dir / "cache");
+  Json message = job_message_for(job, *active->sandbox,
+                                 options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir()
+                                                             : options_.data_dir / "cache");
 
-  // Replace the child just taken while this job runs: the next job then starts at once.
-  (void)pool_.top_up();
+  if (options_.gate) {
+    message["job"]["exclusive_timing"] = true;
+    run_lock.unlock();  // other jobs take their children while this one runs
+  } else {
+    // Replace the child just taken while this job runs: the next job then starts at once.
+    (void)pool_.top_up();
+  }
 
-  ChildJobEnd end =
-      run_job_on_child(*active, message, job.timeout, cancel, progress, *this, options_.limits);
+  ChildJobEnd end = run_job_on_child(*active, message, job.timeout, cancel, progress, *this,
+                                     options_.limits, options_.gate.get(), std::move(admitted));
+  end.device_wait_ms += admission_wait_ms;
   Json worker_info = {{"type", "python"},
                       {"pid", active->pid},
                       {"warmup_ms", active->ready_message.value("warmup_ms", 0.0)}};
   worker_info["sandbox"] = active->ready_message.value("sandbox", Json::object());
   Json result = assemble_result(message["job"], end, job.timeout, worker_info);
-  const bool zygote_died = !control_.valid() && end.kind == ChildJobEnd::Kind::kCrashed;
+  const bool zygote_died = !alive() && end.kind == ChildJobEnd::Kind::kCrashed;
   active.reset();  // kills what is left of the job and removes its scratch directory
   if (zygote_died) {
     // The zygote (the parent of every child) died while the job ran, taking the child with
@@ -344,7 +373,8 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
             "the Python worker for " + options_.device +
                 " stopped while the job ran (not the kernel's fault); submit it again"};
   }
-  book_.note_job_end(end.kind, control_.valid() ? WorkerState::kReady : WorkerState::kFailed);
+  if (options_.gate) replenish(job);
+  book_.note_job_end(end.kind, alive() ? WorkerState::kReady : WorkerState::kFailed);
   return outcome_of(end, std::move(result));
 }
 

@@ -4,8 +4,10 @@
 // job finds a ready process (docs/worker-protocol.md, DESIGN.md "Isolation").
 //
 // Thread-safety: prepare()/shutdown() are called by the device's runner thread only; run()
-// may be called from several runner threads (pipelined stages) and runs one job at a time;
-// status() may be called from any thread.
+// may be called from several runner threads (pipelined stages): without a gate it runs one
+// job at a time; with one, the jobs run together (each admitted with a shared grant, timed
+// under an exclusive one) and only taking a child from the pool is one at a time. status()
+// may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -54,9 +56,11 @@ struct PythonWorkerOptions {
   int warm_children = 1;
   std::optional<uint64_t> child_address_space_bytes;  // RLIMIT_AS for cpu children
   // Pipelined stages (--pipeline-depth > 1): the device's grant, shared with the device's
-  // native CUDA worker. A Python job holds it from before it takes a child until it ends
-  // (its candidate's code runs at import, so no part of it may overlap another job's GPU
-  // work); jobs of this worker run one at a time. Null: no grant (one job per device).
+  // native CUDA worker. A Python job takes a *shared* ticket before it takes a child (its
+  // candidate's code runs at import, so nothing of it runs before it is admitted), and its
+  // judge asks for the *exclusive* grant around its timed regions (`exclusive_timing` in
+  // the spec; docs/worker-protocol.md "Device grant"). Jobs of this worker then run
+  // together. Null: no grant (one job per device, holding it for the whole job).
   std::shared_ptr<DeviceGate> gate;
   std::chrono::seconds zygote_start_timeout{300};
   std::chrono::seconds child_ready_timeout{180};
@@ -77,10 +81,19 @@ class PythonWorker final : public Worker, private ExitSource {
 
  private:
   // ExitSource: exit statuses come from the zygote's `exited` messages.
-  int poll_fd() const override { return control_.get(); }
+  int poll_fd() const override {
+    std::lock_guard lock(control_mu_);
+    return control_.get();
+  }
   void on_readable() override;
   std::optional<worker_protocol::ExitStatus> exit_of(pid_t pid) override;
-  bool alive() const override { return control_.valid(); }
+  bool alive() const override {
+    std::lock_guard lock(control_mu_);
+    return control_.valid();
+  }
+  // With a gate: a new warm child is forked and warmed up after a job, under a shared
+  // ticket, so its warm-up (a CUDA context, a Triton launch) never runs beside a timed region.
+  void replenish(const WorkerJob& job);
 
   Status start_zygote();
   void stop_zygote();
@@ -93,7 +106,13 @@ class PythonWorker final : public Worker, private ExitSource {
   const PythonWorkerOptions options_;
   WorkerBook book_;  // thread-safe; declared before pool_, which writes to it
 
-  std::mutex run_mu_;  // held by run() for its whole job
+  // Held by run() for its whole job without a gate; with one, while it takes a child (the
+  // pool, zygote and fork state below are used under it).
+  std::mutex run_mu_;
+  // The zygote's control socket and what arrives on it (control_, forked_, fork_failures_,
+  // exits_): used by the thread under run_mu_ and, with a gate, by every job's loop (the
+  // ExitSource methods). Recursive: fork_child() calls on_readable().
+  mutable std::recursive_mutex control_mu_;
 
   // Owned by the runner thread (the one in run(), or in prepare()/shutdown()).
   std::optional<worker_protocol::Process> zygote_;

@@ -4,11 +4,14 @@
 // "child" is a thread on the other end of the real socket and pipes (no process: the
 // launcher is what these tests leave out).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -253,6 +256,163 @@ TEST(DeviceGrantTest, DeviceReleaseGivesTheDeviceBackBeforeTheResult) {
   EXPECT_EQ(end.kind, ChildJobEnd::Kind::kResult);
   EXPECT_TRUE(free_after_release.load());
   EXPECT_GE(end.device_wait_ms, 0.0);
+}
+
+// --- Pipelined Python jobs: admitted shared, timed exclusive, stopped while they wait ---
+
+// A real process standing in for the job's processes (its own process group, as a worker
+// child is), so that SIGSTOP/SIGCONT/SIGKILL reach something the kernel can report on.
+pid_t start_sleeper() {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    while (true)
+      ::pause();
+  }
+  ::setpgid(pid, pid);
+  return pid;
+}
+
+// The state letter of /proc/<pid>/stat ('T' stopped, 'S' sleeping, 'Z' zombie).
+char proc_state(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(f, line);
+  auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+}
+
+bool wait_for_state(pid_t pid, char state) {
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (proc_state(pid) != state && Clock::now() < until)
+    std::this_thread::sleep_for(milliseconds(1));
+  return proc_state(pid) == state;
+}
+
+std::unique_ptr<DeviceGate::Ticket> shared_ticket(DeviceGate& gate, const std::string& id) {
+  auto t = gate.request(id, DeviceGate::Mode::kShared);
+  EXPECT_TRUE(t.is_ok());
+  EXPECT_TRUE((*t)->granted());
+  return std::move(t).value();
+}
+
+TEST(DeviceGrantTest, AnAdmittedJobWaitsForItsExclusiveGrantStoppedAndRunsAloneAfter) {
+  DeviceGate gate("cuda:0", 3);
+  auto other = shared_ticket(gate, "other");  // another job's correctness phase
+  auto w = wire();
+  w->channel.pid = start_sleeper();
+  std::atomic<bool> granted{false};
+  std::atomic<bool> alone{false};
+  std::thread child([&] {
+    if (!w->child.read()) return;
+    w->child.send(Json{{"type", "device_request"}, {"mode", "exclusive"}});
+    auto grant = w->child.read();
+    granted = grant && grant->value("type", "") == "device_grant";
+    Json s = gate.status();
+    alone = s["holder"] == "timed" && s["shared_holders"].empty();
+    w->child.send(Json{{"type", "device_release"}});
+    w->child.send(Json{{"type", "result"}, {"result", {{"ok", true}}}});
+    w->child.out_w.reset();
+    w->child.err_w.reset();
+  });
+  ChildJobEnd end;
+  std::thread supervisor([&] {
+    CancelToken cancel;
+    NoExits exits;
+    end = run_job_on_child(w->channel, job("timed"), milliseconds(10000), cancel, {}, exits,
+                           ChildLimits{}, &gate, shared_ticket(gate, "timed"));
+  });
+  // Its shared admission went back when it asked; it waits for `other`, stopped.
+  EXPECT_TRUE(wait_for_state(w->channel.pid, 'T'));
+  Json s = gate.status();
+  EXPECT_EQ(s["shared_holders"], Json::array({"other"}));
+  EXPECT_EQ(s["waiting_exclusive"], 1);
+  EXPECT_FALSE(granted.load());
+  std::this_thread::sleep_for(milliseconds(20));
+  other.reset();
+  supervisor.join();
+  child.join();
+  EXPECT_EQ(end.kind, ChildJobEnd::Kind::kResult);
+  EXPECT_TRUE(granted.load());
+  EXPECT_TRUE(alone.load());
+  EXPECT_GE(end.device_wait_ms, 15.0);
+  ASSERT_EQ(end.device_grants.size(), 1u);
+  EXPECT_LE(end.device_grants[0]["granted_at_ms"].get<double>(),
+            end.device_grants[0]["released_at_ms"].get<double>());
+  int status = 0;
+  ASSERT_EQ(::waitpid(w->channel.pid, &status, 0), w->channel.pid);
+  EXPECT_TRUE(WIFSIGNALED(status));  // the job's processes are killed at its end
+  EXPECT_TRUE(gate.status()["holder"].is_null());
+}
+
+TEST(DeviceGrantTest, AJobStoppedWhileItWaitsIsStillKilledAtItsTimeout) {
+  DeviceGate gate("cuda:0", 2);
+  auto other = shared_ticket(gate, "never-releases");
+  auto w = wire();
+  w->channel.pid = start_sleeper();
+  std::atomic<bool> granted{false};
+  std::thread child([&] { hanging_child(w->child, granted); });
+  CancelToken cancel;
+  NoExits exits;
+  ChildJobEnd end = run_job_on_child(w->channel, job("stopped"), milliseconds(300), cancel, {},
+                                     exits, ChildLimits{}, &gate, shared_ticket(gate, "stopped"));
+  EXPECT_EQ(end.kind, ChildJobEnd::Kind::kTimeout);
+  EXPECT_FALSE(granted.load());
+  int status = 0;
+  ASSERT_EQ(::waitpid(w->channel.pid, &status, 0), w->channel.pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  Json s = gate.status();
+  EXPECT_EQ(s["waiting"], 0);  // its exclusive request left the queue
+  EXPECT_EQ(s["shared_holders"], Json::array({"never-releases"}));
+  EXPECT_TRUE(end.device_grants.empty());
+  w->channel.proto.reset();
+  child.join();
+}
+
+TEST(DeviceGrantTest, AJobMayAskAgainAfterARelease) {
+  DeviceGate gate("cuda:0", 2);
+  auto w = wire();
+  std::thread child([&] {
+    if (!w->child.read()) return;
+    for (int i = 0; i < 2; ++i) {
+      w->child.send(Json{{"type", "device_request"}, {"mode", "exclusive"}});
+      if (!w->child.read()) return;
+      w->child.send(Json{{"type", "device_release"}});
+    }
+    w->child.send(Json{{"type", "result"}, {"result", {{"ok", true}}}});
+    w->child.out_w.reset();
+    w->child.err_w.reset();
+  });
+  CancelToken cancel;
+  NoExits exits;
+  ChildJobEnd end = run_job_on_child(w->channel, job("twice"), milliseconds(10000), cancel, {},
+                                     exits, ChildLimits{}, &gate, shared_ticket(gate, "twice"));
+  child.join();
+  EXPECT_EQ(end.kind, ChildJobEnd::Kind::kResult);
+  EXPECT_EQ(end.device_grants.size(), 2u);
+  EXPECT_EQ(gate.status()["exclusive_grants"], 2);
+  EXPECT_TRUE(gate.status()["shared_holders"].empty());
+}
+
+TEST(DeviceGrantTest, AnUnknownRequestModeIsAProtocolErrorNamingTheField) {
+  DeviceGate gate("cuda:0", 2);
+  auto w = wire();
+  std::thread child([&] {
+    if (!w->child.read()) return;
+    w->child.send(Json{{"type", "device_request"}, {"mode", "shared-please"}});
+    while (w->child.read()) {
+    }
+  });
+  CancelToken cancel;
+  NoExits exits;
+  ChildJobEnd end = run_job_on_child(w->channel, job("odd"), milliseconds(10000), cancel, {}, exits,
+                                     ChildLimits{}, &gate, shared_ticket(gate, "odd"));
+  EXPECT_EQ(end.kind, ChildJobEnd::Kind::kProtocolError);
+  EXPECT_NE(end.detail.find("device_request.mode"), std::string::npos) << end.detail;
+  EXPECT_TRUE(gate.status()["shared_holders"].empty());  // its admission went back
+  w->channel.proto.reset();
+  child.join();
 }
 
 }  // namespace
