@@ -264,8 +264,9 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
     end.device_wait_ms +=
         std::chrono::duration<double, std::milli>(Clock::now() - *requested_at).count();
     if (gate != nullptr) end.device_grants.push_back(Json{{"granted_at_ms", wall_ms()}});
-    if (Status g =
-            worker_protocol::write_all(child.proto.get(), worker_protocol::encode_frame(Json{{"type", "device_grant"}}), deadline);
+    if (Status g = worker_protocol::write_all(
+            child.proto.get(), worker_protocol::encode_frame(Json{{"type", "device_grant"}}),
+            deadline);
         !g) {
       proto_open = false;
     }
