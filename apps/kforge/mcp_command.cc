@@ -124,6 +124,7 @@ int run_mcp(const McpConfig& c) {
     options.version = std::string(kVersion);
     options.conformance_fixtures = c.conformance_fixtures;
     options.skills_dir = c.skills_dir;
+    options.tasks_dir = (data_dir / "mcp-tasks").string();
     options.bench.allow_local_paths = true;  // the user on stdio owns the files
     options.bench.kforge_version = options.version;
     auto workbench = build_workbench(c.workbench, data_dir, workbench_db, *service, blocking);

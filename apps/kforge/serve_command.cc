@@ -205,6 +205,7 @@ int run_serve(const ServeConfig& config) {
     mo.version = std::string(kVersion);
     mo.conformance_fixtures = c.conformance_fixtures;
     mo.skills_dir = c.skills_dir;
+    mo.tasks_dir = (std::filesystem::path(c.data_dir) / "mcp-tasks").string();
     mo.kernel_tools.limits = ho.rest.limits;
     mo.bench.kforge_version = std::string(kVersion);
     // The workbench's sessions live in the engine's store (app/engine.cc: kforge.db).
