@@ -530,3 +530,59 @@ def test_stdio_serves_2026_next_to_the_session(tmp_path: Path) -> None:
     assert answers[1]["result"]["supportedVersions"] == [MODERN], r.stderr[-3000:]
     assert answers[2]["error"]["code"] == -32601
     assert answers[3]["error"]["code"] == -32602
+
+
+def test_a_request_state_outlives_a_restart_and_is_shared_by_key_file(tmp_path: Path) -> None:
+    """requestState is signed with <data dir>/mcp-state.key (not a per-process key): a retry
+    after a restart is accepted; a server with another key refuses it saying so; servers given
+    one --mcp-state-key-file accept each other's states."""
+    stateful = {"name": "test_input_required_result_request_state", "arguments": {}}
+    ok = {"confirm": {"action": "accept", "content": {"ok": True}}}
+    data = tmp_path / "a"
+    data.mkdir()
+    first = KforgeServer(data_dir=data, extra_args=["--conformance-fixtures"]).start()
+    try:
+        modern = Modern(first.url)
+        state = modern.result("tools/call", stateful, caps={"elicitation": {}})["requestState"]
+        modern.close()
+        key = (data / "mcp-state.key").read_text().strip()
+        assert len(key) == 64 and (data / "mcp-state.key").stat().st_mode & 0o777 == 0o600
+        first.stop()
+        first.start()
+        modern = Modern(first.url)
+        retry = {**stateful, "inputResponses": ok, "requestState": state}
+        assert "state-ok" in modern.result("tools/call", retry)["content"][0]["text"]
+        modern.close()
+    finally:
+        first.stop()
+    other_dir = tmp_path / "b"
+    other_dir.mkdir()
+    other = KforgeServer(data_dir=other_dir, extra_args=["--conformance-fixtures"]).start()
+    try:
+        modern = Modern(other.url)
+        r = modern.post("tools/call", retry)
+        error = body_of(r)["error"]
+        assert error["code"] == -32602 and "signed with another key" in error["message"], error
+        modern.close()
+    finally:
+        other.stop()
+    shared = tmp_path / "c"
+    shared.mkdir()
+    args = ["--conformance-fixtures", "--mcp-state-key-file", str(data / "mcp-state.key")]
+    node = KforgeServer(data_dir=shared, extra_args=args).start()
+    try:
+        modern = Modern(node.url)
+        assert "state-ok" in modern.result("tools/call", retry)["content"][0]["text"]
+        modern.close()
+    finally:
+        node.stop()
+    (tmp_path / "bad.key").write_text("short\n")
+    bad_dir = tmp_path / "d"
+    bad_dir.mkdir()
+    bad = KforgeServer(
+        data_dir=bad_dir, extra_args=["--mcp-state-key-file", str(tmp_path / "bad.key")]
+    )
+    with pytest.raises(RuntimeError):
+        bad.start(timeout_s=60)
+    assert "bad.key must hold 64 lowercase hex characters" in bad.log()
+    bad.stop()
