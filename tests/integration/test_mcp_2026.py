@@ -221,6 +221,28 @@ def test_removed_and_unknown_methods_are_404(modern: Modern) -> None:
         assert r.json()["error"]["code"] == -32601 and r.json()["id"] == f"id-{method}"
 
 
+def test_no_subscriptions_are_advertised_and_listen_does_not_exist(
+    modern: Modern, fixtures_server: KforgeServer
+) -> None:
+    """kforge declares no listChanged/subscribe in either era, so subscriptions/listen is an
+    unknown method (404, -32601) with or without the tasks extension: task status is polled."""
+    caps = modern.result("server/discover")["capabilities"]
+    for kind in ("tools", "prompts", "resources"):
+        assert "listChanged" not in caps[kind] and "subscribe" not in caps[kind], caps
+    listen = {"notifications": {"toolsListChanged": True, "taskIds": ["task-" + "0" * 32]}}
+    for with_tasks in (None, {"extensions": {TASKS: {}}}):
+        r = modern.post("subscriptions/listen", listen, caps=with_tasks, request_id="listen-1")
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["code"] == -32601 and r.json()["id"] == "listen-1"
+    mcp = RawMcp(fixtures_server.url)
+    try:
+        legacy = mcp.initialize().json()["result"]["capabilities"]
+    finally:
+        mcp.close()
+    for kind in ("tools", "prompts", "resources"):
+        assert "listChanged" not in legacy.get(kind, {}), legacy
+
+
 def test_caching_hints_on_lists_and_reads(modern: Modern) -> None:
     for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list"):
         result = modern.result(method)
