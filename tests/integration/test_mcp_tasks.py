@@ -8,7 +8,8 @@ advertises io.modelcontextprotocol/tasks in every request's clientCapabilities, 
 `resultType: "task"`, and polls `tasks/get` (sent through the SDK session, which adds the
 `_meta` and the `Mcp-Name` header) until the task ends. Covered: a task's result equals the
 synchronous answer; tasks/cancel cancels every job; a task survives a server restart (a batch,
-and a bench cut mid-way that resumes with the job it had already submitted).
+and a bench cut mid-way that resumes with the job it had already submitted); `kforge mcp` on
+stdio runs tasks too.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from typing import Any, Literal
 
 import anyio
 import httpx
-from mcp import Client, MCPError
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp_types import CallToolResult, Request, RequestParams, Result
 from pydantic import ConfigDict, Field, TypeAdapter
 
 from integration.kernels import FAST_TIMING, TORCH_ADD_REF, torch_kernel, triton_add
-from integration.kforge_server import REPO, KforgeServer
-from integration.mcp_support import SLEEPY_SOURCE
+from integration.kforge_server import REPO, KforgeServer, device_under_test
+from integration.mcp_support import SLEEPY_SOURCE, stdio_command, worker_env
 
 TASKS = "io.modelcontextprotocol/tasks"
 ANY = TypeAdapter(dict[str, Any])
@@ -107,14 +108,18 @@ def modern_client(server: KforgeServer, *extensions: ClientExtension) -> Client:
     return Client(server.url + "/mcp", mode="2026-07-28", extensions=list(extensions))  # type: ignore[arg-type]
 
 
-def batch_args(server: KforgeServer, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+def batch_args_on(device: str, candidates: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "ref_kernel": torch_kernel(TORCH_ADD_REF),
         "candidates": candidates,
         "timing": FAST_TIMING,
         "num_correct_trials": 2,
-        "device": server.devices,
+        "device": device,
     }
+
+
+def batch_args(server: KforgeServer, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    return batch_args_on(server.devices, candidates)
 
 
 def correctness(result: dict[str, Any]) -> list[bool]:
@@ -272,3 +277,24 @@ def test_batch_and_bench_tasks_survive_a_server_restart(tmp_path: Path) -> None:
         assert "resuming task " + bench_id in srv.log_path.read_text()
     finally:
         srv.stop()
+
+
+def test_stdio_runs_a_batch_task_in_its_embedded_engine(tmp_path: Path) -> None:
+    """`kforge mcp` (stdio, 2026-07-28 requests): the task book is in its data directory."""
+    command, args = stdio_command(tmp_path / "data")
+    params = StdioServerParameters(command=command, args=args, env=worker_env())
+    tasks = Tasks()
+
+    async def scenario() -> CallToolResult:
+        async with Client(params, mode="2026-07-28", extensions=[tasks]) as client:  # type: ignore[arg-type]
+            return await client.call_tool(
+                "batch_compare", batch_args_on(device_under_test(), [triton_add()])
+            )
+
+    result = anyio.run(scenario)
+    assert len(tasks.created) == 1 and not result.is_error, result.content
+    assert result.structured_content is not None
+    assert correctness(result.structured_content) == [True]
+    task_id = tasks.created[0]["taskId"]
+    record = json.loads((tmp_path / "data" / "mcp-tasks" / f"{task_id}.json").read_text())
+    assert record["status"] == "completed" and record["jobs"] == result.structured_content["jobs"]
