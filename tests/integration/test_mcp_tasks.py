@@ -1,15 +1,15 @@
-"""batch_compare and run_benchmark_suite as tasks (the extension io.modelcontextprotocol/tasks,
-MCP 2026-07-28), driven by the official Python SDK client (PyPI `mcp` 2.3.0) against the real
-`kforge serve` on the device under test (cpu in CI).
+"""batch_compare, run_benchmark_suite and validate_kernel as tasks (the extension
+io.modelcontextprotocol/tasks, MCP 2026-07-28), driven by the official Python SDK client (PyPI
+`mcp` 2.3.0) against the real `kforge serve` on the device under test (cpu in CI).
 
 The SDK has no tasks support of its own; it does have client extensions (SEP-2133) whose result
 claims finish a claimed `tools/call` result. `Tasks` below is that extension for tasks: it
 advertises io.modelcontextprotocol/tasks in every request's clientCapabilities, claims
 `resultType: "task"`, and polls `tasks/get` (sent through the SDK session, which adds the
 `_meta` and the `Mcp-Name` header) until the task ends. Covered: a task's result equals the
-synchronous answer; tasks/cancel cancels every job; a task survives a server restart (a batch,
-and a bench cut mid-way that resumes with the job it had already submitted); `kforge mcp` on
-stdio runs tasks too.
+synchronous answer (validate_kernel's with the old tool's fields); tasks/cancel cancels every
+job; a task survives a server restart (a batch, a validation, and a bench cut mid-way that
+resumes with the job it had already submitted); `kforge mcp` on stdio runs tasks too.
 """
 
 from __future__ import annotations
@@ -157,6 +157,38 @@ def test_a_batch_task_answers_as_the_synchronous_call(server: KforgeServer) -> N
             assert rest.get(f"/job/{job_id}").json()["state"] == "success"
 
 
+def validate_args(device: str) -> dict[str, Any]:
+    kernel = triton_add()
+    return {
+        "kernel_source": kernel["source_code"],
+        "kernel_type": "triton",
+        "io_contract": kernel["io"],
+        "metadata": kernel["metadata"],
+        "reference_kernel_source": TORCH_ADD_REF,
+        "device": device,
+    }
+
+
+def test_a_validate_task_answers_with_the_old_tools_fields(server: KforgeServer) -> None:
+    args = validate_args(server.devices)
+    tasks = Tasks()
+
+    async def scenario() -> tuple[CallToolResult, CallToolResult]:
+        async with modern_client(server, tasks) as client:
+            as_task = await client.call_tool("validate_kernel", args)
+        async with modern_client(server) as client:
+            sync = await client.call_tool("validate_kernel", args)
+        return as_task, sync
+
+    as_task, sync = anyio.run(scenario)
+    assert len(tasks.created) == 1 and tasks.created[0]["taskId"].startswith("task-")
+    assert not as_task.is_error and not sync.is_error
+    got, want = as_task.structured_content, sync.structured_content
+    assert got is not None and want is not None
+    assert got["validated"] is True and got["compiled"] is True
+    assert set(got) == set(want)
+
+
 def test_a_bench_task_runs_the_suite(server: KforgeServer) -> None:
     tasks = Tasks()
 
@@ -234,7 +266,7 @@ def test_batch_and_bench_tasks_survive_a_server_restart(tmp_path: Path) -> None:
     srv = KforgeServer(data_dir=data).start()
     try:
 
-        async def create() -> tuple[str, str]:
+        async def create() -> tuple[str, str, str]:
             async with modern_client(srv, Tasks()) as client:
                 batch = await client.session.call_tool(
                     "batch_compare", batch_args(srv, [triton_add()]), allow_claimed=True
@@ -242,12 +274,16 @@ def test_batch_and_bench_tasks_survive_a_server_restart(tmp_path: Path) -> None:
                 bench = await client.session.call_tool(
                     "run_benchmark_suite", BENCH, allow_claimed=True
                 )
+                validate = await client.session.call_tool(
+                    "validate_kernel", validate_args(srv.devices), allow_claimed=True
+                )
                 assert isinstance(batch, CreateTaskResult) and isinstance(bench, CreateTaskResult)
+                assert isinstance(validate, CreateTaskResult)
                 # Strong consistency: tasks/get finds them at once.
                 assert (await get_task(client, batch.task_id))["taskId"] == batch.task_id
-                return batch.task_id, bench.task_id
+                return batch.task_id, bench.task_id, validate.task_id
 
-        batch_id, bench_id = anyio.run(create)
+        batch_id, bench_id, validate_id = anyio.run(create)
         # Cut the bench mid-way: once its first job is submitted (and remembered).
         deadline = time.monotonic() + 60
         while not (first := task_file(srv, bench_id)["jobs"][:1]) or not first[0]:
@@ -257,11 +293,17 @@ def test_batch_and_bench_tasks_survive_a_server_restart(tmp_path: Path) -> None:
         assert task_file(srv, bench_id)["status"] == "working"
         srv.start()
 
-        async def finish() -> tuple[dict[str, Any], dict[str, Any]]:
+        async def finish() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
             async with modern_client(srv, Tasks()) as client:
-                return await poll(client, batch_id), await poll(client, bench_id)
+                return (
+                    await poll(client, batch_id),
+                    await poll(client, bench_id),
+                    await poll(client, validate_id),
+                )
 
-        batch, bench = anyio.run(finish)
+        batch, bench, validate = anyio.run(finish)
+        assert validate["status"] == "completed", validate
+        assert validate["result"]["structuredContent"]["validated"] is True
         assert batch["status"] == "completed", batch
         assert correctness(batch["result"]["structuredContent"]) == [True]
         assert bench["status"] == "completed", bench

@@ -17,9 +17,10 @@
 // {extensions: {"io.modelcontextprotocol/tasks": {}}}) before any lookup. ttlMs is null: a task
 // lives as long as its job is kept (the store's retention).
 //
-// Tasks made of many jobs (batch_compare, run_benchmark_suite) live in a TaskBook
-// (task_book.h): their ids start with "task-", their ttlMs is the book's kKeepFinished, and
-// after a restart the first tasks/get or tasks/cancel resumes one that was still working.
+// Tasks that are not one job's view (batch_compare, run_benchmark_suite: many jobs;
+// validate_kernel: the old tool's answer) live in a TaskBook (task_book.h): their ids start with
+// "task-", their ttlMs is the book's kKeepFinished, and after a restart the first tasks/get or
+// tasks/cancel resumes one that was still working.
 #pragma once
 
 #include <memory>

@@ -21,7 +21,9 @@ StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& servic
   if (!options.tasks_dir.empty()) {
     KF_ASSIGN_OR_RETURN(book, TaskBook::open(options.tasks_dir));
   }
-  KF_RETURN_IF_ERROR(add_kernel_tools(catalog->tools, service, blocking, options.kernel_tools));
+  KernelToolsOptions kernel_tools = options.kernel_tools;
+  kernel_tools.book = book;
+  KF_RETURN_IF_ERROR(add_kernel_tools(catalog->tools, service, blocking, kernel_tools));
   KF_RETURN_IF_ERROR(add_bench_tool(catalog->tools, service, blocking, options.bench, book));
   KF_RETURN_IF_ERROR(add_kernel_tasks(*catalog, service, book));
   KF_RETURN_IF_ERROR(

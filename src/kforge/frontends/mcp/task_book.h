@@ -1,12 +1,14 @@
 // Durable tasks (the extension io.modelcontextprotocol/tasks, kernel_tasks.h) for the tool
 // calls that are made of many jobs: batch_compare (one compare job per candidate) and
-// run_benchmark_suite (the multi-op pipeline's jobs). An evaluation task IS its job; these are
-// not, so their record lives here: one JSON file per task in a directory (kforge serve and
+// run_benchmark_suite (the multi-op pipeline's jobs), and for validate_kernel (one job, but
+// the old tool's answer is not the job's view). An evaluation task IS its job; these are not,
+// so their record lives here: one JSON file per task in a directory (kforge serve and
 // kforge mcp use <data dir>/mcp-tasks), written atomically on every change, so a task and the
 // job ids it is made of survive a restart of the server. The jobs themselves are durable in the
 // engine's store and are recovered by it; after a restart the first tasks/get (or tasks/cancel)
-// of a task that was still working resumes it: a batch watches its jobs again, a bench re-plans
-// from its stored arguments, waits for the jobs it had already submitted and submits the rest.
+// of a task that was still working resumes it: a batch (or a validation) watches its jobs
+// again, a bench re-plans from its stored arguments, waits for the jobs it had already
+// submitted and submits the rest.
 //
 // Task ids are "task-" + 32 lowercase hex characters (128 random bits): bearer-grade, and the
 // only ids that ever touch the file system (anything else is not a book id). Finished tasks are
