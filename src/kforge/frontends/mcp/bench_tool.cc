@@ -136,7 +136,7 @@ void run_suite(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
       [call, total](const bench::BenchProgress& p) {
         call->context().report_progress(p.done, total, p.message);
       },
-      [call, request = std::move(request).value()](StatusOr<Json> report) {
+      [call, request = std::move(request).value()](const StatusOr<Json>& report) {
         call->finish(suite_result(report, request));
       });
   rc.on_cancel([run] { run->cancel("cancelled by the MCP client (notifications/cancelled)"); });

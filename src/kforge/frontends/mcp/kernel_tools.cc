@@ -297,15 +297,16 @@ const char* kernel_tools_instructions() {
 
 Status add_kernel_tools(ToolRegistry& tools, jobs::JobService& service,
                         http::BlockingExecutor blocking, KernelToolsOptions options) {
-  auto ctx = std::make_shared<const Context>(Context{service, std::move(blocking), options});
-  if (options.book) {
-    options.book->set_starter(tool_name(KernelTool::kValidate),
-                              [weak = std::weak_ptr<const Context>(ctx)](
-                                  const TaskRecord& task) -> StatusOr<std::function<void()>> {
-                                auto live = weak.lock();  // the context holds the book
-                                if (!live) return unavailable("the server is shutting down");
-                                return start_validate_task(live, task);
-                              });
+  auto ctx =
+      std::make_shared<const Context>(Context{service, std::move(blocking), std::move(options)});
+  if (ctx->options.book) {
+    ctx->options.book->set_starter(tool_name(KernelTool::kValidate),
+                                   [weak = std::weak_ptr<const Context>(ctx)](
+                                       const TaskRecord& task) -> StatusOr<std::function<void()>> {
+                                     auto live = weak.lock();  // the context holds the book
+                                     if (!live) return unavailable("the server is shutting down");
+                                     return start_validate_task(live, task);
+                                   });
   }
   for (KernelTool tool : {KernelTool::kEvaluate, KernelTool::kCompare, KernelTool::kValidate}) {
     KF_RETURN_IF_ERROR(tools.add(kernel_spec(tool), [ctx, tool](std::shared_ptr<ToolCall> call) {
