@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "kforge/app/engine.h"
+#include "kforge/common/files.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/input_required.h"
 #include "kforge/frontends/mcp/remote_job_service.h"
 #include "kforge/frontends/mcp/server_catalog.h"
 #include "kforge/frontends/mcp/stdio_transport.h"
@@ -52,6 +54,10 @@ CLI::App* add_mcp_command(CLI::App& app, McpConfig& c) {
                   "Serve the agent skills of this directory (each <name>/SKILL.md; e.g. "
                   "kforge's skills/) through the skills extension")
       ->envname("KFORGE_SKILLS_DIR");
+  cmd->add_option("--mcp-state-key-file", c.mcp_state_key_file,
+                  "The key that signs 2026-07-28 requestState values (64 hex characters; created "
+                  "when missing). Default: <data dir>/mcp-state.key")
+      ->envname("KFORGE_MCP_STATE_KEY_FILE");
   add_workbench_flags(*cmd, c.workbench);
   cmd->add_option("--max-message-mb", c.max_message_mb, "Largest message accepted (MiB)")
       ->check(CLI::Range(1, 1024))
@@ -124,14 +130,19 @@ int run_mcp(const McpConfig& c) {
     options.version = std::string(kVersion);
     options.conformance_fixtures = c.conformance_fixtures;
     options.skills_dir = c.skills_dir;
+    options.tasks_dir = (data_dir / "mcp-tasks").string();
+    const std::filesystem::path key_file = c.mcp_state_key_file.empty()
+                                               ? data_dir / "mcp-state.key"
+                                               : std::filesystem::path(c.mcp_state_key_file);
     options.bench.allow_local_paths = true;  // the user on stdio owns the files
     options.bench.kforge_version = options.version;
     auto workbench = build_workbench(c.workbench, data_dir, workbench_db, *service, blocking);
     if (workbench.is_ok()) options.workbench = workbench->get();
-    auto catalog =
-        workbench.is_ok()
-            ? mcp::build_server_catalog(*service, blocking, options)
-            : StatusOr<std::unique_ptr<mcp::Catalog>>(workbench.status().with_context("workbench"));
+    Status ready = workbench.is_ok() ? make_dirs(key_file.parent_path())
+                                     : workbench.status().with_context("workbench");
+    if (ready.is_ok()) ready = mcp::mrtr::use_key_file(key_file);
+    auto catalog = ready.is_ok() ? mcp::build_server_catalog(*service, blocking, options)
+                                 : StatusOr<std::unique_ptr<mcp::Catalog>>(ready);
     if (!catalog.is_ok()) {
       KF_LOG_ERROR("kforge mcp: {}", catalog.status().to_string());
       code = 2;

@@ -23,7 +23,8 @@ struct McpConfig {
   std::string server;   // forward to this kforge serve instead of running an engine
   SecretFlags secrets;  // its API token
   bool conformance_fixtures = false;
-  std::string skills_dir;  // serve the agent skills found there
+  std::string skills_dir;          // serve the agent skills found there
+  std::string mcp_state_key_file;  // the requestState key (default <data dir>/mcp-state.key)
   size_t max_message_mb = 16;
 };
 

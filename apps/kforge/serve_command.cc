@@ -17,6 +17,7 @@
 #include "kforge/frontends/http/http_server.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
+#include "kforge/frontends/mcp/input_required.h"
 #include "kforge/frontends/mcp/server_catalog.h"
 #include "version.h"
 
@@ -83,6 +84,11 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
                   "MCP: serve the agent skills of this directory (each <name>/SKILL.md; e.g. "
                   "kforge's skills/) through the skills extension")
       ->envname("KFORGE_SKILLS_DIR");
+  cmd->add_option("--mcp-state-key-file", c.mcp_state_key_file,
+                  "MCP: the key that signs 2026-07-28 requestState values (64 hex characters; "
+                  "created when missing). Give every server behind one address the same file. "
+                  "Default: <data dir>/mcp-state.key")
+      ->envname("KFORGE_MCP_STATE_KEY_FILE");
   add_workbench_flags(*cmd, c.workbench);
   cmd->add_option("--mcp-session-ttl-hours", c.mcp_session_ttl_hours,
                   "MCP: an idle session is forgotten after this many hours")
@@ -205,6 +211,10 @@ int run_serve(const ServeConfig& config) {
     mo.version = std::string(kVersion);
     mo.conformance_fixtures = c.conformance_fixtures;
     mo.skills_dir = c.skills_dir;
+    mo.tasks_dir = (std::filesystem::path(c.data_dir) / "mcp-tasks").string();
+    const std::filesystem::path key_file = c.mcp_state_key_file.empty()
+                                               ? std::filesystem::path(c.data_dir) / "mcp-state.key"
+                                               : std::filesystem::path(c.mcp_state_key_file);
     mo.kernel_tools.limits = ho.rest.limits;
     mo.bench.kforge_version = std::string(kVersion);
     // The workbench's sessions live in the engine's store (app/engine.cc: kforge.db).
@@ -215,9 +225,10 @@ int run_serve(const ServeConfig& config) {
       workbench = std::move(wb).value();
       mo.workbench = workbench.get();
     }
-    auto built = wb_status.is_ok() ? frontends::mcp::build_server_catalog(service, blocking, mo)
-                                   : StatusOr<std::unique_ptr<frontends::mcp::Catalog>>(
-                                         wb_status.with_context("workbench"));
+    const Status ready = wb_status.is_ok() ? frontends::mcp::mrtr::use_key_file(key_file)
+                                           : wb_status.with_context("workbench");
+    auto built = ready.is_ok() ? frontends::mcp::build_server_catalog(service, blocking, mo)
+                               : StatusOr<std::unique_ptr<frontends::mcp::Catalog>>(ready);
     Status s = built.is_ok() ? Status::ok() : built.status();
     if (s.is_ok()) {
       catalog = std::move(built).value();

@@ -23,6 +23,7 @@ struct ServeConfig {
   std::string mode = "both";          // "rest" (or "fastapi"), "mcp" or "both"
   bool conformance_fixtures = false;  // MCP: add the conformance suite's fixtures
   std::string skills_dir;             // MCP: serve the agent skills found there
+  std::string mcp_state_key_file;  // MCP: the requestState key (default <data dir>/mcp-state.key)
   int mcp_session_ttl_hours = 24;
   SecretFlags secrets;   // the API token
   NetworkFlags network;  // connection, JSON and MCP session limits

@@ -13,7 +13,7 @@ from integration.kforge_server import KforgeServer
 # when it could not install the Python SDK from wheels it carries) and those run on CI only.
 # Anywhere else a missing tool is a failure, not a skip.
 NODE_TESTS = ["test_mcp_conformance.py", "test_mcp_ts_sdk.py"]
-MCP_SDK_TESTS = ["test_mcp_python_sdk.py", "test_mcp_docs.py"]
+MCP_SDK_TESTS = ["test_mcp_python_sdk.py", "test_mcp_docs.py", "test_mcp_tasks.py"]
 collect_ignore = [
     *(NODE_TESTS if os.environ.get("KFORGE_NO_NODE") == "1" else []),
     *(MCP_SDK_TESTS if os.environ.get("KFORGE_NO_MCP_SDK") == "1" else []),

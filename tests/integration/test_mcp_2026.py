@@ -221,6 +221,28 @@ def test_removed_and_unknown_methods_are_404(modern: Modern) -> None:
         assert r.json()["error"]["code"] == -32601 and r.json()["id"] == f"id-{method}"
 
 
+def test_no_subscriptions_are_advertised_and_listen_does_not_exist(
+    modern: Modern, fixtures_server: KforgeServer
+) -> None:
+    """kforge declares no listChanged/subscribe in either era, so subscriptions/listen is an
+    unknown method (404, -32601) with or without the tasks extension: task status is polled."""
+    caps = modern.result("server/discover")["capabilities"]
+    for kind in ("tools", "prompts", "resources"):
+        assert "listChanged" not in caps[kind] and "subscribe" not in caps[kind], caps
+    listen = {"notifications": {"toolsListChanged": True, "taskIds": ["task-" + "0" * 32]}}
+    for with_tasks in (None, {"extensions": {TASKS: {}}}):
+        r = modern.post("subscriptions/listen", listen, caps=with_tasks, request_id="listen-1")
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["code"] == -32601 and r.json()["id"] == "listen-1"
+    mcp = RawMcp(fixtures_server.url)
+    try:
+        legacy = mcp.initialize().json()["result"]["capabilities"]
+    finally:
+        mcp.close()
+    for kind in ("tools", "prompts", "resources"):
+        assert "listChanged" not in legacy.get(kind, {}), legacy
+
+
 def test_caching_hints_on_lists_and_reads(modern: Modern) -> None:
     for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list"):
         result = modern.result(method)
@@ -530,3 +552,59 @@ def test_stdio_serves_2026_next_to_the_session(tmp_path: Path) -> None:
     assert answers[1]["result"]["supportedVersions"] == [MODERN], r.stderr[-3000:]
     assert answers[2]["error"]["code"] == -32601
     assert answers[3]["error"]["code"] == -32602
+
+
+def test_a_request_state_outlives_a_restart_and_is_shared_by_key_file(tmp_path: Path) -> None:
+    """requestState is signed with <data dir>/mcp-state.key (not a per-process key): a retry
+    after a restart is accepted; a server with another key refuses it saying so; servers given
+    one --mcp-state-key-file accept each other's states."""
+    stateful = {"name": "test_input_required_result_request_state", "arguments": {}}
+    ok = {"confirm": {"action": "accept", "content": {"ok": True}}}
+    data = tmp_path / "a"
+    data.mkdir()
+    first = KforgeServer(data_dir=data, extra_args=["--conformance-fixtures"]).start()
+    try:
+        modern = Modern(first.url)
+        state = modern.result("tools/call", stateful, caps={"elicitation": {}})["requestState"]
+        modern.close()
+        key = (data / "mcp-state.key").read_text().strip()
+        assert len(key) == 64 and (data / "mcp-state.key").stat().st_mode & 0o777 == 0o600
+        first.stop()
+        first.start()
+        modern = Modern(first.url)
+        retry = {**stateful, "inputResponses": ok, "requestState": state}
+        assert "state-ok" in modern.result("tools/call", retry)["content"][0]["text"]
+        modern.close()
+    finally:
+        first.stop()
+    other_dir = tmp_path / "b"
+    other_dir.mkdir()
+    other = KforgeServer(data_dir=other_dir, extra_args=["--conformance-fixtures"]).start()
+    try:
+        modern = Modern(other.url)
+        r = modern.post("tools/call", retry)
+        error = body_of(r)["error"]
+        assert error["code"] == -32602 and "signed with another key" in error["message"], error
+        modern.close()
+    finally:
+        other.stop()
+    shared = tmp_path / "c"
+    shared.mkdir()
+    args = ["--conformance-fixtures", "--mcp-state-key-file", str(data / "mcp-state.key")]
+    node = KforgeServer(data_dir=shared, extra_args=args).start()
+    try:
+        modern = Modern(node.url)
+        assert "state-ok" in modern.result("tools/call", retry)["content"][0]["text"]
+        modern.close()
+    finally:
+        node.stop()
+    (tmp_path / "bad.key").write_text("short\n")
+    bad_dir = tmp_path / "d"
+    bad_dir.mkdir()
+    bad = KforgeServer(
+        data_dir=bad_dir, extra_args=["--mcp-state-key-file", str(tmp_path / "bad.key")]
+    )
+    with pytest.raises(RuntimeError):
+        bad.start(timeout_s=60)
+    assert "bad.key must hold 64 lowercase hex characters" in bad.log()
+    bad.stop()

@@ -16,21 +16,23 @@ int64_t now_ms() {
 }  // namespace
 
 BenchRun::BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, std::string client,
-                   ProgressFn progress, DoneFn done)
+                   ProgressFn progress, DoneFn done, BenchResume resume)
     : service_(service),
       executor_(std::move(executor)),
       plan_(std::move(plan)),
       client_(std::move(client)),
       progress_(std::move(progress)),
       done_(std::move(done)),
+      resume_(std::move(resume)),
       started_ms_(now_ms()),
       outcomes_(plan_.jobs.size()) {}
 
 std::shared_ptr<BenchRun> BenchRun::start(jobs::JobService& service, Executor executor,
                                           BenchPlan plan, std::string client, ProgressFn progress,
-                                          DoneFn done) {
-  auto run = std::make_shared<BenchRun>(service, std::move(executor), std::move(plan),
-                                        std::move(client), std::move(progress), std::move(done));
+                                          DoneFn done, BenchResume resume) {
+  auto run =
+      std::make_shared<BenchRun>(service, std::move(executor), std::move(plan), std::move(client),
+                                 std::move(progress), std::move(done), std::move(resume));
   run->executor_([run] { run->pump(); });
   return run;
 }
@@ -60,31 +62,36 @@ void BenchRun::pump() {
 
 Status BenchRun::submit(size_t index) {
   const PlannedJob& planned = plan_.jobs[index];
-  auto job = service_.submit(planned.request, client_);
-  if (!job.is_ok()) {
-    std::lock_guard lock(mu_);
-    --in_flight_;
-    return job.status().with_context("kforge bench: submitting " + planned.label);
+  std::string job_id = index < resume_.job_ids.size() ? resume_.job_ids[index] : std::string();
+  if (job_id.empty() || !service_.get(job_id).is_ok()) {
+    auto job = service_.submit(planned.request, client_);
+    if (!job.is_ok()) {
+      std::lock_guard lock(mu_);
+      --in_flight_;
+      return job.status().with_context("kforge bench: submitting " + planned.label);
+    }
+    job_id = job->id;
+    if (resume_.on_submitted) resume_.on_submitted(index, job_id);
   }
   std::string stop_message;
   {
     std::lock_guard lock(mu_);
     outcomes_[index].submitted = true;
-    outcomes_[index].job_id = job->id;
+    outcomes_[index].job_id = job_id;
     if (!stop_reason_.is_ok()) stop_message = stop_reason_.message();
   }
   if (!stop_message.empty()) {  // cancelled while this one was being submitted
-    service_.cancel(job->id, "kforge bench stopped: " + stop_message).ignore();
+    service_.cancel(job_id, "kforge bench stopped: " + stop_message).ignore();
   }
   auto self = shared_from_this();
   auto sub = service_.when_done(
-      job->id, [self, index](const model::JobRecord& record) { self->on_finished(index, record); });
+      job_id, [self, index](const model::JobRecord& record) { self->on_finished(index, record); });
   if (!sub.is_ok()) {  // no callback will come for it: it is no longer in flight here
     std::lock_guard lock(mu_);
     --in_flight_;
     outcomes_[index].state = "failed";
     outcomes_[index].error = sub.status().to_string();
-    return sub.status().with_context("kforge bench: waiting for job " + job->id);
+    return sub.status().with_context("kforge bench: waiting for job " + job_id);
   }
   return Status::ok();
 }

@@ -40,6 +40,16 @@ struct BenchProgress {
   std::string message;
 };
 
+// Resuming a run whose first jobs were submitted before (a durable MCP task after a server
+// restart, frontends/mcp/task_book.h): `job_ids[i]`, when not empty, is the job of plan step i
+// submitted earlier; the run waits for it instead of submitting it again (one the service no
+// longer knows is submitted anew). `on_submitted` (when set) is told each job id as it is
+// submitted, on the executor, so that it can be remembered.
+struct BenchResume {
+  std::vector<std::string> job_ids;
+  std::function<void(size_t index, const std::string& job_id)> on_submitted;
+};
+
 class BenchRun : public std::enable_shared_from_this<BenchRun> {
  public:
   using ProgressFn = std::function<void(const BenchProgress&)>;
@@ -47,13 +57,13 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
 
   static std::shared_ptr<BenchRun> start(jobs::JobService& service, Executor executor,
                                          BenchPlan plan, std::string client, ProgressFn progress,
-                                         DoneFn done);
+                                         DoneFn done, BenchResume resume = {});
 
   // Cancels the jobs in flight and ends the run with kCancelled (once they have ended).
   void cancel(const std::string& reason);
 
   BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, std::string client,
-           ProgressFn progress, DoneFn done);
+           ProgressFn progress, DoneFn done, BenchResume resume = {});
 
  private:
   static constexpr int kInFlight = 2;
@@ -70,6 +80,7 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
   const std::string client_;
   const ProgressFn progress_;
   const DoneFn done_;
+  const BenchResume resume_;
   const int64_t started_ms_;
 
   std::mutex mu_;

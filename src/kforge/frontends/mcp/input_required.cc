@@ -1,10 +1,18 @@
 #include "kforge/frontends/mcp/input_required.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 
 #include "kforge/common/base64.h"
 #include "kforge/common/error_mapping.h"
+#include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/common/random.h"
 #include "kforge/frontends/mcp/jsonrpc.h"
@@ -12,10 +20,33 @@
 namespace kforge::frontends::mcp::mrtr {
 namespace {
 
-// The process's signing key: states do not outlive the process (a client then starts over).
-const std::string& signing_key() {
-  static const std::string key = random_hex(32);
-  return key;
+struct SigningKey {
+  std::string key;
+  std::string id;  // the first 16 hex digits of sha256(key): named in every state
+};
+
+SigningKey make_key(std::string key) {
+  std::string id = sha256_hex(key).substr(0, 16);
+  return SigningKey{std::move(key), std::move(id)};
+}
+
+// Set once by use_key_file before serving; until then (tests) a key drawn per process.
+std::mutex key_mu;
+std::shared_ptr<const SigningKey>& key_slot() {
+  static std::shared_ptr<const SigningKey> slot =
+      std::make_shared<const SigningKey>(make_key(random_hex(32)));
+  return slot;
+}
+
+std::shared_ptr<const SigningKey> signing_key() {
+  std::lock_guard lock(key_mu);
+  return key_slot();
+}
+
+bool is_key_text(std::string_view text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
@@ -49,23 +80,65 @@ Status bad_state(std::string why) {
 
 }  // namespace
 
+Status use_key_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    const std::string fresh = random_hex(32);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      const std::string line = fresh + "\n";
+      const bool written =
+          ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+      const bool synced = ::fsync(fd) == 0;
+      ::close(fd);
+      if (!written || !synced) {
+        return io_error("writing the MCP requestState key " + path.string());
+      }
+    } else if (errno != EEXIST) {  // EEXIST: another process made it first; read theirs
+      return errno_error("creating the MCP requestState key " + path.string(), errno);
+    }
+  }
+  KF_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+    text.pop_back();
+  if (!is_key_text(text)) {
+    return invalid_argument("the MCP requestState key " + path.string() +
+                                " must hold 64 lowercase hex characters (256 bits)",
+                            "mcp-state-key-file");
+  }
+  auto key = std::make_shared<const SigningKey>(make_key(std::move(text)));
+  std::lock_guard lock(key_mu);
+  key_slot() = std::move(key);
+  return Status::ok();
+}
+
 std::string seal_state(const Json& payload, std::string_view binding, std::chrono::seconds ttl) {
-  Json envelope = {{"p", payload}, {"b", binding}, {"e", now_seconds() + ttl.count()}};
+  const auto key = signing_key();
+  Json envelope = {
+      {"p", payload}, {"b", binding}, {"e", now_seconds() + ttl.count()}, {"k", key->id}};
   std::string body = base64_encode(envelope.dump());
-  return body + "." + hmac_sha256_hex(signing_key(), body);
+  return body + "." + hmac_sha256_hex(key->key, body);
 }
 
 StatusOr<Json> open_state(std::string_view state, std::string_view binding) {
   size_t dot = state.rfind('.');
   if (dot == std::string_view::npos) return bad_state("is malformed");
   std::string_view body = state.substr(0, dot);
-  if (hmac_sha256_hex(signing_key(), body) != state.substr(dot + 1)) {
-    return bad_state("failed its integrity check (altered, or issued by another server process)");
-  }
   auto decoded = base64_decode(body);
   if (!decoded.is_ok()) return bad_state("is malformed");
   auto envelope = parse_json(*decoded);
   if (!envelope.is_ok() || !envelope->is_object()) return bad_state("is malformed");
+  const auto key = signing_key();
+  if (hmac_sha256_hex(key->key, body) != state.substr(dot + 1)) {
+    // The key id is read before the check only to explain the refusal; nothing else is used.
+    const std::string signer = envelope->value("k", std::string());
+    if (!signer.empty() && signer != key->id) {
+      return bad_state("was signed with another key (" + signer + ", this server's is " + key->id +
+                       "): issued by another server that does not share this one's "
+                       "--mcp-state-key-file, or before the key changed");
+    }
+    return bad_state("failed its integrity check (altered)");
+  }
   if (envelope->value("b", std::string()) != binding) {
     return bad_state("was issued for another request");
   }

@@ -10,13 +10,23 @@
 // params.inputResponses {"<key>": <ElicitResult | CreateMessageResult | ListRootsResult>} and
 // the requestState echoed verbatim.
 //
-// requestState is attacker input: seal_state signs it (HMAC-SHA256 with a key drawn at process
-// start), binds it to what it was issued for (method and name) and gives it an expiry, so a
-// tampered, expired or transplanted state is refused (-32602). Keys the server did not ask
-// for are ignored; a missing answer is asked again (a new input_required, not an error).
+// requestState is attacker input: seal_state signs it (HMAC-SHA256), binds it to what it was
+// issued for (method and name) and gives it an expiry, so a tampered, expired or transplanted
+// state is refused (-32602). Keys the server did not ask for are ignored; a missing answer is
+// asked again (a new input_required, not an error).
+//
+// The signing key. The revision is stateless: the retry may reach the server after a restart,
+// or another server behind the same address. So the key is not drawn per process but read
+// from a key file (use_key_file: kforge serve and kforge mcp use <data dir>/mcp-state.key,
+// created on first use with mode 0600, or --mcp-state-key-file, one file for every node of a
+// deployment), and a state names the key that signed it (the first 16 hex digits of its
+// SHA-256): a state signed with another key is refused with an error that says so (another
+// server without the shared key file, or a key that changed), never mistaken for tampering.
+// Without use_key_file (unit tests, fuzzers) a key is drawn per process.
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +35,11 @@
 #include "kforge/common/status.h"
 
 namespace kforge::frontends::mcp::mrtr {
+
+// Signs states with the key in `path` (64 lowercase hex characters: 256 bits), creating the
+// file (mode 0600) with a fresh key when it does not exist. Call before serving. An unreadable
+// or malformed file is an error naming it.
+Status use_key_file(const std::filesystem::path& path);
 
 // An opaque requestState carrying `payload`, valid for `binding` (e.g. "tools/call x") until
 // `ttl` from now.

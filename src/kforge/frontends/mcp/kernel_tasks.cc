@@ -1,6 +1,7 @@
 #include "kforge/frontends/mcp/kernel_tasks.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 
@@ -92,6 +93,43 @@ std::optional<model::JobRecord> job_or_refuse(RequestContext& ctx, jobs::JobServ
   return std::nullopt;
 }
 
+Json book_task_fields(const TaskRecord& task) {
+  Json t = {
+      {"taskId", task.id},
+      {"status", task.status},
+      {"statusMessage", task.message},
+      {"createdAt", iso8601(task.created_ms)},
+      {"lastUpdatedAt", iso8601(task.updated_ms)},
+      {"ttlMs",
+       std::chrono::duration_cast<std::chrono::milliseconds>(TaskBook::kKeepFinished).count()}};
+  if (!task.terminal()) t["pollIntervalMs"] = kPollIntervalMs;
+  return t;
+}
+
+// tasks/get|update|cancel of a book task ("task-..."): answered here.
+void handle_book_task(RequestContext& ctx, TaskBook& book, const std::string& id) {
+  const std::string& method = ctx.method();
+  if (method == "tasks/cancel") {
+    if (Status s = book.cancel(id); !s.is_ok()) {
+      KF_LOG_WARN("mcp: tasks/cancel of {}: {}", id, s.to_string());
+    }
+  }
+  auto task = book.get(id);
+  if (!task.is_ok()) return ctx.respond_status(task.status());
+  if (!*task) {
+    return ctx.respond_error(jsonrpc::kInvalidParams, "Task not found: " + id,
+                             Json{{"taskId", id}});
+  }
+  if (method != "tasks/get") return ctx.respond(Json::object());
+  // A task still working that no run of this process serves was cut by a restart: resume it.
+  if (Status s = book.ensure_running(**task); !s.is_ok()) {
+    KF_LOG_WARN("mcp: resuming task {}: {}", id, s.to_string());
+  }
+  Json t = book_task_fields(**task);
+  if ((*task)->status == "completed") t["result"] = (*task)->result;
+  ctx.respond(std::move(t));
+}
+
 }  // namespace
 
 bool wants_task(const RequestContext& ctx) {
@@ -109,6 +147,12 @@ Json create_task_result(const model::JobRecord& job) {
   return r;
 }
 
+Json create_task_result(const TaskRecord& task) {
+  Json r = book_task_fields(task);
+  r["resultType"] = "task";
+  return r;
+}
+
 Json task_of(const model::JobRecord& job, std::string_view protocol_version) {
   Json t = task_fields(job);
   if (job.state == model::JobState::kSucceeded || job.state == model::JobState::kFailed) {
@@ -117,24 +161,28 @@ Json task_of(const model::JobRecord& job, std::string_view protocol_version) {
   return t;
 }
 
-Status add_kernel_tasks(Catalog& catalog, jobs::JobService& service) {
+Status add_kernel_tasks(Catalog& catalog, jobs::JobService& service,
+                        std::shared_ptr<TaskBook> book) {
   catalog.extensions[std::string(kTasksExtension)] = Json::object();
   jobs::JobService* svc = &service;
-  catalog.extension_methods["tasks/get"] = [svc](RequestContext& ctx, const Json& params) {
+  catalog.extension_methods["tasks/get"] = [svc, book](RequestContext& ctx, const Json& params) {
     const std::string* id = task_id_or_refuse(ctx, params);
     if (id == nullptr) return;
+    if (book != nullptr && TaskBook::is_book_id(*id)) return handle_book_task(ctx, *book, *id);
     auto job = job_or_refuse(ctx, *svc, *id);
     if (job) ctx.respond(task_of(*job, ctx.protocol_version()));
   };
-  catalog.extension_methods["tasks/update"] = [svc](RequestContext& ctx, const Json& params) {
+  catalog.extension_methods["tasks/update"] = [svc, book](RequestContext& ctx, const Json& params) {
     const std::string* id = task_id_or_refuse(ctx, params);
     if (id == nullptr) return;
+    if (book != nullptr && TaskBook::is_book_id(*id)) return handle_book_task(ctx, *book, *id);
     // kforge's jobs never ask for input: answers are acknowledged and ignored.
     if (job_or_refuse(ctx, *svc, *id)) ctx.respond(Json::object());
   };
-  catalog.extension_methods["tasks/cancel"] = [svc](RequestContext& ctx, const Json& params) {
+  catalog.extension_methods["tasks/cancel"] = [svc, book](RequestContext& ctx, const Json& params) {
     const std::string* id = task_id_or_refuse(ctx, params);
     if (id == nullptr) return;
+    if (book != nullptr && TaskBook::is_book_id(*id)) return handle_book_task(ctx, *book, *id);
     auto job = job_or_refuse(ctx, *svc, *id);
     if (!job) return;
     if (!model::is_terminal(job->state)) {

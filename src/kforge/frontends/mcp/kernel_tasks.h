@@ -16,13 +16,20 @@
 // Unknown task ids are -32602; a request without the opt-in gets -32021 (requiredCapabilities
 // {extensions: {"io.modelcontextprotocol/tasks": {}}}) before any lookup. ttlMs is null: a task
 // lives as long as its job is kept (the store's retention).
+//
+// Tasks that are not one job's view (batch_compare, run_benchmark_suite: many jobs;
+// validate_kernel: the old tool's answer) live in a TaskBook (task_book.h): their ids start with
+// "task-", their ttlMs is the book's kKeepFinished, and after a restart the first tasks/get or
+// tasks/cancel resumes one that was still working.
 #pragma once
 
+#include <memory>
 #include <string_view>
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/frontends/mcp/catalog.h"
+#include "kforge/frontends/mcp/task_book.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/model/job.h"
 
@@ -36,11 +43,16 @@ bool wants_task(const RequestContext& ctx);
 // The CreateTaskResult of a job just accepted.
 Json create_task_result(const model::JobRecord& job);
 
+// The CreateTaskResult of a book task just created.
+Json create_task_result(const TaskRecord& task);
+
 // The Task of a job as tasks/get shows it (with `result` once completed).
 Json task_of(const model::JobRecord& job, std::string_view protocol_version);
 
-// Declares the extension and serves tasks/get, tasks/update and tasks/cancel. `service`
-// must outlive the catalog's use.
-Status add_kernel_tasks(Catalog& catalog, jobs::JobService& service);
+// Declares the extension and serves tasks/get, tasks/update and tasks/cancel. `service` (and
+// `book`, when not null: the tasks of batch_compare and run_benchmark_suite) must outlive the
+// catalog's use.
+Status add_kernel_tasks(Catalog& catalog, jobs::JobService& service,
+                        std::shared_ptr<TaskBook> book = nullptr);
 
 }  // namespace kforge::frontends::mcp

@@ -9,6 +9,7 @@
 #include "kforge/frontends/mcp/kernel_tool_args.h"
 #include "kforge/frontends/mcp/kernel_tool_results.h"
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
+#include "kforge/frontends/mcp/modern.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -109,6 +110,70 @@ void watch_job(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
   if (!watch->add(*done)) ctx->service.unsubscribe(*done);
 }
 
+// The task of a validate_kernel job (task_book.h): its result is the synchronous answer. Runs
+// at creation and when a restart resumes it; a cancel cancels the job.
+StatusOr<std::function<void()>> start_validate_task(const ContextPtr& ctx, const TaskRecord& task) {
+  if (task.jobs.size() != 1 || !task.jobs[0].is_string()) {
+    return internal_error("task " + task.id + " names no job");
+  }
+  const std::string job_id = task.jobs[0].get<std::string>();
+  std::vector<std::string> warnings;
+  for (const Json& w : task.state.value("warnings", Json::array()))
+    if (w.is_string()) warnings.push_back(w.get<std::string>());
+  std::shared_ptr<TaskBook> book = ctx->options.book;
+  const std::string task_id = task.id;
+  auto done = ctx->service.when_done(
+      job_id, [ctx, book, task_id, warnings](const model::JobRecord& finished) {
+        ctx->blocking([book, task_id, warnings, finished] {
+          const ToolResult result = finished_job_result(finished, warnings, true);
+          Status s = book->update(task_id, [&](TaskRecord& t) {
+            t.status = "completed";
+            t.message = "job " + finished.id + " " + std::string(model::to_string(finished.state));
+            t.result = result.to_json(modern::kVersion);
+          });
+          if (!s.is_ok()) KF_LOG_WARN("mcp: task {}: {}", task_id, s.to_string());
+          book->ended(task_id);
+        });
+      });
+  if (!done.is_ok()) return done.status().with_context("job " + job_id);
+  std::weak_ptr<const Context> weak = ctx;
+  return std::function<void()>([weak, task_id, job_id] {
+    auto live = weak.lock();
+    if (!live) return;
+    const std::string reason = "cancelled by the MCP client (tasks/cancel)";
+    Status s = live->options.book->update(task_id, [&](TaskRecord& t) {
+      t.status = "cancelled";
+      t.message = reason;
+    });
+    if (!s.is_ok()) KF_LOG_WARN("mcp: task {}: {}", task_id, s.to_string());
+    live->options.book->ended(task_id);
+    if (Status c = live->service.cancel(job_id, reason); !c.is_ok()) {
+      KF_LOG_WARN("mcp: cancelling job {} failed: {}", job_id, c.to_string());
+    }
+  });
+}
+
+void answer_validate_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
+                               const model::JobRecord& job,
+                               const std::vector<std::string>& warnings) {
+  TaskRecord task;
+  task.id = TaskBook::new_id();
+  task.tool = tool_name(KernelTool::kValidate);
+  task.created_ms = task.updated_ms = TaskBook::now_ms();
+  task.client = call->context().session().client();
+  task.arguments = call->arguments();
+  task.jobs = Json::array({job.id});
+  task.state = {{"warnings", warnings}};
+  task.message = "job " + job.id + " queued on " + job.device;
+  if (Status s = ctx->options.book->create(task); !s.is_ok()) {
+    (void)ctx->service.cancel(job.id, "its task could not be made: " + s.message());
+    call->finish(ToolResult::error(std::string(task.tool) +
+                                   ": the task could not be made: " + s.to_string()));
+    return;
+  }
+  call->context().respond(create_task_result(task));
+}
+
 void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
                      const std::shared_ptr<ToolCall>& call) {
   const char* name = tool_name(tool);
@@ -129,6 +194,11 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
   if (tool != KernelTool::kValidate && wants_task(rc)) {
     // A task (kernel_tasks.h): the client polls tasks/get; the job outlives this exchange.
     rc.respond(create_task_result(*job));
+    return;
+  }
+  if (tool == KernelTool::kValidate && ctx->options.book && wants_task(rc)) {
+    // Its answer differs from the job's view (the old tool's fields): a book task.
+    answer_validate_with_task(ctx, call, *job, warnings);
     return;
   }
   rc.report_progress(0.0, 100.0, "job " + job->id + " queued on " + job->device, job_meta(job->id));
@@ -227,7 +297,17 @@ const char* kernel_tools_instructions() {
 
 Status add_kernel_tools(ToolRegistry& tools, jobs::JobService& service,
                         http::BlockingExecutor blocking, KernelToolsOptions options) {
-  auto ctx = std::make_shared<const Context>(Context{service, std::move(blocking), options});
+  auto ctx =
+      std::make_shared<const Context>(Context{service, std::move(blocking), std::move(options)});
+  if (ctx->options.book) {
+    ctx->options.book->set_starter(tool_name(KernelTool::kValidate),
+                                   [weak = std::weak_ptr<const Context>(ctx)](
+                                       const TaskRecord& task) -> StatusOr<std::function<void()>> {
+                                     auto live = weak.lock();  // the context holds the book
+                                     if (!live) return unavailable("the server is shutting down");
+                                     return start_validate_task(live, task);
+                                   });
+  }
   for (KernelTool tool : {KernelTool::kEvaluate, KernelTool::kCompare, KernelTool::kValidate}) {
     KF_RETURN_IF_ERROR(tools.add(kernel_spec(tool), [ctx, tool](std::shared_ptr<ToolCall> call) {
       run_kernel_tool(ctx, tool, call);

@@ -12,12 +12,19 @@
 // they log the job's start and end. `notifications/cancelled` cancels the job
 // (JobService::cancel); a client that merely disconnects does not.
 //
+// At 2026-07-28, a request that opts in to the tasks extension gets a task instead
+// (kernel_tasks.h): evaluate_kernel's and compare_kernels' task is the job itself,
+// validate_kernel's a TaskBook task (task_book.h) whose result is the synchronous answer.
+//
 // Example:
 //   KF_RETURN_IF_ERROR(add_kernel_tools(catalog.tools, service, executor, {}));
 #pragma once
 
+#include <memory>
+
 #include "kforge/common/status.h"
 #include "kforge/frontends/http/blocking_executor.h"
+#include "kforge/frontends/mcp/task_book.h"
 #include "kforge/frontends/mcp/tool_registry.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/model/request.h"
@@ -26,6 +33,9 @@ namespace kforge::frontends::mcp {
 
 struct KernelToolsOptions {
   model::RequestLimits limits;
+  // When set, validate_kernel runs as a durable book task when the request opts in (an
+  // evaluation's or a compare's task is its job: kernel_tasks.h).
+  std::shared_ptr<TaskBook> book;
 };
 
 // Registers the five tools. `service` and the pool behind `blocking` (used for cancels,

@@ -17,11 +17,17 @@ StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& servic
   catalog->info.description =
       "Compile, check and time GPU kernels (Triton, CUDA, PyTorch) in isolated processes.";
   catalog->info.instructions = kernel_tools_instructions();
-  KF_RETURN_IF_ERROR(add_kernel_tools(catalog->tools, service, blocking, options.kernel_tools));
-  KF_RETURN_IF_ERROR(add_bench_tool(catalog->tools, service, blocking, options.bench));
-  KF_RETURN_IF_ERROR(add_kernel_tasks(*catalog, service));
+  std::shared_ptr<TaskBook> book;
+  if (!options.tasks_dir.empty()) {
+    KF_ASSIGN_OR_RETURN(book, TaskBook::open(options.tasks_dir));
+  }
+  KernelToolsOptions kernel_tools = options.kernel_tools;
+  kernel_tools.book = book;
+  KF_RETURN_IF_ERROR(add_kernel_tools(catalog->tools, service, blocking, kernel_tools));
+  KF_RETURN_IF_ERROR(add_bench_tool(catalog->tools, service, blocking, options.bench, book));
+  KF_RETURN_IF_ERROR(add_kernel_tasks(*catalog, service, book));
   KF_RETURN_IF_ERROR(
-      add_batch_tool(catalog->tools, service, blocking, options.kernel_tools.limits));
+      add_batch_tool(catalog->tools, service, blocking, options.kernel_tools.limits, book));
   if (options.workbench != nullptr) {
     catalog->info.instructions += workbench_instructions();
     KF_RETURN_IF_ERROR(

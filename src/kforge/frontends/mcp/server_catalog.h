@@ -22,6 +22,9 @@ struct ServerCatalogOptions {
   std::string version = "dev";
   bool conformance_fixtures = false;
   std::string skills_dir;  // non-empty: serve its skills (skills.h)
+  // Non-empty: batch_compare and run_benchmark_suite run as durable tasks (task_book.h) kept in
+  // this directory (kforge serve and kforge mcp: <data dir>/mcp-tasks).
+  std::string tasks_dir;
   KernelToolsOptions kernel_tools;
   bench::BenchPolicy bench;                   // run_benchmark_suite
   workbench::Workbench* workbench = nullptr;  // must outlive the catalog when set

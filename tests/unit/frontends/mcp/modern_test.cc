@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "kforge/common/files.h"
+#include "kforge/common/random.h"
 #include "kforge/frontends/mcp/http_headers.h"
 #include "kforge/frontends/mcp/input_required.h"
 #include "kforge/frontends/mcp/jsonrpc.h"
@@ -182,6 +186,34 @@ TEST(InputRequiredTest, SealedStateRefusesTamperingAndTransplants) {
   EXPECT_EQ(expired.status().field_path(), "requestState");
   // Each seal is unique to its content.
   EXPECT_NE(mrtr::seal_state(Json{{"step", 1}}, "x"), mrtr::seal_state(Json{{"step", 2}}, "x"));
+}
+
+TEST(InputRequiredTest, TheKeyFileOutlivesTheProcessAndNamesAForeignSigner) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kforge-mrtr-" + random_hex(8));
+  ASSERT_TRUE(make_dirs(dir).is_ok());
+  const auto first = dir / "a.key";
+  // Created on first use (0600), then read as it is: a restarted server reads the same key.
+  ASSERT_TRUE(mrtr::use_key_file(first).is_ok());
+  EXPECT_EQ(std::filesystem::status(first).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string state = mrtr::seal_state(Json{{"step", 1}}, "tools/call a");
+  ASSERT_TRUE(mrtr::use_key_file(first).is_ok());
+  EXPECT_TRUE(mrtr::open_state(state, "tools/call a").is_ok());
+  // Another server's key: refused, saying so (not "altered").
+  ASSERT_TRUE(mrtr::use_key_file(dir / "b.key").is_ok());
+  auto foreign = mrtr::open_state(state, "tools/call a");
+  ASSERT_FALSE(foreign.is_ok());
+  EXPECT_NE(foreign.status().message().find("signed with another key"), std::string::npos)
+      << foreign.status().to_string();
+  EXPECT_FALSE(mrtr::open_state(mrtr::seal_state(Json(1), "x") + "0", "x").is_ok());
+  // A malformed key file is an error naming it.
+  ASSERT_TRUE(write_file_atomic(dir / "bad.key", "not hex\n").is_ok());
+  Status bad = mrtr::use_key_file(dir / "bad.key");
+  EXPECT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.message().find("bad.key"), std::string::npos) << bad.to_string();
+  ASSERT_TRUE(mrtr::use_key_file(first).is_ok());
+  EXPECT_TRUE(mrtr::open_state(state, "tools/call a").is_ok());
+  (void)remove_tree(dir);
 }
 
 TEST(InputRequiredTest, RoundsAskOnlyThroughDeclaredCapabilities) {
