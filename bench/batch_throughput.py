@@ -13,7 +13,7 @@ wall time of each round, the ratio separate / batch (the target on a GPU is >= 4
 candidates) and how much of each batch reused the reference.
 
     python bench/batch_throughput.py [--device cuda:0] [--candidates 16] [--rounds 2]
-        [--elements 16777216] [--out FILE.json]
+        [--elements 16777216] [--pipeline-depth N] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -110,12 +110,22 @@ def main() -> int:
     parser.add_argument("--candidates", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--elements", type=int, default=1 << 24)
+    parser.add_argument(
+        "--pipeline-depth",
+        type=int,
+        default=1,
+        help="the server's --pipeline-depth (> 1: candidates compile and check side by side, "
+        "only their timed regions hold the GPU alone)",
+    )
     parser.add_argument("--out", default="")
     args = parser.parse_args()
+    if not 1 <= args.pipeline_depth <= 8:
+        parser.error("--pipeline-depth must be 1 to 8")
     n = args.elements
     ref = reference(n)
     cands = [candidate(n, *VARIANTS[i % len(VARIANTS)]) for i in range(args.candidates)]
-    srv = KforgeServer(devices=args.device, log_level="info")
+    extra = ["--pipeline-depth", str(args.pipeline_depth)] if args.pipeline_depth > 1 else []
+    srv = KforgeServer(devices=args.device, log_level="info", extra_args=extra)
     srv.start()
     walls: dict[str, list[float]] = {"separate": [], "batch": []}
     reused: list[int] = []

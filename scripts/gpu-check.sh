@@ -31,7 +31,8 @@
 #                        test_multi_gpu.py and bench/multi_gpu_throughput.py (MULTI_GPU_JOBS jobs,
 #                        default 24, on one GPU then on every GPU)
 #   ONLY_BATCH=1         run only the batch parts: tests/integration/test_batch.py on the GPU,
-#                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares)
+#                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares,
+#                        on a server with --pipeline-depth BATCH_PIPELINE_DEPTH, default 3)
 #                        and bench/interference.py (timing alone vs under compile load, then
 #                        with --pipeline-depth 3: a cuda kernel's and a Triton compare's timing
 #                        alone vs with 6 other jobs in flight, half native cuda, half Python
@@ -162,6 +163,7 @@ if [[ -n "${ONLY_BATCH:-}" ]]; then
   record "batch pytest" "$(grep -E 'passed|failed' "$out/pytest-batch.log" | tail -1)"
   echo "== benchmark: one batch of 16 candidates vs 16 separate compares"
   "$py" bench/batch_throughput.py --device "$KFORGE_TEST_DEVICE" --candidates 16 --rounds "${BATCH_ROUNDS:-1}" \
+    --pipeline-depth "${BATCH_PIPELINE_DEPTH:-3}" \
     --out "$out/batch_throughput.json" 2>&1 | tee "$out/batch_throughput.log" | tail -6
   record "batch of 16 vs 16 compares (target >= 4x)" "$(grep '^separate / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
   echo "== benchmark: a kernel's timing alone vs under concurrent compile load"
