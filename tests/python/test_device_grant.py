@@ -12,6 +12,8 @@ import worker_kernels as K
 from fake_supervisor import FakeSupervisor
 from worker_jobs import make_job
 
+from kforge_worker.spec import SpecError, parse_job
+
 _ids = itertools.count(1)
 
 
@@ -83,3 +85,13 @@ def test_a_supervisor_that_hangs_up_before_the_grant_gets_no_result(zygote, tmp_
     child.channel.socket.shutdown(2)  # SHUT_RDWR: the supervisor is gone
     exited = zygote.exited(child.pid)
     assert exited["signal"] is None
+
+
+def test_a_bad_exclusive_timing_field_is_an_error_naming_it(tmp_path):
+    job = make_job(K.triton_vadd(), K.torch_add_reference(), tmp_path=tmp_path)
+    assert parse_job(job).exclusive_timing is False  # absent: no pipelining
+    job["exclusive_timing"] = True
+    assert parse_job(job).exclusive_timing is True
+    job["exclusive_timing"] = "yes"
+    with pytest.raises(SpecError, match=r"job\.exclusive_timing"):
+        parse_job(job)

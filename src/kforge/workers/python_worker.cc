@@ -273,6 +273,7 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
 WarmPool<ChildChannel>::Hooks PythonWorker::pool_hooks() {
   WarmPool<ChildChannel>::Hooks hooks;
   hooks.start = [this]() -> StatusOr<std::unique_ptr<ChildChannel>> {
+    std::lock_guard control_lock(control_mu_);  // jobs' loops read the control socket
     if (!control_.valid() && zygote_) {
       pool_.clear();  // its children died with the old zygote
       stop_zygote();
