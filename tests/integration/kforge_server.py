@@ -128,6 +128,18 @@ class KforgeServer:
                 self.proc.kill()
                 self.proc.wait()
 
+    def wait_jobs(self, job_ids: list[str], timeout_s: float = 600) -> list[dict[str, Any]]:
+        """Each job's record once it has finished (polls GET /job/{id}), in `job_ids`' order."""
+        deadline = time.monotonic() + timeout_s
+        out = []
+        with self.client() as c:
+            for job_id in job_ids:
+                while (job := c.get(f"/job/{job_id}").json())["state"] in ("queued", "running"):
+                    assert time.monotonic() < deadline, job
+                    time.sleep(0.05)
+                out.append(job)
+        return out
+
     def log(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-20000:]

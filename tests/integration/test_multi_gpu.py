@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from typing import Any
 
 import pytest
@@ -42,18 +41,6 @@ def wait_device_ready(srv: KforgeServer, device: str) -> dict[str, Any]:
     srv.wait_ready(device)
     with srv.client() as c:
         return next(d for d in c.get("/stats").json()["devices"] if d["name"] == device)
-
-
-def wait_all(srv: KforgeServer, job_ids: list[str], timeout_s: float = 600) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
-    out = []
-    with srv.client() as c:
-        for job_id in job_ids:
-            while (job := c.get(f"/job/{job_id}").json())["state"] in ("queued", "running"):
-                assert time.monotonic() < deadline, job
-                time.sleep(0.05)
-            out.append(job)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +87,7 @@ def test_jobs_for_any_gpu_spread_over_both(two_gpus: KforgeServer) -> None:
             )
             assert r.status_code == 202, r.text
             ids.append(r.json()["job_id"])
-    jobs = wait_all(two_gpus, ids)
+    jobs = two_gpus.wait_jobs(ids)
     assert all(j["state"] == "success" and j["kernel_exec_result"]["correctness"] for j in jobs)
     used = sorted({j["device"] for j in jobs})
     assert used == ["cuda:0", "cuda:1"], [j["device"] for j in jobs]

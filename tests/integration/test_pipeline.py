@@ -53,18 +53,6 @@ def device_stats(srv: KforgeServer) -> dict[str, Any]:
     return next(d for d in devices if d["name"] == DEVICE)
 
 
-def wait_all(srv: KforgeServer, job_ids: list[str], timeout_s: float = 600) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
-    out = []
-    with srv.client() as c:
-        for job_id in job_ids:
-            while (job := c.get(f"/job/{job_id}").json())["state"] in ("queued", "running"):
-                assert time.monotonic() < deadline, job
-                time.sleep(0.05)
-            out.append(job)
-    return out
-
-
 @pytest.mark.parametrize("depth", ["0", "9", "two"])
 def test_a_bad_pipeline_depth_is_refused_naming_the_flag(depth: str) -> None:
     r = subprocess.run(
@@ -109,7 +97,7 @@ def test_native_jobs_in_flight_together_are_all_correct_and_waited_for_the_grant
             json={"kernel": torch_kernel(TORCH_ADD_REF), "timing": FAST_TIMING, "device": DEVICE},
         )
         assert py.status_code == 202, py.text
-    jobs = wait_all(pipelined, [*ids, py.json()["job_id"]])
+    jobs = pipelined.wait_jobs([*ids, py.json()["job_id"]])
     for job in jobs:
         res = job["kernel_exec_result"]
         assert job["state"] == "success" and res["correctness"], job
@@ -135,7 +123,7 @@ def test_python_jobs_in_flight_together_are_correct_and_their_timed_regions_neve
             r = c.post("/compare", params={"wait": "false"}, json=body)
             assert r.status_code == 202, r.text
             ids.append(r.json()["job_id"])
-    jobs = wait_all(pipelined, ids)
+    jobs = pipelined.wait_jobs(ids)
     windows = []
     for job in jobs:
         res = job["kernel_exec_result"]
@@ -230,7 +218,7 @@ def test_pipelined_cpu_python_jobs_are_correct_and_time_one_at_a_time(
         body["custom_kernel"] = triton_add(f" + 0.0 * {i + 1}")
         ids.append(submit(cpu_pipelined, "/compare", body))
     windows = []
-    for job in wait_all(cpu_pipelined, ids):
+    for job in cpu_pipelined.wait_jobs(ids):
         res = job["kernel_exec_result"]
         assert job["state"] == "success" and res["correctness"], job
         assert res["runtime"] > 0 and res["ref_runtime_stats"]["median"] > 0, res
@@ -254,7 +242,7 @@ def test_a_timed_job_waits_stopped_for_a_shared_holder_then_times_alone(
     gate = wait_gate(cpu_pipelined, lambda g: g["waiting_exclusive"] == 1, "exclusive waiting")
     assert gate["holder"] is None and slow in gate["shared_holders"]
     assert timed not in gate["shared_holders"]  # its admission went back when it asked
-    slow_job_view, timed_view = wait_all(cpu_pipelined, [slow, timed])
+    slow_job_view, timed_view = cpu_pipelined.wait_jobs([slow, timed])
     assert slow_job_view["state"] == "success", slow_job_view
     res = timed_view["kernel_exec_result"]
     assert timed_view["state"] == "success" and res["correctness"], timed_view
@@ -270,12 +258,12 @@ def test_a_job_stopped_while_it_waits_for_its_timing_is_killed_at_its_timeout(
     body = {**timed_add(), "timeout": 5}
     stuck = submit(cpu_pipelined, "/compare", body)
     wait_gate(cpu_pipelined, lambda g: g["waiting_exclusive"] == 1, "exclusive waiting")
-    (stuck_view,) = wait_all(cpu_pipelined, [stuck], timeout_s=60)
+    (stuck_view,) = cpu_pipelined.wait_jobs([stuck], timeout_s=60)
     res = stuck_view["kernel_exec_result"]
     assert res["error_kind"] == "timeout", stuck_view
     assert "device_grants" not in res["process"]  # never granted
     # Its request left the queue; the slow job still holds its shared grant and finishes.
     gate = cpu_gate(cpu_pipelined)
     assert gate["waiting"] == 0 and gate["holder"] is None, gate
-    (slow_view,) = wait_all(cpu_pipelined, [slow])
+    (slow_view,) = cpu_pipelined.wait_jobs([slow])
     assert slow_view["state"] == "success", slow_view

@@ -113,12 +113,8 @@ StatusOr<std::function<void()>> start_batch_task(const ContextPtr& ctx, const Ta
 // error, its jobs cancelled.
 void answer_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
                       const jobs::BatchRecord& record) {
-  TaskRecord task;
-  task.id = TaskBook::new_id();
-  task.tool = kToolName;
-  task.created_ms = task.updated_ms = TaskBook::now_ms();
-  task.client = call->context().session().client();
-  task.arguments = call->arguments();
+  TaskRecord task =
+      TaskRecord::fresh(kToolName, call->context().session().client(), call->arguments());
   for (const auto& id : record.job_ids)
     task.jobs.push_back(id);
   task.state = {{"batch_id", record.id}, {"finished", 0}};

@@ -94,12 +94,8 @@ StatusOr<std::function<void()>> start_bench_task(const ContextPtr& ctx, const Ta
 // Answers a planned bench with a task, or with the error when the task could not be made.
 void answer_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
                       const bench::BenchPlan& plan) {
-  TaskRecord task;
-  task.id = TaskBook::new_id();
-  task.tool = kToolName;
-  task.created_ms = task.updated_ms = TaskBook::now_ms();
-  task.client = call->context().session().client();
-  task.arguments = call->arguments();
+  TaskRecord task =
+      TaskRecord::fresh(kToolName, call->context().session().client(), call->arguments());
   task.arguments["device"] = plan.device;  // a resumed run plans on the same device
   task.state = {{"done", 0}};
   task.message = fmt::format("0 of {} job(s) done; bench on {}", plan.jobs.size(), plan.device);

@@ -156,12 +156,8 @@ StatusOr<std::function<void()>> start_validate_task(const ContextPtr& ctx, const
 void answer_validate_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
                                const model::JobRecord& job,
                                const std::vector<std::string>& warnings) {
-  TaskRecord task;
-  task.id = TaskBook::new_id();
-  task.tool = tool_name(KernelTool::kValidate);
-  task.created_ms = task.updated_ms = TaskBook::now_ms();
-  task.client = call->context().session().client();
-  task.arguments = call->arguments();
+  TaskRecord task = TaskRecord::fresh(tool_name(KernelTool::kValidate),
+                                      call->context().session().client(), call->arguments());
   task.jobs = Json::array({job.id});
   task.state = {{"warnings", warnings}};
   task.message = "job " + job.id + " queued on " + job.device;

@@ -99,6 +99,16 @@ bool TaskBook::is_book_id(std::string_view id) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+TaskRecord TaskRecord::fresh(std::string tool, std::string client, Json arguments) {
+  TaskRecord task;
+  task.id = TaskBook::new_id();
+  task.tool = std::move(tool);
+  task.created_ms = task.updated_ms = TaskBook::now_ms();
+  task.client = std::move(client);
+  task.arguments = std::move(arguments);
+  return task;
+}
+
 std::string TaskBook::new_id() {
   return std::string(kPrefix) + random_hex(kHexDigits / 2);
 }

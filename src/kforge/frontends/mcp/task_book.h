@@ -48,6 +48,10 @@ struct TaskRecord {
   Json state = Json::object();      // the tool's own (batch_id, jobs finished, ...)
   Json result;                      // the CallToolResult once completed, else null
 
+  // A new working task of `tool`, called by `client` with `arguments`: a fresh id, created
+  // and updated now.
+  static TaskRecord fresh(std::string tool, std::string client, Json arguments);
+
   bool terminal() const { return status != "working"; }
   Json to_json() const;
   static StatusOr<TaskRecord> from_json(const Json& j);
