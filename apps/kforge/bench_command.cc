@@ -1,6 +1,5 @@
 #include "bench_command.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -12,7 +11,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "kforge/bench/bench_plan.h"
 #include "kforge/bench/bench_render.h"
@@ -149,15 +147,12 @@ StatusOr<Json> run_plan(jobs::JobService& service, bench::BenchPlan plan, const 
       [&printer](const bench::BenchProgress& p) { printer.update(p); },
       [&promise](StatusOr<Json> report) { promise.set_value(std::move(report)); });
   std::atomic<bool> finished{false};
-  std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+  std::optional<SignalWatch> watch(std::in_place, signals, [&](int sig) {
     if (!finished.load()) run->cancel("interrupted (signal " + std::to_string(sig) + ")");
   });
   StatusOr<Json> report = future.get();
   finished.store(true);
-  pthread_kill(signal_thread.native_handle(), SIGTERM);  // wakes sigwait when no signal came
-  signal_thread.join();
+  watch.reset();
   printer.finish();
   pool.join();
   return report;

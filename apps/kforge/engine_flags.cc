@@ -11,10 +11,12 @@
 namespace kforge::app {
 
 std::filesystem::path default_data_root() {
+  // NOLINTBEGIN(concurrency-mt-unsafe): read-only; kforge unsets only before any thread starts
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     return std::filesystem::path(xdg) / "kforge";
   }
   const char* home = std::getenv("HOME");
+  // NOLINTEND(concurrency-mt-unsafe)
   return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "kforge";
 }
 
@@ -218,6 +220,23 @@ sigset_t block_termination_signals() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   return signals;
+}
+
+SignalWatch::SignalWatch(const sigset_t& signals, std::function<void(int)> on_signal)
+    : thread_([this, signals, on_signal = std::move(on_signal)] {
+        const timespec slice{0, 100'000'000};
+        while (!done_.load()) {
+          const int sig = sigtimedwait(&signals, nullptr, &slice);
+          if (sig > 0) {
+            on_signal(sig);
+            return;
+          }
+        }
+      }) {}
+
+SignalWatch::~SignalWatch() {
+  done_.store(true);
+  thread_.join();
 }
 
 }  // namespace kforge::app

@@ -5,9 +5,12 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "kforge/app/engine.h"
@@ -77,5 +80,21 @@ StatusOr<std::unique_ptr<jobs::RetentionSweeper>> start_retention(const EngineFl
 // takes them with sigwait on the returned set), and ignores SIGPIPE, so a client that goes
 // away makes writes fail instead of killing the process. Call before starting threads.
 sigset_t block_termination_signals();
+
+// Runs on_signal(signal) on a thread of its own when one of `signals` (blocked in every thread:
+// block_termination_signals) arrives. Destroying it ends that thread, after on_signal if a
+// signal came: the thread waits in slices of 100 ms, so nothing has to send it a signal to
+// wake it.
+class SignalWatch {
+ public:
+  SignalWatch(const sigset_t& signals, std::function<void(int)> on_signal);
+  ~SignalWatch();
+  SignalWatch(const SignalWatch&) = delete;
+  SignalWatch& operator=(const SignalWatch&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
 
 }  // namespace kforge::app

@@ -1,6 +1,5 @@
 #include "mcp_command.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -8,7 +7,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "kforge/app/engine.h"
 #include "kforge/common/files.h"
@@ -150,22 +148,14 @@ int run_mcp(const McpConfig& c) {
       mcp::Dispatcher dispatcher(**catalog, blocking);
       mcp::StdioTransport transport(dispatcher, STDIN_FILENO, STDOUT_FILENO,
                                     {c.max_message_mb << 20});
-      std::thread signal_thread([&] {
-        int sig = 0;
-        sigwait(&signals, &sig);  // a real signal, or the wake-up below once input ended
-        transport.stop();
-      });
+      std::optional<SignalWatch> watch(std::in_place, signals, [&](int) { transport.stop(); });
       Status s = transport.run();
       if (!s.is_ok()) {
         KF_LOG_ERROR("kforge mcp: {}", s.to_string());
         code = 1;
       }
       KF_LOG_INFO("kforge mcp: input closed, shutting down");
-      // SIGTERM is blocked in every thread and this one consumes it in sigwait: it wakes the
-      // thread, it kills nothing.
-      // NOLINTNEXTLINE(bugprone-bad-signal-to-kill-thread)
-      pthread_kill(signal_thread.native_handle(), SIGTERM);
-      signal_thread.join();
+      watch.reset();
       if (engine) engine->service->stop();  // no more callbacks into the tools
       pool.join();
     }

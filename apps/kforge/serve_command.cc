@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include "kforge/app/engine.h"
 #include "kforge/common/log.h"
@@ -127,7 +126,7 @@ int run_serve(const ServeConfig& config) {
   // short-lived: from mmap they go back to the system when freed, so the server's RSS follows
   // what it holds (queued work lives in the store). glibc's dynamic threshold otherwise moves
   // them into its heap after the first one is freed, where they stay.
-  ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
+  ::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);  // NOLINT(concurrency-mt-unsafe): no thread yet
   ServeConfig c = config;
   if (c.mode == "fastapi") c.mode = "rest";
   // The old server's variable; read before any thread starts.
@@ -264,16 +263,13 @@ int run_serve(const ServeConfig& config) {
                                 : "REST API",
               c.data_dir);
 
-  std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    KF_LOG_INFO("received signal {}, shutting down", sig);
-    (*server)->stop();
-  });
-  (*server)->run();
-  // run() returned: either a signal stopped it or it failed; make sure the signal thread ends.
-  pthread_kill(signal_thread.native_handle(), SIGTERM);
-  signal_thread.join();
+  {
+    SignalWatch watch(signals, [&](int sig) {
+      KF_LOG_INFO("received signal {}, shutting down", sig);
+      (*server)->stop();
+    });
+    (*server)->run();
+  }  // run() returned: either a signal stopped it or it failed; the watch ends here
   blocking_pool.join();  // handlers still running on the pool may call into the service
   service.stop();
   KF_LOG_INFO("kforge stopped");

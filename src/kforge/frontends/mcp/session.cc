@@ -65,6 +65,7 @@ bool Session::log_enabled(LogLevel level) const {
 
 Status Session::begin_request(const Json& id, std::shared_ptr<InFlightRequest> context) {
   std::lock_guard lock(mu_);
+  if (closed_) return unavailable("the MCP session has ended");
   auto [it, inserted] = in_flight_.emplace(jsonrpc::id_key(id), std::move(context));
   if (!inserted) {
     return Status(ErrorCode::kAlreadyExists,
@@ -165,6 +166,9 @@ bool Session::idle() const {
 }
 
 void Session::close() {
+  // A request in flight holds its session (RequestContext::session_): kept here after the end,
+  // the two would hold each other forever. Released outside the lock, last.
+  std::map<std::string, std::shared_ptr<InFlightRequest>> in_flight;
   std::shared_ptr<MessageSink> sink;
   std::map<std::string, ClientResponseCallback> awaiting;
   {
@@ -173,6 +177,7 @@ void Session::close() {
     closed_ = true;
     sink = std::move(standalone_);
     awaiting.swap(awaiting_client_);
+    in_flight.swap(in_flight_);
   }
   if (sink) sink->close();
   for (auto& [key, done] : awaiting) {

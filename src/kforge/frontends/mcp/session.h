@@ -85,7 +85,8 @@ class Session {
   bool log_enabled(LogLevel level) const;
 
   // ---- requests in flight ----
-  // kAlreadyExists when a request with the same id is still in flight.
+  // kAlreadyExists when a request with the same id is still in flight; kUnavailable once the
+  // session has ended.
   Status begin_request(const Json& id, std::shared_ptr<InFlightRequest> context);
   void end_request(const Json& id);
   std::shared_ptr<InFlightRequest> find_request(const Json& id) const;
@@ -115,7 +116,8 @@ class Session {
   // No requests in flight, no awaited client responses and no open stream.
   bool idle() const;
   // Ends the session: closes the standalone channel and fails awaited client requests.
-  // Requests in flight still answer on their own channels (a session end is not a cancel).
+  // Requests in flight still answer on their own channels (a session end is not a cancel); the
+  // session lets go of them (each holds the session until it answers).
   void close();
   bool closed() const;
 

@@ -83,6 +83,41 @@ TEST_F(SessionStoreTest, IdleSessionsExpireButBusyOnesDoNot) {
   EXPECT_FALSE(sink->closed);
 }
 
+// A request in flight holds its session; a session that ended and still held its requests
+// kept both alive forever (LeakSanitizer, make asan-test).
+TEST_F(SessionStoreTest, AnEndedSessionLetsGoOfItsRequestsInFlight) {
+  SessionStore store(options());
+  std::weak_ptr<Session> session;
+  std::weak_ptr<RequestContext> request;
+  std::string id;
+  {
+    auto s = store.create();
+    ASSERT_TRUE(s.is_ok());
+    id = (*s)->id();
+    session = *s;
+    auto ctx = std::make_shared<RequestContext>(*s, 1, "tools/call", nullptr,
+                                                std::make_shared<testing::RecordingChannel>());
+    request = ctx;
+    ASSERT_TRUE((*s)->begin_request(1, ctx).is_ok());
+  }
+  EXPECT_FALSE(request.expired());  // in flight: the session holds it
+  ASSERT_TRUE(store.remove(id));
+  EXPECT_TRUE(request.expired());
+  EXPECT_TRUE(session.expired());
+}
+
+TEST_F(SessionStoreTest, NoRequestBeginsOnAnEndedSession) {
+  SessionStore store(options());
+  auto s = store.create();
+  ASSERT_TRUE(s.is_ok());
+  ASSERT_TRUE(store.remove((*s)->id()));
+  auto ctx = std::make_shared<RequestContext>(*s, 1, "tools/call", nullptr,
+                                              std::make_shared<testing::RecordingChannel>());
+  Status begun = (*s)->begin_request(1, ctx);
+  EXPECT_EQ(begun.code(), ErrorCode::kUnavailable);
+  EXPECT_EQ((*s)->requests_in_flight(), 0u);
+}
+
 // Issue #8 item 9: 10,001 unauthenticated initialize calls evicted an idle session in use.
 TEST_F(SessionStoreTest, AnInitializeFloodNeverEvictsASessionInUse) {
   SessionStore::Options o = options(100);
