@@ -58,6 +58,13 @@ StatusOr<std::filesystem::path> local_path(const Json& v, const std::string& fie
   return std::filesystem::path(s);
 }
 
+// "parent.name", the field path of a member.
+std::string dotted(std::string parent, std::string_view name) {
+  parent += '.';
+  parent += name;
+  return parent;
+}
+
 Status read_sources(const Json& v, BenchOptions& o) {
   if (!v.is_object())
     return invalid_argument("must be an object {op: {version: source}}", "kernels");
@@ -66,9 +73,9 @@ Status read_sources(const Json& v, BenchOptions& o) {
     if (!versions.is_object())
       return invalid_argument("must be an object {version: source}", field);
     for (const auto& [name, source] : versions.items()) {
-      if (!source.is_string()) return invalid_argument("must be a string", field + "." + name);
+      if (!source.is_string()) return invalid_argument("must be a string", dotted(field, name));
       if (source.get_ref<const std::string&>().size() > kMaxSourceBytes) {
-        return invalid_argument("is larger than 1 MiB", field + "." + name);
+        return invalid_argument("is larger than 1 MiB", dotted(field, name));
       }
       o.inline_kernels[op][name] = source.get<std::string>();
     }
@@ -82,7 +89,7 @@ Status read_retries(const Json& v, BenchOptions& o) {
   for (const auto& [op, versions] : v.items()) {
     if (!versions.is_object()) return invalid_argument("must be an object", "retries." + op);
     for (const auto& [name, count] : versions.items()) {
-      const std::string field = "retries." + op + "." + name;
+      const std::string field = dotted("retries." + op, name);
       if (!is_version_name(name)) return invalid_argument("is not a version name", field);
       KF_ASSIGN_OR_RETURN(int n, integer(count, field));
       if (n < 0 || n > 100) return invalid_argument("must be 0 to 100", field);

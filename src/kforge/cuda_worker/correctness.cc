@@ -137,6 +137,7 @@ bool evaluate_trial(Trial& t, const std::vector<cuda::HostArg>& inputs) {
     }
   }
   std::vector<cuda::TensorComparison> comparisons;
+  comparisons.reserve(written.size());
   for (size_t pos : written) {
     comparisons.push_back(cuda::compare_host_tensors(names[pos], runs[0][pos], runs[1][pos],
                                                      tolerance_for(t.ctx.job, runs[0][pos].dtype)));

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -55,9 +56,17 @@ std::unique_ptr<WorkerRuntime> WorkerRuntime::start(const WorkerRuntimeOptions& 
     rt->nvrtc_ = *api;
     return Status::ok();
   });
+  int physical = -1;
   if (options.device.starts_with("cuda:")) {
-    int physical = std::atoi(options.device.c_str() + 5);
+    const std::string_view digits = std::string_view(options.device).substr(5);
+    const char* end = digits.data() + digits.size();
+    auto [stop, error] = std::from_chars(digits.data(), end, physical);
+    if (error != std::errc() || stop != end || physical < 0) physical = -1;
+  }
+  if (physical >= 0) {
     rt->open_gpu(physical);
+  } else if (options.device.starts_with("cuda:")) {
+    rt->no_device_reason_ = "device '" + options.device + "' is not cuda:N";
   } else if (!options.why_no_gpu.empty()) {
     rt->no_device_reason_ = "no CUDA device on this server (" + options.why_no_gpu + ")";
   } else {
@@ -72,6 +81,7 @@ std::unique_ptr<WorkerRuntime> WorkerRuntime::start(const WorkerRuntimeOptions& 
 void WorkerRuntime::open_gpu(int physical_index) {
   physical_index_ = physical_index;
   // The supervisor sets CUDA_VISIBLE_DEVICES to this one GPU; without it, the ordinal is N.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; the worker never changes its environment
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const int ordinal = visible != nullptr && *visible != '\0' ? 0 : physical_index;
   std::shared_ptr<const cuda::DriverApi> api;
