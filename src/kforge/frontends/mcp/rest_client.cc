@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 namespace kforge::frontends::mcp {
@@ -116,7 +117,11 @@ StatusOr<RestResponse> parse_response(const std::string& raw) {
   }
   RestResponse r;
   size_t sp = raw.find(' ');
-  r.status = std::atoi(raw.c_str() + sp + 1);
+  const char* code = raw.data() + (sp == std::string::npos ? head_end : sp + 1);
+  auto [end, ec] = std::from_chars(code, raw.data() + head_end, r.status);
+  if (ec != std::errc() || end == code || r.status < 100 || r.status > 599) {
+    return io_error("the server's answer has no HTTP status code");
+  }
   bool chunked = false;
   size_t pos = raw.find("\r\n") + 2;
   while (pos < head_end) {

@@ -1,9 +1,14 @@
 #include "kforge/frontends/mcp/remote_job_service.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/asio/thread_pool.hpp>
 #include <future>
+#include <thread>
 
 #include "fakes/fake_job_service.h"
 #include "frontends/http/server_harness.h"
@@ -64,6 +69,38 @@ TEST(RemoteJobServiceTest, ErrorBodiesBecomeTheSameStatus) {
   EXPECT_EQ(fastapi.message(), "boom");
   EXPECT_EQ(status_from_error_body(404, "").code(), ErrorCode::kNotFound);
   EXPECT_EQ(status_from_error_body(502, "<html>").code(), ErrorCode::kUnavailable);
+}
+
+// A peer on the port that answers a status line without a number: a clear error, never a
+// status of 0 taken for an answer.
+TEST(RemoteJobServiceTest, AnAnswerWithoutAStatusCodeIsAnError) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread peer([listener] {
+    int conn = ::accept(listener, nullptr, nullptr);
+    if (conn < 0) return;
+    char buf[4096];
+    (void)::recv(conn, buf, sizeof buf, 0);
+    const char answer[] = "HTTP/1.1 abc Nonsense\r\nContent-Length: 2\r\n\r\n{}";
+    (void)::send(conn, answer, sizeof answer - 1, MSG_NOSIGNAL);
+    ::close(conn);
+  });
+  auto client = RestClient::create(
+      {"http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), "", seconds(5)});
+  ASSERT_TRUE(client.is_ok());
+  auto answer = client.value().call_json("GET", "/stats");
+  peer.join();
+  ::close(listener);
+  ASSERT_FALSE(answer.is_ok());
+  EXPECT_NE(answer.status().message().find("no HTTP status code"), std::string::npos)
+      << answer.status().message();
 }
 
 TEST(RemoteJobServiceTest, RefusesUrlsItCannotUse) {
