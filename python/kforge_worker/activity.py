@@ -426,6 +426,14 @@ def profile_gpu(
     )
 
 
+def profiler_activities() -> list[Any]:
+    """What the profiled pass records (warmup.py starts the profiler with the same, so the
+    first pass of a job pays no start-up)."""
+    import torch
+
+    return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+
+
 def profile_windows(
     report: TimingReport,
     device: Any,
@@ -449,7 +457,7 @@ def profile_windows(
     if spin_us is None:
         spin_us = spin_us_for(report.stats.enqueue_ms or 0.0)
     runner = GpuTrialRunner(device, l2_flush=l2_flush, spin_us=spin_us, annotate=True)
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    activities = profiler_activities()
     call = report.call
     try:
         samples = []

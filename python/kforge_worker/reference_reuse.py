@@ -206,8 +206,7 @@ class ReferenceCache:
         return out
 
     def _worth_keeping(self, tensors: list[torch.Tensor]) -> bool:
-        size = sum(t.numel() * t.element_size() for t in tensors)
-        if size <= KEEP_OUTPUT_BYTES:
+        if _nbytes(tensors) <= KEEP_OUTPUT_BYTES:
             return True
         self.recomputed += 1
         return False
@@ -215,7 +214,11 @@ class ReferenceCache:
     def _tensor_bytes(self) -> int:
         tensors = [t for v in self.correctness.values() for _, t in v]
         tensors += [t for one in self.timing_outputs or [] for t in one]
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return _nbytes(tensors)
+
+
+def _nbytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _path(spec: ReferenceReuseSpec) -> str:

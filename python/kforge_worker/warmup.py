@@ -191,9 +191,10 @@ def _profiler(device: torch.device) -> None:
     first pass of a process initialises Kineto and CUPTI, which took 6.1 s on an H200 (the
     next pass 12 ms); every job's kernel-activity pass would pay it otherwise. The pass ends
     before the job's first timed trial, as the job's own profiled pass does."""
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    from kforge_worker.activity import profiler_activities
+
     buf = torch.empty(1 << 10, device=device)
-    with torch.profiler.profile(activities=activities):
+    with torch.profiler.profile(activities=profiler_activities()):
         with torch.profiler.record_function("kforge.warmup"):
             buf.fill_(1.0)
         torch.cuda.synchronize(device)

@@ -112,17 +112,9 @@ def decode(obj: Any, tensors: list[torch.Tensor], depth: int = 0) -> Any:
     raise ProtocolError(f"unknown value tag {tag!r}")
 
 
-def _host_bytes(t: torch.Tensor) -> torch.Tensor:
-    flat = t.detach().reshape(-1)
-    if flat.device.type != "cpu":
-        flat = flat.cpu()
-    return flat.contiguous().view(torch.uint8)
-
-
 def _tensor_bytes(t: torch.Tensor) -> torch.Tensor:
     """`t`'s bytes as a flat uint8 tensor on its own device (contiguous, no host copy)."""
-    flat = t.detach().contiguous().reshape(-1)
-    return flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
 def _sealed_memfd(t: torch.Tensor) -> int:
@@ -169,7 +161,7 @@ def send(channel: StreamChannel, header: dict[str, Any], values: Any = None) -> 
             socket.send_fds(sock, [b"F"], fds[i : i + FDS_PER_MESSAGE])
         for t, spec in zip(tensors, specs, strict=True):
             if spec.get("via") != "fd" and spec["nbytes"]:
-                sock.sendall(memoryview(_host_bytes(t).numpy()))
+                sock.sendall(memoryview(_tensor_bytes(t).cpu().numpy()))
     finally:
         for fd in fds:
             os.close(fd)

@@ -14,8 +14,17 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 import torch
+from fake_supervisor import FakeSupervisor
 
 HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory: pytest.TempPathFactory):
+    """A real cpu zygote under a FakeSupervisor, one per test module."""
+    sup = FakeSupervisor("cpu", tmp_path_factory.mktemp("zygote"))
+    yield sup
+    assert sup.close() == 0
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

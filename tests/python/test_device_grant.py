@@ -9,19 +9,11 @@ import select
 
 import pytest
 import worker_kernels as K
-from fake_supervisor import FakeSupervisor
 from worker_jobs import make_job
 
 from kforge_worker.spec import SpecError, parse_job
 
 _ids = itertools.count(1)
-
-
-@pytest.fixture(scope="module")
-def zygote(tmp_path_factory):
-    sup = FakeSupervisor("cpu", tmp_path_factory.mktemp("zygote"))
-    yield sup
-    assert sup.close() == 0
 
 
 def _until(child, kind: str) -> list[dict]:

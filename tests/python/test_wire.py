@@ -85,6 +85,18 @@ def send_raw(sock: socket.socket, specs: list[dict[str, Any]], fds: list[int]) -
         socket.send_fds(sock, [b"F"], fds)
 
 
+FD_SPEC = {"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}
+
+
+def send_by_fd(sock: socket.socket, specs: list[dict[str, Any]], fds: list[int]) -> None:
+    """send_raw, then closes the sender's copies of `fds` (the receiver has its own)."""
+    try:
+        send_raw(sock, specs, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def memfd(size: int, seals: int) -> int:
     fd = os.memfd_create("test", os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, size)
@@ -107,15 +119,7 @@ ALL_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 def test_a_memfd_not_sealed_or_of_another_size_is_refused(pair, seals, size, error) -> None:
     sender, receiver = pair
     before = open_fds()
-    fd = memfd(size, seals)
-    try:
-        send_raw(
-            sender.socket,
-            [{"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}],
-            [fd],
-        )
-    finally:
-        os.close(fd)
+    send_by_fd(sender.socket, [FD_SPEC], [memfd(size, seals)])
     with pytest.raises(ProtocolError, match=error):
         wire.receive(receiver, CPU, BUDGET)
     assert open_fds() == before  # the receiver closed what it got
@@ -125,27 +129,14 @@ def test_a_file_that_is_no_memfd_is_refused(pair, tmp_path) -> None:
     sender, receiver = pair
     path = tmp_path / "plain"
     path.write_bytes(b"\0" * 4096)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        send_raw(
-            sender.socket,
-            [{"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}],
-            [fd],
-        )
-    finally:
-        os.close(fd)
+    send_by_fd(sender.socket, [FD_SPEC], [os.open(path, os.O_RDONLY)])
     with pytest.raises(ProtocolError, match=r"not a memfd|not sealed"):
         wire.receive(receiver, CPU, BUDGET)
 
 
 def test_fewer_descriptors_than_declared_is_refused(pair) -> None:
     sender, receiver = pair
-    spec = {"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}
-    fd = memfd(4096, ALL_SEALS)
-    try:
-        send_raw(sender.socket, [spec, spec], [fd])
-    finally:
-        os.close(fd)
+    send_by_fd(sender.socket, [FD_SPEC, FD_SPEC], [memfd(4096, ALL_SEALS)])
     with pytest.raises(ProtocolError, match="expected 2 tensor descriptor"):
         wire.receive(receiver, CPU, BUDGET)
 
@@ -153,14 +144,7 @@ def test_fewer_descriptors_than_declared_is_refused(pair) -> None:
 def test_more_descriptors_than_declared_are_refused_and_closed(pair) -> None:
     sender, receiver = pair
     before = open_fds()
-    fds = [memfd(4096, ALL_SEALS) for _ in range(3)]
-    try:
-        send_raw(
-            sender.socket, [{"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "fd"}], fds
-        )
-    finally:
-        for fd in fds:
-            os.close(fd)
+    send_by_fd(sender.socket, [FD_SPEC], [memfd(4096, ALL_SEALS) for _ in range(3)])
     with pytest.raises(ProtocolError, match="expected 1 tensor descriptor"):
         wire.receive(receiver, CPU, BUDGET)
     assert open_fds() == before

@@ -21,13 +21,6 @@ from kforge_worker.protocol import send_control
 _ids = itertools.count(1)
 
 
-@pytest.fixture(scope="module")
-def zygote(tmp_path_factory):
-    sup = FakeSupervisor("cpu", tmp_path_factory.mktemp("zygote"))
-    yield sup
-    assert sup.close() == 0
-
-
 def job_for(kernel, reference, tmp_path: Path, **overrides):
     return make_job(kernel, reference, tmp_path=tmp_path, **overrides)
 
