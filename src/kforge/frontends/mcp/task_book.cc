@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "kforge/common/clock.h"
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
 #include "kforge/common/random.h"
@@ -114,9 +115,7 @@ std::string TaskBook::new_id() {
 }
 
 int64_t TaskBook::now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return SystemClock::instance().unix_ms();
 }
 
 void TaskBook::set_starter(const std::string& tool, Starter starter) {
