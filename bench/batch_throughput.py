@@ -6,14 +6,16 @@ sizes and warp counts, so each compiles a kernel of its own) against one torch r
 
 - separate: N POST /compare sent at once (each job runs the reference again);
 - batch:    one POST /batch with the N candidates (the reference's outputs and timing computed
-            once: docs/worker-protocol.md "Reference reuse").
+            once: docs/worker-protocol.md "Reference reuse");
+- sequential (with --sequential): the N compares sent one after another, each after the
+            previous answer (how a loop without batches judges its samples).
 
 Both modes run --rounds times, alternating, and every answer must be correct. It prints the
 wall time of each round, the ratio separate / batch (the target on a GPU is >= 4x for 16
 candidates) and how much of each batch reused the reference.
 
     python bench/batch_throughput.py [--device cuda:0] [--candidates 16] [--rounds 2]
-        [--elements 16777216] [--pipeline-depth N] [--out FILE.json]
+        [--elements 16777216] [--pipeline-depth N] [--sequential] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -73,6 +75,24 @@ def report_phases(mode: str, results: list[dict[str, Any]]) -> None:
             print(f"{mode} reference_reuse {json.dumps(r['reference_reuse'])}", flush=True)
 
 
+def run_sequential(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> float:
+    """The candidates as separate compares sent one after another (a loop that waits for
+    each answer before it sends the next)."""
+    start = time.perf_counter()
+    results = []
+    with srv.client() as c:
+        for kernel in cands:
+            r = c.post(
+                "/compare", json={"ref_kernel": ref, "custom_kernel": kernel, **options(device)}
+            )
+            assert r.status_code == 200, r.text
+            results.append(r.json()["kernel_exec_result"])
+    wall = time.perf_counter() - start
+    assert all(r["correctness"] for r in results), [r.get("validation_error") for r in results]
+    report_phases("sequential", results)
+    return wall
+
+
 def run_separate(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> float:
     def one(kernel: dict[str, Any]) -> dict[str, Any]:
         with srv.client() as c:
@@ -117,6 +137,11 @@ def main() -> int:
         help="the server's --pipeline-depth (> 1: candidates compile and check side by side, "
         "only their timed regions hold the GPU alone)",
     )
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="also time the candidates as compares sent one after another",
+    )
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     if not 1 <= args.pipeline_depth <= 8:
@@ -137,6 +162,10 @@ def main() -> int:
             wall, count = run_batch(srv, ref, cands, args.device)
             walls["batch"].append(wall)
             reused.append(count)
+            if args.sequential:
+                walls.setdefault("sequential", []).append(
+                    run_sequential(srv, ref, cands, args.device)
+                )
             print(f"round: separate {walls['separate'][-1]:.2f} s, batch {wall:.2f} s", flush=True)
     finally:
         srv.stop()
@@ -150,6 +179,8 @@ def main() -> int:
         print(f"{mode:9s} rounds {v}  median {med:.2f} s  per candidate {med_per:.3f} s")
     print(f"reference timing reused by {reused} of {args.candidates} candidates per batch")
     print(f"separate / batch = {sep / bat:.2f}x")
+    if "sequential" in walls:
+        print(f"sequential / batch = {statistics.median(walls['sequential']) / bat:.2f}x")
     if args.out:
         Path(args.out).write_text(
             json.dumps(

@@ -38,7 +38,7 @@ import torch
 from kforge_worker import device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
 from kforge_worker.binding import Invocation, poison_value
-from kforge_worker.compare import plain_tensor_problem
+from kforge_worker.compare import plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
 from kforge_worker.loaders import (
@@ -272,6 +272,7 @@ class Candidate:
         seed = message.get("seed")
         if isinstance(seed, int):
             torch.manual_seed(seed)  # also seeds every CUDA device's generator
+        before = _snapshot(inv.read_only)
         threads_before = _active_count()
         launches_before = _LAUNCHES[0]
         try:
@@ -283,19 +284,25 @@ class Candidate:
             return
         threads_after = _active_count()
         described, values = self._outputs(inv, returned)
-        read_only = [a.value for a in inv.read_only]
-        _send(
-            self.channel,
-            {
-                "type": "called",
-                "ok": True,
-                "outputs": described,
-                "threads_started": max(0, threads_after - threads_before),
-                "aliases": _aliases(inv, described, values),
-                "kernel_launches": _LAUNCHES[0] - launches_before,
-            },
-            [values, read_only],
-        )
+        header: dict[str, Any] = {
+            "type": "called",
+            "ok": True,
+            "outputs": described,
+            "threads_started": max(0, threads_after - threads_before),
+            "aliases": _aliases(inv, described, values),
+            "kernel_launches": _LAUNCHES[0] - launches_before,
+        }
+        read_only: list[Any] = []
+        if before is None:  # no room for a copy: the judge compares the inputs themselves
+            read_only = [a.value for a in inv.read_only]
+        else:
+            header["read_only_changed"] = [
+                a.name
+                for a, old in zip(inv.read_only, before, strict=True)
+                if isinstance(old, torch.Tensor)
+                and not (isinstance(a.value, torch.Tensor) and same_bits(old, a.value))
+            ]
+        _send(self.channel, header, [values, read_only])
 
     def time(self, message: dict[str, Any], sets: Any) -> None:
         """Times the kernel on input sets the judge sent, in turn: before each trial the next
@@ -452,6 +459,16 @@ def invocation_from_plan(plan: dict[str, Any], slots: Any) -> Invocation:
         outputs=[bound[i] for i in plan["outputs"]],
         read_only=[bound[i] for i in plan["read_only"]],
     )
+
+
+def _snapshot(args: list[BoundArg]) -> list[Any] | None:
+    """Copies of the tensor arguments a call must leave unchanged (other values as None), to
+    compare with after the call here instead of sending the inputs back to the judge; None
+    when the device has no room for them."""
+    try:
+        return [a.value.clone() if isinstance(a.value, torch.Tensor) else None for a in args]
+    except torch.OutOfMemoryError:
+        return None
 
 
 def _aliases(

@@ -167,19 +167,28 @@ def run_correctness(
     return True
 
 
-def _inputs_unchanged(trial: _Trial, inv: Invocation, pristine: InputSet, after: list[Any]) -> bool:
+def _inputs_unchanged(trial: _Trial, inv: Invocation, pristine: InputSet, reply: CallReply) -> bool:
+    """False (the trial rejected) when the call changed an input: as the candidate compared
+    them (read_only_changed), or by comparing the inputs it sent back with `pristine`."""
+    if reply.read_only_changed is not None:
+        changed = [a.name for a in inv.read_only if a.name in reply.read_only_changed]
+        return not changed or _modified_input(trial, changed[0])
     originals = {a.name: a.value for a in pristine.args}
-    for arg, value in zip(inv.read_only, after, strict=True):
+    for arg, value in zip(inv.read_only, reply.read_only_after, strict=True):
         before = originals.get(arg.name)
         if isinstance(before, torch.Tensor) and not (
             isinstance(value, torch.Tensor) and same_bits(before, value.to(before.device))
         ):
-            return trial.reject(
-                f"the kernel modified its input '{arg.name}'; inputs must stay unchanged "
-                "(write to an output, or declare the argument 'inout')",
-                check="inputs_unchanged",
-            )
+            return _modified_input(trial, arg.name)
     return True
+
+
+def _modified_input(trial: _Trial, name: str) -> bool:
+    return trial.reject(
+        f"the kernel modified its input '{name}'; inputs must stay unchanged "
+        "(write to an output, or declare the argument 'inout')",
+        check="inputs_unchanged",
+    )
 
 
 def poison_for(buf: torch.Tensor, want: Any, tol: Tolerance) -> None:
@@ -285,7 +294,7 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
             if c.reason and not c.passed:
                 result.add_check("outputs_dense", False, c.describe())
         return False
-    if not _inputs_unchanged(trial, cand_inv, inputs, reply.read_only_after):
+    if not _inputs_unchanged(trial, cand_inv, inputs, reply):
         return False
     _flag_aliasing(trial, reply)
     kernels.candidate.triton_launches = max(
@@ -396,7 +405,7 @@ def _evaluate(trial: _Trial, inputs: InputSet) -> bool:
         for name, problem in reply.problems.items():
             return trial.reject(f"output '{name}' {problem}", check="outputs_dense")
         outputs = [(n, v.to(device)) for n, v in reply.outputs]
-        if not _inputs_unchanged(trial, inv, inputs, reply.read_only_after):
+        if not _inputs_unchanged(trial, inv, inputs, reply):
             return False
         _flag_aliasing(trial, reply)
         runs.append((inv, outputs))

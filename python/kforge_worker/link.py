@@ -52,7 +52,10 @@ class LoadReply:
 class CallReply:
     outputs: list[tuple[str, Any]] = field(default_factory=list)  # value or a problem string
     problems: dict[str, str] = field(default_factory=dict)  # output name -> why not a tensor
+    # The inputs as the call left them, or (read_only_changed not None) the names of those the
+    # candidate found changed; either is its claim (a kernel may forge both).
     read_only_after: list[Any] = field(default_factory=list)
+    read_only_changed: list[str] | None = None
     threads_started: int = 0
     aliases: list[tuple[str, str]] = field(default_factory=list)  # (output, input), claimed
     kernel_launches: int = -1  # Triton launches the candidate reported (-1: not counted)
@@ -277,6 +280,12 @@ class CandidateLink:
                 out.problems[name] = str(problem)
             out.outputs.append((name, value))
         read_only = values[1]
+        changed = reply.get("read_only_changed")
+        if changed is not None:  # the candidate compared its inputs itself
+            if not isinstance(changed, list) or read_only != []:
+                raise self.gone(ProtocolError("malformed read_only_changed"))
+            out.read_only_changed = [str(name) for name in changed]
+            return out
         if not isinstance(read_only, list) or len(read_only) != n_read_only:
             raise self.gone(ProtocolError("the candidate did not return its inputs"))
         out.read_only_after = read_only

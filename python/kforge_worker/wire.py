@@ -22,7 +22,8 @@ most FDS_PER_MESSAGE per one-byte message right after the frame (the inline byte
 follow those). The receiver takes exactly as many descriptors as the specs declare, refuses one
 that is not sealed so or whose size is not the declared one, and maps it privately
 (copy-on-write): a sealed memfd cannot change under the receiver, so what it checks is what it
-uses. Socket streaming moved 0.15-0.2 GiB/s here; a memfd costs one copy on each side.
+uses. Socket streaming moved 0.15-0.2 GiB/s here; a memfd costs one copy on each side (from
+a GPU, through a pinned staging buffer: bench/wire_throughput.py).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ DTYPES: dict[str, torch.dtype] = {
 _NAMES = {v: k for k, v in DTYPES.items()}
 _CHUNK = 1 << 24
 FD_MIN_BYTES = 1 << 20  # tensors this large travel as a sealed memfd
+STAGING_BYTES = 1 << 25  # a device tensor reaches its memfd through pinned memory in such chunks
 FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253)
 _SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
@@ -122,16 +124,55 @@ def _sealed_memfd(t: torch.Tensor) -> int:
     src = _tensor_bytes(t)
     fd = os.memfd_create("kforge-tensor", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
-        os.ftruncate(fd, src.numel())
-        with mmap.mmap(fd, src.numel()) as mm:
-            dst = torch.frombuffer(mm, dtype=torch.uint8)
-            dst.copy_(src)  # from a GPU: one device-to-host copy, straight into the memfd
-            del dst  # the mapping must be gone before F_SEAL_WRITE
+        os.ftruncate(fd, src.numel())  # over the jail's RLIMIT_FSIZE: OSError here
+        if src.device.type == "cpu":
+            _pwrite_all(fd, memoryview(src.numpy()), 0)
+        else:
+            _write_from_device(fd, src)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _write_from_device(fd: int, src: torch.Tensor) -> None:
+    """Writes a device tensor's bytes into `fd` through a pinned staging buffer, a chunk at a
+    time: a device-to-host copy into pinned memory runs at the bus's speed (53 GB/s on an
+    H200), one into fresh memfd pages at under 1 GB/s (bench/wire_throughput.py)."""
+    staging = _staging_buffer()
+    if staging is None:  # no pinned memory here: one pageable copy straight into the memfd
+        with mmap.mmap(fd, src.numel()) as mm:
+            dst = torch.frombuffer(mm, dtype=torch.uint8)
+            dst.copy_(src)
+            del dst  # the mapping must be gone before F_SEAL_WRITE
+        return
+    step = staging.numel()
+    for offset in range(0, src.numel(), step):
+        part = src[offset : offset + step]
+        chunk = staging[: part.numel()]
+        chunk.copy_(part)  # synchronous: the bytes are in host memory when it returns
+        _pwrite_all(fd, memoryview(chunk.numpy()), offset)
+
+
+_STAGING: list[torch.Tensor | None] = []
+
+
+def _staging_buffer() -> torch.Tensor | None:
+    """This process's pinned staging buffer (STAGING_BYTES), made on first use; None where
+    pinned memory cannot be had (the process then copies without it)."""
+    if not _STAGING:
+        try:
+            _STAGING.append(torch.empty(STAGING_BYTES, dtype=torch.uint8, pin_memory=True))
+        except RuntimeError:
+            _STAGING.append(None)
+    return _STAGING[0]
+
+
+def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
 
 
 def send(channel: StreamChannel, header: dict[str, Any], values: Any = None) -> None:

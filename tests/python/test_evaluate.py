@@ -116,6 +116,19 @@ def test_input_mutating_kernel_fails(tmp_path, with_reference):
     assert checks(result)["inputs_unchanged"]["passed"] is False
 
 
+def test_without_room_for_copies_the_inputs_go_back_to_the_judge(tmp_path, monkeypatch):
+    # The candidate compares its inputs with copies it made before the call; where the device
+    # has no room for them, it sends the inputs back and the judge compares them.
+    import kforge_worker.candidate as candidate
+
+    monkeypatch.setattr(candidate, "_snapshot", lambda args: None)
+    ref = K.torch_add_reference()
+    bad = run(make_job(K.triton_vadd(K.VADD_MUTATES), ref, tmp_path=tmp_path / "bad"))
+    assert "modified its input 'x'" in bad["validation_error"]
+    good = run(make_job(K.triton_vadd(), ref, tmp_path=tmp_path / "good"))
+    assert good["correctness"] and checks(good)["inputs_unchanged"]["passed"]
+
+
 def test_inout_arguments_may_be_modified(tmp_path):
     kernel = K.triton_vadd(K.VADD_MUTATES)
     kernel["io"]["args"][0]["role"] = "inout"  # x is now an output too: zero is expected

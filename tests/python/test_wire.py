@@ -160,3 +160,43 @@ def test_an_unknown_transport_and_a_tensor_over_budget_are_refused(pair) -> None
     send_raw(sender2.socket, [spec], [])
     with pytest.raises(ProtocolError, match="more than"):
         wire.receive(receiver2, CPU, 1 << 20)
+
+
+def _memfd_bytes(fd: int, size: int) -> bytes:
+    assert os.fstat(fd).st_size == size
+    seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    assert seals & fcntl.F_SEAL_WRITE and seals & fcntl.F_SEAL_SEAL
+    return os.pread(fd, size, 0)
+
+
+@pytest.mark.parametrize("staging", [1000, 2500, 4096])
+def test_a_device_tensor_is_written_through_the_staging_buffer_chunk_by_chunk(
+    monkeypatch, staging: int
+) -> None:
+    # The staging path as a GPU sender runs it, on host tensors: chunks of the staging
+    # buffer's size, the last one shorter, land at their offsets.
+    monkeypatch.setattr(wire, "_STAGING", [torch.zeros(staging, dtype=torch.uint8)])
+    src = torch.randint(0, 255, (2500,), dtype=torch.uint8)
+    fd = os.memfd_create("t", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, src.numel())
+        wire._write_from_device(fd, src)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+        assert _memfd_bytes(fd, 2500) == bytes(src.tolist())
+    finally:
+        os.close(fd)
+
+
+def test_without_pinned_memory_a_device_tensor_is_copied_into_the_mapped_memfd(
+    monkeypatch,
+) -> None:
+    monkeypatch.setattr(wire, "_STAGING", [None])
+    src = torch.arange(3000, dtype=torch.int32)
+    fd = os.memfd_create("t", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, 12000)
+        wire._write_from_device(fd, src.view(torch.uint8))
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+        assert _memfd_bytes(fd, 12000) == src.numpy().tobytes()
+    finally:
+        os.close(fd)
