@@ -1,11 +1,13 @@
 """What one large tensor costs on the judge <-> candidate wire (python/kforge_worker/wire.py).
 
-A tensor of 1 MiB or more travels as a sealed memfd: the sender writes its bytes into a fresh
-memfd (from a GPU through a pinned staging buffer), the receiver maps the memfd copy-on-write
-and, on a GPU, copies it to the device. This times wire's send, the earlier send (a copy into
-the memfd's mapped pages) and the receive, the last two with and without MAP_POPULATE (the
-pages made present by one call instead of one fault per 4 KiB), next to a pinned-memory round
-trip (the bus's bound):
+A tensor of 1 MiB or more travels through the sender's arena (a memfd both sides keep mapped,
+written again for every message) or, when a message's large tensors pass ARENA_MAX_BYTES, as
+a sealed memfd of its own: the sender writes its bytes (from a GPU through a pinned staging
+buffer), the receiver copies them out (on a GPU, onto the device). This times a whole
+send-and-receive both ways, then the memfd path's steps: wire's send, the earlier send (a copy
+into the memfd's mapped pages) and the receive, the last two with and without MAP_POPULATE
+(the pages made present by one call instead of one fault per 4 KiB), next to a pinned-memory
+copy each way (the bus's bound):
 
     python bench/wire_throughput.py [--device cuda:0] [--mib 64] [--repeats 10]
 
@@ -18,8 +20,10 @@ import argparse
 import fcntl
 import mmap
 import os
+import socket
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 from kforge_worker import wire
+from kforge_worker.protocol import StreamChannel
 
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
@@ -71,6 +76,30 @@ def _from_memfd(fd: int, size: int, device: torch.device, populate: bool) -> tor
     return host.to(device) if device.type != "cpu" else host.clone()
 
 
+def _round_trip_ms(src: torch.Tensor, device: torch.device, repeats: int, arena: bool) -> float:
+    """wire.send on one end of a socket pair, wire.receive on the other (onto `device`):
+    through the sender's arena (made by the first, the warm-up) or one sealed memfd per
+    tensor."""
+    saved = wire._wants_arena
+    wire._wants_arena = lambda _tensors: arena  # host tensors too, on the cpu device
+    a, b = socket.socketpair()
+    sender, receiver = StreamChannel(a), StreamChannel(b)
+
+    def step() -> object:
+        thread = threading.Thread(target=wire.send, args=(sender, {"type": "t"}, [src]))
+        thread.start()
+        got = wire.receive(receiver, device, 1 << 40)
+        thread.join()
+        return got
+
+    try:
+        return _median_ms(step, device, repeats)
+    finally:
+        wire._wants_arena = saved
+        a.close()
+        b.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cuda:0" if torch.cuda.is_available() else "cpu")
@@ -83,9 +112,13 @@ def main() -> int:
     size = args.mib << 20
     src = torch.randint(0, 255, (size,), dtype=torch.uint8, device=device)
     rows: list[tuple[str, float]] = []
+    rows.append(("round trip: wire, arena", _round_trip_ms(src, device, args.repeats, True)))
+    rows.append(
+        ("round trip: wire, memfd per tensor", _round_trip_ms(src, device, args.repeats, False))
+    )
     rows.append(
         (
-            "send: wire (pinned staging, pwrite)",
+            "send: sealed memfd (pinned staging, pwrite)",
             _median_ms(lambda: os.close(wire._sealed_memfd(src)), device, args.repeats),
         )
     )

@@ -24,18 +24,34 @@ that is not sealed so or whose size is not the declared one, and maps it private
 (copy-on-write): a sealed memfd cannot change under the receiver, so what it checks is what it
 uses. Socket streaming moved 0.15-0.2 GiB/s here; a memfd costs one copy on each side (from
 a GPU, through a pinned staging buffer: bench/wire_throughput.py).
+
+Device tensors go through the sender's arena instead, while a message's large tensors take at
+most ARENA_MAX_BYTES: one memfd per side, sealed against resizes (and against writable
+mappings but the sender's own, where the kernel has F_SEAL_FUTURE_WRITE), passed once after
+the frame that first uses it (`"arena": {"size"}`, one descriptor in a one-byte message before
+any per-tensor ones) and again only when a larger one replaces it. The sender writes each
+message's tensors into it at page-aligned offsets (`"via": "arena", "offset"`), so its pages
+are allocated once, not per message; the receiver maps the peer's arena read-only, checks
+every offset against its size, and copies each tensor out at once (onto its device), so later
+writes to the arena, by an honest sender's next message or a hostile one at any time, never
+reach a value it received. The protocol is request/response, so an honest sender writes its
+arena again only after the peer has read the last message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import math
 import mmap
 import os
 import socket
+import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from kforge_worker import inputs
@@ -52,6 +68,9 @@ _NAMES = {v: k for k, v in DTYPES.items()}
 _CHUNK = 1 << 24
 FD_MIN_BYTES = 1 << 20  # tensors this large travel as a sealed memfd
 STAGING_BYTES = 1 << 25  # a device tensor reaches its memfd through pinned memory in such chunks
+ARENA_MAX_BYTES = 1 << 30  # a message's large tensors up to this travel through the arena
+_PAGE = 4096
+_F_SEAL_FUTURE_WRITE = getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x0010)
 FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253)
 _SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
@@ -177,35 +196,137 @@ def _pwrite_all(fd: int, view: memoryview, offset: int) -> None:
 
 def send(channel: StreamChannel, header: dict[str, Any], values: Any = None) -> None:
     """Sends `header` with `values` encoded under header["values"], then the tensors: large
-    ones as sealed memfds, the rest as bytes (module docstring)."""
+    ones through this side's arena or as sealed memfds, the rest as bytes (module docstring)."""
     tensors: list[torch.Tensor] = []
     message = dict(header)
     message["values"] = encode(values, tensors)
     specs = []
+    for t in tensors:
+        nbytes = t.numel() * t.element_size()
+        specs.append({"dtype": dtype_name(t.dtype), "shape": list(t.shape), "nbytes": nbytes})
+    large = [i for i, spec in enumerate(specs) if spec["nbytes"] >= FD_MIN_BYTES]
     fds: list[int] = []
+    arena_fd: int | None = None
     try:
-        for t in tensors:
-            nbytes = t.numel() * t.element_size()
-            spec: dict[str, Any] = {"dtype": dtype_name(t.dtype), "shape": list(t.shape)}
-            spec["nbytes"] = nbytes
-            if nbytes >= FD_MIN_BYTES:
-                try:
-                    fds.append(_sealed_memfd(t))
-                    spec["via"] = "fd"
-                except OSError:  # e.g. over the jail's RLIMIT_FSIZE: the bytes go inline
-                    pass
-            specs.append(spec)
+        if large:
+            chosen = [tensors[i] for i in large]
+            placed = _place_in_arena(channel, chosen) if _wants_arena(chosen) else None
+            if placed is not None:
+                offsets, arena_fd, arena_size = placed
+                for i, offset in zip(large, offsets, strict=True):
+                    specs[i]["via"], specs[i]["offset"] = "arena", offset
+                if arena_fd is not None:
+                    message["arena"] = {"size": arena_size}
+            else:
+                for i in large:
+                    try:
+                        fds.append(_sealed_memfd(tensors[i]))
+                        specs[i]["via"] = "fd"
+                    except OSError:  # e.g. over the jail's RLIMIT_FSIZE: the bytes go inline
+                        pass
         message["tensors"] = specs
         channel.send(message)
         sock = channel.socket
+        if arena_fd is not None:
+            socket.send_fds(sock, [b"A"], [arena_fd])
         for i in range(0, len(fds), FDS_PER_MESSAGE):
             socket.send_fds(sock, [b"F"], fds[i : i + FDS_PER_MESSAGE])
         for t, spec in zip(tensors, specs, strict=True):
-            if spec.get("via") != "fd" and spec["nbytes"]:
+            if "via" not in spec and spec["nbytes"]:
                 sock.sendall(memoryview(_tensor_bytes(t).cpu().numpy()))
     finally:
-        for fd in fds:
+        for fd in [*fds, *([arena_fd] if arena_fd is not None else [])]:
             os.close(fd)
+
+
+@dataclass
+class _Arena:
+    """A memfd mapped shared: this side's outgoing arena (writable) or the peer's (read)."""
+
+    size: int
+    view: torch.Tensor  # uint8 over the whole mapping (it keeps the mapping alive)
+
+
+@dataclass
+class _ArenaState:
+    mine: _Arena | None = None
+    peer: _Arena | None = None
+
+
+_ARENAS: weakref.WeakKeyDictionary[StreamChannel, _ArenaState] = weakref.WeakKeyDictionary()
+
+
+def _arena_state(channel: StreamChannel) -> _ArenaState:
+    state = _ARENAS.get(channel)
+    if state is None:
+        state = _ARENAS[channel] = _ArenaState()
+    return state
+
+
+def _wants_arena(tensors: list[torch.Tensor]) -> bool:
+    """Device tensors go through the arena (the receiver copies them onto its device anyway,
+    and the sender's pages are allocated once); host tensors as sealed memfds, which the
+    receiver maps without a copy."""
+    return any(t.device.type != "cpu" for t in tensors)
+
+
+def _place_in_arena(
+    channel: StreamChannel, tensors: list[torch.Tensor]
+) -> tuple[list[int], int | None, int] | None:
+    """Writes `tensors` into this side's arena at page-aligned offsets: (the offsets, the fd
+    of a new arena to pass along or None, its size), or None when they take more than
+    ARENA_MAX_BYTES or no arena can be made (then they travel as sealed memfds)."""
+    offsets, total = [], 0
+    for t in tensors:
+        offsets.append(total)
+        total += -(-t.numel() * t.element_size() // _PAGE) * _PAGE
+    if total > ARENA_MAX_BYTES:
+        return None
+    state = _arena_state(channel)
+    new_fd: int | None = None
+    if state.mine is None or state.mine.size < total:
+        size = min(ARENA_MAX_BYTES, max(total, 2 * state.mine.size if state.mine else 0))
+        try:
+            new_fd, arena = _new_arena(size)
+        except OSError:
+            return None
+        state.mine = arena
+    for t, offset in zip(tensors, offsets, strict=True):
+        src = _tensor_bytes(t)
+        _copy_to_host(state.mine.view[offset : offset + src.numel()], src)
+    return offsets, new_fd, state.mine.size
+
+
+def _new_arena(size: int) -> tuple[int, _Arena]:
+    """A memfd of `size` bytes sealed against resizes (and, where the kernel has it, against
+    writable mappings other than this one), mapped shared here."""
+    fd = os.memfd_create("kforge-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)  # over the jail's RLIMIT_FSIZE: OSError here
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+        with contextlib.suppress(OSError):  # Linux >= 5.1
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _F_SEAL_FUTURE_WRITE)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, _Arena(size, torch.frombuffer(mm, dtype=torch.uint8))
+
+
+def _copy_to_host(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Copies the flat uint8 `src` (any device) into the host view `dst`; from a GPU through
+    the pinned staging buffer, a chunk at a time."""
+    staging = _staging_buffer() if src.device.type != "cpu" else None
+    if staging is None:
+        dst.copy_(src)
+        return
+    step = staging.numel()
+    for offset in range(0, src.numel(), step):
+        part = src[offset : offset + step]
+        chunk = staging[: part.numel()]
+        chunk.copy_(part)  # synchronous: the bytes are in host memory when it returns
+        dst[offset : offset + part.numel()].copy_(chunk)
 
 
 def receive(
@@ -220,7 +341,7 @@ def receive(
     if not isinstance(specs, list):
         raise ProtocolError("'tensors' must be a list")
     total = 0
-    parsed: list[tuple[torch.dtype, list[int], int, bool]] = []
+    parsed: list[tuple[torch.dtype, list[int], int, str, int]] = []
     for i, spec in enumerate(specs):
         if not isinstance(spec, dict):
             raise ProtocolError(f"tensors[{i}] must be an object")
@@ -237,22 +358,80 @@ def receive(
         if total > budget_bytes:
             raise ProtocolError(f"the peer sent more than {budget_bytes} bytes of tensors")
         via = spec.get("via", "bytes")
-        if via not in ("bytes", "fd"):
-            raise ProtocolError(f"tensors[{i}].via must be 'bytes' or 'fd'")
-        parsed.append((dtype, shape, nbytes, via == "fd"))
+        if via not in ("bytes", "fd", "arena"):
+            raise ProtocolError(f"tensors[{i}].via must be 'bytes', 'fd' or 'arena'")
+        offset = spec.get("offset", 0)
+        if via == "arena" and (not isinstance(offset, int) or isinstance(offset, bool)):
+            raise ProtocolError(f"tensors[{i}].offset must be an integer")
+        parsed.append((dtype, shape, nbytes, via, offset))
     sock = channel.socket
-    mapped = _receive_fds(sock, [nbytes for _, _, nbytes, by_fd in parsed if by_fd])
+    state = _arena_state(channel)
+    if "arena" in message:
+        state.peer = _receive_arena(sock, message["arena"])
+    mapped = _receive_fds(sock, [nbytes for _, _, nbytes, via, _ in parsed if via == "fd"])
     tensors = []
-    for dtype, shape, nbytes, by_fd in parsed:
-        if by_fd:
+    for i, (dtype, shape, nbytes, via, offset) in enumerate(parsed):
+        if via == "fd":
             raw = mapped.pop(0)
+        elif via == "arena":
+            raw = _from_arena(state.peer, offset, nbytes, i)
         else:
             raw = torch.empty(nbytes, dtype=torch.uint8)
             if nbytes:
                 _recv_exact(sock, memoryview(raw.numpy()))
         value = raw.view(dtype).reshape(shape)
-        tensors.append(value.to(device) if device.type != "cpu" else value)
+        if device.type != "cpu":
+            value = value.to(device)
+        elif via == "arena":
+            value = value.clone()  # the peer may write its arena again: keep a copy of our own
+        tensors.append(value)
     return message, decode(message.get("values", {"$v": None}), tensors)
+
+
+def _receive_arena(sock: socket.socket, declared: Any) -> _Arena:
+    """The peer's new arena: one descriptor right after the frame, a memfd sealed against
+    resizes (so it cannot shrink under the mapping) of the declared size, mapped read-only."""
+    size = declared.get("size") if isinstance(declared, dict) else None
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= ARENA_MAX_BYTES:
+        raise ProtocolError(f"'arena.size' must be an integer from 1 to {ARENA_MAX_BYTES}")
+    data, got, flags, _ = socket.recv_fds(sock, 1, 1)
+    try:
+        if not data:
+            raise ProtocolError("the peer closed the connection before its arena")
+        if flags & socket.MSG_CTRUNC or len(got) != 1:
+            raise ProtocolError(f"expected 1 arena descriptor, got {len(got)}")
+        fd = got[0]
+        try:
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+            actual = os.fstat(fd).st_size
+        except OSError as e:
+            raise ProtocolError(f"the arena descriptor is not a memfd: {e}") from e
+        resize = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+        if seals & resize != resize:
+            raise ProtocolError("the arena is not sealed against resizes")
+        if actual != size:
+            raise ProtocolError(f"the arena holds {actual} bytes, not {size}")
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    finally:
+        for fd in got:
+            os.close(fd)
+    # torch wants writable memory and warns: the mapping is read-only, and only slices of it
+    # are ever copied out (_from_arena's callers), never written.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        view = torch.from_numpy(np.frombuffer(mm, dtype=np.uint8))
+    return _Arena(size, view)
+
+
+def _from_arena(arena: _Arena | None, offset: int, nbytes: int, index: int) -> torch.Tensor:
+    if arena is None:
+        raise ProtocolError(f"tensors[{index}] is in an arena the peer never sent")
+    if offset < 0 or offset + nbytes > arena.size:
+        raise ProtocolError(
+            f"tensors[{index}] (offset {offset}, {nbytes} bytes) is outside the arena "
+            f"of {arena.size} bytes"
+        )
+    return arena.view[offset : offset + nbytes]
 
 
 def _receive_fds(sock: socket.socket, sizes: list[int]) -> list[torch.Tensor]:

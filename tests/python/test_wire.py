@@ -4,6 +4,8 @@ memfds, and the peers that lie about them."""
 from __future__ import annotations
 
 import fcntl
+import gc
+import mmap
 import os
 import socket
 import threading
@@ -44,7 +46,7 @@ def test_small_and_large_tensors_and_plain_values_round_trip(pair) -> None:
     values = {"a": [small, large, (strided, 3.5, float("nan"))], "b": None, "c": "text"}
     message, got = round_trip(pair, values)
     vias = [spec.get("via", "bytes") for spec in message["tensors"]]
-    assert vias == ["bytes", "fd", "fd"]
+    assert vias == ["bytes", "fd", "fd"]  # host tensors: memfds, mapped without a copy
     assert torch.equal(got["a"][0], small) and torch.equal(got["a"][1], large)
     assert torch.equal(got["a"][2][0], strided) and got["a"][2][1] == 3.5
     assert got["a"][2][2] != got["a"][2][2] and got["b"] is None and got["c"] == "text"
@@ -200,3 +202,145 @@ def test_without_pinned_memory_a_device_tensor_is_copied_into_the_mapped_memfd(
         assert _memfd_bytes(fd, 12000) == src.numpy().tobytes()
     finally:
         os.close(fd)
+
+
+@pytest.fixture
+def arena_for_host_tensors(monkeypatch) -> None:
+    """The arena as a GPU sender uses it (device tensors), for host tensors here."""
+    monkeypatch.setattr(wire, "_wants_arena", lambda tensors: True)
+
+
+def test_device_tensors_go_through_the_arena_host_tensors_as_memfds() -> None:
+    assert not wire._wants_arena([torch.zeros(4)])
+    assert wire._wants_arena([torch.zeros(4, device="meta")])
+
+
+def test_the_arena_is_sent_once_and_reused_then_replaced_when_too_small(
+    pair, arena_for_host_tensors
+) -> None:
+    # Each message's large tensors are written into the sender's arena; its descriptor goes
+    # along only with the first message and when a larger one replaces it, and every value
+    # received is the receiver's own copy (the sender writes the arena again).
+    first = torch.randn(1 << 19)
+    message, got1 = round_trip(pair, [first])
+    assert message["arena"]["size"] >= first.numel() * 4
+    message, got2 = round_trip(pair, [torch.ones(1 << 19)])
+    assert "arena" not in message and message["tensors"][0]["via"] == "arena"
+    assert torch.equal(got1[0], first) and torch.equal(got2[0], torch.ones(1 << 19))
+    bigger = [torch.full((1 << 20,), 2.0), torch.full((1 << 19,), 3.0)]
+    message, got3 = round_trip(pair, bigger)
+    assert message["arena"]["size"] >= 6 << 20
+    assert message["tensors"][1]["offset"] == 4 << 20  # page-aligned, after the first
+    assert torch.equal(got3[0], bigger[0]) and torch.equal(got3[1], bigger[1])
+
+
+def test_an_arena_that_cannot_be_made_falls_back_to_memfds(
+    pair, monkeypatch, arena_for_host_tensors
+) -> None:
+    def refuse(_size: int) -> Any:
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(wire, "_new_arena", refuse)
+    large = torch.randn(1 << 19)
+    message, got = round_trip(pair, [large])
+    assert message["tensors"][0]["via"] == "fd" and torch.equal(got[0], large)
+
+
+ARENA_SPEC = {"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "arena", "offset": 0}
+
+
+def send_arena(
+    sock: socket.socket, specs: list[dict[str, Any]], arena: dict | None, fd: int | None
+) -> None:
+    values = {"$list": [{"$t": i} for i in range(len(specs))]}
+    message: dict[str, Any] = {"type": "t", "values": values, "tensors": specs}
+    if arena is not None:
+        message["arena"] = arena
+    StreamChannel(sock).send(message)
+    if fd is not None:
+        try:
+            socket.send_fds(sock, [b"A"], [fd])
+        finally:
+            os.close(fd)
+
+
+RESIZE = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+
+
+@pytest.mark.parametrize(
+    ("seals", "declared", "spec", "error"),
+    [
+        (0, 8192, ARENA_SPEC, "not sealed against resizes"),  # could shrink under the mapping
+        (fcntl.F_SEAL_GROW, 8192, ARENA_SPEC, "not sealed against resizes"),
+        (RESIZE, 4096, ARENA_SPEC, "holds 8192 bytes, not 4096"),
+        (RESIZE, 1 << 40, ARENA_SPEC, "'arena.size' must be an integer"),
+        (RESIZE, 8192, {**ARENA_SPEC, "offset": 6144}, "outside the arena"),
+        (RESIZE, 8192, {**ARENA_SPEC, "offset": -4}, "outside the arena"),
+        (RESIZE, 8192, {**ARENA_SPEC, "offset": "0"}, "offset must be an integer"),
+    ],
+)
+def test_a_hostile_arena_is_refused(pair, seals, declared, spec, error) -> None:
+    sender, receiver = pair
+    before = open_fds()
+    fd = memfd(8192, seals)
+    send_arena(sender.socket, [spec], {"size": declared}, fd)
+    with pytest.raises(ProtocolError, match=error):
+        wire.receive(receiver, CPU, BUDGET)
+    # The descriptor received was closed; an arena accepted before a tensor was refused keeps
+    # one (Python's mmap holds a duplicate) until the channel's arena is let go.
+    wire._ARENAS.pop(receiver, None)
+    gc.collect()
+    assert open_fds() == before
+
+
+def test_an_arena_tensor_before_any_arena_and_a_plain_file_are_refused(pair, tmp_path) -> None:
+    sender, receiver = pair
+    send_arena(sender.socket, [ARENA_SPEC], None, None)
+    with pytest.raises(ProtocolError, match="arena the peer never sent"):
+        wire.receive(receiver, CPU, BUDGET)
+    path = tmp_path / "plain"
+    path.write_bytes(bytes(8192))
+    send_arena(sender.socket, [ARENA_SPEC], {"size": 8192}, os.open(path, os.O_RDWR))
+    with pytest.raises(ProtocolError, match="not a memfd"):
+        wire.receive(receiver, CPU, BUDGET)
+
+
+def test_writes_to_the_arena_after_receipt_do_not_reach_the_received_value(pair) -> None:
+    # A hostile sender may write its arena whenever it likes: what the receiver got is a copy.
+    sender, receiver = pair
+    fd = memfd(8192, 0)
+    mm = mmap.mmap(fd, 8192)
+    mm[:4096] = bytes(range(256)) * 16
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, RESIZE)
+    send_arena(sender.socket, [ARENA_SPEC], {"size": 8192}, fd)
+    _, got = wire.receive(receiver, CPU, BUDGET)
+    kept = got[0].clone()
+    mm[:4096] = bytes(4096)
+    assert torch.equal(got[0].view(torch.uint8), kept.view(torch.uint8))
+    assert bool(got[0].view(torch.uint8).any())
+    mm.close()
+
+
+def test_large_tensors_over_the_arenas_limit_travel_as_memfds(
+    pair, monkeypatch, arena_for_host_tensors
+) -> None:
+    monkeypatch.setattr(wire, "ARENA_MAX_BYTES", 1 << 20)
+    large = torch.randn(1 << 19)  # 2 MiB
+    message, got = round_trip(pair, [large])
+    assert "arena" not in message and message["tensors"][0]["via"] == "fd"
+    assert torch.equal(got[0], large)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_gpu_tensors_round_trip_through_the_arena(pair) -> None:
+    sender, receiver = pair
+    device = torch.device("cuda:0")
+    for n in (1 << 19, 1 << 21, 1 << 20):  # the second replaces the arena, the third reuses it
+        values = [torch.randn(n, device=device), torch.arange(n, device=device)]
+        thread = threading.Thread(target=wire.send, args=(sender, {"type": "t"}, values))
+        thread.start()
+        message, got = wire.receive(receiver, device, BUDGET)
+        thread.join()
+        assert [spec["via"] for spec in message["tensors"]] == ["arena", "arena"]
+        assert got[0].device == device and torch.equal(got[0], values[0])
+        assert torch.equal(got[1], values[1])
