@@ -237,7 +237,7 @@ class Candidate:
         _send(self.channel, reply, list(values))
 
     def _invocation(self, plan: dict[str, Any], slots: Any) -> Invocation:
-        return invocation_from_plan(plan, slots)
+        return invocation_from_plan(plan, slots, self.tdev)
 
     def _run_once(self, inv: Invocation) -> Any:
         assert self.runnable is not None
@@ -420,7 +420,7 @@ class Candidate:
             if request is None:
                 raise SpecError("request: is required")
             plan = message["plan"]
-            invocation_from_plan(plan, slots)  # a plan that does not bind fails here
+            invocation_from_plan(plan, slots, self.tdev)  # a plan that does not bind fails here
         except (SpecError, KeyError, TypeError, ValueError, ProtocolError) as e:
             self._reply_error("device_metrics", "worker", f"bad device_metrics request: {e}")
             return
@@ -440,11 +440,19 @@ class Candidate:
         _send(self.channel, {"type": "device_metrics", "ok": True, "run": run})
 
 
-def invocation_from_plan(plan: dict[str, Any], slots: Any) -> Invocation:
+def invocation_from_plan(
+    plan: dict[str, Any], slots: Any, device: torch.device | None = None
+) -> Invocation:
     """Rebuilds the judge's Invocation (link.plan_invocation) from its plan and the slot
-    values. Raises KeyError, TypeError, ValueError or ProtocolError on a malformed plan."""
+    values, making the slots described by a `fill` on `device`. Raises KeyError, TypeError,
+    ValueError or ProtocolError on a malformed plan."""
     bound = [
-        BoundArg(str(s["name"]), v, str(s.get("role", "input")), bool(s.get("is_meta")))
+        BoundArg(
+            str(s["name"]),
+            _filled(s["fill"], device) if s.get("fill") is not None else v,
+            str(s.get("role", "input")),
+            bool(s.get("is_meta")),
+        )
         for s, v in zip(plan["slots"], slots, strict=True)
     ]
 
@@ -459,6 +467,22 @@ def invocation_from_plan(plan: dict[str, Any], slots: Any) -> Invocation:
         outputs=[bound[i] for i in plan["outputs"]],
         read_only=[bound[i] for i in plan["read_only"]],
     )
+
+
+def _filled(fill: Any, device: torch.device | None) -> torch.Tensor:
+    """The output buffer a slot's `fill` describes (link.uniform_fill)."""
+    if device is None:
+        raise ValueError("a filled slot needs a device")
+    dtype = wire.DTYPES.get(str(fill["dtype"]))
+    shape = fill["shape"]
+    if dtype is None or not isinstance(shape, list):
+        raise ValueError("malformed fill")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise ValueError("malformed fill shape")
+    value = wire.decode(fill["value"], [])
+    if not isinstance(value, bool | int | float):
+        raise ValueError("malformed fill value")
+    return torch.full(shape, value, dtype=dtype, device=device)
 
 
 def _snapshot(args: list[BoundArg]) -> list[Any] | None:

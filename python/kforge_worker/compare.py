@@ -104,16 +104,23 @@ def plain_tensor_problem(value: Any, device: torch.device) -> str | None:
     return None
 
 
+def bits_view(t: torch.Tensor) -> torch.Tensor | None:
+    """`t`'s elements as integers of the same size (a view), or None for complex dtypes and
+    sizes with no such integer."""
+    view = _BITS_VIEW.get(t.element_size())
+    return None if view is None or t.is_complex() else t.view(view)
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-for-bit equality (NaN payloads included); used to detect mutated inputs."""
     if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
         return False
     if a.numel() == 0:
         return True
-    view = _BITS_VIEW.get(a.element_size())
-    if view is None or a.is_complex():
+    bits_a, bits_b = bits_view(a.contiguous()), bits_view(b.contiguous())
+    if bits_a is None or bits_b is None:
         return bool(torch.equal(a, b))
-    return bool(torch.equal(a.contiguous().view(view), b.contiguous().view(view)))
+    return bool(torch.equal(bits_a, bits_b))
 
 
 def unravel_index(flat_index: int, shape: torch.Size) -> list[int]:

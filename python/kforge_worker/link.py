@@ -22,6 +22,7 @@ import torch
 
 from kforge_worker import wire
 from kforge_worker.binding import Invocation
+from kforge_worker.compare import bits_view
 from kforge_worker.protocol import ProtocolError, StreamChannel
 
 DEFAULT_BUDGET_BYTES = 64 << 30
@@ -75,8 +76,10 @@ class TimedReply:
     failure: Failure | None = None
 
 
-def plan_invocation(inv: Invocation) -> tuple[dict[str, Any], list[Any]]:
-    """The invocation as a plan of slots (one per argument object) and the slot values."""
+def plan_invocation(inv: Invocation, *, fills: bool = False) -> tuple[dict[str, Any], list[Any]]:
+    """The invocation as a plan of slots (one per argument object) and the slot values. With
+    `fills`, a large output buffer holding one value everywhere (a poisoned one) is described
+    by its slot's `fill` instead of sent (its value None): the candidate makes it itself."""
     slots: list[dict[str, Any]] = []
     values: list[Any] = []
     by_id: dict[int, int] = {}
@@ -105,8 +108,31 @@ def plan_invocation(inv: Invocation) -> tuple[dict[str, Any], list[Any]]:
     }
     plan["outputs"] = [slot_of(a.value, a.name, a.role, a.is_meta) for a in inv.outputs]
     plan["read_only"] = [slot_of(a.value, a.name, a.role, a.is_meta) for a in inv.read_only]
+    if fills:
+        for i, slot in enumerate(slots):
+            fill = uniform_fill(values[i]) if slot["role"] == "output" else None
+            if fill is not None:
+                slot["fill"], values[i] = fill, None
     plan["slots"] = slots
     return plan, values
+
+
+def uniform_fill(value: Any) -> dict[str, Any] | None:
+    """`{"dtype", "shape", "value"}` of a tensor of at least wire.FD_MIN_BYTES whose every
+    element has the same bits, where torch.full rebuilds exactly those bits; else None."""
+    if not isinstance(value, torch.Tensor) or value.is_complex() or value.numel() == 0:
+        return None
+    if value.numel() * value.element_size() < wire.FD_MIN_BYTES or value.dtype not in wire.NAMES:
+        return None
+    bits = bits_view(value.detach().reshape(-1))
+    if bits is None or not bool((bits == bits[0]).all()):
+        return None
+    encoded = wire.encode(value.reshape(-1)[0].item(), [])
+    scalar = wire.decode(encoded, [])  # what the candidate will read
+    rebuilt = bits_view(torch.full((1,), scalar, dtype=value.dtype, device=value.device))
+    if rebuilt is None or not bool(rebuilt[0] == bits[0]):  # e.g. a NaN with a payload
+        return None
+    return {"dtype": wire.dtype_name(value.dtype), "shape": list(value.shape), "value": encoded}
 
 
 class CandidateLink:
@@ -246,7 +272,7 @@ class CandidateLink:
     def call(self, inv: Invocation, seed: int | None = None) -> CallReply:
         """Runs the candidate once; with `seed`, torch's generators are seeded with it first
         (the reference of a compare runs under the same seed)."""
-        plan, slots = plan_invocation(inv)
+        plan, slots = plan_invocation(inv, fills=True)
         start = time.perf_counter_ns()
         reply, values = self._request({"type": "call", "plan": plan, "seed": seed}, slots)
         self.call_wall_ms.append((time.perf_counter_ns() - start) / 1e6)
@@ -304,8 +330,14 @@ class CandidateLink:
         way on different inputs). After each trial `verify(index)` says whether to fetch that
         trial's outputs; `check(index, outputs)` judges them. With `activity`, the candidate
         process also profiles its timed window (the reply's `activity`)."""
-        plan, slots = plan_invocation(invs[0])
-        sets = [slots] + [plan_invocation(other)[1] for other in invs[1:]]
+        plan, slots = plan_invocation(invs[0], fills=True)
+        # The candidate takes only the inputs of the other sets (it re-poisons the first
+        # set's output buffers before every trial): their output slots go as None.
+        outputs = {i for i, slot in enumerate(plan["slots"]) if slot["role"] == "output"}
+        sets = [slots] + [
+            [None if i in outputs else v for i, v in enumerate(plan_invocation(other)[1])]
+            for other in invs[1:]
+        ]
         walls: list[float] = []
         try:
             wire.send(

@@ -64,7 +64,7 @@ DTYPES: dict[str, torch.dtype] = {
     "complex64": torch.complex64,
     "complex128": torch.complex128,
 }
-_NAMES = {v: k for k, v in DTYPES.items()}
+NAMES = {v: k for k, v in DTYPES.items()}
 _CHUNK = 1 << 24
 FD_MIN_BYTES = 1 << 20  # tensors this large travel as a sealed memfd
 STAGING_BYTES = 1 << 25  # a device tensor reaches its memfd through pinned memory in such chunks
@@ -83,7 +83,7 @@ class Unsupported:
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    return _NAMES.get(dtype, str(dtype).removeprefix("torch."))
+    return NAMES.get(dtype, str(dtype).removeprefix("torch."))
 
 
 def encode(value: Any, tensors: list[torch.Tensor]) -> Any:

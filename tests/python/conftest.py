@@ -18,6 +18,13 @@ from fake_supervisor import FakeSupervisor
 
 HERE = Path(__file__).resolve().parent
 
+# Tests start candidate processes by fork() from this process (start_local_candidate). A
+# child forked after the parent ran an OpenMP parallel region hangs in its own first one
+# (libgomp's pool does not survive fork), so this process never starts that pool: torch
+# runs its CPU ops on one thread here. The worker forks its candidates before the judge does
+# any such work (jailer.py).
+torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory: pytest.TempPathFactory):

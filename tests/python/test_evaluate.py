@@ -99,6 +99,21 @@ def test_unwritten_output_fails_compare(tmp_path):
     assert details["first_mismatch"]["actual"] == torch.finfo(torch.float32).max  # the poison
 
 
+def test_a_large_poisoned_output_made_by_the_candidate_still_catches_unwritten_elements(
+    tmp_path,
+):
+    # 1 MiB output buffers are not sent: the candidate fills them from the plan's `fill`
+    # (link.uniform_fill), with the judge's poison, so the unwritten half still shows.
+    n = 1 << 18
+    kernel = K.triton_vadd(K.VADD_PARTIAL, n=n)
+    kernel["io"] = K.vadd_io(n, 1 << 14)
+    result = run(make_job(kernel, K.torch_add_reference(), tmp_path=tmp_path))
+    assert not result["correctness"] and result["error_kind"] == "mismatch"
+    details = result["correctness_details"]
+    assert details["mismatch_count"] == n // 2
+    assert details["first_mismatch"]["actual"] == torch.finfo(torch.float32).max
+
+
 def test_unwritten_output_fails_evaluate(tmp_path):
     result = run(make_job(K.triton_vadd(K.VADD_PARTIAL), tmp_path=tmp_path))
     assert not result["correctness"] and result["error_kind"] == "mismatch"
