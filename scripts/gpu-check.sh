@@ -31,13 +31,18 @@
 #                        test_multi_gpu.py and bench/multi_gpu_throughput.py (MULTI_GPU_JOBS jobs,
 #                        default 24, on one GPU then on every GPU)
 #   ONLY_BATCH=1         run only the batch parts: tests/integration/test_batch.py on the GPU,
-#                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares,
+#                        bench/wire_throughput.py (64 MiB through the judge <-> candidate wire),
+#                        bench/batch_throughput.py (16 candidates as one batch vs 16 compares
+#                        at once and one after another,
 #                        on a server with --pipeline-depth BATCH_PIPELINE_DEPTH, default 3)
 #                        and bench/interference.py (timing alone vs under compile load, then
 #                        with --pipeline-depth 3: a cuda kernel's and a Triton compare's timing
 #                        alone vs with 6 other jobs in flight, half native cuda, half Python
 #                        Triton; no exclusive grants may overlap) and
-#                        tests/integration/test_pipeline.py
+#                        tests/integration/test_pipeline.py; INTERFERENCE_JOBS (default 6: each
+#                        mode's jobs; on an H200 the pipelined half alone took 5.5 min at 6)
+#                        and ONLY_BATCH_PART=wire|batch|interference to run one part per call
+#                        (the whole part passes the 10-minute limit)
 #   ONLY_KERNELBENCH=1   run only bench/kernelbench_throughput.py: KernelBench problems (torch vs
 #                        torch) through kforge and one process per problem; SKIP_KERNELBENCH=1
 #                        skips it in a full run. KERNELBENCH_PROBLEMS (default
@@ -157,17 +162,34 @@ if [[ -n "${MULTI_GPU:-}" ]]; then
 fi
 
 if [[ -n "${ONLY_BATCH:-}" ]]; then
+  part="${ONLY_BATCH_PART:-all}"
+  want() { [[ "$part" == all || "$part" == "$1" ]]; }
+  if want batch; then
   echo "== batches on $KFORGE_TEST_DEVICE: POST /batch, reference reuse, SSE, MCP batch_compare"
   "$py" -m pytest -q -rs -p no:cacheprovider tests/integration/test_batch.py 2>&1 |
     tee "$out/pytest-batch.log" | tail -5
   record "batch pytest" "$(grep -E 'passed|failed' "$out/pytest-batch.log" | tail -1)"
+  fi
+  if want wire; then
+  echo "== the judge <-> candidate wire on the GPU (tests/python/test_wire.py, then one 64 MiB tensor)"
+  "$py" -m pytest -q -rs -p no:cacheprovider tests/python/test_wire.py 2>&1 |
+    tee "$out/pytest-wire.log" | tail -3
+  record "wire pytest" "$(grep -E 'passed|failed' "$out/pytest-wire.log" | tail -1)"
+  "$py" bench/wire_throughput.py --device "$KFORGE_TEST_DEVICE" 2>&1 | tee "$out/wire.log" | tail -9
+  record "wire round trip 64 MiB: arena (ms)" "$(grep '^round trip: wire, arena' "$out/wire.log" | awk '{print $(NF-3)}')"
+  record "wire round trip 64 MiB: memfd per tensor (ms)" "$(grep '^round trip: wire, memfd' "$out/wire.log" | awk '{print $(NF-3)}')"
+  fi
+  if want batch; then
   echo "== benchmark: one batch of 16 candidates vs 16 separate compares"
   "$py" bench/batch_throughput.py --device "$KFORGE_TEST_DEVICE" --candidates 16 --rounds "${BATCH_ROUNDS:-1}" \
-    --pipeline-depth "${BATCH_PIPELINE_DEPTH:-3}" \
+    --pipeline-depth "${BATCH_PIPELINE_DEPTH:-3}" --sequential \
     --out "$out/batch_throughput.json" 2>&1 | tee "$out/batch_throughput.log" | tail -6
-  record "batch of 16 vs 16 compares (target >= 4x)" "$(grep '^separate / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
+  record "batch of 16 vs 16 compares at once (target >= 4x)" "$(grep '^separate / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
+  record "batch of 16 vs 16 compares one after another" "$(grep '^sequential / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
+  fi
+  if want interference; then
   echo "== benchmark: a kernel's timing alone vs under concurrent compile load"
-  "$py" bench/interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 --pipeline-depth 3 \
+  "$py" bench/interference.py --device "$KFORGE_TEST_DEVICE" --jobs "${INTERFERENCE_JOBS:-6}" --pipeline-depth 3 \
     --pipeline-jobs 6 2>&1 | tee "$out/interference-compile.log" | tail -22
   record "timing loaded / alone (compile load)" "$(grep '^loaded / alone' "$out/interference-compile.log" | cut -d= -f2-)"
   record "cuda pipelined / alone (--pipeline-depth 3)" "$(grep '^cuda: pipelined / alone' "$out/interference-compile.log" | cut -d= -f2-)"
@@ -177,6 +199,7 @@ if [[ -n "${ONLY_BATCH:-}" ]]; then
   "$py" -m pytest -q -rs -p no:cacheprovider tests/integration/test_pipeline.py 2>&1 |
     tee "$out/pytest-pipeline.log" | tail -5
   record "pipeline pytest" "$(grep -E 'passed|failed' "$out/pytest-pipeline.log" | tail -1)"
+  fi
   summary
   exit 0
 fi
