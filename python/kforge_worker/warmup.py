@@ -66,6 +66,29 @@ def torch_common_ops(device: torch.device) -> None:
     torch.arange(16, dtype=torch.float64, device=device).reshape(4, 4).to(torch.float32)
 
 
+def harness_checks(device: torch.device) -> None:
+    """The judge's own checks (compare, plausibility, poison, bit equality) once per common
+    dtype on small tensors, passing and failing: a job's first use of each loads its device
+    kernels, a fixed cost that showed as ~70 ms of `compare` phase on an H200 whatever the
+    output's size. Small enough that no CPU op starts a thread pool (a candidate is forked
+    after this on the cpu device)."""
+    from kforge_worker.compare import compare_tensors, output_spread, resolve_tolerance, same_bits
+    from kforge_worker.correctness import poison_for
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(2)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        want = torch.randn(256, generator=gen, device=device).to(dtype)
+        got = want.clone()
+        tol = resolve_tolerance(dtype, None, None)
+        compare_tensors("warm", want, got, tol)
+        output_spread(want, got, tol)
+        same_bits(want, got)
+        got[7] = float("nan")
+        compare_tensors("warm", want, got, tol)  # the mismatch path: counts, first element
+        poison_for(torch.empty_like(want), want, tol)
+
+
 def triton_launch(device: torch.device) -> None:
     from kforge_worker import warm_kernels
 
@@ -145,6 +168,7 @@ def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
         report.run("cuda_context", lambda: _cuda_context(tdev))
     report.run("triton_launch", lambda: triton_launch(tdev))
     report.run("torch_ops", lambda: torch_common_ops(tdev))
+    report.run("harness_checks", lambda: harness_checks(tdev))
     if device.is_cuda:
         report.run("cuda_events", lambda: _cuda_events(tdev))
         report.run("torch_matmul", lambda: _matmul(tdev))

@@ -153,6 +153,7 @@ def test_zygote_on_gpu_end_to_end(tmp_path):
             child, ready = sup.ready_child(next(_ids))
             assert ready["device"]["kind"] == "cuda" and ready["warmup_errors"] == {}, ready
             assert "profiler" in ready["warmup_steps_ms"], ready  # Kineto started before the job
+            assert "harness_checks" in ready["warmup_steps_ms"], ready  # the judge's checks loaded
             print(f"child {attempt}: warm-up {ready['warmup_ms']} ms", ready["warmup_steps_ms"])
             start = time.perf_counter()
             message = child.run_job(job)
