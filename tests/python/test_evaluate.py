@@ -114,6 +114,34 @@ def test_a_large_poisoned_output_made_by_the_candidate_still_catches_unwritten_e
     assert details["first_mismatch"]["actual"] == torch.finfo(torch.float32).max
 
 
+def test_a_compare_and_an_evaluate_through_the_arena(tmp_path, monkeypatch):
+    # The arena carries device tensors (wire._wants_arena); here it carries host tensors too,
+    # both ways, in every request of a job (calls, timing sets, verified trial outputs).
+    from kforge_worker import wire
+
+    monkeypatch.setattr(wire, "_wants_arena", lambda tensors: True)
+    placed = []
+    place = wire._place_in_arena
+
+    def counted(channel, tensors):
+        out = place(channel, tensors)
+        placed.append(out is not None)
+        return out
+
+    monkeypatch.setattr(wire, "_place_in_arena", counted)
+    n = 1 << 18
+    kernel = K.triton_vadd(n=n)
+    kernel["io"] = K.vadd_io(n, 1 << 14)
+    compared = run(
+        make_job(kernel, K.torch_add_reference(), tmp_path=tmp_path / "c", measure_performance=True)
+    )
+    assert compared["correctness"], compared.get("validation_error")
+    assert compared["runtime"] > 0 and checks(compared)["timed_runs_verified"]["passed"]
+    evaluated = run(make_job(kernel, tmp_path=tmp_path / "e", measure_performance=True))
+    assert evaluated["correctness"], evaluated.get("validation_error")
+    assert placed and all(placed)  # the judge's large tensors all went through its arena
+
+
 def test_unwritten_output_fails_evaluate(tmp_path):
     result = run(make_job(K.triton_vadd(K.VADD_PARTIAL), tmp_path=tmp_path))
     assert not result["correctness"] and result["error_kind"] == "mismatch"
