@@ -1,39 +1,14 @@
 #include "kforge/frontends/mcp/remote_job_service.h"
 
-#include <charconv>
 #include <cmath>
-#include <ctime>
-#include <string_view>
 #include <vector>
 
+#include "kforge/common/iso8601.h"
 #include "kforge/common/log.h"
 #include "kforge/jobs/job_view.h"
 #include "kforge/model/serialize.h"
 
 namespace kforge::frontends::mcp {
-
-int64_t parse_iso8601_ms(const std::string& text) {
-  // Fixed width: "YYYY-MM-DDTHH:MM:SS.mmmZ", each field all digits.
-  constexpr std::string_view kShape = "0000-00-00T00:00:00.000Z";
-  if (text.size() != kShape.size()) return 0;
-  for (size_t i = 0; i < kShape.size(); ++i) {
-    const bool digit = text[i] >= '0' && text[i] <= '9';
-    if (kShape[i] == '0' ? !digit : text[i] != kShape[i]) return 0;
-  }
-  auto field = [&](size_t at, size_t width) {
-    int value = 0;
-    std::from_chars(text.data() + at, text.data() + at + width, value);  // digits: cannot fail
-    return value;
-  };
-  std::tm tm{};
-  tm.tm_year = field(0, 4) - 1900;
-  tm.tm_mon = field(5, 2) - 1;
-  tm.tm_mday = field(8, 2);
-  tm.tm_hour = field(11, 2);
-  tm.tm_min = field(14, 2);
-  tm.tm_sec = field(17, 2);
-  return static_cast<int64_t>(timegm(&tm)) * 1000 + field(20, 3);
-}
 
 // A time field of a view: epoch seconds (a number), or an ISO-8601 string from an older
 // kforge; 0 when absent.
