@@ -92,7 +92,8 @@ tsan-test: setup
 	cd build/tsan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -R '^tsan\.'
 
 # What CI runs (.ci/run), under 60 minutes on the 2-core CI machine: tidy-ci checks one of 8
-# shards plus what changed since main; asan-test is a unity build (preset asan).
+# shards plus what changed since main; asan-test is a unity build (preset asan: 1442 CPU-s from
+# scratch, against 2351 for the compiles alone with one TU per file).
 test: build lint tidy-ci unit-test tsan-test asan-test py-test hostile fuzz
 
 format: setup
