@@ -174,9 +174,11 @@ Status validate_options(const BenchOptions& o) {
     }
     for (const auto& [name, source] : versions) {
       if (!is_version_name(name)) {
+        std::string field = "kernels." + op;
+        field.append(".").append(name);
         return invalid_argument(
-            "'" + name + "' is not v1_baseline, v2_tiling, v3_coalesced or " + "v4_optimized",
-            "kernels." + op + "." + name);
+            "'" + name + "' is not v1_baseline, v2_tiling, v3_coalesced or v4_optimized",
+            std::move(field));
       }
     }
   }

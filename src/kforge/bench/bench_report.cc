@@ -4,24 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <map>
 #include <optional>
+
+#include "kforge/common/iso8601.h"
 
 namespace kforge::bench {
 namespace {
 
 constexpr size_t kMaxErrorChars = 4000;
-
-// Milliseconds since the Unix epoch as "2026-11-25T21:38:43.123Z" (bench.json's times).
-std::string iso8601_utc(int64_t unix_ms) {
-  const auto secs = static_cast<time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}Z", std::string_view(buf, n), unix_ms % 1000);
-}
 
 std::optional<double> number(const Json& j, const char* key) {
   if (!j.is_object()) return std::nullopt;
@@ -374,8 +365,8 @@ Json build_report(const BenchPlan& plan, const std::vector<JobOutcome>& outcomes
       {"runs", plan.options.runs},
       {"correct_trials", plan.options.correct_trials},
       {"sizes", plan.options.sizes},
-      {"started_at", iso8601_utc(started_ms)},
-      {"finished_at", iso8601_utc(finished_ms)},
+      {"started_at", iso8601_ms(started_ms)},
+      {"finished_at", iso8601_ms(finished_ms)},
       {"peaks", peaks},
       {"ops", std::move(ops)}};
   return report;

@@ -71,7 +71,10 @@ std::string render_time_chart(const Json& op, const Json& sizes) {
       "<text x=\"{}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}: mean time per call "
       "({}, log scale)</text>\n",
       kLeft, xml_escape(op.value("title", op.value("op", "?"))), xml_escape(op.value("dtype", "")));
-  for (double d = d_lo; d <= d_hi; d += 1) {
+  // One grid line per decade; d_lo and d_hi are whole numbers (floor/ceil above).
+  const int decades = static_cast<int>(d_hi - d_lo);
+  for (int i = 0; i <= decades; ++i) {
+    const double d = d_lo + i;
     const double y = y_of(std::pow(10.0, d));
     svg += fmt::format(
         "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#dddddd\"/>\n"

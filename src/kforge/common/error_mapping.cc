@@ -15,7 +15,6 @@ int http_status_for(ErrorCode code) {
     case ErrorCode::kNotFound:
       return 404;
     case ErrorCode::kAlreadyExists:
-      return 409;
     case ErrorCode::kFailedPrecondition:
       return 409;
     case ErrorCode::kPayloadTooLarge:
@@ -31,7 +30,6 @@ int http_status_for(ErrorCode code) {
     case ErrorCode::kDeadlineExceeded:
       return 504;
     case ErrorCode::kInternal:
-      return 500;
     case ErrorCode::kIo:
       return 500;
   }
@@ -41,7 +39,6 @@ int http_status_for(ErrorCode code) {
 int jsonrpc_code_for(ErrorCode code) {
   switch (code) {
     case ErrorCode::kInvalidArgument:
-      return -32602;
     case ErrorCode::kNotFound:
       return -32602;
     case ErrorCode::kUnimplemented:

@@ -4,9 +4,9 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <string>
 
+#include "kforge/common/errno_message.h"
 #include "kforge/common/status.h"
 
 namespace kforge {
@@ -20,8 +20,7 @@ void fill_random(void* buffer, size_t size) {
     if (n < 0 && errno == EINTR) continue;
     // getrandom cannot fail on Linux >= 3.17 once the pool is initialised; a failure here is a
     // broken invariant of the host, not an input error.
-    KF_CHECK(n >= 0, std::string("getrandom failed: ") +
-                         std::strerror(errno));  // NOLINT(concurrency-mt-unsafe)
+    KF_CHECK(n >= 0, "getrandom failed: " + errno_message(errno));
     done += static_cast<size_t>(n);
   }
 }

@@ -2,7 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+
+#include "kforge/common/errno_message.h"
 
 namespace kforge {
 
@@ -80,10 +81,7 @@ Status io_error(std::string message) {
 }
 
 Status errno_error(std::string_view what, int err) {
-  char buf[256];
-  // GNU strerror_r returns a pointer that may or may not be `buf`.
-  const char* text = strerror_r(err, buf, sizeof(buf));
-  return {ErrorCode::kIo, std::string(what) + ": " + text};
+  return {ErrorCode::kIo, std::string(what) + ": " + errno_message(err)};
 }
 
 }  // namespace kforge

@@ -40,7 +40,7 @@ Json base_metadata(const Json& spec, const WorkerRuntime& rt) {
   if (rt.device() != nullptr) {
     const cuda::GpuInfo& g = rt.device()->info();
     meta["gpu_type"] = g.name;
-    meta["gpu_id"] = std::atoi(rt.options().device.c_str() + 5);
+    meta["gpu_id"] = cuda_device_number(rt.options().device);
     meta["cuda_version"] = cuda::cuda_version_string(g.driver_version);
   }
   if (rt.nvrtc()) meta["nvrtc_version"] = rt.nvrtc()->version();

@@ -45,6 +45,16 @@ bool step(Json& steps, Json& errors, const char* name, Fn&& fn) {
 
 }  // namespace
 
+int cuda_device_number(std::string_view device) {
+  if (!device.starts_with("cuda:")) return -1;
+  const std::string_view digits = device.substr(5);
+  const char* end = digits.data() + digits.size();
+  int number = -1;
+  auto [stop, error] = std::from_chars(digits.data(), end, number);
+  if (error != std::errc() || stop != end || number < 0) return -1;
+  return number;
+}
+
 std::unique_ptr<WorkerRuntime> WorkerRuntime::start(const WorkerRuntimeOptions& options) {
   std::unique_ptr<WorkerRuntime> rt(new WorkerRuntime(options));
   step(rt->steps_ms_, rt->errors_, "nvrtc_load", [&]() -> Status {
@@ -56,13 +66,7 @@ std::unique_ptr<WorkerRuntime> WorkerRuntime::start(const WorkerRuntimeOptions& 
     rt->nvrtc_ = *api;
     return Status::ok();
   });
-  int physical = -1;
-  if (options.device.starts_with("cuda:")) {
-    const std::string_view digits = std::string_view(options.device).substr(5);
-    const char* end = digits.data() + digits.size();
-    auto [stop, error] = std::from_chars(digits.data(), end, physical);
-    if (error != std::errc() || stop != end || physical < 0) physical = -1;
-  }
+  const int physical = cuda_device_number(options.device);
   if (physical >= 0) {
     rt->open_gpu(physical);
   } else if (options.device.starts_with("cuda:")) {

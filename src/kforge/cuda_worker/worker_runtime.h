@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "kforge/common/json.h"
 #include "kforge/cuda/cuda_device.h"
@@ -24,6 +25,9 @@ struct WorkerRuntimeOptions {
   // and no warm-up launch.
   bool profile_target = false;
 };
+
+// The N of a device named "cuda:N" (the server's numbering), or -1 for any other name.
+int cuda_device_number(std::string_view device);
 
 class WorkerRuntime {
  public:

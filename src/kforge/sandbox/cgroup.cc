@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kforge/common/errno_message.h"
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
 
@@ -102,7 +103,7 @@ void remove_cgroup_dir(const fs::path& dir) {
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  KF_LOG_WARN("cgroup {} could not be removed: {}", dir.string(), std::strerror(errno));
+  KF_LOG_WARN("cgroup {} could not be removed: {}", dir.string(), errno_message(errno));
 }
 
 bool wait_empty(const fs::path& procs, Clock::time_point deadline) {

@@ -24,6 +24,7 @@
 #include <fstream>
 
 #include "kforge/common/base64.h"
+#include "kforge/common/errno_message.h"
 
 namespace kforge::sandbox {
 namespace {
@@ -482,7 +483,7 @@ bool can_jail(std::string* why) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
   if (::syscall(SYS_capget, &header, data) != 0) {
-    if (why != nullptr) *why = std::string("capget failed: ") + std::strerror(errno);
+    if (why != nullptr) *why = "capget failed: " + errno_message(errno);
     return false;
   }
   auto has = [&](int cap) { return (data[cap / 32].effective & (1U << (cap % 32))) != 0; };

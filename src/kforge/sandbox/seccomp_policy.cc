@@ -7,8 +7,9 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <memory>
+
+#include "kforge/common/errno_message.h"
 
 namespace kforge::sandbox {
 namespace {
@@ -82,10 +83,8 @@ struct CtxDeleter {
 };
 
 Status seccomp_error(const char* what, int rc) {
-  char buf[256];
-  // GNU strerror_r, not std::strerror: jails are built from several threads at once.
-  const char* text = strerror_r(-rc, buf, sizeof(buf));
-  return internal_error(std::string("seccomp: ") + what + ": " + text);
+  // libseccomp returns -errno.
+  return internal_error(std::string("seccomp: ") + what + ": " + errno_message(-rc));
 }
 
 }  // namespace

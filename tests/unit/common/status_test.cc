@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <memory>
 #include <string>
+
+#include "kforge/common/errno_message.h"
 
 namespace kforge {
 namespace {
@@ -35,6 +38,14 @@ StatusOr<int> quarter(int x) {
   KF_ASSIGN_OR_RETURN(int h, half(x));
   KF_ASSIGN_OR_RETURN(int q, half(h));
   return q;
+}
+
+TEST(StatusTest, ErrnoBecomesItsTextInOnePlace) {
+  EXPECT_EQ(errno_message(ENOENT), "No such file or directory");
+  EXPECT_EQ(errno_message(99999), "Unknown error 99999");
+  Status s = errno_error("open /x", EACCES);
+  EXPECT_EQ(s.code(), ErrorCode::kIo);
+  EXPECT_EQ(s.message(), "open /x: Permission denied");
 }
 
 TEST(StatusTest, AssignOrReturnPassesTheFirstErrorThrough) {

@@ -28,6 +28,16 @@ Json vector_spec() {
   return (*j)["spec"];
 }
 
+TEST(CudaDeviceNumberTest, OnlyCudaColonDigitsIsANumber) {
+  EXPECT_EQ(cuda_device_number("cuda:0"), 0);
+  EXPECT_EQ(cuda_device_number("cuda:13"), 13);
+  EXPECT_EQ(cuda_device_number("cpu"), -1);
+  EXPECT_EQ(cuda_device_number("cuda:"), -1);
+  EXPECT_EQ(cuda_device_number("cuda:1x"), -1);
+  EXPECT_EQ(cuda_device_number("cuda:-1"), -1);
+  EXPECT_EQ(cuda_device_number("gpu:0"), -1);
+}
+
 TEST(NativeJobSpecTest, ReadsTheCanonicalSpecAsItIs) {
   const Json spec = vector_spec();
   auto job = parse_native_job(spec);

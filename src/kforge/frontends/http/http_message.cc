@@ -31,6 +31,14 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
 const std::string* HttpRequest::header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
     if (iequals(key, name)) return &value;

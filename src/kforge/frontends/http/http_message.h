@@ -78,4 +78,7 @@ std::pair<std::string_view, std::string_view> split_target(std::string_view targ
 // Case-insensitive ASCII comparison (header names, tokens such as "Bearer").
 bool iequals(std::string_view a, std::string_view b);
 
+// A header value without the optional white space (spaces and tabs) around it (RFC 9110 5.6.3).
+std::string_view trim_ows(std::string_view s);
+
 }  // namespace kforge::frontends::http

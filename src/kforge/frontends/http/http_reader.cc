@@ -22,14 +22,6 @@ bool sane_request_id(std::string_view id) {
   return true;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 HttpResponse framing_refusal(const std::string& why) {
   return HttpResponse::error(
       400, invalid_argument("malformed HTTP request: " + why + " (RFC 9112 section 6.1)"));
@@ -64,7 +56,7 @@ std::optional<HttpResponse> check_framing(const RequestParser& parser) {
   if (cl_fields > 0) {
     return framing_refusal("Transfer-Encoding and Content-Length in the same request");
   }
-  if (!iequals(trim(te), "chunked")) {
+  if (!iequals(trim_ows(te), "chunked")) {
     return framing_refusal("Transfer-Encoding '" + std::string(te.substr(0, 64)) +
                            "' is not supported (only 'chunked')");
   }

@@ -191,8 +191,8 @@ void handle_cleanup(const RestContextPtr& ctx, HttpRequest request, Responder re
 
 Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecutor blocking,
                        RestOptions options) {
-  auto ctx =
-      std::make_shared<const RestContext>(RestContext{service, std::move(blocking), options});
+  auto ctx = std::make_shared<const RestContext>(
+      RestContext{service, std::move(blocking), std::move(options)});
   auto submit = [ctx](SubmitKind kind) {
     return [ctx, kind](HttpRequest request, Responder responder) {
       handle_submit(ctx, kind, std::move(request), std::move(responder));

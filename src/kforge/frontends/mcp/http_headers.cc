@@ -18,14 +18,6 @@ modern::Rejection mismatch(std::string message) {
                            std::nullopt};
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 // The header `name` against the body value `expected`; a rejection naming both when they differ.
 std::optional<modern::Rejection> expect_header(const http::HttpRequest& request,
                                                const std::string& name, const std::string& expected,
@@ -35,7 +27,7 @@ std::optional<modern::Rejection> expect_header(const http::HttpRequest& request,
     return mismatch("the " + name + " header is required and must be '" + expected + "'");
   }
   std::optional<std::string> value =
-      decode ? decode_header_value(*raw) : std::optional<std::string>(trim(*raw));
+      decode ? decode_header_value(*raw) : std::optional<std::string>(http::trim_ows(*raw));
   if (!value) return mismatch(name + ": malformed base64 in '" + *raw + "'");
   if (*value != expected) {
     return mismatch(name + " is '" + *value + "' but the body says '" + expected + "'");
@@ -117,7 +109,7 @@ bool strict_base64(std::string_view b64) {
 }  // namespace
 
 std::optional<std::string> decode_header_value(std::string_view raw) {
-  std::string_view value = trim(raw);
+  std::string_view value = http::trim_ows(raw);
   if (value.size() < kSentinelPrefix.size() + kSentinelSuffix.size() ||
       value.substr(0, kSentinelPrefix.size()) != kSentinelPrefix ||
       value.substr(value.size() - kSentinelSuffix.size()) != kSentinelSuffix) {
@@ -138,7 +130,7 @@ std::optional<modern::Rejection> check_version_header(const http::HttpRequest& r
     return mismatch("the MCP-Protocol-Version header is required and must be '" +
                     std::string(meta_version) + "' as in params._meta");
   }
-  if (trim(*header) != meta_version) {
+  if (http::trim_ows(*header) != meta_version) {
     return mismatch("MCP-Protocol-Version is '" + *header + "' but params._meta says '" +
                     std::string(meta_version) + "'");
   }

@@ -76,7 +76,7 @@ HttpResponse modern_error(int http_status, const Json& id, int code, std::string
                           std::optional<Json> data = {}) {
   Json body = jsonrpc::make_error(id, code, std::move(message), std::move(data));
   if (id.is_null()) body.erase("id");
-  return HttpResponse::json(http_status, std::move(body));
+  return HttpResponse::json(http_status, body);
 }
 
 HttpResponse rejection(const Json& id, const modern::Rejection& r) {
@@ -151,7 +151,7 @@ void handle_batch(const EndpointPtr& ep, const std::shared_ptr<Session>& session
   }
   auto collector = BatchCollector::create(
       requests.size() + errors.size(),
-      [responder](Json responses) {
+      [responder](const Json& responses) {
         responder.send(responses.empty() ? accepted() : HttpResponse::json(200, responses));
       },
       [session](const Json& related) { session->send_standalone(related); });

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <ctime>
 
+#include "kforge/common/iso8601.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/jsonrpc.h"
 #include "kforge/frontends/mcp/kernel_tool_results.h"
@@ -14,19 +13,6 @@ namespace kforge::frontends::mcp {
 namespace {
 
 constexpr int64_t kPollIntervalMs = 1000;
-
-// ISO-8601 UTC with milliseconds: 2026-11-26T17:03:32.123Z.
-std::string iso8601(int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[32];
-  const size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof(out), "%.*s.%03dZ", static_cast<int>(n), buf,
-                static_cast<int>(unix_ms % 1000));
-  return out;
-}
 
 int64_t last_update_ms(const model::JobRecord& job) {
   return std::max({job.created_ms, job.started_ms, job.finished_ms});
@@ -49,8 +35,8 @@ const char* task_status(model::JobState state) {
 Json task_fields(const model::JobRecord& job) {
   Json t = {{"taskId", job.id},
             {"status", task_status(job.state)},
-            {"createdAt", iso8601(job.created_ms)},
-            {"lastUpdatedAt", iso8601(last_update_ms(job))},
+            {"createdAt", iso8601_ms(job.created_ms)},
+            {"lastUpdatedAt", iso8601_ms(last_update_ms(job))},
             {"ttlMs", nullptr}};
   std::string message = std::string(model::to_string(job.state));
   if (!job.phase.empty()) message += ": " + job.phase;
@@ -98,8 +84,8 @@ Json book_task_fields(const TaskRecord& task) {
       {"taskId", task.id},
       {"status", task.status},
       {"statusMessage", task.message},
-      {"createdAt", iso8601(task.created_ms)},
-      {"lastUpdatedAt", iso8601(task.updated_ms)},
+      {"createdAt", iso8601_ms(task.created_ms)},
+      {"lastUpdatedAt", iso8601_ms(task.updated_ms)},
       {"ttlMs",
        std::chrono::duration_cast<std::chrono::milliseconds>(TaskBook::kKeepFinished).count()}};
   if (!task.terminal()) t["pollIntervalMs"] = kPollIntervalMs;

@@ -1,26 +1,14 @@
 #include "kforge/frontends/mcp/remote_job_service.h"
 
 #include <cmath>
-#include <ctime>
 #include <vector>
 
+#include "kforge/common/iso8601.h"
 #include "kforge/common/log.h"
 #include "kforge/jobs/job_view.h"
 #include "kforge/model/serialize.h"
 
 namespace kforge::frontends::mcp {
-
-int64_t parse_iso8601_ms(const std::string& text) {
-  std::tm tm{};
-  int millis = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon,
-                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &millis) != 7) {
-    return 0;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<int64_t>(timegm(&tm)) * 1000 + millis;
-}
 
 // A time field of a view: epoch seconds (a number), or an ISO-8601 string from an older
 // kforge; 0 when absent.

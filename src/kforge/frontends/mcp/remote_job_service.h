@@ -61,7 +61,4 @@ class RemoteJobService : public jobs::JobService {
 // A job view (jobs::job_response) read back into a JobRecord.
 StatusOr<model::JobRecord> job_record_from_view(const Json& view);
 
-// "2026-11-25T21:38:43.123Z" -> Unix milliseconds; 0 for anything else.
-int64_t parse_iso8601_ms(const std::string& text);
-
 }  // namespace kforge::frontends::mcp

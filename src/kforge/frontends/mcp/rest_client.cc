@@ -7,7 +7,8 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
+
+#include "kforge/common/errno_message.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -62,7 +63,7 @@ StatusOr<int> connect_to(const std::string& host, const std::string& port,
     ::close(fd);
   }
   freeaddrinfo(found);
-  return unavailable("cannot connect to " + host + ":" + port + ": " + std::strerror(last_errno));
+  return unavailable("cannot connect to " + host + ":" + port + ": " + errno_message(last_errno));
 }
 
 Status write_all(int fd, std::string_view data) {

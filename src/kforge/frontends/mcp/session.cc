@@ -95,15 +95,16 @@ size_t Session::requests_in_flight() const {
 }
 
 Json Session::expect_client_response(ClientResponseCallback done) {
-  bool closed = false;
   Json id;
   {
     std::lock_guard lock(mu_);
     id = "kforge-" + std::to_string(next_client_request_id_++);
-    closed = closed_;
-    if (!closed) awaiting_client_.emplace(jsonrpc::id_key(id), std::move(done));
+    if (!closed_) {
+      awaiting_client_.emplace(jsonrpc::id_key(id), std::move(done));
+      return id;
+    }
   }
-  if (closed) done(unavailable("the MCP session has ended"));
+  done(unavailable("the MCP session has ended"));
   return id;
 }
 

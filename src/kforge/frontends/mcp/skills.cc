@@ -65,7 +65,7 @@ bool is_text(const std::string& mime) {
 }
 
 Status bad(const std::filesystem::path& file, std::string why) {
-  return invalid_argument(why, file.string());
+  return invalid_argument(std::move(why), file.string());
 }
 
 StatusOr<Skill> load_skill(const std::filesystem::path& dir) {

@@ -1,9 +1,9 @@
 #include "kforge/sandbox/abi/kforge_sandbox.h"
 
 #include <cerrno>
-#include <cstring>
 #include <string>
 
+#include "kforge/common/errno_message.h"
 #include "kforge/common/json.h"
 #include "kforge/sandbox/jail.h"
 
@@ -44,7 +44,7 @@ const char* kforge_sandbox_last_report(void) {
 pid_t kforge_sandbox_clone(int new_pid_ns, int new_mount_ns, int new_net_ns) {
   pid_t pid =
       kforge::sandbox::clone_into_namespaces(new_pid_ns != 0, new_mount_ns != 0, new_net_ns != 0);
-  if (pid < 0) fail(std::string("clone: ") + std::strerror(errno));
+  if (pid < 0) fail("clone: " + kforge::errno_message(errno));
   return pid;
 }
 
