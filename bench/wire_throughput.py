@@ -118,7 +118,7 @@ def main() -> int:
     )
     rows.append(
         (
-            "send: sealed memfd (pinned staging, pwrite)",
+            "send: sealed memfd (staged, pwrite)",
             _median_ms(lambda: os.close(wire._sealed_memfd(src)), device, args.repeats),
         )
     )

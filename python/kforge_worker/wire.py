@@ -48,6 +48,7 @@ import os
 import socket
 import warnings
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,10 +145,8 @@ def _sealed_memfd(t: torch.Tensor) -> int:
     fd = os.memfd_create("kforge-tensor", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         os.ftruncate(fd, src.numel())  # over the jail's RLIMIT_FSIZE: OSError here
-        if src.device.type == "cpu":
-            _pwrite_all(fd, memoryview(src.numpy()), 0)
-        else:
-            _write_from_device(fd, src)
+        for offset, chunk in _host_chunks(src):
+            _pwrite_all(fd, memoryview(chunk.numpy()), offset)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
     except BaseException:
         os.close(fd)
@@ -155,23 +154,22 @@ def _sealed_memfd(t: torch.Tensor) -> int:
     return fd
 
 
-def _write_from_device(fd: int, src: torch.Tensor) -> None:
-    """Writes a device tensor's bytes into `fd` through a pinned staging buffer, a chunk at a
-    time: a device-to-host copy into pinned memory runs at the bus's speed (53 GB/s on an
-    H200), one into fresh memfd pages at under 1 GB/s (bench/wire_throughput.py)."""
-    staging = _staging_buffer()
-    if staging is None:  # no pinned memory here: one pageable copy straight into the memfd
-        with mmap.mmap(fd, src.numel()) as mm:
-            dst = torch.frombuffer(mm, dtype=torch.uint8)
-            dst.copy_(src)
-            del dst  # the mapping must be gone before F_SEAL_WRITE
+def _host_chunks(src: torch.Tensor) -> Iterator[tuple[int, torch.Tensor]]:
+    """The flat uint8 `src` in host memory as (offset, chunk) pairs, each valid until the next
+    is asked for: a host tensor whole; a device tensor through the pinned staging buffer, a
+    chunk at a time (a device-to-host copy into pinned memory runs at the bus's speed, 53 GB/s
+    on an H200, one into fresh pageable pages under 1 GB/s: bench/wire_throughput.py), or in
+    one pageable copy where pinned memory cannot be had."""
+    staging = _staging_buffer() if src.device.type != "cpu" else None
+    if staging is None:
+        yield 0, src.cpu()
         return
     step = staging.numel()
     for offset in range(0, src.numel(), step):
         part = src[offset : offset + step]
         chunk = staging[: part.numel()]
         chunk.copy_(part)  # synchronous: the bytes are in host memory when it returns
-        _pwrite_all(fd, memoryview(chunk.numpy()), offset)
+        yield offset, chunk
 
 
 _STAGING: list[torch.Tensor | None] = []
@@ -292,8 +290,8 @@ def _place_in_arena(
             return None
         state.mine = arena
     for t, offset in zip(tensors, offsets, strict=True):
-        src = _tensor_bytes(t)
-        _copy_to_host(state.mine.view[offset : offset + src.numel()], src)
+        for at, chunk in _host_chunks(_tensor_bytes(t)):
+            state.mine.view[offset + at : offset + at + chunk.numel()].copy_(chunk)
     return offsets, new_fd, state.mine.size
 
 
@@ -312,21 +310,6 @@ def _new_arena(size: int) -> tuple[int, _Arena]:
         os.close(fd)
         raise
     return fd, _Arena(size, torch.frombuffer(mm, dtype=torch.uint8))
-
-
-def _copy_to_host(dst: torch.Tensor, src: torch.Tensor) -> None:
-    """Copies the flat uint8 `src` (any device) into the host view `dst`; from a GPU through
-    the pinned staging buffer, a chunk at a time."""
-    staging = _staging_buffer() if src.device.type != "cpu" else None
-    if staging is None:
-        dst.copy_(src)
-        return
-    step = staging.numel()
-    for offset in range(0, src.numel(), step):
-        part = src[offset : offset + step]
-        chunk = staging[: part.numel()]
-        chunk.copy_(part)  # synchronous: the bytes are in host memory when it returns
-        dst[offset : offset + part.numel()].copy_(chunk)
 
 
 def receive(
