@@ -120,11 +120,11 @@ def plan_invocation(inv: Invocation, *, fills: bool = False) -> tuple[dict[str, 
 def uniform_fill(value: Any) -> dict[str, Any] | None:
     """`{"dtype", "shape", "value"}` of a tensor of at least wire.FD_MIN_BYTES whose every
     element has the same bits, where torch.full rebuilds exactly those bits; else None."""
-    if not isinstance(value, torch.Tensor) or value.is_complex() or value.numel() == 0:
+    if not isinstance(value, torch.Tensor) or value.dtype not in wire.NAMES:
         return None
-    if value.numel() * value.element_size() < wire.FD_MIN_BYTES or value.dtype not in wire.NAMES:
+    if value.numel() * value.element_size() < wire.FD_MIN_BYTES:
         return None
-    bits = bits_view(value.detach().reshape(-1))
+    bits = bits_view(value.detach().reshape(-1))  # None for complex dtypes
     if bits is None or not bool((bits == bits[0]).all()):
         return None
     encoded = wire.encode(value.reshape(-1)[0].item(), [])
