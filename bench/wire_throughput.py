@@ -1,7 +1,8 @@
 """What one large tensor costs on the judge <-> candidate wire (python/kforge_worker/wire.py).
 
-A tensor of 1 MiB or more travels through the sender's arena (a memfd both sides keep mapped,
-written again for every message) or, when a message's large tensors pass ARENA_MAX_BYTES, as
+A tensor of 1 MiB or more travels through the sender's device arena (GPU memory exported as a
+descriptor: one device-to-device copy on each side), its host arena (a memfd both sides keep
+mapped, written again for every message) or, when a message's large tensors pass ARENA_MAX_BYTES, as
 a sealed memfd of its own: the sender writes its bytes (from a GPU through a pinned staging
 buffer), the receiver copies them out (on a GPU, onto the device). This times a whole
 send-and-receive both ways, then the memfd path's steps: wire's send, the earlier send (a copy
@@ -76,12 +77,16 @@ def _from_memfd(fd: int, size: int, device: torch.device, populate: bool) -> tor
     return host.to(device) if device.type != "cpu" else host.clone()
 
 
-def _round_trip_ms(src: torch.Tensor, device: torch.device, repeats: int, arena: bool) -> float:
+def _round_trip_ms(src: torch.Tensor, device: torch.device, repeats: int, path: str) -> float:
     """wire.send on one end of a socket pair, wire.receive on the other (onto `device`):
-    through the sender's arena (made by the first, the warm-up) or one sealed memfd per
-    tensor."""
+    through the sender's device arena (`path` "device", GPU memory exported as a descriptor),
+    its host arena ("arena"; both made by the first send, the warm-up) or one sealed memfd per
+    tensor ("memfd")."""
     saved = wire._wants_arena
-    wire._wants_arena = lambda _tensors: arena  # host tensors too, on the cpu device
+    wire._wants_arena = lambda _tensors: path != "memfd"  # host tensors too, on the cpu device
+    saved_sharing = dict(wire._SHARING)
+    if path != "device":
+        wire._SHARING[src.device] = False
     a, b = socket.socketpair()
     sender, receiver = StreamChannel(a), StreamChannel(b)
 
@@ -96,6 +101,8 @@ def _round_trip_ms(src: torch.Tensor, device: torch.device, repeats: int, arena:
         return _median_ms(step, device, repeats)
     finally:
         wire._wants_arena = saved
+        wire._SHARING.clear()
+        wire._SHARING.update(saved_sharing)
         a.close()
         b.close()
 
@@ -112,9 +119,13 @@ def main() -> int:
     size = args.mib << 20
     src = torch.randint(0, 255, (size,), dtype=torch.uint8, device=device)
     rows: list[tuple[str, float]] = []
-    rows.append(("round trip: wire, arena", _round_trip_ms(src, device, args.repeats, True)))
+    if device.type == "cuda" and wire._shares_device(src.device):
+        rows.append(
+            ("round trip: wire, device arena", _round_trip_ms(src, device, args.repeats, "device"))
+        )
+    rows.append(("round trip: wire, arena", _round_trip_ms(src, device, args.repeats, "arena")))
     rows.append(
-        ("round trip: wire, memfd per tensor", _round_trip_ms(src, device, args.repeats, False))
+        ("round trip: wire, memfd per tensor", _round_trip_ms(src, device, args.repeats, "memfd"))
     )
     rows.append(
         (

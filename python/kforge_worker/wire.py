@@ -36,6 +36,16 @@ every offset against its size, and copies each tensor out at once (onto its devi
 writes to the arena, by an honest sender's next message or a hostile one at any time, never
 reach a value it received. The protocol is request/response, so an honest sender writes its
 arena again only after the peer has read the last message.
+
+Where the driver can export GPU memory as a descriptor (devmem.py), a large CUDA tensor goes
+through the sender's **device arena** instead (`"via": "device", "offset"`): one exportable
+allocation per side on the GPU, passed once (`"device_arena": {"size"}`, one descriptor in a
+one-byte message after the host arena's) and again only when a larger one replaces it. The
+sender copies device to device into it and synchronizes before the frame leaves; the receiver
+maps the peer's arena read-only (mapping more than the peer allocated fails), checks each
+offset against the declared size, clones every tensor out at once and synchronizes before it
+returns, so nothing it received aliases memory the peer can write. A GB-sized tensor then
+costs two device copies (milliseconds) instead of two trips through host memory (seconds).
 """
 
 from __future__ import annotations
@@ -55,7 +65,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kforge_worker import inputs
+from kforge_worker import devmem, inputs
 from kforge_worker.protocol import ProtocolError, StreamChannel
 
 # Every dtype a request may declare, and what a kernel may also return.
@@ -70,6 +80,7 @@ _CHUNK = 1 << 24
 FD_MIN_BYTES = 1 << 20  # tensors this large travel as a sealed memfd
 STAGING_BYTES = 1 << 25  # a device tensor reaches its memfd through pinned memory in such chunks
 ARENA_MAX_BYTES = 1 << 30  # a message's large tensors up to this travel through the arena
+DEVICE_ARENA_MAX = 1 << 40  # the largest device arena a receiver maps (address space only)
 _PAGE = 4096
 _F_SEAL_FUTURE_WRITE = getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x0010)
 FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253)
@@ -205,16 +216,18 @@ def send(channel: StreamChannel, header: dict[str, Any], values: Any = None) -> 
     large = [i for i, spec in enumerate(specs) if spec["nbytes"] >= FD_MIN_BYTES]
     fds: list[int] = []
     arena_fd: int | None = None
+    device_fd: int | None = None
     try:
+        on_gpu = [i for i in large if _shares_device(tensors[i].device)]
+        placed_on_gpu = _place_on_device(channel, [tensors[i] for i in on_gpu]) if on_gpu else None
+        if placed_on_gpu is not None:
+            device_fd = _note_placed(message, specs, on_gpu, placed_on_gpu, "device")
+            large = [i for i in large if i not in on_gpu]
         if large:
             chosen = [tensors[i] for i in large]
             placed = _place_in_arena(channel, chosen) if _wants_arena(chosen) else None
             if placed is not None:
-                offsets, arena_fd, arena_size = placed
-                for i, offset in zip(large, offsets, strict=True):
-                    specs[i]["via"], specs[i]["offset"] = "arena", offset
-                if arena_fd is not None:
-                    message["arena"] = {"size": arena_size}
+                arena_fd = _note_placed(message, specs, large, placed, "arena")
             else:
                 for i in large:
                     try:
@@ -227,14 +240,33 @@ def send(channel: StreamChannel, header: dict[str, Any], values: Any = None) -> 
         sock = channel.socket
         if arena_fd is not None:
             socket.send_fds(sock, [b"A"], [arena_fd])
+        if device_fd is not None:
+            socket.send_fds(sock, [b"D"], [device_fd])
         for i in range(0, len(fds), FDS_PER_MESSAGE):
             socket.send_fds(sock, [b"F"], fds[i : i + FDS_PER_MESSAGE])
         for t, spec in zip(tensors, specs, strict=True):
             if "via" not in spec and spec["nbytes"]:
                 sock.sendall(memoryview(_tensor_bytes(t).cpu().numpy()))
     finally:
-        for fd in [*fds, *([arena_fd] if arena_fd is not None else [])]:
+        for fd in [*fds, *(f for f in (arena_fd, device_fd) if f is not None)]:
             os.close(fd)
+
+
+def _note_placed(
+    message: dict[str, Any],
+    specs: list[dict[str, Any]],
+    indices: list[int],
+    placed: tuple[list[int], int | None, int],
+    via: str,
+) -> int | None:
+    """Marks the tensors at `indices` as placed in an arena (`via` "arena" or "device") at
+    their offsets, and a new arena in the message; the new arena's descriptor, or None."""
+    offsets, fd, size = placed
+    for i, offset in zip(indices, offsets, strict=True):
+        specs[i]["via"], specs[i]["offset"] = via, offset
+    if fd is not None:
+        message["arena" if via == "arena" else "device_arena"] = {"size": size}
+    return fd
 
 
 @dataclass
@@ -249,6 +281,8 @@ class _Arena:
 class _ArenaState:
     mine: _Arena | None = None
     peer: _Arena | None = None
+    device_mine: devmem.Block | None = None
+    device_peer: devmem.Block | None = None
 
 
 _ARENAS: weakref.WeakKeyDictionary[StreamChannel, _ArenaState] = weakref.WeakKeyDictionary()
@@ -293,6 +327,73 @@ def _place_in_arena(
         for at, chunk in _host_chunks(_tensor_bytes(t)):
             state.mine.view[offset + at : offset + at + chunk.numel()].copy_(chunk)
     return offsets, new_fd, state.mine.size
+
+
+_SHARING: dict[torch.device, bool] = {}
+
+
+def _shares_device(device: torch.device) -> bool:
+    """Whether tensors on `device` go through the device arena (asked of the driver once)."""
+    if device.type != "cuda":
+        return False
+    if device not in _SHARING:
+        _SHARING[device] = devmem.supported(device)
+    return _SHARING[device]
+
+
+def _place_on_device(
+    channel: StreamChannel, tensors: list[torch.Tensor]
+) -> tuple[list[int], int | None, int] | None:
+    """Copies `tensors` (all on one CUDA device) into this side's device arena, device to
+    device, at page-aligned offsets: (the offsets, the descriptor of a new arena to pass along
+    or None, its size), or None when the driver refuses an arena (they then travel through
+    host memory, and this process stops asking)."""
+    device = tensors[0].device
+    if any(t.device != device for t in tensors):
+        return None
+    offsets, total = [], 0
+    for t in tensors:
+        offsets.append(total)
+        total += -(-t.numel() * t.element_size() // _PAGE) * _PAGE
+    state = _arena_state(channel)
+    new_fd: int | None = None
+    if state.device_mine is None or state.device_mine.size < total:
+        if state.device_mine is not None:
+            state.device_mine.close()  # the peer's mapping keeps the memory until it closes it
+            state.device_mine = None
+        block = _allocate_arena(device, total)
+        if block is None:
+            return None
+        try:
+            new_fd = block.export()
+        except devmem.DeviceMemoryError:
+            block.close()
+            _SHARING[device] = False
+            return None
+        state.device_mine = block
+    view = state.device_mine.view
+    for t, offset in zip(tensors, offsets, strict=True):
+        src = _tensor_bytes(t)
+        view[offset : offset + src.numel()].copy_(src)
+    torch.cuda.synchronize(device)  # the bytes are in place before the peer hears of them
+    return offsets, new_fd, state.device_mine.size
+
+
+def _allocate_arena(device: torch.device, nbytes: int) -> devmem.Block | None:
+    """A device arena of at least `nbytes`, or None. Out of memory, torch's cached blocks are
+    given back and it is tried once more; still out of memory, this message travels through
+    host memory (the next one asks again). Any other refusal means the driver cannot export
+    memory here: this process stops asking."""
+    for attempt in (0, 1):
+        try:
+            return devmem.allocate(device, nbytes)
+        except devmem.DeviceMemoryError as e:
+            if e.code != devmem.CUDA_ERROR_OUT_OF_MEMORY:
+                _SHARING[device] = False
+                return None
+            if attempt == 0:
+                torch.cuda.empty_cache()  # memory torch keeps cached is not the driver's to give
+    return None
 
 
 def _new_arena(size: int) -> tuple[int, _Arena]:
@@ -341,21 +442,30 @@ def receive(
         if total > budget_bytes:
             raise ProtocolError(f"the peer sent more than {budget_bytes} bytes of tensors")
         via = spec.get("via", "bytes")
-        if via not in ("bytes", "fd", "arena"):
-            raise ProtocolError(f"tensors[{i}].via must be 'bytes', 'fd' or 'arena'")
+        if via not in ("bytes", "fd", "arena", "device"):
+            raise ProtocolError(f"tensors[{i}].via must be 'bytes', 'fd', 'arena' or 'device'")
         offset = spec.get("offset", 0)
-        if via == "arena" and (not isinstance(offset, int) or isinstance(offset, bool)):
+        if via in ("arena", "device") and (not isinstance(offset, int) or isinstance(offset, bool)):
             raise ProtocolError(f"tensors[{i}].offset must be an integer")
+        if via == "device" and device.type != "cuda":
+            raise ProtocolError(f"tensors[{i}] is in device memory and this side has no GPU")
         parsed.append((dtype, shape, nbytes, via, offset))
     sock = channel.socket
     state = _arena_state(channel)
     if "arena" in message:
         state.peer = _receive_arena(sock, message["arena"])
+    if "device_arena" in message:
+        if state.device_peer is not None:
+            state.device_peer.close()
+            state.device_peer = None
+        state.device_peer = _receive_device_arena(sock, message["device_arena"], device)
     mapped = _receive_fds(sock, [nbytes for _, _, nbytes, via, _ in parsed if via == "fd"])
     tensors = []
     for i, (dtype, shape, nbytes, via, offset) in enumerate(parsed):
         if via == "fd":
             raw = mapped.pop(0)
+        elif via == "device":
+            raw = _from_arena(state.device_peer, offset, nbytes, i).clone()
         elif via == "arena":
             raw = _from_arena(state.peer, offset, nbytes, i)
         else:
@@ -368,21 +478,34 @@ def receive(
         elif via == "arena":
             value = value.clone()  # the peer may write its arena again: keep a copy of our own
         tensors.append(value)
+    if any(via == "device" for _, _, _, via, _ in parsed):
+        torch.cuda.synchronize(device)  # copied out before the peer may write its arena again
     return message, decode(message.get("values", {"$v": None}), tensors)
+
+
+def _receive_device_arena(sock: socket.socket, declared: Any, device: torch.device) -> devmem.Block:
+    """The peer's new device arena: one descriptor right after the frame (after the host
+    arena's), an exported CUDA allocation of at least the declared size, mapped read-only."""
+    size = _declared_size(declared, "device_arena", DEVICE_ARENA_MAX)
+    if device.type != "cuda":
+        raise ProtocolError("the peer sent a device arena and this side has no GPU")
+    got = _recv_one_fd(sock, "device arena")
+    try:
+        try:
+            return devmem.import_fd(device, got[0], size)
+        except devmem.DeviceMemoryError as e:
+            raise ProtocolError(f"the device arena cannot be mapped: {e}") from e
+    finally:
+        for fd in got:
+            os.close(fd)
 
 
 def _receive_arena(sock: socket.socket, declared: Any) -> _Arena:
     """The peer's new arena: one descriptor right after the frame, a memfd sealed against
     resizes (so it cannot shrink under the mapping) of the declared size, mapped read-only."""
-    size = declared.get("size") if isinstance(declared, dict) else None
-    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= ARENA_MAX_BYTES:
-        raise ProtocolError(f"'arena.size' must be an integer from 1 to {ARENA_MAX_BYTES}")
-    data, got, flags, _ = socket.recv_fds(sock, 1, 1)
+    size = _declared_size(declared, "arena", ARENA_MAX_BYTES)
+    got = _recv_one_fd(sock, "arena")
     try:
-        if not data:
-            raise ProtocolError("the peer closed the connection before its arena")
-        if flags & socket.MSG_CTRUNC or len(got) != 1:
-            raise ProtocolError(f"expected 1 arena descriptor, got {len(got)}")
         fd = got[0]
         try:
             seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
@@ -406,7 +529,28 @@ def _receive_arena(sock: socket.socket, declared: Any) -> _Arena:
     return _Arena(size, view)
 
 
-def _from_arena(arena: _Arena | None, offset: int, nbytes: int, index: int) -> torch.Tensor:
+def _declared_size(declared: Any, key: str, limit: int) -> int:
+    size = declared.get("size") if isinstance(declared, dict) else None
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= limit:
+        raise ProtocolError(f"'{key}.size' must be an integer from 1 to {limit}")
+    return size
+
+
+def _recv_one_fd(sock: socket.socket, what: str) -> list[int]:
+    """The one descriptor of a one-byte message (as a list the caller closes)."""
+    data, got, flags, _ = socket.recv_fds(sock, 1, 1)
+    if not data or flags & socket.MSG_CTRUNC or len(got) != 1:
+        for fd in got:
+            os.close(fd)
+        if not data:
+            raise ProtocolError(f"the peer closed the connection before its {what}")
+        raise ProtocolError(f"expected 1 {what} descriptor, got {len(got)}")
+    return got
+
+
+def _from_arena(
+    arena: _Arena | devmem.Block | None, offset: int, nbytes: int, index: int
+) -> torch.Tensor:
     if arena is None:
         raise ProtocolError(f"tensors[{index}] is in an arena the peer never sent")
     if offset < 0 or offset + nbytes > arena.size:

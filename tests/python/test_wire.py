@@ -29,12 +29,14 @@ def pair() -> Iterator[tuple[StreamChannel, StreamChannel]]:
         yield StreamChannel(a), StreamChannel(b)
 
 
-def round_trip(pair: tuple[StreamChannel, StreamChannel], values: Any) -> tuple[dict, Any]:
+def round_trip(
+    pair: tuple[StreamChannel, StreamChannel], values: Any, device: torch.device = CPU
+) -> tuple[dict, Any]:
     sender, receiver = pair
     thread = threading.Thread(target=wire.send, args=(sender, {"type": "t"}, values))
     thread.start()
     try:
-        return wire.receive(receiver, CPU, BUDGET)
+        return wire.receive(receiver, device, BUDGET)
     finally:
         thread.join()
 
@@ -242,16 +244,22 @@ ARENA_SPEC = {"dtype": "float32", "shape": [1024], "nbytes": 4096, "via": "arena
 
 
 def send_arena(
-    sock: socket.socket, specs: list[dict[str, Any]], arena: dict | None, fd: int | None
+    sock: socket.socket,
+    specs: list[dict[str, Any]],
+    arena: dict | None,
+    fd: int | None,
+    key: str = "arena",
 ) -> None:
+    """A frame declaring `specs` and, with `arena`, a new arena under `key` ("arena" or
+    "device_arena"), then `fd` (closed here) in its one-byte message."""
     values = {"$list": [{"$t": i} for i in range(len(specs))]}
     message: dict[str, Any] = {"type": "t", "values": values, "tensors": specs}
     if arena is not None:
-        message["arena"] = arena
+        message[key] = arena
     StreamChannel(sock).send(message)
     if fd is not None:
         try:
-            socket.send_fds(sock, [b"A"], [fd])
+            socket.send_fds(sock, [b"A" if key == "arena" else b"D"], [fd])
         finally:
             os.close(fd)
 
@@ -324,9 +332,10 @@ def test_large_tensors_over_the_arenas_limit_travel_as_memfds(
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_gpu_tensors_round_trip_through_the_arena(pair) -> None:
+def test_gpu_tensors_round_trip_through_the_host_arena(pair, monkeypatch) -> None:
     sender, receiver = pair
     device = torch.device("cuda:0")
+    monkeypatch.setitem(wire._SHARING, device, False)  # as where the driver cannot export
     for n in (1 << 19, 1 << 21, 1 << 20):  # the second replaces the arena, the third reuses it
         values = [torch.randn(n, device=device), torch.arange(n, device=device)]
         thread = threading.Thread(target=wire.send, args=(sender, {"type": "t"}, values))
@@ -336,3 +345,105 @@ def test_gpu_tensors_round_trip_through_the_arena(pair) -> None:
         assert [spec["via"] for spec in message["tensors"]] == ["arena", "arena"]
         assert got[0].device == device and torch.equal(got[0], values[0])
         assert torch.equal(got[1], values[1])
+
+
+GPU = torch.device("cuda:0")
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+DEVICE_SPEC = {**ARENA_SPEC, "via": "device"}
+
+
+def gpu_round_trip(pair: tuple[StreamChannel, StreamChannel], values: Any) -> tuple[dict, Any]:
+    return round_trip(pair, values, GPU)
+
+
+@needs_gpu
+def test_gpu_tensors_round_trip_through_the_device_arena(pair) -> None:
+    assert wire._shares_device(GPU), "this GPU's driver cannot export memory as a descriptor"
+    sizes = []
+    for n in (1 << 19, 1 << 21, 1 << 20):  # the second replaces the arena, the third reuses it
+        values = [torch.randn(n, device=GPU), torch.arange(n, device=GPU), torch.randn(n // 2)]
+        message, got = gpu_round_trip(pair, values)
+        assert [spec["via"] for spec in message["tensors"]] == ["device", "device", "fd"]
+        sizes.append(message.get("device_arena", {}).get("size"))
+        assert all(g.device == GPU for g in got)
+        assert all(torch.equal(g.cpu(), v.cpu()) for g, v in zip(got, values, strict=True))
+    assert sizes[0] and sizes[1] > sizes[0] and sizes[2] is None
+    # What the receiver got is its own copy: the sender writing its arena changes nothing.
+    kept = [g.clone() for g in got]
+    wire._arena_state(pair[0]).device_mine.view.fill_(0)
+    torch.cuda.synchronize()
+    assert all(torch.equal(g, k) for g, k in zip(got, kept, strict=True))
+
+
+def send_device_arena(sock: socket.socket, specs: list[dict], arena: dict | None, fd: int | None):
+    send_arena(sock, specs, arena, fd, key="device_arena")
+
+
+def test_a_device_tensor_or_arena_at_a_receiver_without_a_gpu_is_refused(pair) -> None:
+    sender, receiver = pair
+    send_device_arena(sender.socket, [DEVICE_SPEC], None, None)
+    with pytest.raises(ProtocolError, match="device memory and this side has no GPU"):
+        wire.receive(receiver, CPU, BUDGET)
+    send_device_arena(sender.socket, [], {"size": 1 << 21}, memfd(8192, RESIZE))
+    with pytest.raises(ProtocolError, match="device arena and this side has no GPU"):
+        wire.receive(receiver, CPU, BUDGET)
+
+
+@pytest.mark.parametrize("declared", [0, -1, True, "2097152", 1 << 41])
+def test_a_device_arena_of_a_bad_size_is_refused(pair, declared) -> None:
+    sender, receiver = pair
+    send_device_arena(sender.socket, [], {"size": declared}, None)
+    with pytest.raises(ProtocolError, match=r"'device_arena\.size' must be an integer"):
+        wire.receive(receiver, GPU, BUDGET)
+
+
+@needs_gpu
+def test_a_hostile_device_arena_is_refused(pair) -> None:
+    sender, receiver = pair
+    torch.empty(0, device=GPU)  # the driver's own descriptors are open before counting
+    before = open_fds()
+    # A descriptor that is no CUDA allocation.
+    send_device_arena(sender.socket, [DEVICE_SPEC], {"size": 1 << 21}, memfd(8192, RESIZE))
+    with pytest.raises(ProtocolError, match="device arena cannot be mapped"):
+        wire.receive(receiver, GPU, BUDGET)
+    # An allocation smaller than declared: mapping past its end fails.
+    block = wire.devmem.allocate(GPU, 1 << 21)
+    send_device_arena(sender.socket, [DEVICE_SPEC], {"size": 4 << 21}, block.export())
+    with pytest.raises(ProtocolError, match="device arena cannot be mapped"):
+        wire.receive(receiver, GPU, BUDGET)
+    # A tensor before any arena, then offsets outside the one sent.
+    send_device_arena(sender.socket, [DEVICE_SPEC], None, None)
+    with pytest.raises(ProtocolError, match="arena the peer never sent"):
+        wire.receive(receiver, GPU, BUDGET)
+    for offset in ((1 << 21) - 2048, -4):
+        spec = {**DEVICE_SPEC, "offset": offset}
+        send_device_arena(sender.socket, [spec], {"size": 1 << 21}, block.export())
+        with pytest.raises(ProtocolError, match="outside the arena"):
+            wire.receive(receiver, GPU, BUDGET)
+    block.close()
+    state = wire._ARENAS.pop(receiver, None)
+    if state is not None and state.device_peer is not None:
+        state.device_peer.close()
+    assert open_fds() == before
+
+
+@needs_gpu
+@pytest.mark.parametrize(("code", "tries", "still_shared"), [(1, 1, False), (2, 2, True)])
+def test_a_device_arena_the_driver_refuses_falls_back_to_the_host_arena(
+    pair, monkeypatch, code: int, tries: int, still_shared: bool
+) -> None:
+    # Not supported (CUresult 1, say): asked once, then never again in this process. Out of
+    # memory (2): torch's cache is emptied and it is asked again; still out, this message
+    # goes through host memory and the next one asks again.
+    calls = []
+
+    def refuse(_device: torch.device, _nbytes: int) -> Any:
+        calls.append(1)
+        raise wire.devmem.DeviceMemoryError(f"cuMemCreate failed with CUresult {code}", code)
+
+    monkeypatch.setattr(wire.devmem, "allocate", refuse)
+    monkeypatch.setitem(wire._SHARING, GPU, True)
+    values = [torch.randn(1 << 19, device=GPU)]
+    message, got = gpu_round_trip(pair, values)
+    assert message["tensors"][0]["via"] == "arena" and torch.equal(got[0], values[0])
+    assert len(calls) == tries and wire._SHARING[GPU] is still_shared
