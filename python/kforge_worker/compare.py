@@ -163,26 +163,34 @@ def compare_tensors(
         return TensorComparison(name, True, "", tol.atol, tol.rtol)
     exact = tol.atol == 0.0 and tol.rtol == 0.0 and not expected.dtype.is_floating_point
     flat_actual, flat_expected = actual.detach().reshape(-1), expected.detach().reshape(-1)
-    count, max_abs, max_rel, first, nonfinite_mismatch = 0, 0.0, 0.0, -1, False
+    device = expected.device
     with torch.no_grad():
         # In chunks: float64 copies and masks of a whole multi-GB output would need several
-        # times its size in device memory (KernelBench level 1 has 6 GB outputs).
+        # times its size in device memory (KernelBench level 1 has 6 GB outputs). The totals
+        # stay on the device until the end: one synchronisation per output, not several per
+        # chunk (a 6 GB output is 100 chunks).
+        count_t = torch.zeros((), dtype=torch.int64, device=device)
+        max_abs_t = torch.zeros((), dtype=torch.float64, device=device)
+        max_rel_t = torch.zeros((), dtype=torch.float64, device=device)
+        nonfinite_t = torch.zeros((), dtype=torch.bool, device=device)
         for begin in range(0, numel, _CHUNK):
-            part = _compare_chunk(
-                flat_actual[begin : begin + _CHUNK],
-                flat_expected[begin : begin + _CHUNK],
-                tol,
-                exact,
-            )
-            count += part.count
-            max_abs, max_rel = max(max_abs, part.max_abs), max(max_rel, part.max_rel)
-            nonfinite_mismatch = nonfinite_mismatch or part.nonfinite_mismatch
-            if first < 0 and part.first >= 0:
-                first = begin + part.first
-    if count == 0:
-        return TensorComparison(name, True, "", tol.atol, tol.rtol, numel, 0, max_abs, max_rel)
-    if nonfinite_mismatch:
-        max_abs = max_rel = math.inf
+            a = flat_actual[begin : begin + _CHUNK]
+            b = flat_expected[begin : begin + _CHUNK]
+            mismatch, diff, both_finite, b64 = _mismatch(a, b, tol, exact)
+            count_t += mismatch.sum()
+            nonfinite_t |= (mismatch & ~both_finite).any()
+            finite_diff = torch.where(both_finite, diff, 0.0)
+            max_abs_t = torch.maximum(max_abs_t, finite_diff.max())
+            nonzero = both_finite & (b64 != 0)
+            rel = torch.where(nonzero, finite_diff / b64.abs(), 0.0)
+            max_rel_t = torch.maximum(max_rel_t, rel.max())
+        count = int(count_t.item())
+        max_abs, max_rel = float(max_abs_t.item()), float(max_rel_t.item())
+        if count == 0:
+            return TensorComparison(name, True, "", tol.atol, tol.rtol, numel, 0, max_abs, max_rel)
+        first = _first_mismatch(flat_actual, flat_expected, tol, exact)
+        if bool(nonfinite_t.item()):
+            max_abs = max_rel = math.inf
     first_mismatch = Mismatch(
         index=unravel_index(first, expected.shape),
         expected=flat_expected[first].item(),
@@ -197,18 +205,11 @@ def compare_tensors(
 _CHUNK = 1 << 24
 
 
-@dataclass(frozen=True)
-class _ChunkComparison:
-    count: int  # mismatching elements
-    max_abs: float  # over elements finite in both
-    max_rel: float  # over elements finite in both with a non-zero expected value
-    first: int  # index of the first mismatch in the chunk, -1 when none
-    nonfinite_mismatch: bool  # a mismatch where either side is not finite
-
-
-def _compare_chunk(
+def _mismatch(
     actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, exact: bool
-) -> _ChunkComparison:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For one chunk: which elements mismatch, |actual - expected| and where both are finite
+    (in float64), and expected in float64."""
     a, b = actual.to(torch.float64), expected.to(torch.float64)
     diff = (a - b).abs()
     both_finite = torch.isfinite(a) & torch.isfinite(b)
@@ -218,28 +219,20 @@ def _compare_chunk(
         within = diff <= tol.atol + tol.rtol * b.abs()
         both_nan = torch.isnan(a) & torch.isnan(b)
         close = torch.where(both_finite, within, (a == b) | both_nan)
-    mismatch = ~close
-    count = int(mismatch.sum().item())
-    max_abs, max_rel = _max_errors(diff, b, both_finite)
-    if count == 0:
-        return _ChunkComparison(0, max_abs, max_rel, -1, False)
-    nonfinite = bool((mismatch & ~both_finite).any().item())
-    first = int(torch.argmax(mismatch.to(torch.uint8)).item())
-    return _ChunkComparison(count, max_abs, max_rel, first, nonfinite)
+    return ~close, diff, both_finite, b
 
 
-def _max_errors(
-    diff: torch.Tensor, expected: torch.Tensor, finite: torch.Tensor
-) -> tuple[float, float]:
-    if not bool(finite.any().item()):
-        return 0.0, 0.0
-    finite_diff = torch.where(finite, diff, torch.zeros_like(diff))
-    max_abs = float(finite_diff.max().item())
-    nonzero = finite & (expected != 0)
-    if not bool(nonzero.any().item()):
-        return max_abs, 0.0
-    rel = torch.where(nonzero, finite_diff / expected.abs(), torch.zeros_like(diff))
-    return max_abs, float(rel.max().item())
+def _first_mismatch(
+    actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, exact: bool
+) -> int:
+    """The flat index of the first mismatching element (the caller knows there is one)."""
+    for begin in range(0, expected.numel(), _CHUNK):
+        mismatch = _mismatch(
+            actual[begin : begin + _CHUNK], expected[begin : begin + _CHUNK], tol, exact
+        )[0]
+        if bool(mismatch.any().item()):
+            return begin + int(torch.argmax(mismatch.to(torch.uint8)).item())
+    raise AssertionError("a mismatch was counted and not found again")
 
 
 @dataclass(frozen=True)
@@ -260,25 +253,33 @@ def output_spread(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) 
     whole tensors' float64 copies and masks would need several times their size)."""
     want = expected.detach().reshape(-1)
     got = actual.detach().to(want.device).reshape(-1)
+    device = want.device
     first = got[:1].to(torch.float64)
-    finite, low, high, max_abs, max_error = 0, math.inf, -math.inf, 0.0, 0.0
-    within_zero, constant = True, True
+    f64 = {"dtype": torch.float64, "device": device}
+    finite = torch.zeros((), dtype=torch.int64, device=device)
+    low, high = torch.full((), math.inf, **f64), torch.full((), -math.inf, **f64)
+    max_abs, max_error = torch.zeros((), **f64), torch.zeros((), **f64)
+    within_zero = torch.ones((), dtype=torch.bool, device=device)
+    constant = torch.ones((), dtype=torch.bool, device=device)
     with torch.no_grad():
+        # Chunk by chunk, the reductions kept on the device: one synchronisation at the end.
         for begin in range(0, want.numel(), _CHUNK):
             w = want[begin : begin + _CHUNK].to(torch.float64)
             g = got[begin : begin + _CHUNK].to(torch.float64)
-            constant = constant and bool((g == first).all())
+            constant &= (g == first).all()
             mask = torch.isfinite(w)
-            count = int(mask.sum().item())
-            if count == 0:
-                continue
-            wf, gf = w[mask], g[mask]
-            finite += count
-            low, high = min(low, float(wf.min())), max(high, float(wf.max()))
-            max_abs = max(max_abs, float(wf.abs().max()))
-            within_zero = within_zero and bool((wf.abs() <= tol.atol + tol.rtol * wf.abs()).all())
-            max_error = max(max_error, float((gf - wf).abs().max()))
-    return OutputSpread(finite, low, high, max_abs, within_zero, max_error, constant)
+            finite += mask.sum()
+            low = torch.minimum(low, torch.where(mask, w, math.inf).min())
+            high = torch.maximum(high, torch.where(mask, w, -math.inf).max())
+            w_abs = w.abs()
+            max_abs = torch.maximum(max_abs, torch.where(mask, w_abs, 0.0).max())
+            within_zero &= (~mask | (w_abs <= tol.atol + tol.rtol * w_abs)).all()
+            err = (g - w).abs()
+            max_error = torch.maximum(max_error, torch.where(mask & ~err.isnan(), err, 0.0).max())
+        values = torch.stack([finite.to(torch.float64), low, high, max_abs, max_error]).tolist()
+        flags = torch.stack([within_zero, constant]).tolist()
+    count, lo, hi, top, error = values
+    return OutputSpread(int(count), lo, hi, top, bool(flags[0]), error, bool(flags[1]))
 
 
 def _dtype(dtype: torch.dtype) -> str:
