@@ -298,15 +298,18 @@ def _time_both(
         result.fail("runtime", f"could not build the timing inputs: {e}")
         return None
     inputs = sets[0]
+    steps = _StepClock(result)
     ref_timed: _ReferenceTimed | None = None
     if kernels.reference is not None:
         ref_timed = _reference_timing(job, tdev, kernels, sets, result, report=report, reuse=reuse)
+        steps.mark("reference")
         if ref_timed is None:
             return None
     ref = ref_timed.report if ref_timed is not None else None
     report("timing_candidate", "timing the kernel", result.to_dict())
     expected = ref_timed.expected if ref_timed is not None else None
     timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
+    steps.mark("candidate")
     if timed is None:
         return None
     stats, reply = timed
@@ -325,12 +328,28 @@ def _time_both(
                 ref, tdev, l2_flush=job.timing.l2_flush, trace_dir=job.scratch_dir
             )
             result.set_activity(activity, timing_flags(ref, activity), reference=True)
+            steps.mark("reference_profile")
         _take_window_overhead(result, job, tdev)
+        steps.mark("window_overhead")
     if ref_timed is not None:
         _keep_reference_timing(result, ref_timed, reuse)
     _speedup(result)
     _withhold_speedup(result)
     return inputs
+
+
+class _StepClock:
+    """The timing phase's steps, in ms, as `timing_steps_ms` in the result's metadata (where
+    a job's timing goes: docs/benchmarks.md)."""
+
+    def __init__(self, result: JobResult) -> None:
+        self._steps: dict[str, float] = result.metadata.setdefault("timing_steps_ms", {})
+        self._since = time.perf_counter()
+
+    def mark(self, step: str) -> None:
+        now = time.perf_counter()
+        self._steps[step] = round((now - self._since) * 1e3, 3)
+        self._since = now
 
 
 @dataclass

@@ -422,6 +422,10 @@ def test_phases_ms_cover_the_compare_and_fit_in_its_wall_time(tmp_path):
     assert list(phases) == ["import", "inputs", "reference", "candidate", "compare", "timing"]
     assert all(v >= 0 for v in phases.values()), phases
     assert sum(phases.values()) <= wall_ms
+    # The timing phase by step (on a GPU also the profiled pass and the empty window).
+    steps = result["metadata"]["timing_steps_ms"]
+    assert list(steps) == ["reference", "candidate"] and all(v >= 0 for v in steps.values())
+    assert sum(steps.values()) <= sum(phases.values())
 
 
 def test_phases_ms_of_an_evaluate_and_of_a_failed_load(tmp_path):
