@@ -19,6 +19,7 @@ Prints one JSON line: {"compiled", "correctness", "runtime_ms", "harness", "erro
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import inspect
 import json
 import sys
@@ -99,11 +100,40 @@ def builtin(ref_src: str, custom_src: str, args: argparse.Namespace) -> dict[str
     }
 
 
+# Importing KernelBench's eval imports its LLM clients too (kernelbench/utils.py); a GPU host
+# for evaluation need not have them, and eval_kernel_against_ref never calls them.
+LLM_CLIENTS = ("openai", "litellm")
+
+
+def _allow_kernelbench_imports(root: Path) -> None:
+    """Lets `kernelbench.eval` import on a host without all of KernelBench's dependencies:
+    ROOT/pydeps (pure-Python packages installed there with `pip install --target`), if any,
+    comes last on the path, after what the host has; an LLM client that is missing is a module
+    whose every attribute raises when used, which the evaluation never does."""
+    if (root / "pydeps").is_dir():
+        sys.path.append(str(root / "pydeps"))
+    for name in LLM_CLIENTS:
+        if importlib.util.find_spec(name) is None:
+            sys.modules[name] = _Absent(name)
+
+
+class _Absent(ModuleType):
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+
+        def absent(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError(f"{self.__name__}.{attr}: {self.__name__} is not installed")
+
+        return absent
+
+
 def kernelbench_eval(ref_src: str, custom_src: str, args: argparse.Namespace) -> dict[str, Any]:
     """KernelBench's eval_kernel_against_ref, imported from the checkout (either layout:
     src/kernelbench/eval.py, or the older src/eval.py)."""
     root = Path(args.kernelbench_dir).resolve()
     sys.path[:0] = [str(root / "src"), str(root)]
+    _allow_kernelbench_imports(root)
     try:
         from kernelbench import eval as kb_eval  # type: ignore[import-not-found]
     except ImportError:

@@ -17,9 +17,10 @@ submission to the last result.
 
 Baseline: one process per problem, sequentially, each `python bench/kernelbench_process.py`
 (KernelBench's own eval_kernel_against_ref with --kernelbench-dir, else that file's builtin
-harness of the same protocol; `--baseline none` skips it). --baseline-limit evaluates only the
-first N problems of each level that way and extrapolates the level's time from their mean
-(the table says so).
+harness of the same protocol; `--baseline none` skips it). --baseline-limit evaluates only N
+problems of each level, evenly spaced, that way and extrapolates the level's time from their
+mean (the table says so). A run that does not fit one sitting is split: a level per run, the
+baseline alone with `--kforge none`, each with --out, then `--merge FILE...` prints the table.
 
 Runs on cpu too (`--device cpu`, a few small problems): that is how the script is tested.
 """
@@ -72,6 +73,7 @@ class Outcome:
     phases_ms: dict[str, float] = field(default_factory=dict)
     inputs_device: str | None = None
     error: str | None = None
+    timing_steps_ms: dict[str, float] = field(default_factory=dict)
 
 
 def find_problems(
@@ -126,6 +128,7 @@ def run_kforge_one(client: Any, problem: Problem, args: argparse.Namespace) -> O
     out.runtime_ms = stats.get("median")
     out.phases_ms = res.get("phases_ms") or {}
     out.inputs_device = (res.get("metadata") or {}).get("get_inputs_device")
+    out.timing_steps_ms = (res.get("metadata") or {}).get("timing_steps_ms") or {}
     if not out.correct:
         out.error = (
             res.get("compilation_error")
@@ -141,6 +144,8 @@ def run_kforge(problems: list[Problem], args: argparse.Namespace) -> tuple[list[
     url = args.server
     if url is None:
         extra = ["--max-queued-jobs", str(max(1000, len(problems) * 2))]
+        if args.device != "cpu":  # the cpu device runs one job at a time
+            extra += ["--pipeline-depth", str(args.pipeline_depth)]
         srv = KforgeServer(devices=args.device, extra_args=extra, log_level="info").start()
         srv.wait_ready(args.device)
         url = srv.url
@@ -212,7 +217,7 @@ def run_baseline(
     level_s: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="kb-baseline-") as tmp:
         for level, items in by_level.items():
-            chosen = items[: args.baseline_limit] if args.baseline_limit else items
+            chosen = spread(items, args.baseline_limit) if args.baseline_limit else items
             done = []
             for i, p in enumerate(chosen):
                 done.append(run_baseline_one(p, args, Path(tmp)))
@@ -221,6 +226,14 @@ def run_baseline(
             walls = [o.wall_s for o in done]
             level_s[level] = statistics.mean(walls) * len(items) if walls else 0.0
     return outcomes, level_s
+
+
+def spread(items: list[Problem], n: int) -> list[Problem]:
+    """`n` of `items` evenly spaced from the first (all of them if there are no more): a
+    level's problems grow and change kind along its numbering, so its first few are no sample."""
+    if n >= len(items):
+        return items
+    return [items[i * len(items) // n] for i in range(n)]
 
 
 def _progress(who: str, o: Outcome, n: int, total: int) -> None:
@@ -235,10 +248,12 @@ def table(
     baseline: list[Outcome],
     baseline_level_s: dict[str, float],
     args: argparse.Namespace,
+    level_problems: dict[str, int],
 ) -> str:
     lines = [
         f"KernelBench torch-vs-torch throughput, device {args.device}, "
-        f"{args.correct_trials} correctness trials, <= {args.perf_trials} timed trials",
+        f"{args.correct_trials} correctness trials, <= {args.perf_trials} timed trials, "
+        f"pipeline depth {args.pipeline_depth}",
         f"{'':34s} {'problems':>8s} {'correct':>8s} {'wall s':>9s} {'problems/h':>11s}",
     ]
     levels = sorted({o.level for o in kforge})
@@ -250,12 +265,12 @@ def table(
     if baseline:
         for level in levels:
             mine = [o for o in baseline if o.level == level]
-            total_in_level = sum(1 for o in kforge if o.level == level)
+            total_in_level = level_problems.get(level, len(mine))
             label = f"process/problem level {level}"
             if len(mine) < total_in_level:
                 label += f" ({len(mine)} run, extrapolated)"
             lines.append(_row(label, mine, baseline_level_s.get(level, 0.0), total_in_level))
-        base_total = sum(baseline_level_s.values())
+        base_total = sum(baseline_level_s.get(level, 0.0) for level in levels)
         lines.append(_row("process/problem all", baseline, base_total, len(kforge)))
         if kforge_total_s > 0:
             lines.append(f"{'throughput kforge / process-per-problem':34s} "
@@ -264,13 +279,18 @@ def table(
     if speedups:
         lines.append(f"kforge speedups (should be ~1): median {statistics.median(speedups):.3f}, "
                      f"min {min(speedups):.3f}, max {max(speedups):.3f}")  # fmt: skip
-    phases: dict[str, float] = {}
-    for o in kforge:
-        for k, v in o.phases_ms.items():
-            phases[k] = phases.get(k, 0.0) + v
-    if phases:
-        lines.append("kforge phases_ms summed over problems (s): "
-                     + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in phases.items()))  # fmt: skip
+    for label, parts in (
+        ("kforge phases_ms summed over problems", [o.phases_ms for o in kforge]),
+        ("kforge timing phase's steps summed", [o.timing_steps_ms for o in kforge]),
+    ):
+        summed: dict[str, float] = {}
+        for part in parts:
+            for k, v in part.items():
+                summed[k] = summed.get(k, 0.0) + v
+        if summed:
+            lines.append(
+                f"{label} (s): " + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in summed.items())
+            )
     fallbacks = [o.problem for o in kforge if o.inputs_device == "cpu" and args.device != "cpu"]
     if fallbacks:
         lines.append(f"inputs made on the cpu (device path failed): {', '.join(fallbacks)}")
@@ -294,7 +314,15 @@ def _row(label: str, outcomes: list[Outcome], wall_s: float, count: int | None =
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--problems", required=True, type=Path, help="DIR with level1/, level2/")
+    p.add_argument("--problems", type=Path, help="DIR with level1/, level2/")
+    p.add_argument(
+        "--kforge",
+        choices=["run", "none"],
+        default="run",
+        help="none: run only the baseline (its --out file is --merge'd later)",
+    )
+    p.add_argument("--merge", nargs="+", type=Path, default=None, metavar="FILE",
+                   help="print one table from earlier --out files instead of running")  # fmt: skip
     p.add_argument("--levels", default="1,2")
     p.add_argument("--limit", type=int, default=None, help="first N problems of each level")
     p.add_argument("--only", default=None, help="problems whose name matches this regex")
@@ -304,19 +332,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget-ms", type=float, default=2000.0, help="kforge's timing budget")
     p.add_argument("--job-timeout-s", type=float, default=600.0)
     p.add_argument("--in-flight", type=int, default=8, help="kforge requests in flight")
+    p.add_argument("--pipeline-depth", type=int, default=1,
+                   help="the server's --pipeline-depth: jobs of the GPU in flight at once "
+                        "(a level-1 job holds tens of GB of device memory: at 2, two of 200 "
+                        "ran out of memory on an H200)")  # fmt: skip
     p.add_argument("--server", default=None, help="a running kforge serve (else one is started)")
     p.add_argument("--token", default=os.environ.get("KFORGE_TOKEN"))
     p.add_argument("--baseline", choices=["process", "none"], default="process")
-    p.add_argument("--baseline-limit", type=int, default=None)
+    p.add_argument("--baseline-limit", type=int, default=None,
+                   help="run N problems of each level, evenly spaced, and extrapolate")  # fmt: skip
     p.add_argument("--kernelbench-dir", default=None, help="KernelBench checkout (its eval)")
     p.add_argument("--python", default=os.environ.get("KFORGE_PYTHON", sys.executable))
     p.add_argument("--out", type=Path, default=None, help="raw outcomes as JSON")
     args = p.parse_args(argv)
+    if args.merge:
+        return args
+    if args.problems is None:
+        p.error("--problems is required (unless --merge)")
     if not args.problems.is_dir():
         p.error(f"--problems: {args.problems} is not a directory")
     if args.kernelbench_dir and not Path(args.kernelbench_dir).is_dir():
         p.error(f"--kernelbench-dir: {args.kernelbench_dir} is not a directory")
-    for name in ("correct_trials", "perf_trials", "in_flight"):
+    for name in ("correct_trials", "perf_trials", "in_flight", "pipeline_depth"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     return args
@@ -324,23 +361,79 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        return merge(args)
     levels = [x.strip() for x in args.levels.split(",") if x.strip()]
     problems = find_problems(args.problems, levels, args.limit, args.only)
-    kforge, kforge_total = run_kforge(problems, args)
+    level_problems = {level: sum(p.level == level for p in problems) for level in levels}
+    kforge: list[Outcome] = []
+    kforge_total = 0.0
+    if args.kforge != "none":
+        kforge, kforge_total = run_kforge(problems, args)
+        # Written before the baseline starts, which may run long: a cut call keeps this.
+        print(table(kforge, kforge_total, [], {}, args, level_problems), flush=True)
+        save(args, kforge, kforge_total, [], {}, level_problems)
     baseline: list[Outcome] = []
     baseline_level_s: dict[str, float] = {}
     if args.baseline != "none":
         baseline, baseline_level_s = run_baseline(problems, args)
-    print(table(kforge, kforge_total, baseline, baseline_level_s, args))
+        if kforge:
+            print(table(kforge, kforge_total, baseline, baseline_level_s, args, level_problems))
+        save(args, kforge, kforge_total, baseline, baseline_level_s, level_problems)
+    return 0 if all(o.correct for o in kforge) else 1
+
+
+def save(
+    args: argparse.Namespace,
+    kforge: list[Outcome],
+    kforge_total_s: float,
+    baseline: list[Outcome],
+    baseline_level_s: dict[str, float],
+    level_problems: dict[str, int],
+) -> None:
     if args.out:
         args.out.write_text(json.dumps({
             "device": args.device,
-            "kforge_total_s": kforge_total,
+            "kforge_total_s": kforge_total_s,
             "baseline_level_s": baseline_level_s,
+            "level_problems": level_problems,
+            "pipeline_depth": args.pipeline_depth,
             "harness": "kernelbench" if args.kernelbench_dir else "builtin",
             "kforge": [asdict(o) for o in kforge],
             "baseline": [asdict(o) for o in baseline],
         }, indent=2))  # fmt: skip
+
+
+def merge(args: argparse.Namespace) -> int:
+    """One table from the --out files of runs made one after another on one device (a level
+    per run, the baseline in a run of its own): their kforge outcomes and wall times add up,
+    each level's baseline time comes from the run that measured it."""
+    kforge: list[Outcome] = []
+    baseline: list[Outcome] = []
+    kforge_total, baseline_level_s, level_problems = 0.0, {}, {}
+    devices, harnesses, depths = set(), set(), set()
+    for path in args.merge:
+        try:
+            run = json.loads(path.read_text())
+            kforge += [Outcome(**o) for o in run["kforge"]]
+            baseline += [Outcome(**o) for o in run["baseline"]]
+            kforge_total += float(run["kforge_total_s"])
+            baseline_level_s.update(run["baseline_level_s"])
+            level_problems.update(run["level_problems"])
+            devices.add(run["device"])
+            if run["kforge"]:
+                depths.add(str(run.get("pipeline_depth", 1)))
+            if run["baseline"]:
+                harnesses.add(run["harness"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"--merge: {path} is not a --out file of this bench: {e}") from e
+    if len(devices) > 1:
+        raise SystemExit(f"--merge: the runs name different devices: {sorted(devices)}")
+    args.device = devices.pop()
+    args.pipeline_depth = "/".join(sorted(depths)) or "-"
+    print(table(kforge, kforge_total, baseline, baseline_level_s, args, level_problems))
+    print(f"baseline harness: {', '.join(sorted(harnesses)) or 'none'}; runs merged: "
+          + ", ".join(str(p) for p in args.merge))  # fmt: skip
     return 0 if all(o.correct for o in kforge) else 1
 
 

@@ -52,8 +52,10 @@
 #                        src/, else the bench's builtin per-process harness), KERNELBENCH_LEVELS
 #                        (default 1,2; one level per call keeps a call under 10 minutes),
 #                        KERNELBENCH_LIMIT (problems per level, default all),
-#                        KERNELBENCH_BASELINE_LIMIT (baseline problems per level, default 5,
-#                        the rest extrapolated)
+#                        KERNELBENCH_BASELINE_LIMIT (baseline problems per level, evenly
+#                        spaced, default 5, the rest extrapolated), KERNELBENCH_ARGS (more
+#                        flags: "--baseline none" or "--kforge none" to split a long run; the
+#                        --out files then go to `bench/kernelbench_throughput.py --merge`)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export KFORGE_BIN="${KFORGE_BIN:-$PWD/build/gpu/kforge}"
@@ -122,6 +124,7 @@ kernelbench() {
   "$py" bench/kernelbench_throughput.py --problems "$kb_problems" --levels "$kb_levels" \
     --device "$KFORGE_TEST_DEVICE" --baseline-limit "${KERNELBENCH_BASELINE_LIMIT:-5}" \
     ${KERNELBENCH_LIMIT:+--limit "$KERNELBENCH_LIMIT"} ${kb_dir:+--kernelbench-dir "$kb_dir"} \
+    ${KERNELBENCH_ARGS:-} \
     --out "$out/kernelbench-${kb_levels//,/-}.json" 2>"$out/kernelbench.log" |
     tee "$out/kernelbench.txt"
   local row

@@ -107,20 +107,66 @@ def test_bench_runs_on_cpu_and_every_problem_is_correct(tmp_path: Path) -> None:
     assert "FAILED" not in text
 
 
-def test_bench_extrapolates_a_limited_baseline_and_names_bad_flags(tmp_path: Path) -> None:
+def test_bench_splits_into_runs_extrapolates_a_baseline_sample_and_names_bad_flags(
+    tmp_path: Path,
+) -> None:
+    # kforge alone, then the baseline alone on one problem of the two, then one table.
     write_problems(tmp_path / "problems")
-    proc = run_bench(
-        "--problems", str(tmp_path / "problems"),
-        "--levels", "1",
-        "--device", "cpu",
-        "--correct-trials", "1",
-        "--perf-trials", "3",
-        "--budget-ms", "20",
-        "--baseline-limit", "1",
-    )  # fmt: skip
+    common = ["--problems", str(tmp_path / "problems"), "--levels", "1", "--device", "cpu",
+              "--correct-trials", "1", "--perf-trials", "3", "--budget-ms", "20"]  # fmt: skip
+    mine, base = tmp_path / "kforge.json", tmp_path / "baseline.json"
+    proc = run_bench(*common, "--baseline", "none", "--out", str(mine))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    assert "process/problem level 1 (1 run, extrapolated)" in proc.stdout
+    assert "kforge all" in proc.stdout and "process/problem" not in proc.stdout
+    proc = run_bench(*common, "--kforge", "none", "--baseline-limit", "1", "--out", str(base))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert [o["problem"] for o in json.loads(base.read_text())["baseline"]] == ["1_Add"]
+    proc = run_bench("--merge", str(mine), str(base))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "process/problem level 1 (1 run, extrapolated)        2" in proc.stdout
+    assert "throughput kforge / process-per-problem" in proc.stdout
+    bad = run_bench("--merge", str(tmp_path / "problems" / "level1" / "1_Add.py"))
+    assert bad.returncode != 0 and "is not a --out file" in bad.stderr
     bad = run_bench("--problems", str(tmp_path / "missing"), "--device", "cpu")
     assert bad.returncode == 2 and "--problems" in bad.stderr
     bad = run_bench("--problems", str(tmp_path / "problems"), "--perf-trials", "0")
     assert bad.returncode == 2 and "--perf-trials" in bad.stderr
+
+
+FAKE_EVAL = """
+from openai import OpenAI  # KernelBench's utils import its LLM clients
+from litellm import completion
+import fake_dependency  # found only in the checkout's pydeps/
+from types import SimpleNamespace
+
+def eval_kernel_against_ref(original_model_src, custom_model_src, seed_num, device):
+    assert callable(OpenAI) and fake_dependency.VALUE == 7
+    try:
+        completion(model="x")
+    except RuntimeError as e:
+        metadata = {"llm": str(e)}
+    return SimpleNamespace(compiled=True, correctness=False, runtime=1.5, metadata=metadata)
+"""
+
+
+def test_the_baseline_imports_kernelbench_without_its_llm_clients(tmp_path: Path) -> None:
+    # A GPU host for evaluation has no openai or litellm; KernelBench's eval imports them but
+    # never calls them, and pure-Python dependencies may sit in the checkout's pydeps/.
+    checkout = tmp_path / "kb"
+    (checkout / "src" / "kernelbench").mkdir(parents=True)
+    (checkout / "src" / "kernelbench" / "__init__.py").write_text("")
+    (checkout / "src" / "kernelbench" / "eval.py").write_text(FAKE_EVAL)
+    (checkout / "pydeps").mkdir()
+    (checkout / "pydeps" / "fake_dependency.py").write_text("VALUE = 7\n")
+    problem = tmp_path / "p.py"
+    problem.write_text(PROBLEMS["level1/1_Add.py"])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "kernelbench_process.py"), "--ref", str(problem),
+         "--custom", str(problem), "--device", "cpu", "--kernelbench-dir", str(checkout)],
+        check=False, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["harness"] == "kernelbench" and out["compiled"] and out["runtime_ms"] == 1.5
+    assert "litellm.completion: litellm is not installed" in out["error"], out
