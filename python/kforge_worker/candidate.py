@@ -359,10 +359,16 @@ class Candidate:
             ack = self.channel.recv()
             if ack is None:
                 raise ProtocolError("the judge hung up")
+            stop_requested = bool(ack.get("stop"))
             if ack.get("verify"):
                 described, values = self._outputs(inv, last[0])
                 _send(self.channel, {"type": "trial_outputs", "outputs": described}, values)
-            stop_requested = bool(ack.get("stop"))
+                # The next trial waits until the judge has checked these outputs (its
+                # comparison runs on the same GPU).
+                checked = self.channel.recv()
+                if checked is None or checked.get("type") != "trial_checked":
+                    raise ProtocolError("expected 'trial_checked' from the judge")
+                stop_requested = stop_requested or bool(checked.get("stop"))
             return stop_requested
 
         def hook(index: int, sample: TrialSample | None) -> bool:

@@ -361,9 +361,13 @@ class CandidateLink:
                     if outputs.get("type") != "trial_outputs":
                         raise ProtocolError("expected 'trial_outputs'")
                     trial = self._call_reply({"outputs": outputs.get("outputs")}, [vals, []], 0)
-                    if not check(index, trial):
-                        # The judge has its verdict; the rest of the timing does not matter.
-                        pass
+                    ok = check(index, trial)
+                    # The check's GPU work ends before the candidate's next trial starts, so
+                    # it never shares the device with a timed window; a failed check has the
+                    # verdict, so the candidate stops timing.
+                    if self.device.type == "cuda":
+                        torch.cuda.synchronize(self.device)
+                    self.channel.send({"type": "trial_checked", "stop": not ok})
                 sent = time.perf_counter_ns()
         except (ProtocolError, OSError) as e:
             raise self.gone(e) from e

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import worker_kernels as K
-from worker_jobs import make_job, run
+from worker_jobs import FAST_TIMING, make_job, run
 
 from kforge_worker.devinfo import parse_device
 from kforge_worker.evaluate import TIMING_INPUT_SETS, run_job
@@ -435,3 +435,38 @@ def test_phases_ms_of_an_evaluate_and_of_a_failed_load(tmp_path):
     assert {"import", "inputs", "candidate", "compare"} <= set(result["phases_ms"])
     result = run(make_job(K.triton_vadd(K.VADD_SYNTAX_ERROR), tmp_path=tmp_path))
     assert not result["compiled"] and list(result["phases_ms"]) == ["import"]
+
+
+STALE_WHEN_TIMED = (
+    K.KB_CANDIDATE.replace(
+        "    def forward(self, x):\n",
+        "    calls = 0\n    last = None\n\n    def forward(self, x):\n"
+        "        ModelNew.calls += 1\n"
+        "        if ModelNew.calls > 8 and ModelNew.last is not None:\n"
+        "            time.sleep(0.02)\n"
+        "            return ModelNew.last\n",
+    )
+    .replace("import torch\n", "import time\n\nimport torch\n", 1)
+    .replace(
+        "        return out.clamp_min(0.0)",
+        "        ModelNew.last = out.clamp_min(0.0)\n        return ModelNew.last",
+    )
+)
+
+
+def test_a_failed_check_of_a_timed_trial_stops_the_timing(tmp_path):
+    # The judge checks a timed trial's outputs before the candidate's next trial starts, and
+    # a failed check ends the timing: a kernel gone stale (20 ms a call) with 400 trials
+    # allowed does not run them all.
+    timing = {**FAST_TIMING, "max_trials": 400, "min_trials": 400, "budget_ms": 60000.0}
+    job = make_job(
+        K.torch_kernel(STALE_WHEN_TIMED),
+        K.torch_kernel(K.KB_REFERENCE),
+        tmp_path=tmp_path,
+        measure_performance=True,
+        timing=timing,
+        num_correct_trials=1,
+    )
+    result = run(job)
+    assert not result["correctness"] and not checks(result)["timed_runs_verified"]["passed"]
+    assert result["phases_ms"]["timing"] < 4000, result["phases_ms"]  # 400 trials: over 8 s
