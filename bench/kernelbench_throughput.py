@@ -28,6 +28,7 @@ Runs on cpu too (`--device cpu`, a few small problems): that is how the script i
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import json
 import os
@@ -74,6 +75,8 @@ class Outcome:
     inputs_device: str | None = None
     error: str | None = None
     timing_steps_ms: dict[str, float] = field(default_factory=dict)
+    trials: dict[str, int] = field(default_factory=dict)
+    stop_reasons: dict[str, str] = field(default_factory=dict)
 
 
 def find_problems(
@@ -129,6 +132,10 @@ def run_kforge_one(client: Any, problem: Problem, args: argparse.Namespace) -> O
     out.phases_ms = res.get("phases_ms") or {}
     out.inputs_device = (res.get("metadata") or {}).get("get_inputs_device")
     out.timing_steps_ms = (res.get("metadata") or {}).get("timing_steps_ms") or {}
+    for side, side_stats in (("candidate", stats), ("reference", res.get("ref_runtime_stats"))):
+        if isinstance(side_stats, dict) and isinstance(side_stats.get("trials"), int):
+            out.trials[side] = side_stats["trials"]  # timed trials, and why they stopped
+            out.stop_reasons[side] = str(side_stats.get("stop_reason") or "")
     if not out.correct:
         out.error = (
             res.get("compilation_error")
@@ -291,6 +298,15 @@ def table(
             lines.append(
                 f"{label} (s): " + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in summed.items())
             )
+    for side in ("candidate", "reference"):
+        counts = [o.trials[side] for o in kforge if side in o.trials]
+        if counts:
+            stops = collections.Counter(
+                o.stop_reasons.get(side, "") for o in kforge if side in o.trials
+            )
+            lines.append(f"{side} timed trials per problem: median {statistics.median(counts):g}, "
+                         f"max {max(counts)}; stopped by " + ", ".join(
+                             f"{k or '?'} {v}" for k, v in stops.most_common()))  # fmt: skip
     fallbacks = [o.problem for o in kforge if o.inputs_device == "cpu" and args.device != "cpu"]
     if fallbacks:
         lines.append(f"inputs made on the cpu (device path failed): {', '.join(fallbacks)}")

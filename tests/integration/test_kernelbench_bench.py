@@ -104,6 +104,8 @@ def test_bench_runs_on_cpu_and_every_problem_is_correct(tmp_path: Path) -> None:
     text = proc.stdout
     assert "kforge all (first submit->last)" in text and "process/problem all" in text
     assert "throughput kforge / process-per-problem" in text
+    assert "candidate timed trials per problem: median" in text
+    assert "reference timed trials per problem: median" in text
     assert "FAILED" not in text
 
 
