@@ -127,13 +127,16 @@ kernelbench() {
     ${KERNELBENCH_ARGS:-} \
     --out "$out/kernelbench-${kb_levels//,/-}.json" 2>"$out/kernelbench.log" |
     tee "$out/kernelbench.txt"
-  local row
-  for row in "kforge all" "process/problem all"; do
-    record "kernelbench $row (n ok s /h)" "$(grep "^$row" "$out/kernelbench.txt" | awk '{print $(NF-3), $(NF-2), $(NF-1), $NF}')"
+  local row line
+  for row in "kforge all" "process/problem all"; do  # a split run (--kforge/--baseline none) has one
+    line="$(grep "^$row" "$out/kernelbench.txt" | tail -1)"
+    [[ -n "$line" ]] && record "kernelbench $row (n ok s /h)" "$(awk '{print $(NF-3), $(NF-2), $(NF-1), $NF}' <<<"$line")"
   done
   local harness="builtin per-process harness"
   [[ -n "$kb_dir" ]] && harness="KernelBench's eval_kernel_against_ref"
-  record "kernelbench throughput ratio" "$(grep '^throughput kforge' "$out/kernelbench.txt" | awk '{print $NF}') (baseline: $harness)"
+  line="$(grep '^throughput kforge' "$out/kernelbench.txt" | tail -1)"
+  [[ -n "$line" ]] && record "kernelbench throughput ratio" "$(awk '{print $NF}' <<<"$line") (baseline: $harness)"
+  return 0
 }
 
 if [[ -n "${ONLY_KERNELBENCH:-}" ]]; then
