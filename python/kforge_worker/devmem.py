@@ -129,12 +129,6 @@ def _alloc_prop(ordinal: int) -> _AllocProp:
     return prop
 
 
-def round_up(device: torch.device, nbytes: int) -> int:
-    """`nbytes` rounded up to the device's allocation granularity (at least one unit)."""
-    unit = _granularity(_prepare(device))
-    return max(unit, -(-nbytes // unit) * unit)
-
-
 @dataclass
 class Block:
     """One exportable allocation mapped here: `view` aliases its `size` bytes."""
@@ -167,7 +161,8 @@ class Block:
 def allocate(device: torch.device, nbytes: int) -> Block:
     """A new exportable allocation of at least `nbytes` on `device`, mapped read-write here."""
     ordinal = _prepare(device)
-    size = round_up(device, nbytes)
+    unit = _granularity(ordinal)
+    size = max(unit, -(-nbytes // unit) * unit)  # whole units of the allocation granularity
     handle = ctypes.c_uint64(0)
     prop = _alloc_prop(ordinal)
     _call("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop),

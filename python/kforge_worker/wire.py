@@ -302,16 +302,23 @@ def _wants_arena(tensors: list[torch.Tensor]) -> bool:
     return any(t.device.type != "cpu" for t in tensors)
 
 
+def _page_offsets(tensors: list[torch.Tensor]) -> tuple[list[int], int]:
+    """Where each tensor's bytes start in an arena that holds them one after another at
+    page-aligned offsets, and the bytes that takes."""
+    offsets, total = [], 0
+    for t in tensors:
+        offsets.append(total)
+        total += -(-t.numel() * t.element_size() // _PAGE) * _PAGE
+    return offsets, total
+
+
 def _place_in_arena(
     channel: StreamChannel, tensors: list[torch.Tensor]
 ) -> tuple[list[int], int | None, int] | None:
     """Writes `tensors` into this side's arena at page-aligned offsets: (the offsets, the fd
     of a new arena to pass along or None, its size), or None when they take more than
     ARENA_MAX_BYTES or no arena can be made (then they travel as sealed memfds)."""
-    offsets, total = [], 0
-    for t in tensors:
-        offsets.append(total)
-        total += -(-t.numel() * t.element_size() // _PAGE) * _PAGE
+    offsets, total = _page_offsets(tensors)
     if total > ARENA_MAX_BYTES:
         return None
     state = _arena_state(channel)
@@ -351,10 +358,7 @@ def _place_on_device(
     device = tensors[0].device
     if any(t.device != device for t in tensors):
         return None
-    offsets, total = [], 0
-    for t in tensors:
-        offsets.append(total)
-        total += -(-t.numel() * t.element_size() // _PAGE) * _PAGE
+    offsets, total = _page_offsets(tensors)
     state = _arena_state(channel)
     new_fd: int | None = None
     if state.device_mine is None or state.device_mine.size < total:
@@ -489,24 +493,21 @@ def _receive_device_arena(sock: socket.socket, declared: Any, device: torch.devi
     size = _declared_size(declared, "device_arena", DEVICE_ARENA_MAX)
     if device.type != "cuda":
         raise ProtocolError("the peer sent a device arena and this side has no GPU")
-    got = _recv_one_fd(sock, "device arena")
+    fd = _recv_one_fd(sock, "device arena")
     try:
-        try:
-            return devmem.import_fd(device, got[0], size)
-        except devmem.DeviceMemoryError as e:
-            raise ProtocolError(f"the device arena cannot be mapped: {e}") from e
+        return devmem.import_fd(device, fd, size)
+    except devmem.DeviceMemoryError as e:
+        raise ProtocolError(f"the device arena cannot be mapped: {e}") from e
     finally:
-        for fd in got:
-            os.close(fd)
+        os.close(fd)
 
 
 def _receive_arena(sock: socket.socket, declared: Any) -> _Arena:
     """The peer's new arena: one descriptor right after the frame, a memfd sealed against
     resizes (so it cannot shrink under the mapping) of the declared size, mapped read-only."""
     size = _declared_size(declared, "arena", ARENA_MAX_BYTES)
-    got = _recv_one_fd(sock, "arena")
+    fd = _recv_one_fd(sock, "arena")
     try:
-        fd = got[0]
         try:
             seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
             actual = os.fstat(fd).st_size
@@ -519,8 +520,7 @@ def _receive_arena(sock: socket.socket, declared: Any) -> _Arena:
             raise ProtocolError(f"the arena holds {actual} bytes, not {size}")
         mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
     finally:
-        for fd in got:
-            os.close(fd)
+        os.close(fd)
     # torch wants writable memory and warns: the mapping is read-only, and only slices of it
     # are ever copied out (_from_arena's callers), never written.
     with warnings.catch_warnings():
@@ -536,8 +536,8 @@ def _declared_size(declared: Any, key: str, limit: int) -> int:
     return size
 
 
-def _recv_one_fd(sock: socket.socket, what: str) -> list[int]:
-    """The one descriptor of a one-byte message (as a list the caller closes)."""
+def _recv_one_fd(sock: socket.socket, what: str) -> int:
+    """The one descriptor of a one-byte message (the caller closes it)."""
     data, got, flags, _ = socket.recv_fds(sock, 1, 1)
     if not data or flags & socket.MSG_CTRUNC or len(got) != 1:
         for fd in got:
@@ -545,7 +545,7 @@ def _recv_one_fd(sock: socket.socket, what: str) -> list[int]:
         if not data:
             raise ProtocolError(f"the peer closed the connection before its {what}")
         raise ProtocolError(f"expected 1 {what} descriptor, got {len(got)}")
-    return got
+    return got[0]
 
 
 def _from_arena(
