@@ -442,7 +442,7 @@ STALE_WHEN_TIMED = (
         "    def forward(self, x):\n",
         "    calls = 0\n    last = None\n\n    def forward(self, x):\n"
         "        ModelNew.calls += 1\n"
-        "        if ModelNew.calls > 8 and ModelNew.last is not None:\n"
+        "        if ModelNew.calls > 2 and ModelNew.last is not None:\n"
         "            time.sleep(0.02)\n"
         "            return ModelNew.last\n",
     )
@@ -455,6 +455,8 @@ STALE_WHEN_TIMED = (
 
 
 def test_a_failed_check_of_a_timed_trial_stops_the_timing(tmp_path):
+    # Honest for the correctness trial's two calls, stale from then on (the last honest
+    # output, made on other inputs), so the first timed trial, always verified, fails.
     # The judge checks a timed trial's outputs before the candidate's next trial starts, and
     # a failed check ends the timing: a kernel gone stale (20 ms a call) with 400 trials
     # allowed does not run them all.
