@@ -5,8 +5,9 @@ sees the reference, the expected outputs, the seeds of the correctness inputs or
 supervisor's protocol socket, and what it answers is treated as a claim (docs/architecture.md
 "Threat model"). Requests and replies are wire.py messages:
 
-    load        {spec, cache_dir, scratch_dir, model_seed, prefer_new} + values: init inputs
-                -> loaded {ok, name, warnings, error?}
+    load        {spec, cache_dir, scratch_dir, model_seed, prefer_new, model_on_device} +
+                values: init inputs -> loaded {ok, name, warnings, model_on_device,
+                model_fallback, error?} (model_on_device: where its torch model was built)
     gen_inputs  {seed} -> inputs + values: the list get_inputs() returned (evaluate only)
     call        {plan} + values: the invocation's slots -> called {ok, outputs, error?} +
                 values: [output values | null], the read-only inputs after the call
@@ -39,7 +40,7 @@ from kforge_worker import device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
 from kforge_worker.binding import Invocation, poison_value
 from kforge_worker.compare import plain_tensor_problem, same_bits
-from kforge_worker.devinfo import WorkerDevice, synchronize
+from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
 from kforge_worker.loaders import (
     DeviceUnavailable,
@@ -50,7 +51,13 @@ from kforge_worker.loaders import (
     load_module,
 )
 from kforge_worker.protocol import ProtocolError, StreamChannel
-from kforge_worker.spec import SpecError, parse_device_metrics, parse_kernel, parse_timing
+from kforge_worker.spec import (
+    KernelSpec,
+    SpecError,
+    parse_device_metrics,
+    parse_kernel,
+    parse_timing,
+)
 from kforge_worker.timing import TrialSample, time_cpu, time_gpu
 
 # Triton launches in this process (a launch-enter hook installed before any user code).
@@ -121,6 +128,8 @@ class Candidate:
         # The module's get_inputs()/get_init_inputs(), on the device unless they fell back.
         self.problem_calls = ProblemCalls(self.tdev)
         self.compile_ms = 0.0  # NVRTC build time of a `cuda` kernel inside `load`
+        # Why the torch model was built on the cpu when the judge asked for the device.
+        self.model_fallback: str | None = None
 
     # -- requests -------------------------------------------------------------------------
 
@@ -158,8 +167,6 @@ class Candidate:
         )
 
     def load(self, message: dict[str, Any], init_inputs: Any) -> None:
-        from kforge_worker.kernels import build_runnable
-
         try:
             kernel = parse_kernel(message.get("spec"), "candidate")
             scratch = str(message.get("scratch_dir") or os.getcwd())
@@ -177,17 +184,7 @@ class Candidate:
             }
             started = time.perf_counter_ns()
             try:
-                self.runnable = build_runnable(
-                    kernel,
-                    self.module,
-                    init,
-                    int(message.get("model_seed", 0)),
-                    prefer_new=bool(message.get("prefer_new", True)),
-                    device=self.tdev,
-                    cache_dir=cache,
-                    init_seed=int(message.get("init_seed", 0)),
-                    calls=self.problem_calls,
-                )
+                self.runnable = self._build(kernel, message, init, cache)
             finally:
                 if kernel.kernel_type == "cuda":
                     self.compile_ms = (time.perf_counter_ns() - started) / 1e6
@@ -212,8 +209,39 @@ class Candidate:
                 "warnings": list(self.runnable.warnings),
                 "compile_ms": self.compile_ms,
                 "inputs_fallback": self.problem_calls.fallback,
+                "model_on_device": self.loaded_as["model_on_device"],
+                "model_fallback": self.model_fallback,
             },
         )
+
+    def _build(
+        self, kernel: KernelSpec, message: dict[str, Any], init: list[Any] | None, cache: str
+    ) -> Runnable:
+        """The kernel built where the judge built the reference's model (kernels.py); on the
+        cpu when the device refuses the model's constructor (the reply says why)."""
+        from kforge_worker.kernels import ModelOnDeviceError, build_runnable
+
+        def build(on_device: bool) -> Runnable:
+            self.loaded_as["model_on_device"] = on_device
+            return build_runnable(
+                kernel,
+                self.module,
+                init,
+                int(message.get("model_seed", 0)),
+                prefer_new=bool(message.get("prefer_new", True)),
+                device=self.tdev,
+                cache_dir=cache,
+                init_seed=int(message.get("init_seed", 0)),
+                calls=self.problem_calls,
+                model_on_device=on_device,
+            )
+
+        self.model_fallback = None
+        try:
+            return build(message.get("model_on_device") is True)
+        except ModelOnDeviceError as e:
+            self.model_fallback = str(e)
+            return build(False)
 
     def gen_inputs(self, message: dict[str, Any], _: Any) -> None:
         """get_inputs() of the candidate's own module (an evaluate without a reference)."""
@@ -438,6 +466,7 @@ class Candidate:
             init_seed=int(self.loaded_as.get("init_seed", 0)),
             prefer_new=bool(self.loaded_as.get("prefer_new", True)),
             init_inputs=self.loaded_as.get("init_inputs"),
+            model_on_device=self.loaded_as.get("model_on_device") is True,
             plan=plan,
             slots=list(slots),
             device="cuda" if self.tdev.type == "cuda" else "cpu",
@@ -497,7 +526,10 @@ def _snapshot(args: list[BoundArg]) -> list[Any] | None:
     when the device has no room for them."""
     try:
         return [a.value.clone() if isinstance(a.value, torch.Tensor) else None for a in args]
-    except torch.OutOfMemoryError:
+    except RuntimeError as e:
+        if not is_device_oom(e):
+            raise
+        torch.cuda.empty_cache()  # the failed copies' memory, for the call that follows
         return None
 
 

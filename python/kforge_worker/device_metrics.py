@@ -53,6 +53,7 @@ class ReplayBundle:
     plan: dict[str, Any]  # link.plan_invocation's plan of the call...
     slots: list[Any]  # ...and its slot values
     device: str = "cuda"  # cuda (this process's current GPU) or cpu (tests)
+    model_on_device: bool = False  # a torch model built on the device, as the job built it
 
 
 def ncu_command(request: DeviceMetricsSpec, bundle_path: str, device: str = "cuda") -> list[str]:
@@ -211,6 +212,7 @@ def load_bundle(bundle_path: str) -> tuple[Any, Any, Any]:
         device=device,
         cache_dir=str(bundle["cache_dir"]),
         init_seed=int(bundle["init_seed"]),
+        model_on_device=bool(bundle.get("model_on_device", False)),
     )
     return runnable, invocation_from_plan(bundle["plan"], bundle["slots"]), device
 

@@ -43,6 +43,7 @@ from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError, InputSet, derive_seed
 from kforge_worker.kernels import (
+    TORCH_TYPES,
     JobKernels,
     ReferenceLoadError,
     SetupError,
@@ -220,10 +221,26 @@ def _run(
     result.metadata["input_source"] = kernels.input_source
     for warning in kernels.candidate.warnings:
         result.warn(warning)
+    reuse.bind_model_place(kernels.model_on_device)
     try:
         _check_and_time(job, tdev, kernels, result, report, reuse=reuse, exclusive=exclusive)
     finally:
         _note_inputs_device(result, kernels)
+        _note_model_device(result, kernels, job)
+
+
+def _note_model_device(result: JobResult, kernels: JobKernels, job: JobSpec) -> None:
+    """Where torch models' parameters were drawn (kernels.py), and why on the cpu when the
+    device refused a model's constructor."""
+    if job.kernel.kernel_type not in TORCH_TYPES and (
+        job.reference is None or job.reference.kernel_type not in TORCH_TYPES
+    ):
+        return
+    device = result.metadata.get("device") or str(kernels.device)
+    result.metadata["model_device"] = device if kernels.model_on_device else "cpu"
+    if kernels.model_fallback:
+        result.metadata["model_fallback"] = kernels.model_fallback
+        result.warn(f"models built on the cpu: {kernels.model_fallback}")
 
 
 def _note_inputs_device(result: JobResult, kernels: JobKernels) -> None:
@@ -705,6 +722,7 @@ def _device_metrics(
             plan=plan,
             slots=slots,
             device=device.type,
+            model_on_device=kernels.model_on_device,
         )
         raw["reference"] = collect(job.device_metrics, bundle, job.scratch_dir)
     result.device_metrics_raw = raw

@@ -4,6 +4,14 @@ Inputs are defined by the candidate's IOContract if it has one, else by the refe
 IOContract, else by get_inputs() (the reference's in a compare, the kernel's own in an
 evaluate). torch models are built from get_init_inputs() (the reference's in a compare)
 under one fixed seed, so the reference and the candidate start with identical weights.
+
+On a GPU a torch model is built with the job's device as torch's default device, so its
+parameters are drawn there (a KernelBench Gemm problem's CPU init takes 0.7-1.0 s; on the
+device, milliseconds). Weights drawn on the device differ from a CPU draw of the same seed, so
+both sides build in the same place: the judge tells the candidate process where it built the
+reference; a model whose constructor raises there is built on the cpu instead (the side that
+fell back says why), and when the candidate had to, the judge rebuilds the reference on the
+cpu too. The result says where (metadata.model_device, and a warning after a fallback).
 """
 
 from __future__ import annotations
@@ -61,6 +69,11 @@ class SetupError(Exception):
         self.cause = cause
 
 
+class ModelOnDeviceError(SetupError):
+    """A torch model's constructor raised with the job's device as torch's default device
+    (the caller builds it on the cpu instead)."""
+
+
 @dataclass
 class RemoteCandidate:
     """The candidate as the judge sees it: a kernel loaded in the candidate process."""
@@ -90,6 +103,10 @@ class JobKernels:
     problem_calls: ProblemCalls
     # Why the candidate process made its own get_inputs() on the cpu (an evaluate), if it did.
     candidate_inputs_fallback: str | None = None
+    # Where torch models' parameters were drawn (both sides alike), and why on the cpu when
+    # the device was tried first and refused.
+    model_on_device: bool = False
+    model_fallback: str | None = None
 
     @property
     def inputs_fallback(self) -> str | None:
@@ -157,17 +174,33 @@ def _build_model(
     *,
     prefer_new: bool,
     device: torch.device,
+    on_device: bool,
 ) -> Runnable:
     target = torch_target(kernel)
     if target.function_name is not None:
         return function_runnable(kernel, module, target.function_name)
     cls = target_class(module, target, prefer_new)
+    what = f"{cls.__name__}(*get_init_inputs())"
+    if on_device and device.type != "cpu":
+        try:
+            with device:
+                model = call_seeded(lambda: cls(*clone_value(init_inputs)), seed)
+        except Exception as e:
+            raise ModelOnDeviceError(
+                f"{what} raised {type(e).__name__} with {device} as torch's default device "
+                f"({str(e)[:200]}); the model is built on the cpu",
+                e,
+            ) from e
+    else:
+        try:
+            model = call_seeded(lambda: cls(*clone_value(init_inputs)), seed)
+        except Exception as e:
+            raise SetupError(f"{what} raised {type(e).__name__}", e) from e
     try:
-        model = call_seeded(lambda: cls(*clone_value(init_inputs)), seed)
         if isinstance(model, torch.nn.Module):
             model = model.to(device)
     except Exception as e:
-        raise SetupError(f"{cls.__name__}(*get_init_inputs()) raised {type(e).__name__}", e) from e
+        raise SetupError(f"{what}.to({device}) raised {type(e).__name__}", e) from e
     return torch_runnable(kernel, module, model, target.method_name)
 
 
@@ -182,11 +215,13 @@ def build_runnable(
     cache_dir: str,
     init_seed: int | None = None,
     calls: ProblemCalls | None = None,
+    model_on_device: bool = False,
 ) -> Runnable:
     """Builds a loaded module into a Runnable (in the judge for the reference, in the
     candidate process for the candidate). A torch model without `init_inputs` is built from
-    its own module's get_init_inputs() under `init_seed` (through `calls`: on the device).
-    Raises LoadError or SetupError."""
+    its own module's get_init_inputs() under `init_seed` (through `calls`: on the device);
+    with `model_on_device`, its constructor runs with the device as torch's default device.
+    Raises LoadError, SetupError or ModelOnDeviceError (built on the device, it raised)."""
     if kernel.kernel_type in TORCH_TYPES:
         if init_inputs is None:
             init_inputs = []
@@ -205,7 +240,13 @@ def build_runnable(
                     )
                 init_inputs = list(to_device(list(values), device))
         return _build_model(
-            kernel, module, init_inputs, model_seed, prefer_new=prefer_new, device=device
+            kernel,
+            module,
+            init_inputs,
+            model_seed,
+            prefer_new=prefer_new,
+            device=device,
+            on_device=model_on_device,
         )
     if kernel.kernel_type == "cuda":
         return cuda_runnable(kernel, module, cache_dir, device)
@@ -293,12 +334,17 @@ def _load_kernels(
         init_inputs = list(to_device(list(values), device))
 
     model_seed = derive_seed(job.seed, "model")
+    model_on_device = device.type != "cpu"
+    model_fallback: str | None = None
     reference = None
-    if job.reference is not None and ref_mod is not None:
+
+    def build_reference() -> Runnable | None:
+        if job.reference is None or ref_mod is None:
+            return None
         build = "compile" if job.reference.kernel_type == "cuda" else "import"
         try:
             with phases.phase(build):
-                reference = build_runnable(
+                return build_runnable(
                     job.reference,
                     ref_mod,
                     init_inputs if init_inputs is not None else [],
@@ -308,11 +354,20 @@ def _load_kernels(
                     cache_dir=cache,
                     init_seed=init_seed,
                     calls=calls,
+                    model_on_device=model_on_device,
                 )
         except LoadError as e:
             raise _reference_error(e) from e
+        except ModelOnDeviceError:
+            raise
         except SetupError as e:
             raise SetupError(f"reference kernel: {e}", e.cause) from e
+
+    try:
+        reference = build_reference()
+    except ModelOnDeviceError as e:
+        model_fallback, model_on_device = f"reference kernel: {e}", False
+        reference = build_reference()
 
     loaded = link.load(
         kernel_spec_json(job.kernel),
@@ -321,7 +376,14 @@ def _load_kernels(
         model_seed=model_seed,
         init_seed=init_seed,
         init_inputs=init_inputs,
+        model_on_device=model_on_device,
     )
+    if loaded.failure is None and model_on_device and not loaded.model_on_device:
+        # The candidate's model could not be built on the device: the reference's weights
+        # are drawn again on the cpu, where the candidate drew its own.
+        model_fallback, model_on_device = f"candidate: {loaded.model_fallback}", False
+        if job.reference is not None and job.reference.kernel_type in TORCH_TYPES:
+            reference = build_reference()
     phases.credit("compile", loaded.compile_ms)
     if loaded.failure is not None:
         f = loaded.failure
@@ -348,6 +410,8 @@ def _load_kernels(
         device=device,
         problem_calls=calls,
         candidate_inputs_fallback=loaded.inputs_fallback,
+        model_on_device=model_on_device,
+        model_fallback=model_fallback,
     )
 
 

@@ -47,6 +47,9 @@ class LoadReply:
     failure: Failure | None = None
     compile_ms: float = 0.0  # the process's own NVRTC build time inside the load (a claim)
     inputs_fallback: str | None = None  # why its get_init_inputs() ran on the cpu, if it did
+    # Whether its torch model was built on the device as asked, and why not if it was not.
+    model_on_device: bool = False
+    model_fallback: str | None = None
 
 
 @dataclass
@@ -228,6 +231,7 @@ class CandidateLink:
         model_seed: int,
         init_seed: int,
         init_inputs: list[Any] | None,
+        model_on_device: bool = False,
     ) -> LoadReply:
         reply, _ = self._request(
             {
@@ -238,6 +242,7 @@ class CandidateLink:
                 "model_seed": model_seed,
                 "init_seed": init_seed,
                 "prefer_new": True,
+                "model_on_device": model_on_device,
             },
             init_inputs,
         )
@@ -254,6 +259,8 @@ class CandidateLink:
             warnings=[str(w) for w in warnings] if isinstance(warnings, list) else [],
             compile_ms=compile_ms,
             inputs_fallback=_claimed_text(reply.get("inputs_fallback")),
+            model_on_device=reply.get("model_on_device") is True,
+            model_fallback=_claimed_text(reply.get("model_fallback")),
         )
 
     def gen_inputs(self, seed: int) -> tuple[list[Any] | None, Failure | None, str | None]:

@@ -9,6 +9,10 @@ into judges' jails only (docs/security.md): a candidate process never sees it, a
 changed by anyone else fails the digest, so the judge then computes everything itself. The
 candidate gets what it always gets: copies of the inputs, poisoned output buffers.
 
+The reference's outputs depend on where its model's weights were drawn (kernels.py: on the
+device, or on the cpu after a fallback), so the file records it; a judge whose reference was
+built elsewhere computes the outputs again and keeps only the file's timing.
+
 A judge that computed a part the file lacked (the previous candidate failed before the timing,
 say) writes a fuller file and reports its digest. Files beyond MAX_BYTES of tensors are not
 written (the reason is reported); the job is then judged as any compare.
@@ -29,7 +33,7 @@ import torch
 
 from kforge_worker.spec import ReferenceReuseSpec
 
-FORMAT = 1
+FORMAT = 2
 MAX_BYTES = 1 << 30
 # Reused outputs cost their bytes twice (written and hashed by one judge, read and hashed by
 # each next one, about 0.5 GB/s end to end), while a reference on a GPU recomputes them at
@@ -73,6 +77,9 @@ class ReferenceCache:
     reused: dict[str, Any] = field(default_factory=dict)
     dirty: bool = False
     recomputed: int = 0  # output sets not kept: above KEEP_OUTPUT_BYTES
+    # Where the outputs' reference model was built (True: on the device), as the file says
+    # and then as this judge built it.
+    model_on_device: bool | None = None
 
     @classmethod
     def open(cls, spec: ReferenceReuseSpec | None) -> ReferenceCache:
@@ -106,8 +113,23 @@ class ReferenceCache:
             int(k): [(str(n), t) for n, t in v] for k, v in saved["correctness"].items()
         }
         self.timing_outputs = saved.get("timing_outputs")
+        self.model_on_device = saved.get("model_on_device")
         timing = saved.get("timing")
         self.timing = None if timing is None else ReferenceTiming(**timing)
+
+    def bind_model_place(self, on_device: bool) -> None:
+        """This judge built its reference's model on the device (True) or the cpu: outputs
+        the file holds from a model built elsewhere are dropped (recomputed, then kept)."""
+        if self.spec is not None and self.model_on_device not in (None, on_device):
+            if self.correctness or self.timing_outputs is not None:
+                self.note = (
+                    "the batch's reference outputs came from a model built "
+                    f"{'on the device' if self.model_on_device else 'on the cpu'}: computed "
+                    "again here (the reference's timing is reused)"
+                )
+            self.correctness, self.timing_outputs = {}, None
+            self.dirty = True  # the file is written again with this judge's place
+        self.model_on_device = on_device
 
     # --- correctness -----------------------------------------------------------------
 
@@ -193,6 +215,7 @@ class ReferenceCache:
             "correctness": {str(k): v for k, v in self.correctness.items()},
             "timing_outputs": self.timing_outputs,
             "timing": None if self.timing is None else dataclasses.asdict(self.timing),
+            "model_on_device": self.model_on_device,
         }
         torch.save(saved, buffer)
         data = buffer.getvalue()

@@ -446,3 +446,59 @@ def test_kernelbench_problem_that_needs_the_cpu_falls_back_and_says_so(tmp_path)
     assert meta["get_inputs_device"] == "cpu"
     assert "get_inputs()" in meta["get_inputs_fallback"], meta
     assert any(w.startswith("inputs made on the cpu") for w in result["warnings"])
+
+
+# The constructor checks where it runs: the model must be built on the GPU.
+KB_MODEL_ON_DEVICE_REFERENCE = K.KB_REFERENCE.replace(
+    "        super().__init__()\n",
+    "        super().__init__()\n        assert torch.empty(1).is_cuda, 'Model() ran on the cpu'\n",
+)
+# A constructor that needs the cpu (.numpy()): built there instead, and the result says so.
+_NEEDS_CPU = "        super().__init__()\n        torch.zeros(2).numpy()\n"
+KB_MODEL_NEEDS_CPU_REFERENCE = K.KB_REFERENCE.replace("        super().__init__()\n", _NEEDS_CPU)
+KB_MODEL_NEEDS_CPU_CANDIDATE = K.KB_CANDIDATE.replace("        super().__init__()\n", _NEEDS_CPU)
+
+
+def _model_job(candidate: str, reference: str, tmp_path):
+    return make_job(
+        K.torch_kernel(candidate),
+        K.torch_kernel(reference),
+        tmp_path=tmp_path,
+        measure_performance=False,
+        num_correct_trials=3,
+    )
+
+
+def test_kernelbench_models_are_built_on_the_gpu(tmp_path):
+    job = _model_job(K.KB_CANDIDATE, KB_MODEL_ON_DEVICE_REFERENCE, tmp_path)
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    assert result["metadata"]["model_device"] == "cuda:0"
+    assert "model_fallback" not in result["metadata"]
+
+
+def test_a_reference_model_that_needs_the_cpu_is_built_there_on_both_sides(tmp_path):
+    job = _model_job(K.KB_CANDIDATE, KB_MODEL_NEEDS_CPU_REFERENCE, tmp_path)
+    result = run_job_gpu(job, tmp_path)
+    # Same weights on both sides: the candidate was told to build on the cpu too.
+    assert result["correctness"], result
+    meta = result["metadata"]
+    assert meta["model_device"] == "cpu"
+    assert meta["model_fallback"].startswith("reference kernel:"), meta
+    assert any(w.startswith("models built on the cpu") for w in result["warnings"])
+
+
+def test_a_candidate_model_that_needs_the_cpu_makes_the_reference_rebuild_there(tmp_path):
+    job = _model_job(KB_MODEL_NEEDS_CPU_CANDIDATE, K.KB_REFERENCE, tmp_path)
+    result = run_job_gpu(job, tmp_path)
+    assert result["correctness"], result
+    meta = result["metadata"]
+    assert meta["model_device"] == "cpu"
+    assert meta["model_fallback"].startswith("candidate:"), meta
+
+
+def test_other_weights_still_fail_with_models_on_the_gpu(tmp_path):
+    job = _model_job(K.KB_CANDIDATE_OTHER_WEIGHTS, K.KB_REFERENCE, tmp_path)
+    result = run_job_gpu(job, tmp_path)
+    assert not result["correctness"], result
+    assert result["metadata"]["model_device"] == "cuda:0"

@@ -136,3 +136,36 @@ def test_outputs_above_the_keep_limit_are_recomputed_and_the_timing_still_reused
     wrong["source_code"] = K.VADD_WRONG
     third = run(batch_job(tmp_path, wrong, reuse["sha256"]))
     assert not third["correctness"] and third["error_kind"] == "mismatch"
+
+
+def test_outputs_of_a_model_built_elsewhere_are_recomputed_and_the_timing_reused(tmp_path):
+    from kforge_worker.reference_reuse import ReferenceCache, ReferenceTiming
+    from kforge_worker.spec import ReferenceReuseSpec
+
+    spec = ReferenceReuseSpec(dir=str(tmp_path / "refs"), key=KEY, sha256=None)
+    first = ReferenceCache.open(spec)
+    first.bind_model_place(True)  # this judge built its reference model on the device
+    first.keep_expected(0, [("out", torch.ones(4))])
+    first.keep_timing(ReferenceTiming(stats={"median": 1.0}, warnings=[], activity={}))
+    sha = first.close()["sha256"]
+
+    def reopen() -> ReferenceCache:
+        return ReferenceCache.open(ReferenceReuseSpec(dir=spec.dir, key=KEY, sha256=sha))
+
+    same = reopen()
+    same.bind_model_place(True)
+    assert same.expected(0, torch.device("cpu")) is not None and not same.note
+
+    elsewhere = reopen()
+    elsewhere.bind_model_place(False)  # its candidate needed the cpu: weights differ
+    assert elsewhere.expected(0, torch.device("cpu")) is None
+    assert elsewhere.reference_timing() is not None
+    assert "built on the device" in elsewhere.note
+    elsewhere.keep_expected(0, [("out", torch.zeros(4))])
+    closed = elsewhere.close()
+    assert closed["stored"], closed  # written again, with the cpu's outputs and place
+    sha = closed["sha256"]
+    cpu_again = reopen()
+    cpu_again.bind_model_place(False)
+    expected = cpu_again.expected(0, torch.device("cpu"))
+    assert expected is not None and torch.equal(expected[0][1], torch.zeros(4))
