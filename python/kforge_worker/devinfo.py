@@ -117,3 +117,12 @@ def _uuid(props: Any) -> str | None:
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def is_device_oom(e: BaseException) -> bool:
+    """torch's out-of-device-memory error. In a jail without NVML, torch's caching allocator
+    fails while writing its out-of-memory message (an INTERNAL ASSERT on nvmlInit, pytorch
+    issue #122068) and raises a plain RuntimeError instead: that is the same condition."""
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    return isinstance(e, RuntimeError) and "nvmlInit" in str(e) and "CUDACachingAllocator" in str(e)

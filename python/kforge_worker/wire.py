@@ -66,6 +66,7 @@ import numpy as np
 import torch
 
 from kforge_worker import devmem, inputs
+from kforge_worker.devinfo import is_device_oom
 from kforge_worker.protocol import ProtocolError, StreamChannel
 
 # Every dtype a request may declare, and what a kernel may also return.
@@ -469,7 +470,7 @@ def receive(
         if via == "fd":
             raw = mapped.pop(0)
         elif via == "device":
-            raw = _from_arena(state.device_peer, offset, nbytes, i).clone()
+            raw = _clone_out(_from_arena(state.device_peer, offset, nbytes, i), i)
         elif via == "arena":
             raw = _from_arena(state.peer, offset, nbytes, i)
         else:
@@ -485,6 +486,26 @@ def receive(
     if any(via == "device" for _, _, _, via, _ in parsed):
         torch.cuda.synchronize(device)  # copied out before the peer may write its arena again
     return message, decode(message.get("values", {"$v": None}), tensors)
+
+
+def _clone_out(view: torch.Tensor, index: int) -> torch.Tensor:
+    """A copy of our own of a tensor in the peer's device arena. Out of device memory,
+    torch's cached blocks are given back and it is tried once more; then the error says what
+    did not fit."""
+    for attempt in (0, 1):
+        try:
+            return view.clone()
+        except RuntimeError as e:
+            if not is_device_oom(e):
+                raise
+            if attempt == 0:
+                torch.cuda.empty_cache()
+                continue
+            raise torch.OutOfMemoryError(
+                f"out of device memory receiving tensors[{index}] ({view.numel()} bytes) from "
+                "the other process of the job: the job's tensors do not fit this GPU's free memory"
+            ) from e
+    raise AssertionError("unreachable")
 
 
 def _receive_device_arena(sock: socket.socket, declared: Any, device: torch.device) -> devmem.Block:

@@ -447,3 +447,15 @@ def test_a_device_arena_the_driver_refuses_falls_back_to_the_host_arena(
     message, got = gpu_round_trip(pair, values)
     assert message["tensors"][0]["via"] == "arena" and torch.equal(got[0], values[0])
     assert len(calls) == tries and wire._SHARING[GPU] is still_shared
+
+
+def test_a_jailed_out_of_memory_assert_is_recognised_as_out_of_memory():
+    from kforge_worker.devinfo import is_device_oom
+
+    jailed = RuntimeError(
+        'NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at "/pytorch/'
+        'c10/cuda/CUDACachingAllocator.cpp":1135, please report a bug to PyTorch.'
+    )
+    assert is_device_oom(jailed)
+    assert is_device_oom(torch.OutOfMemoryError("CUDA out of memory"))
+    assert not is_device_oom(RuntimeError("CUDA error: an illegal memory access"))
