@@ -46,6 +46,16 @@ maps the peer's arena read-only (mapping more than the peer allocated fails), ch
 offset against the declared size, clones every tensor out at once and synchronizes before it
 returns, so nothing it received aliases memory the peer can write. A GB-sized tensor then
 costs two device copies (milliseconds) instead of two trips through host memory (seconds).
+
+A device arena larger than 1/16 of the GPU's memory (at least DEVICE_ARENA_KEEP_BYTES) serves
+one message only, so a job with GB-sized tensors does not hold an extra copy of them on each
+side for its whole life (on an 80 GB H100, KernelBench's 8.6 GB L1Norm did not fit with
+them): the receiver unmaps it once it has copied the tensors out, and the sender releases it
+when the peer's next message arrives (the protocol is request/response: the peer has read it
+by then). The sender's next message that goes through the device makes a new arena and passes
+its descriptor. (Also giving torch's cached blocks back to the driver after such a message
+was tried on the H100: it did not make KernelBench's 17 GB average-pooling input fit, and
+level 1 ran slower.)
 """
 
 from __future__ import annotations
@@ -59,7 +69,7 @@ import socket
 import warnings
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -82,6 +92,11 @@ FD_MIN_BYTES = 1 << 20  # tensors this large travel as a sealed memfd
 STAGING_BYTES = 1 << 25  # a device tensor reaches its memfd through pinned memory in such chunks
 ARENA_MAX_BYTES = 1 << 30  # a message's large tensors up to this travel through the arena
 DEVICE_ARENA_MAX = 1 << 40  # the largest device arena a receiver maps (address space only)
+# A device arena above this, or above 1/16 of the GPU's memory if that is more, serves one
+# message (module docstring): the memory goes back as soon as the peer has read it. (Each new
+# arena costs an allocation, an export and a mapping: kept arenas are faster.)
+DEVICE_ARENA_KEEP_BYTES = 1 << 30
+DEVICE_ARENA_KEEP_FRACTION = 16
 _PAGE = 4096
 _F_SEAL_FUTURE_WRITE = getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x0010)
 FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253)
@@ -284,6 +299,8 @@ class _ArenaState:
     peer: _Arena | None = None
     device_mine: devmem.Block | None = None
     device_peer: devmem.Block | None = None
+    # This side's arenas replaced or used once, released when the peer next answers.
+    device_retired: list[devmem.Block] = field(default_factory=list)
 
 
 _ARENAS: weakref.WeakKeyDictionary[StreamChannel, _ArenaState] = weakref.WeakKeyDictionary()
@@ -362,9 +379,13 @@ def _place_on_device(
     offsets, total = _page_offsets(tensors)
     state = _arena_state(channel)
     new_fd: int | None = None
-    if state.device_mine is None or state.device_mine.size < total:
-        if state.device_mine is not None:
-            state.device_mine.close()  # the peer's mapping keeps the memory until it closes it
+    mine = state.device_mine
+    keep = _keep_bytes(device)
+    if mine is None or mine.size < total or mine.size > keep:
+        if mine is not None:
+            # Not answered yet (two messages in a row): the peer may not have mapped it, so it
+            # goes back at the peer's next message.
+            state.device_retired.append(mine)
             state.device_mine = None
         block = _allocate_arena(device, total)
         if block is None:
@@ -382,6 +403,17 @@ def _place_on_device(
         view[offset : offset + src.numel()].copy_(src)
     torch.cuda.synchronize(device)  # the bytes are in place before the peer hears of them
     return offsets, new_fd, state.device_mine.size
+
+
+def _keep_bytes(device: torch.device) -> int:
+    """The largest device arena kept for the next message on `device` (module docstring)."""
+    if device not in _KEEP:
+        total = torch.cuda.get_device_properties(device).total_memory
+        _KEEP[device] = max(DEVICE_ARENA_KEEP_BYTES, total // DEVICE_ARENA_KEEP_FRACTION)
+    return _KEEP[device]
+
+
+_KEEP: dict[torch.device, int] = {}
 
 
 def _allocate_arena(device: torch.device, nbytes: int) -> devmem.Block | None:
@@ -426,6 +458,7 @@ def receive(
     message = channel.recv()
     if message is None:
         raise ProtocolError("the peer closed the connection")
+    _release_single_use(_arena_state(channel))
     specs = message.get("tensors") or []
     if not isinstance(specs, list):
         raise ProtocolError("'tensors' must be a list")
@@ -485,7 +518,22 @@ def receive(
         tensors.append(value)
     if any(via == "device" for _, _, _, via, _ in parsed):
         torch.cuda.synchronize(device)  # copied out before the peer may write its arena again
+    if state.device_peer is not None and state.device_peer.size > _keep_bytes(device):
+        state.device_peer.close()  # a single-use arena: the peer sends a new one next time
+        state.device_peer = None
     return message, decode(message.get("values", {"$v": None}), tensors)
+
+
+def _release_single_use(state: _ArenaState) -> None:
+    """The peer has answered, so it has read every arena this side sent: the single-use one
+    and those replaced since go back (module docstring)."""
+    mine = state.device_mine
+    if mine is not None and mine.size > _keep_bytes(mine.view.device):
+        state.device_retired.append(mine)
+        state.device_mine = None
+    for block in state.device_retired:
+        block.close()
+    state.device_retired.clear()
 
 
 def _clone_out(view: torch.Tensor, index: int) -> torch.Tensor:

@@ -375,6 +375,29 @@ def test_gpu_tensors_round_trip_through_the_device_arena(pair) -> None:
     assert all(torch.equal(g, k) for g, k in zip(got, kept, strict=True))
 
 
+@needs_gpu
+def test_a_device_arena_above_the_keep_size_serves_one_message(pair, monkeypatch) -> None:
+    assert wire._keep_bytes(GPU) >= max(wire.DEVICE_ARENA_KEEP_BYTES, 1 << 30)
+    monkeypatch.setattr(wire, "_keep_bytes", lambda device: 4 << 20)
+    sender, receiver = pair
+    for _ in range(2):
+        values = [torch.randn(4 << 20, device=GPU)]  # 16 MiB: above the keep size
+        message, got = gpu_round_trip(pair, values)
+        assert message["device_arena"]["size"] >= 16 << 20  # a new arena every time
+        assert torch.equal(got[0], values[0])
+        # The receiver unmapped it at once; the sender keeps it until the peer answers.
+        assert wire._arena_state(receiver).device_peer is None
+        used = wire._arena_state(sender).device_mine
+        assert used is not None and not used._closed
+        round_trip((receiver, sender), "answer", GPU)  # the peer answers
+        assert used._closed and wire._arena_state(sender).device_mine is None
+    small = [torch.randn(1 << 18, device=GPU)]  # 1 MiB (a 2 MiB arena): kept
+    first, _ = gpu_round_trip(pair, small)
+    again, got = gpu_round_trip(pair, small)
+    assert "device_arena" in first and "device_arena" not in again
+    assert torch.equal(got[0], small[0])
+
+
 def send_device_arena(sock: socket.socket, specs: list[dict], arena: dict | None, fd: int | None):
     send_arena(sock, specs, arena, fd, key="device_arena")
 
