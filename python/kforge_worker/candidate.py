@@ -351,7 +351,10 @@ class Candidate:
                 if slot.get("role") in ("input", "inout") and isinstance(sets[0][i], torch.Tensor)
             ]
             live = list(sets[0])
-            pristine = [[s[i].clone() for i in rotating] for s in sets]
+            # The kernel runs on set 0's buffers (`live`), so only set 0 needs a pristine
+            # copy; the other sets are never handed to it (one copy less of GB-sized inputs).
+            pristine = [[s[i] for i in rotating] for s in sets]
+            pristine[0] = [value.clone() for value in pristine[0]]
         except Exception as e:
             self._reply_error("timed", "worker", f"bad timing request: {e}")
             return

@@ -82,6 +82,8 @@ VERIFY_PROBABILITY = 0.1
 MAX_VERIFIED = 5
 # Input sets the candidate's timed trials rotate through (copied into the same buffers).
 TIMING_INPUT_SETS = 2
+# Device copies of a timing input set while the candidate is timed (evaluate._timing_set_count).
+TIMING_SET_COPIES = 3
 # The candidate's claimed median may sit below the judge's own wall-clock view of a trial
 # (minus the judge's overhead for an empty trial) by this much before it is flagged.
 WALL_ALLOWANCE_MS = 0.2
@@ -293,6 +295,33 @@ def _settle(tdev: torch.device) -> None:
             torch.cuda.synchronize(tdev)
 
 
+def _timing_set_count(first: InputSet, device: torch.device, result: JobResult) -> int:
+    """TIMING_INPUT_SETS, or one set when that many do not fit the GPU's free memory: each set
+    is held by this process, by its device arena on the way and by the candidate process (and
+    it keeps one more copy of the first to restore its buffers), so KernelBench's 17 GB
+    average-pooling input needs about 100 GB for two sets. One set weakens a check (a kernel
+    that caches its result by buffer is no longer fed different data), and the result says so."""
+    if device.type != "cuda" or TIMING_INPUT_SETS == 1:
+        return TIMING_INPUT_SETS
+    nbytes = sum(
+        a.value.numel() * a.value.element_size()
+        for a in first.args
+        if a.is_tensor and a.value.device.type == "cuda"
+    )
+    free, _ = torch.cuda.mem_get_info(device)
+    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if TIMING_SET_COPIES * TIMING_INPUT_SETS * nbytes <= free:
+        return TIMING_INPUT_SETS
+    result.metadata["timing_input_sets"] = 1
+    result.warn(
+        f"timed on one input set instead of {TIMING_INPUT_SETS}: {TIMING_INPUT_SETS} sets of "
+        f"{nbytes / 1e9:.1f} GB do not fit the GPU's {free / 1e9:.1f} GB of free memory, so the "
+        "timed trials do not rotate inputs (a kernel that caches its result by buffer is not "
+        "caught there)"
+    )
+    return 1
+
+
 def _time_both(
     job: JobSpec,
     tdev: torch.device,
@@ -308,9 +337,9 @@ def _time_both(
     # them in turn (copied into the same buffers), the reference is timed on the first.
     try:
         with result.phases.phase("inputs"):
-            sets = [
-                kernels.make_inputs(job.num_correct_trials + k) for k in range(TIMING_INPUT_SETS)
-            ]
+            sets = [kernels.make_inputs(job.num_correct_trials)]
+            count = _timing_set_count(sets[0], tdev, result)
+            sets += [kernels.make_inputs(job.num_correct_trials + k) for k in range(1, count)]
     except Exception as e:
         result.fail("runtime", f"could not build the timing inputs: {e}")
         return None

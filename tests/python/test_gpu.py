@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import worker_kernels as K
 from fake_supervisor import FakeSupervisor
 from worker_jobs import SERVER_DEFAULTS, make_job
@@ -502,3 +503,22 @@ def test_other_weights_still_fail_with_models_on_the_gpu(tmp_path):
     result = run_job_gpu(job, tmp_path)
     assert not result["correctness"], result
     assert result["metadata"]["model_device"] == "cuda:0"
+
+
+def test_timing_takes_one_input_set_when_two_do_not_fit(monkeypatch):
+    from kforge_worker import evaluate
+    from kforge_worker.inputs import BoundArg, InputSet
+    from kforge_worker.results import JobResult
+
+    gpu = torch.device("cuda:0")
+    first = InputSet(args=(BoundArg("x", torch.empty(4 << 20, device=gpu)),), from_io=False)
+    result = JobResult()
+    assert evaluate._timing_set_count(first, gpu, result) == evaluate.TIMING_INPUT_SETS
+    assert "timing_input_sets" not in result.metadata
+    # 16 MiB of input, 8 MiB free: the sets and their copies cannot all be on the GPU.
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 << 20, 80 << 30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
+    assert evaluate._timing_set_count(first, gpu, result) == 1
+    assert result.metadata["timing_input_sets"] == 1
+    assert any(w.startswith("timed on one input set") for w in result.warnings)
