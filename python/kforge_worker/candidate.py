@@ -25,6 +25,7 @@ supervisor's protocol socket, and what it answers is treated as a claim (docs/ar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -564,7 +565,11 @@ def serve(channel: StreamChannel, device: WorkerDevice, budget_bytes: int) -> in
     except (ProtocolError, OSError) as e:
         print(f"kforge_worker candidate: link to the judge failed: {e}", file=sys.stderr)
         return 1
-    except BaseException:
+    except BaseException as e:
         traceback.print_exc()
+        # Best effort: the judge's error then says why (out of device memory, say), where the
+        # jail keeps no stderr.
+        with contextlib.suppress(Exception):
+            channel.send({"type": "fatal", "error": f"{type(e).__name__}: {str(e)[:500]}"})
         return 70
     return 0

@@ -218,7 +218,7 @@ class CandidateLink:
 
     def _expect(self, reply: dict[str, Any], kind: str) -> None:
         if reply.get("type") != kind:
-            raise self.gone(ProtocolError(f"expected {kind!r}, got {reply.get('type')!r}"))
+            raise self.gone(_unexpected(reply, kind))
 
     # -- requests -----------------------------------------------------------------------
 
@@ -358,7 +358,7 @@ class CandidateLink:
                 if reply.get("type") == "timed":
                     break
                 if reply.get("type") != "trial":
-                    raise ProtocolError(f"expected 'trial', got {reply.get('type')!r}")
+                    raise _unexpected(reply, "trial")
                 walls.append((time.perf_counter_ns() - sent) / 1e6)
                 index = len(walls) - 1
                 want = verify(index)
@@ -366,7 +366,7 @@ class CandidateLink:
                 if want:
                     outputs, vals = wire.receive(self.channel, self.device, self.budget_bytes)
                     if outputs.get("type") != "trial_outputs":
-                        raise ProtocolError("expected 'trial_outputs'")
+                        raise _unexpected(outputs, "trial_outputs")
                     trial = self._call_reply({"outputs": outputs.get("outputs")}, [vals, []], 0)
                     ok = check(index, trial)
                     # The check's GPU work ends before the candidate's next trial starts, so
@@ -432,6 +432,14 @@ def _claimed_ms(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0
     return float(value) if 0.0 <= value < float("inf") else 0.0
+
+
+def _unexpected(reply: dict[str, Any], kind: str) -> ProtocolError:
+    """The error for a reply of the wrong type; a `fatal` one carries the candidate's own
+    words on why it is ending (candidate.serve; a claim, shortened)."""
+    if reply.get("type") == "fatal":
+        return ProtocolError(f"it failed: {_claimed_text(reply.get('error')) or 'no reason given'}")
+    return ProtocolError(f"expected {kind!r}, got {reply.get('type')!r}")
 
 
 def _claimed_text(value: Any) -> str | None:

@@ -94,3 +94,27 @@ def test_oversized_control_message_is_refused():
     a, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with pytest.raises(ProtocolError, match="exceeds"):
         send_control(a, {"type": "x", "blob": "y" * (70 << 10)})
+
+
+def test_a_candidate_that_fails_tells_the_judge_why(monkeypatch):
+    import socket
+
+    import torch
+
+    from kforge_worker import candidate, link
+    from kforge_worker.devinfo import parse_device
+    from kforge_worker.protocol import StreamChannel
+
+    def fail(self):
+        raise torch.OutOfMemoryError("out of device memory receiving tensors[0] (8 bytes)")
+
+    monkeypatch.setattr(candidate.Candidate, "serve", fail)
+    monkeypatch.setattr(candidate, "install_launch_counter", lambda: None)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        assert candidate.serve(StreamChannel(theirs), parse_device("cpu"), 1 << 20) == 70
+        reply = StreamChannel(ours).recv()
+    assert reply["type"] == "fatal" and reply["error"].startswith("OutOfMemoryError: out of")
+    # The judge's error names it instead of "expected 'called', got 'fatal'".
+    assert str(link._unexpected(reply, "called")).startswith("it failed: OutOfMemoryError")
+    assert str(link._unexpected({"type": "x"}, "called")) == "expected 'called', got 'x'"
