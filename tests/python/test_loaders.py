@@ -194,3 +194,37 @@ def test_torch_cuda_build_failure_is_a_compile_error_with_the_compiler_log(tmp_p
     digest = hashlib.sha256(TORCH_CUDA_BROKEN.encode()).hexdigest()[:16]
     build_dir = tmp_path / "cache" / "torch_extensions" / digest / "kforge_test_broken_ext"
     assert build_dir.is_dir()
+
+
+def test_a_model_is_built_under_the_device_and_one_that_needs_the_cpu_says_so(tmp_path):
+    # torch's meta device stands in for a GPU here: a constructor run "on the device" makes
+    # meta tensors; one that needs the cpu (.numpy()) raises ModelOnDeviceError there, and
+    # builds on the cpu path (kernels.py).
+    from kforge_worker.kernels import ModelOnDeviceError, SetupError, build_runnable
+
+    meta = torch.device("meta")
+    init = "        super().__init__()\n"
+    on_device_only = K.KB_REFERENCE.replace(init, init + "        assert torch.empty(1).is_meta\n")
+    needs_cpu = K.KB_REFERENCE.replace(init, init + "        torch.zeros(2).numpy()\n")
+
+    def build(source: str, on_device: bool):
+        spec = kernel(K.torch_kernel(source))
+        module = load_module(spec, "reference", str(tmp_path), "")
+        return build_runnable(
+            spec,
+            module,
+            [32, 16],
+            7,
+            prefer_new=False,
+            device=meta,
+            cache_dir="",
+            model_on_device=on_device,
+        )
+
+    build(on_device_only, True)
+    with pytest.raises(SetupError) as cpu_path:
+        build(on_device_only, False)
+    assert not isinstance(cpu_path.value, ModelOnDeviceError)
+    with pytest.raises(ModelOnDeviceError, match=r"with meta as torch's default device"):
+        build(needs_cpu, True)
+    build(needs_cpu, False)
