@@ -16,6 +16,7 @@ cpu too. The result says where (metadata.model_device, and a warning after a fal
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -181,21 +182,18 @@ def _build_model(
         return function_runnable(kernel, module, target.function_name)
     cls = target_class(module, target, prefer_new)
     what = f"{cls.__name__}(*get_init_inputs())"
-    if on_device and device.type != "cpu":
-        try:
-            with device:
-                model = call_seeded(lambda: cls(*clone_value(init_inputs)), seed)
-        except Exception as e:
+    on_device = on_device and device.type != "cpu"
+    try:
+        with device if on_device else contextlib.nullcontext():
+            model = call_seeded(lambda: cls(*clone_value(init_inputs)), seed)
+    except Exception as e:
+        if on_device:
             raise ModelOnDeviceError(
                 f"{what} raised {type(e).__name__} with {device} as torch's default device "
                 f"({str(e)[:200]}); the model is built on the cpu",
                 e,
             ) from e
-    else:
-        try:
-            model = call_seeded(lambda: cls(*clone_value(init_inputs)), seed)
-        except Exception as e:
-            raise SetupError(f"{what} raised {type(e).__name__}", e) from e
+        raise SetupError(f"{what} raised {type(e).__name__}", e) from e
     try:
         if isinstance(model, torch.nn.Module):
             model = model.to(device)

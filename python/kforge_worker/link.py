@@ -23,6 +23,7 @@ import torch
 from kforge_worker import wire
 from kforge_worker.binding import Invocation
 from kforge_worker.compare import bits_view
+from kforge_worker.devinfo import synchronize
 from kforge_worker.protocol import ProtocolError, StreamChannel
 
 DEFAULT_BUDGET_BYTES = 64 << 30
@@ -372,8 +373,7 @@ class CandidateLink:
                     # The check's GPU work ends before the candidate's next trial starts, so
                     # it never shares the device with a timed window; a failed check has the
                     # verdict, so the candidate stops timing.
-                    if self.device.type == "cuda":
-                        torch.cuda.synchronize(self.device)
+                    synchronize(self.device)
                     self.channel.send({"type": "trial_checked", "stop": not ok})
                 sent = time.perf_counter_ns()
         except (ProtocolError, OSError) as e:

@@ -540,20 +540,21 @@ def _clone_out(view: torch.Tensor, index: int) -> torch.Tensor:
     """A copy of our own of a tensor in the peer's device arena. Out of device memory,
     torch's cached blocks are given back and it is tried once more; then the error says what
     did not fit."""
-    for attempt in (0, 1):
-        try:
-            return view.clone()
-        except RuntimeError as e:
-            if not is_device_oom(e):
-                raise
-            if attempt == 0:
-                torch.cuda.empty_cache()
-                continue
-            raise torch.OutOfMemoryError(
-                f"out of device memory receiving tensors[{index}] ({view.numel()} bytes) from "
-                "the other process of the job: the job's tensors do not fit this GPU's free memory"
-            ) from e
-    raise AssertionError("unreachable")
+    try:
+        return view.clone()
+    except RuntimeError as e:
+        if not is_device_oom(e):
+            raise
+    torch.cuda.empty_cache()
+    try:
+        return view.clone()
+    except RuntimeError as e:
+        if not is_device_oom(e):
+            raise
+        raise torch.OutOfMemoryError(
+            f"out of device memory receiving tensors[{index}] ({view.numel()} bytes) from "
+            "the other process of the job: the job's tensors do not fit this GPU's free memory"
+        ) from e
 
 
 def _receive_device_arena(sock: socket.socket, declared: Any, device: torch.device) -> devmem.Block:
