@@ -230,6 +230,18 @@ def test_pipelined_cpu_python_jobs_are_correct_and_time_one_at_a_time(
         assert end <= start, windows
     gate = wait_gate(cpu_pipelined, lambda g: g["waiting"] == 0, "idle")
     assert gate["holder"] is None and gate["shared_holders"] == []
+    # Each job's replacement child warmed after its answer (Worker::after_job), registered
+    # with the gate while it warmed: the pool is full again and no warm-up is left there.
+    deadline = time.monotonic() + 60
+    while True:
+        with cpu_pipelined.client() as c:
+            cpu = next(d for d in c.get("/stats").json()["devices"] if d["name"] == "cpu")
+        python, gate = cpu["workers"]["python"], cpu["device_gate"]
+        target = python["warm_children_target"]
+        if python["processes_started"] >= python["jobs_run"] + target and gate["warming"] == 0:
+            break
+        assert time.monotonic() < deadline, (python, gate)
+        time.sleep(0.1)
 
 
 @cpu_only

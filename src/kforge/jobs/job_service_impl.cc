@@ -395,6 +395,9 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
       finish(job_id, model::JobState::kFailed, Json(), outcome.error);
       break;
   }
+  // The answer is out; what the worker does next (warming a replacement process) is
+  // no longer on this job's clock.
+  worker->after_job(job);
 }
 
 void JobServiceImpl::finish(const std::string& id, model::JobState state, Json result,

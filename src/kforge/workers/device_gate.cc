@@ -35,12 +35,13 @@ struct DeviceGate::State {
     while (!waiting.empty() && exclusive_seq == 0) {
       Waiter& next = waiting.front();
       if (next.mode == Mode::kExclusive) {
-        if (!shared.empty()) return;
+        if (!shared.empty()) break;
         exclusive_seq = next.seq;
         exclusive_holder = next.holder;
         ++exclusive_grants;
+        pause_warming_locked(true);  // before the holder hears of its grant
       } else {
-        if (static_cast<int>(shared.size()) >= max_shared) return;
+        if (static_cast<int>(shared.size()) >= max_shared) break;
         shared.emplace(next.seq, next.holder);
       }
       ++grants;
@@ -52,6 +53,17 @@ struct DeviceGate::State {
       waiting.pop_front();
       cv.notify_all();
     }
+    pause_warming_locked(exclusive_seq != 0);
+  }
+
+  // Pauses (or continues) every warming process when the device gets (or loses) its
+  // exclusive holder. Requires mu.
+  void pause_warming_locked(bool pause) {
+    if (pause == warming_paused) return;
+    warming_paused = pause;
+    if (pause) ++warming_pauses;
+    for (auto& [id, fn] : warming)
+      fn(pause);
   }
 
   bool holds_locked(uint64_t seq) const { return exclusive_seq == seq || shared.contains(seq); }
@@ -67,6 +79,11 @@ struct DeviceGate::State {
   uint64_t next_seq = 1;                   // guarded by mu
   int64_t grants = 0;                      // guarded by mu
   int64_t exclusive_grants = 0;            // guarded by mu
+  // Processes warming up beside the jobs (DeviceGate::warming), by registration id.
+  std::map<uint64_t, std::function<void(bool)>> warming;  // guarded by mu
+  bool warming_paused = false;                            // guarded by mu
+  uint64_t next_warming = 1;                              // guarded by mu
+  int64_t warming_pauses = 0;                             // guarded by mu
 };
 
 DeviceGate::DeviceGate(std::string device, int max_shared)
@@ -105,6 +122,22 @@ StatusOr<std::unique_ptr<DeviceGate::Ticket>> DeviceGate::acquire(
   return ticket;
 }
 
+std::unique_ptr<DeviceGate::Warming> DeviceGate::warming(std::function<void(bool pause)> pause) {
+  std::lock_guard lock(state_->mu);
+  const uint64_t id = state_->next_warming++;
+  if (state_->warming_paused) pause(true);
+  state_->warming.emplace(id, std::move(pause));
+  return std::unique_ptr<Warming>(new Warming(state_, id));
+}
+
+DeviceGate::Warming::~Warming() {
+  std::lock_guard lock(state_->mu);
+  auto it = state_->warming.find(id_);
+  if (it == state_->warming.end()) return;
+  if (state_->warming_paused) it->second(false);
+  state_->warming.erase(it);
+}
+
 Json DeviceGate::status() const {
   std::lock_guard lock(state_->mu);
   Json shared = Json::array();
@@ -121,7 +154,9 @@ Json DeviceGate::status() const {
       {"waiting", state_->waiting.size()},
       {"waiting_exclusive", waiting_exclusive},
       {"grants", state_->grants},
-      {"exclusive_grants", state_->exclusive_grants}};
+      {"exclusive_grants", state_->exclusive_grants},
+      {"warming", state_->warming.size()},
+      {"warming_pauses", state_->warming_pauses}};
 }
 
 DeviceGate::Ticket::Ticket(std::shared_ptr<State> state, uint64_t seq, std::string holder,
@@ -143,7 +178,8 @@ DeviceGate::Ticket::~Ticket() {
         std::remove_if(w.begin(), w.end(), [&](const State::Waiter& x) { return x.seq == seq_; }),
         w.end());
   }
-  // A waiter leaving the front may let the ones behind it in, as a holder leaving does.
+  // A waiter leaving the front may let the ones behind it in, as a holder leaving does;
+  // warming processes continue once no exclusive holder is left.
   state_->grant_next_locked();
 }
 

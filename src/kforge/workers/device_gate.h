@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,8 +84,30 @@ class DeviceGate {
                                             std::chrono::steady_clock::time_point deadline,
                                             Mode mode = Mode::kExclusive);
 
+  // A process warming up beside the jobs, holding no ticket (so it holds nobody up): the
+  // gate calls `pause(true)` when an exclusive grant is given and `pause(false)` when the
+  // device has no exclusive holder again, so its warm-up (a CUDA context, first launches)
+  // never runs beside a timed region. `pause` runs under the gate's lock: it must only
+  // signal (SIGSTOP/SIGCONT), never block or call the gate. Registered while an exclusive
+  // holder is in, it is paused at once; the handle's destruction unregisters it and
+  // continues it if it was paused, so it must not outlive what `pause` touches.
+  class Warming {
+   public:
+    ~Warming();
+    Warming(const Warming&) = delete;
+    Warming& operator=(const Warming&) = delete;
+
+   private:
+    friend class DeviceGate;
+    Warming(std::shared_ptr<State> state, uint64_t id) : state_(std::move(state)), id_(id) {}
+    std::shared_ptr<State> state_;
+    uint64_t id_;
+  };
+  std::unique_ptr<Warming> warming(std::function<void(bool pause)> pause);
+
   // {"device","max_shared","holder" (the exclusive holder, or null),"shared_holders" (in
-  // grant order),"waiting","waiting_exclusive","grants","exclusive_grants"}.
+  // grant order),"waiting","waiting_exclusive","grants","exclusive_grants","warming",
+  // "warming_pauses"}.
   Json status() const;
 
  private:

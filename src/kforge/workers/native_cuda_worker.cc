@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cctype>
+#include <csignal>
 #include <cstdlib>
 
 #include "kforge/common/files.h"
@@ -139,7 +140,7 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::take_proces
   return pool_.take();
 }
 
-void NativeCudaWorker::replenish(const WorkerJob& job) {
+void NativeCudaWorker::replenish() {
   if (!options_.gate) {
     // The process taken is replaced once its job is done, not while it runs: a starting
     // process creates a CUDA context, which stalls the driver calls of the running job (on
@@ -149,17 +150,18 @@ void NativeCudaWorker::replenish(const WorkerJob& job) {
     (void)pool_.top_up();
     return;
   }
-  // With other jobs in flight, a new process warms up (context, kernels) under the grant,
-  // so it never runs GPU work beside another job's timed region.
-  auto ticket = options_.gate->acquire(job.job_id + "/warm-up", -1,
-                                       Clock::now() + options_.child_ready_timeout);
-  if (!ticket.is_ok()) {
-    KF_LOG_WARN("worker=cuda device={} no grant to warm a process: {}", options_.device,
-                ticket.status().message());
-    return;
-  }
-  std::lock_guard lock(pool_mu_);
-  (void)pool_.warm_all();
+  // With other jobs in flight, a new process warms up (context, kernels) holding no grant,
+  // so it holds no job up; the gate stops it while an exclusive grant is in, so it never
+  // runs GPU work beside another job's timed region. It is waited for without pool_mu_:
+  // other jobs take the processes that are ready meanwhile.
+  pool_.refill(pool_mu_, [this](Child& child) -> std::shared_ptr<void> {
+    return options_.gate->warming(
+        [channel = &child.channel](bool pause) { channel->signal_all(pause ? SIGSTOP : SIGCONT); });
+  });
+}
+
+void NativeCudaWorker::after_job(const WorkerJob& /*job*/) {
+  replenish();
 }
 
 WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
@@ -185,7 +187,6 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
   ProcessExits exits(active->process);
   ChildJobEnd end = run_job_on_child(active->channel, message, job.timeout, cancel, progress, exits,
                                      options_.limits, options_.gate.get());
-  replenish(job);
   Json worker_info = {{"type", "cuda"},
                       {"pid", active->channel.pid},
                       {"warmup_ms", active->channel.ready_message.value("warmup_ms", 0.0)}};

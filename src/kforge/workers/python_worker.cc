@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cctype>
+#include <csignal>
 
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
@@ -297,17 +298,16 @@ void PythonWorker::prepare() {
   pool_.warm_all();
 }
 
-void PythonWorker::replenish(const WorkerJob& job) {
-  auto ticket = options_.gate->acquire(job.job_id + "/warm-up", -1,
-                                       Clock::now() + options_.child_ready_timeout,
-                                       DeviceGate::Mode::kShared);
-  if (!ticket.is_ok()) {
-    KF_LOG_WARN("worker device={} no grant to warm a child: {}", options_.device,
-                ticket.status().message());
-    return;
-  }
-  std::lock_guard run_lock(run_mu_);
-  (void)pool_.warm_all();
+void PythonWorker::replenish() {
+  // Stopped while another job's timed region holds the device (see the header).
+  pool_.refill(run_mu_, [this](ChildChannel& child) -> std::shared_ptr<void> {
+    return options_.gate->warming(
+        [raw = &child](bool pause) { raw->signal_all(pause ? SIGSTOP : SIGCONT); });
+  });
+}
+
+void PythonWorker::after_job(const WorkerJob& /*job*/) {
+  if (options_.gate) replenish();
 }
 
 WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
@@ -374,7 +374,6 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
             "the Python worker for " + options_.device +
                 " stopped while the job ran (not the kernel's fault); submit it again"};
   }
-  if (options_.gate) replenish(job);
   book_.note_job_end(end.kind, alive() ? WorkerState::kReady : WorkerState::kFailed);
   return outcome_of(end, std::move(result));
 }

@@ -75,6 +75,8 @@ class PythonWorker final : public Worker, private ExitSource {
   void prepare() override;
   WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
                     const ProgressSink& progress) override;
+  // With a gate: warms the children that replace those taken (see replenish()).
+  void after_job(const WorkerJob& job) override;
   WorkerState state() const override { return book_.state(); }
   Json status() const override;
   void shutdown() override;
@@ -91,9 +93,12 @@ class PythonWorker final : public Worker, private ExitSource {
     std::lock_guard lock(control_mu_);
     return control_.valid();
   }
-  // With a gate: a new warm child is forked and warmed up after a job, under a shared
-  // ticket, so its warm-up (a CUDA context, a Triton launch) never runs beside a timed region.
-  void replenish(const WorkerJob& job);
+  // With a gate: after a job's result is out, new warm children are forked and warmed up
+  // holding no ticket, so they hold no job up; the gate stops them (SIGSTOP) while an
+  // exclusive grant is in, so a warm-up (a CUDA context, a Triton launch) never runs beside
+  // a timed region. The wait for their `ready` (the warm-up itself) is outside run_mu_, so
+  // jobs keep taking ready children meanwhile.
+  void replenish();
 
   Status start_zygote();
   void stop_zygote();

@@ -9,12 +9,14 @@
 // until it says `ready`, and where its protocol channel is. One pool per worker, and so per
 // device.
 //
-// Thread-compatible: used by the worker's runner thread only (the book is thread-safe).
+// Thread-compatible: the worker guards it with one lock (the book is thread-safe); only
+// wait_ready() may run without it.
 #pragma once
 
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -89,6 +91,48 @@ class WarmPool {
     return last;
   }
 
+  // For a worker whose jobs run side by side (a device gate): one process toward `target`,
+  // started under the caller's lock and waited for without it (wait_ready()), so jobs keep
+  // taking the ready ones meanwhile; adopt() hands it back with wait_ready()'s status.
+  // start_missing() gives null when none is missing, counting those still warming up.
+  StatusOr<std::unique_ptr<Child>> start_missing() {
+    if (static_cast<int>(warm_.size()) + warming_ >= target_) return std::unique_ptr<Child>();
+    auto child = start_one();
+    if (child.is_ok()) ++warming_;
+    return child;
+  }
+  // Touches no pool state: call it without the lock that guards the pool.
+  Status wait_ready(Child& child) const { return hooks_.wait_ready(child); }
+  void adopt(std::unique_ptr<Child> child, const Status& ready) {
+    --warming_;
+    if (settle(*child, ready)) warm_.push_back(std::move(child));
+  }
+
+  // start_missing(), wait_ready() and adopt() until `target` wait or one fails, for a worker
+  // whose jobs run side by side: `mu` is the lock that guards this pool (held to start and
+  // to adopt, never while waiting), and what `while_warming(child)` returns is kept alive
+  // while the child warms up (the device gate's registration that stops it during timed
+  // regions).
+  void refill(std::mutex& mu, const std::function<std::shared_ptr<void>(Child&)>& while_warming) {
+    for (;;) {
+      std::unique_ptr<Child> child;
+      {
+        std::lock_guard lock(mu);
+        auto started = start_missing();
+        if (!started.is_ok() || *started == nullptr) return;
+        child = std::move(started).value();
+      }
+      Status ready;
+      {
+        const std::shared_ptr<void> held = while_warming(*child);
+        ready = wait_ready(*child);
+      }
+      std::lock_guard lock(mu);
+      adopt(std::move(child), ready);
+      if (!ready) return;
+    }
+  }
+
   // Retires every waiting process (destroying one kills it and removes its scratch).
   void clear() { warm_.clear(); }
   size_t size() const { return warm_.size(); }
@@ -114,17 +158,23 @@ class WarmPool {
   // Waits until `child` is ready; a lost one is killed and counted.
   Status wait(Child& child) {
     Status ready = hooks_.wait_ready(child);
+    settle(child, ready);
+    return ready;
+  }
+
+  // Books the outcome of a wait: true when `child` is ready, else it is killed and counted.
+  bool settle(Child& child, const Status& ready) {
     ChildChannel& channel = hooks_.channel(child);
     if (ready) {
       book_.note_ready(channel.ready_message);
-      return ready;
+      return true;
     }
     KF_LOG_WARN("device={} worker process pid={} lost before it was ready: {}", device_,
                 channel.pid, ready.message());
     channel.kill_all();
     book_.note_lost_before_ready(ready.message());
     ++lost_;
-    return ready;
+    return false;
   }
 
   std::string device_;
@@ -133,6 +183,7 @@ class WarmPool {
   WorkerBook& book_;
   std::deque<std::unique_ptr<Child>> warm_;  // oldest first
   int64_t lost_ = 0;                         // processes lost before ready and not yet replaced
+  int warming_ = 0;                          // started by start_missing(), not yet adopted
 };
 
 }  // namespace kforge::workers

@@ -71,6 +71,10 @@ class Worker {
   virtual WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
                             const ProgressSink& progress) = 0;
 
+  // Called by the same thread once run()'s result was published: work the job's answer
+  // need not wait for (warming the process that replaces the one the job used).
+  virtual void after_job(const WorkerJob& /*job*/) {}
+
   // Its state now (/health: kFailed makes the server "degraded"). Thread-safe.
   virtual WorkerState state() const = 0;
 

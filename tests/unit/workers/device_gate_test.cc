@@ -234,6 +234,44 @@ TEST(DeviceGateTest, NothingIsGrantedBesideAnExclusiveHolder) {
   EXPECT_TRUE(y->granted());
 }
 
+TEST(DeviceGateTest, WarmingProcessesArePausedWhileAnExclusiveHolderIsIn) {
+  DeviceGate gate("cuda:0", 4);
+  std::vector<std::string> events;
+  auto record = [&events](const std::string& who) {
+    return [&events, who](bool pause) { events.push_back(who + (pause ? " stop" : " cont")); };
+  };
+  auto w1 = gate.warming(record("w1"));
+  auto a = take(gate, "a", Mode::kShared);
+  EXPECT_TRUE(events.empty());  // shared holders run beside warm-ups
+  auto x = take(gate, "timing", Mode::kExclusive);
+  EXPECT_FALSE(x->granted());
+  EXPECT_TRUE(events.empty());  // paused only once the exclusive grant is given
+  a.reset();
+  EXPECT_TRUE(x->granted());
+  EXPECT_EQ(events, (std::vector<std::string>{"w1 stop"}));
+  auto w2 = gate.warming(record("w2"));  // registered during the timed region: paused at once
+  EXPECT_EQ(events.back(), "w2 stop");
+  // The next exclusive grant follows at once: nobody is continued in between.
+  auto y = take(gate, "timing-2", Mode::kExclusive);
+  x.reset();
+  EXPECT_TRUE(y->granted());
+  EXPECT_EQ(events.size(), 2u);
+  Json s = gate.status();
+  EXPECT_EQ(s["warming"], 2);
+  EXPECT_EQ(s["warming_pauses"], 1);
+  y.reset();
+  EXPECT_EQ(events, (std::vector<std::string>{"w1 stop", "w2 stop", "w1 cont", "w2 cont"}));
+  // A warm-up that ends is forgotten; one that ends while paused is continued first.
+  w1.reset();
+  auto z = take(gate, "timing-3", Mode::kExclusive);
+  EXPECT_EQ(events.back(), "w2 stop");
+  w2.reset();
+  EXPECT_EQ(events.back(), "w2 cont");
+  EXPECT_EQ(gate.status()["warming"], 0);
+  z.reset();
+  EXPECT_EQ(events.size(), 6u);
+}
+
 TEST(DeviceGateTest, ConsecutiveSharedWaitersAreGrantedTogetherAfterAnExclusiveHolder) {
   DeviceGate gate("cuda:0", 2);
   auto x = take(gate, "timing", Mode::kExclusive);

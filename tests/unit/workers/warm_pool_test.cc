@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,77 @@ TEST(WarmPoolTest, WarmAllWaitsForEachAndRetiresTheLost) {
   auto first = pool.take();
   ASSERT_TRUE(first.is_ok());
   EXPECT_EQ((*first)->id, 1);
+}
+
+TEST(WarmPoolTest, StartMissingCountsTheWarmingOnesAndAdoptKeepsOnlyTheReady) {
+  FakeLauncher launcher;
+  launcher.ready_script = {true, true, false};
+  WorkerBook book;
+  WarmPool<FakeChild> pool("cpu", 2, launcher.hooks(), book);
+  // Two runner threads each start one outside the pool: a third start finds none missing.
+  auto a = pool.start_missing();
+  auto b = pool.start_missing();
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  ASSERT_NE(*a, nullptr);
+  ASSERT_NE(*b, nullptr);
+  auto none = pool.start_missing();
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_EQ(*none, nullptr);
+  EXPECT_EQ(pool.size(), 0u);  // neither is handed out before it is adopted
+  std::unique_ptr<FakeChild> second = std::move(b).value();
+  const Status second_ready = pool.wait_ready(*second);
+  pool.adopt(std::move(second), second_ready);
+  EXPECT_EQ(pool.size(), 1u);
+  // One is still warming: none is missing yet.
+  EXPECT_EQ(*pool.start_missing(), nullptr);
+  std::unique_ptr<FakeChild> first = std::move(a).value();
+  pool.adopt(std::move(first), pool.wait_ready(*first));
+  EXPECT_EQ(pool.size(), 2u);
+  auto taken = pool.take();
+  ASSERT_TRUE(taken.is_ok());
+  EXPECT_EQ((*taken)->id, 2);  // adopted first, so handed out first
+  // A replacement that dies before it is ready is killed, counted, and not kept.
+  auto third = pool.start_missing();
+  ASSERT_TRUE(third.is_ok());
+  ASSERT_NE(*third, nullptr);
+  std::unique_ptr<FakeChild> lost = std::move(third).value();
+  const Status lost_ready = pool.wait_ready(*lost);
+  EXPECT_FALSE(lost_ready);
+  pool.adopt(std::move(lost), lost_ready);
+  EXPECT_EQ(pool.size(), 1u);
+  EXPECT_EQ(book.counters().processes_started, 3);
+  // The next start replaces the lost one, and counts as a restart.
+  auto fourth = pool.start_missing();
+  ASSERT_TRUE(fourth.is_ok());
+  ASSERT_NE(*fourth, nullptr);
+  EXPECT_EQ(book.counters().restarts, 1);
+}
+
+TEST(WarmPoolTest, RefillWarmsUntilTheTargetHoldingTheGuardOnlyWhileEachWarms) {
+  FakeLauncher launcher;
+  WorkerBook book;
+  WarmPool<FakeChild> pool("cpu", 3, launcher.hooks(), book);
+  std::mutex mu;
+  std::vector<int> guarded;
+  int alive = 0;
+  pool.refill(mu, [&](FakeChild& child) -> std::shared_ptr<void> {
+    EXPECT_TRUE(mu.try_lock());  // never called with the pool's lock held
+    mu.unlock();
+    guarded.push_back(child.id);
+    ++alive;
+    return std::shared_ptr<void>(nullptr, [&alive](void*) { --alive; });
+  });
+  EXPECT_EQ(pool.size(), 3u);
+  EXPECT_EQ(guarded, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(alive, 0);  // each guard released once its process was ready
+  // A process lost while it warms stops the refill; the next one replaces it.
+  (void)pool.take();
+  launcher.ready_script = {false};
+  pool.refill(mu, [](FakeChild&) { return std::shared_ptr<void>(); });
+  EXPECT_EQ(pool.size(), 2u);
+  pool.refill(mu, [](FakeChild&) { return std::shared_ptr<void>(); });
+  EXPECT_EQ(pool.size(), 3u);
+  EXPECT_EQ(book.counters().restarts, 1);
 }
 
 TEST(WarmPoolTest, ClearRetiresEveryWaitingProcess) {
