@@ -40,7 +40,7 @@ import torch
 from kforge_worker import device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
 from kforge_worker.binding import Invocation, poison_value
-from kforge_worker.compare import plain_tensor_problem, same_bits
+from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
 from kforge_worker.loaders import (
@@ -321,17 +321,12 @@ class Candidate:
             "aliases": _aliases(inv, described, values),
             "kernel_launches": _LAUNCHES[0] - launches_before,
         }
-        read_only: list[Any] = []
-        if before is None:  # no room for a copy: the judge compares the inputs themselves
-            read_only = [a.value for a in inv.read_only]
-        else:
-            header["read_only_changed"] = [
-                a.name
-                for a, old in zip(inv.read_only, before, strict=True)
-                if isinstance(old, torch.Tensor)
-                and not (isinstance(a.value, torch.Tensor) and same_bits(old, a.value))
-            ]
-        _send(self.channel, header, [values, read_only])
+        header["read_only_changed"] = [
+            a.name
+            for a, old in zip(inv.read_only, before, strict=True)
+            if old is not None and not _unchanged(old, a.value)
+        ]
+        _send(self.channel, header, [values, []])
 
     def time(self, message: dict[str, Any], sets: Any) -> None:
         """Times the kernel on input sets the judge sent, in turn: before each trial the next
@@ -340,6 +335,7 @@ class Candidate:
         if self.runnable is None:
             self._reply_error("timed", "worker", "time before load")
             return
+        wire.release_cached(self.tdev)  # the correctness calls' GB-sized leftovers
         try:
             plan = message["plan"]
             if not isinstance(sets, list) or not sets:
@@ -354,8 +350,15 @@ class Candidate:
             live = list(sets[0])
             # The kernel runs on set 0's buffers (`live`), so only set 0 needs a pristine
             # copy; the other sets are never handed to it (one copy less of GB-sized inputs).
-            pristine = [[s[i] for i in rotating] for s in sets]
-            pristine[0] = [value.clone() for value in pristine[0]]
+            # With one set and no room for a copy of an input (not an inout), its digest:
+            # each trial then checks that input unchanged instead of restoring it.
+            pristine: list[list[Any]] = [[s[i] for i in rotating] for s in sets]
+            pristine[0] = [
+                _before(value)
+                if len(sets) == 1 and plan["slots"][i].get("role") == "input"
+                else value.clone()
+                for i, value in zip(rotating, pristine[0], strict=True)
+            ]
         except Exception as e:
             self._reply_error("timed", "worker", f"bad timing request: {e}")
             return
@@ -380,7 +383,13 @@ class Candidate:
             # caught when the judge verifies it.
             values = pristine[trial[0] % len(pristine)]
             for i, value in zip(rotating, values, strict=True):
-                live[i].copy_(value)
+                if not isinstance(value, BitsDigest):
+                    live[i].copy_(value)
+                elif bits_digest(live[i]) != value:
+                    raise RuntimeError(
+                        f"the kernel changed its input '{plan['slots'][i].get('name')}' "
+                        "while being timed; inputs must stay unchanged"
+                    )
             trial[0] += 1
             for tensor, value in poison:
                 tensor.fill_(value)
@@ -524,17 +533,29 @@ def _filled(fill: Any, device: torch.device | None) -> torch.Tensor:
     return torch.full(shape, value, dtype=dtype, device=device)
 
 
-def _snapshot(args: list[BoundArg]) -> list[Any] | None:
-    """Copies of the tensor arguments a call must leave unchanged (other values as None), to
-    compare with after the call here instead of sending the inputs back to the judge; None
-    when the device has no room for them."""
+def _snapshot(args: list[BoundArg]) -> list[torch.Tensor | BitsDigest | None]:
+    """What each tensor argument a call must leave unchanged was before it (other values as
+    None), to compare with after the call here instead of sending the inputs back to the
+    judge: a copy, or where the device has no room for one its BitsDigest."""
+    return [_before(a.value) if isinstance(a.value, torch.Tensor) else None for a in args]
+
+
+def _before(value: torch.Tensor) -> torch.Tensor | BitsDigest:
     try:
-        return [a.value.clone() if isinstance(a.value, torch.Tensor) else None for a in args]
+        return value.clone()
     except RuntimeError as e:
         if not is_device_oom(e):
             raise
-        torch.cuda.empty_cache()  # the failed copies' memory, for the call that follows
-        return None
+        torch.cuda.empty_cache()  # the failed copy's memory, for the call that follows
+        return bits_digest(value)
+
+
+def _unchanged(before: torch.Tensor | BitsDigest, after: Any) -> bool:
+    if not isinstance(after, torch.Tensor):
+        return False
+    if isinstance(before, BitsDigest):
+        return bits_digest(after) == before
+    return same_bits(before, after)
 
 
 def _aliases(

@@ -123,6 +123,50 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(bits_a, bits_b))
 
 
+@dataclass(frozen=True)
+class BitsDigest:
+    """What same_bits() compares, kept in a few integers: a tensor's layout and two sums of
+    its 32-bit words (plain, and each word times an odd weight of its position, mod 2**64),
+    so any one changed word changes it. For an input too large to copy: taken before a call
+    and again after it, it tells whether the call changed the input without a second copy
+    of it in device memory."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    plain: int
+    weighted: int
+
+
+DIGEST_CHUNK_WORDS = 1 << 24  # 64 MiB of words per pass: ~0.4 GiB of int64 temporaries
+
+
+def bits_digest(t: torch.Tensor) -> BitsDigest:
+    """`t`'s BitsDigest, computed on its device in chunks (a contiguous tensor is never
+    copied whole; a non-contiguous one is taken a slice of its first dimension at a time)."""
+    plain, weighted, offset = 0, 0, 0
+    mask = (1 << 64) - 1
+    for part in _contiguous_parts(t.detach()):
+        raw = part.reshape(-1).view(torch.uint8)
+        words = raw[: raw.numel() // 4 * 4].view(torch.int32)
+        tail = raw[words.numel() * 4 :]
+        for chunk in (*words.split(DIGEST_CHUNK_WORDS), tail):
+            if chunk.numel() == 0:
+                continue
+            wide = chunk.to(torch.int64)
+            odd = torch.arange(2 * offset + 1, 2 * (offset + wide.numel()), 2, device=wide.device)
+            plain = (plain + int(wide.sum())) & mask
+            weighted = (weighted + int((wide * odd).sum())) & mask
+            offset += wide.numel()
+    return BitsDigest(str(t.dtype), tuple(t.shape), tuple(t.stride()), plain, weighted)
+
+
+def _contiguous_parts(t: torch.Tensor) -> list[torch.Tensor]:
+    if t.is_contiguous() or t.dim() == 0:
+        return [t.contiguous()]
+    return [p for row in t.unbind(0) for p in _contiguous_parts(row)]
+
+
 def unravel_index(flat_index: int, shape: torch.Size) -> list[int]:
     index = []
     for dim in reversed(shape):

@@ -263,8 +263,9 @@ def _compare(trial: _Trial, inputs: InputSet) -> bool:
         if trial.cache is not None:
             trial.cache.keep_expected(trial.index, expected)
     expected_values = [v.detach().to(device) for _, v in expected]
+    kernels.note_outputs(expected_values)
 
-    cand_inv = kernels.bind_candidate(inputs.clone())
+    cand_inv = kernels.bind_candidate(inputs.shared())
     for i, out in enumerate(cand_inv.outputs):
         if out.role == "output" and isinstance(out.value, torch.Tensor):
             want = expected_values[i] if i < len(expected_values) else None
@@ -390,7 +391,7 @@ def _evaluate(trial: _Trial, inputs: InputSet) -> bool:
     kernels, device = trial.kernels, trial.device
     runs: list[tuple[Invocation, list[tuple[str, Any]]]] = []
     for variant in (0, 1):
-        inv = kernels.bind_candidate(inputs.clone())
+        inv = kernels.bind_candidate(inputs.shared())
         binding.poison(inv.output_only, variant)
         with trial.result.phases.phase("candidate"):
             reply = kernels.candidate.link.call(inv, seed=trial.call_seed)
@@ -405,6 +406,7 @@ def _evaluate(trial: _Trial, inputs: InputSet) -> bool:
         for name, problem in reply.problems.items():
             return trial.reject(f"output '{name}' {problem}", check="outputs_dense")
         outputs = [(n, v.to(device)) for n, v in reply.outputs]
+        kernels.note_outputs([v for _, v in outputs])
         if not _inputs_unchanged(trial, inv, inputs, reply):
             return False
         _flag_aliasing(trial, reply)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker import devinfo, jailer
+from kforge_worker import devinfo, jailer, wire
 from kforge_worker.activity import (
     NOT_ON_CPU,
     Flag,
@@ -82,8 +82,9 @@ VERIFY_PROBABILITY = 0.1
 MAX_VERIFIED = 5
 # Input sets the candidate's timed trials rotate through (copied into the same buffers).
 TIMING_INPUT_SETS = 2
-# Device copies of a timing input set while the candidate is timed (evaluate._timing_set_count).
-TIMING_SET_COPIES = 3
+# Free device memory the timing phase leaves beyond its own tensors (the processes' CUDA
+# contexts, allocator rounding, the kernels' scratch): evaluate._timing_set_count.
+TIMING_MEMORY_MARGIN_BYTES = 2 << 30
 # The candidate's claimed median may sit below the judge's own wall-clock view of a trial
 # (minus the judge's overhead for an empty trial) by this much before it is flagged.
 WALL_ALLOWANCE_MS = 0.2
@@ -295,12 +296,26 @@ def _settle(tdev: torch.device) -> None:
             torch.cuda.synchronize(tdev)
 
 
-def _timing_set_count(first: InputSet, device: torch.device, result: JobResult) -> int:
-    """TIMING_INPUT_SETS, or one set when that many do not fit the GPU's free memory: each set
-    is held by this process, by its device arena on the way and by the candidate process (and
-    it keeps one more copy of the first to restore its buffers), so KernelBench's 17 GB
-    average-pooling input needs about 100 GB for two sets. One set weakens a check (a kernel
-    that caches its result by buffer is no longer fed different data), and the result says so."""
+def timing_device_bytes(sets: int, input_bytes: int, output_bytes: int) -> int:
+    """Device memory the timing phase of a job holds at its peak, both processes together,
+    with `sets` input sets of `input_bytes` and outputs of `output_bytes`. The judge: the
+    sets, the reference's outputs on each, the reference's own timed copy, the sets again in
+    its arena on their way, a verified trial's outputs received; the candidate process: its
+    copy of the sets, one pristine copy, two calls' outputs (the last and the new one) and
+    its arena sending the outputs back. 22 of KernelBench level 1's problems with inputs or
+    outputs of 4-17 GB were not timed on an 80 GB H100 when only the inputs were counted."""
+    judge = (2 * sets + 1) * input_bytes + (sets + 1) * output_bytes
+    candidate = (sets + 1) * input_bytes + 3 * output_bytes
+    return judge + candidate
+
+
+def _timing_set_count(
+    first: InputSet, device: torch.device, result: JobResult, output_bytes: int = 0
+) -> int:
+    """TIMING_INPUT_SETS, or one set when the timing phase would not fit the GPU's free
+    memory with that many (timing_device_bytes; `first` is already on the device). One set
+    weakens a check (a kernel that caches its result by buffer is no longer fed different
+    data), and the result says so."""
     if device.type != "cuda" or TIMING_INPUT_SETS == 1:
         return TIMING_INPUT_SETS
     nbytes = sum(
@@ -310,12 +325,14 @@ def _timing_set_count(first: InputSet, device: torch.device, result: JobResult) 
     )
     free, _ = torch.cuda.mem_get_info(device)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    if TIMING_SET_COPIES * TIMING_INPUT_SETS * nbytes <= free:
+    need = timing_device_bytes(TIMING_INPUT_SETS, nbytes, output_bytes) - nbytes
+    if need + TIMING_MEMORY_MARGIN_BYTES <= free:
         return TIMING_INPUT_SETS
     result.metadata["timing_input_sets"] = 1
     result.warn(
-        f"timed on one input set instead of {TIMING_INPUT_SETS}: {TIMING_INPUT_SETS} sets of "
-        f"{nbytes / 1e9:.1f} GB do not fit the GPU's {free / 1e9:.1f} GB of free memory, so the "
+        f"timed on one input set instead of {TIMING_INPUT_SETS}: with {nbytes / 1e9:.1f} GB "
+        f"of inputs and {output_bytes / 1e9:.1f} GB of outputs they need about "
+        f"{need / 1e9:.1f} GB more of the GPU's {free / 1e9:.1f} GB of free memory, so the "
         "timed trials do not rotate inputs (a kernel that caches its result by buffer is not "
         "caught there)"
     )
@@ -337,8 +354,9 @@ def _time_both(
     # them in turn (copied into the same buffers), the reference is timed on the first.
     try:
         with result.phases.phase("inputs"):
+            wire.release_cached(tdev)
             sets = [kernels.make_inputs(job.num_correct_trials)]
-            count = _timing_set_count(sets[0], tdev, result)
+            count = _timing_set_count(sets[0], tdev, result, kernels.output_bytes)
             sets += [kernels.make_inputs(job.num_correct_trials + k) for k in range(1, count)]
     except Exception as e:
         result.fail("runtime", f"could not build the timing inputs: {e}")
@@ -538,7 +556,7 @@ def _time_candidate(
                 return False
         return True
 
-    invs = [kernels.bind_candidate(one.clone()) for one in sets]
+    invs = [kernels.bind_candidate(one.shared()) for one in sets]
     timing = dataclasses.asdict(job.timing)
     reply: TimedReply = kernels.candidate.link.time(
         invs, timing, verify, check, activity=device.type == "cuda"
@@ -736,7 +754,7 @@ def _device_metrics(
     request = dataclasses.asdict(job.device_metrics)
     request["sections"] = list(job.device_metrics.sections)
     raw: dict[str, Any] = {}
-    cand_inv = kernels.bind_candidate(inputs.clone())
+    cand_inv = kernels.bind_candidate(inputs.shared())
     raw["candidate"] = checked_run(kernels.candidate.link.device_metrics(cand_inv, request))
     if kernels.reference is not None and job.reference is not None:
         plan, slots = plan_invocation(kernels.bind_reference(inputs.clone()))

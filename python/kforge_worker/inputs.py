@@ -76,6 +76,12 @@ class InputSet:
     def clone(self) -> InputSet:
         return replace(self, args=tuple(replace(a, value=clone_value(a.value)) for a in self.args))
 
+    def shared(self) -> InputSet:
+        """The same values as new tensor objects on the same memory (detached views), for an
+        invocation the judge only sends to the candidate process, which works on its own
+        copy: a clone() there cost one more device copy of GB-sized inputs per call."""
+        return replace(self, args=tuple(replace(a, value=_view(a.value)) for a in self.args))
+
     def tensors(self, roles: tuple[str, ...]) -> list[BoundArg]:
         return [a for a in self.args if a.is_tensor and a.role in roles]
 
@@ -85,6 +91,14 @@ def clone_value(value: Any) -> Any:
         return value.detach().clone()
     if isinstance(value, list | tuple):
         return type(value)(clone_value(v) for v in value)
+    return value
+
+
+def _view(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, list | tuple):
+        return type(value)(_view(v) for v in value)
     return value
 
 

@@ -108,6 +108,13 @@ class JobKernels:
     # the device was tried first and refused.
     model_on_device: bool = False
     model_fallback: str | None = None
+    # The largest total of one call's outputs seen in the correctness trials, in bytes (the
+    # timing phase sizes its device memory with it: evaluate._timing_set_count).
+    output_bytes: int = 0
+
+    def note_outputs(self, values: Any) -> None:
+        total = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+        self.output_bytes = max(self.output_bytes, total)
 
     @property
     def inputs_fallback(self) -> str | None:

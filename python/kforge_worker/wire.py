@@ -97,6 +97,9 @@ DEVICE_ARENA_MAX = 1 << 40  # the largest device arena a receiver maps (address 
 # arena costs an allocation, an export and a mapping: kept arenas are faster.)
 DEVICE_ARENA_KEEP_BYTES = 1 << 30
 DEVICE_ARENA_KEEP_FRACTION = 16
+# Free device memory a single-use arena's sender leaves the receiver beyond the copy itself
+# (its allocator's rounding, the kernel's own scratch); short of it the sender empties its cache.
+PEER_HEADROOM_BYTES = 1 << 30
 _PAGE = 4096
 _F_SEAL_FUTURE_WRITE = getattr(fcntl, "F_SEAL_FUTURE_WRITE", 0x0010)
 FDS_PER_MESSAGE = 200  # under the kernel's SCM_MAX_FD (253)
@@ -380,7 +383,7 @@ def _place_on_device(
     state = _arena_state(channel)
     new_fd: int | None = None
     mine = state.device_mine
-    keep = _keep_bytes(device)
+    keep = keep_bytes(device)
     if mine is None or mine.size < total or mine.size > keep:
         if mine is not None:
             # Not answered yet (two messages in a row): the peer may not have mapped it, so it
@@ -402,10 +405,23 @@ def _place_on_device(
         src = _tensor_bytes(t)
         view[offset : offset + src.numel()].copy_(src)
     torch.cuda.synchronize(device)  # the bytes are in place before the peer hears of them
+    if state.device_mine.size > keep:
+        _make_room_for_peer(device, total)
     return offsets, new_fd, state.device_mine.size
 
 
-def _keep_bytes(device: torch.device) -> int:
+def _make_room_for_peer(device: torch.device, nbytes: int) -> None:
+    """Before a single-use arena's message goes out: the peer copies `nbytes` out of it into
+    memory of its own, so where the GPU's free memory is short of that, this process gives
+    back what torch keeps cached (a GB-sized input's earlier copies, say). Both processes of
+    a job share one GPU, and the receiver cannot free what the sender's allocator holds; a
+    KernelBench input of 17 GB did not fit an 80 GB GPU without this."""
+    free, _ = torch.cuda.mem_get_info(device)
+    if free < nbytes + PEER_HEADROOM_BYTES:
+        torch.cuda.empty_cache()
+
+
+def keep_bytes(device: torch.device) -> int:
     """The largest device arena kept for the next message on `device` (module docstring)."""
     if device not in _KEEP:
         total = torch.cuda.get_device_properties(device).total_memory
@@ -414,6 +430,18 @@ def _keep_bytes(device: torch.device) -> int:
 
 
 _KEEP: dict[torch.device, int] = {}
+
+
+def release_cached(device: torch.device) -> None:
+    """Gives back what torch's allocator keeps cached on `device` when that is more than
+    keep_bytes (1/16 of the GPU): a job's two processes share one GPU, and GB-sized blocks one
+    of them freed after the correctness trials are memory the other cannot have for the
+    timed ones. Smaller caches stay (giving them back costs their reallocation)."""
+    if device.type != "cuda":
+        return
+    idle = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if idle > keep_bytes(device):
+        torch.cuda.empty_cache()
 
 
 def _allocate_arena(device: torch.device, nbytes: int) -> devmem.Block | None:
@@ -518,7 +546,7 @@ def receive(
         tensors.append(value)
     if any(via == "device" for _, _, _, via, _ in parsed):
         torch.cuda.synchronize(device)  # copied out before the peer may write its arena again
-    if state.device_peer is not None and state.device_peer.size > _keep_bytes(device):
+    if state.device_peer is not None and state.device_peer.size > keep_bytes(device):
         state.device_peer.close()  # a single-use arena: the peer sends a new one next time
         state.device_peer = None
     return message, decode(message.get("values", {"$v": None}), tensors)
@@ -528,7 +556,7 @@ def _release_single_use(state: _ArenaState) -> None:
     """The peer has answered, so it has read every arena this side sent: the single-use one
     and those replaced since go back (module docstring)."""
     mine = state.device_mine
-    if mine is not None and mine.size > _keep_bytes(mine.view.device):
+    if mine is not None and mine.size > keep_bytes(mine.view.device):
         state.device_retired.append(mine)
         state.device_mine = None
     for block in state.device_retired:

@@ -7,8 +7,10 @@ import math
 import pytest
 import torch
 
+import kforge_worker.compare as compare_module
 from kforge_worker.compare import (
     Tolerance,
+    bits_digest,
     compare_tensors,
     output_spread,
     plain_tensor_problem,
@@ -198,3 +200,38 @@ def test_output_spread_is_the_same_in_any_chunks(monkeypatch, chunk):
     constant = output_spread(want, torch.full((5,), 3.0), Tolerance(1e-2, 1e-2))
     assert constant.actual_constant
     assert output_spread(want, got, Tolerance(10.0, 0.0)).within_zero
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(5, 7, 3),
+        lambda: torch.randn(6, 4).half(),
+        lambda: torch.arange(11, dtype=torch.uint8),  # a tail of bytes past the last word
+        lambda: torch.tensor([True, False, True]),
+        lambda: torch.randn(4, 6).t(),  # not contiguous: taken a row at a time
+        lambda: torch.tensor(2.5),
+    ],
+)
+def test_bits_digest_sees_any_one_changed_element_and_nothing_else(make, monkeypatch):
+    monkeypatch.setattr(compare_module, "DIGEST_CHUNK_WORDS", 3)  # several chunks per tensor
+    t = make()
+    before = bits_digest(t)
+    assert bits_digest(t.clone()) == before
+    for i in range(t.numel()):
+        changed = t.clone()  # the same strides
+        at = tuple(int(k) for k in torch.unravel_index(torch.tensor(i), t.shape))
+        changed[at] = ~changed[at] if t.dtype == torch.bool else changed[at] + 1
+        assert bits_digest(changed) != before, i
+
+
+def test_bits_digest_tells_nan_payloads_layouts_and_dtypes_apart():
+    t = torch.full((4,), float("nan"))
+    other = t.clone()
+    other.view(torch.int32)[2] ^= 1  # another NaN payload
+    assert bits_digest(t) != bits_digest(other)
+    x = torch.randn(3, 4)
+    assert bits_digest(x) != bits_digest(x.t().contiguous().t())  # same values, other strides
+    assert bits_digest(x) != bits_digest(x.view(torch.int32))
+    assert bits_digest(torch.zeros(8)) != bits_digest(torch.zeros(4))
+    assert bits_digest(torch.empty(0)) == bits_digest(torch.empty(0))

@@ -159,17 +159,81 @@ def test_input_mutating_kernel_fails(tmp_path, with_reference):
     assert checks(result)["inputs_unchanged"]["passed"] is False
 
 
-def test_without_room_for_copies_the_inputs_go_back_to_the_judge(tmp_path, monkeypatch):
-    # The candidate compares its inputs with copies it made before the call; where the device
-    # has no room for them, it sends the inputs back and the judge compares them.
+def _digests_only(monkeypatch):
+    """The candidate process finds no room for a copy of any input (as a 17 GB input on an
+    80 GB GPU): it keeps each input's BitsDigest instead."""
     import kforge_worker.candidate as candidate
+    from kforge_worker.compare import bits_digest
 
-    monkeypatch.setattr(candidate, "_snapshot", lambda args: None)
+    monkeypatch.setattr(candidate, "_before", bits_digest)
+
+
+def test_without_room_for_copies_the_candidate_compares_digests(tmp_path, monkeypatch):
+    _digests_only(monkeypatch)
     ref = K.torch_add_reference()
     bad = run(make_job(K.triton_vadd(K.VADD_MUTATES), ref, tmp_path=tmp_path / "bad"))
     assert "modified its input 'x'" in bad["validation_error"]
+    assert checks(bad)["inputs_unchanged"]["passed"] is False
     good = run(make_job(K.triton_vadd(), ref, tmp_path=tmp_path / "good"))
     assert good["correctness"] and checks(good)["inputs_unchanged"]["passed"]
+
+
+def test_the_candidate_keeps_a_digest_where_a_copy_does_not_fit():
+    import kforge_worker.candidate as candidate
+    from kforge_worker.compare import BitsDigest, bits_digest
+
+    class NoRoom(torch.Tensor):
+        def clone(self, *args, **kwargs):
+            raise torch.OutOfMemoryError("CUDA out of memory (test)")
+
+    x = torch.randn(8)
+    kept = candidate._before(x.as_subclass(NoRoom))
+    assert isinstance(kept, BitsDigest) and kept == bits_digest(x)
+    assert isinstance(candidate._before(x), torch.Tensor)  # a copy where one fits
+    with pytest.raises(ValueError):  # any other error is not a lack of room
+
+        class Broken(torch.Tensor):
+            def clone(self, *args, **kwargs):
+                raise ValueError("broken")
+
+        candidate._before(x.as_subclass(Broken))
+
+
+KB_CANDIDATE_MUTATES_WHEN_TIMED = K.KB_CANDIDATE.replace(
+    "        out = x @ self.linear.weight.t() + self.linear.bias\n",
+    "        out = x @ self.linear.weight.t() + self.linear.bias\n"
+    "        self.calls = getattr(self, 'calls', 0) + 1\n"
+    "        if self.calls > 3:  # after the three correctness calls\n"
+    "            x.add_(1.0)\n",
+)
+
+
+def test_timed_on_one_set_without_room_for_a_copy_checks_digests(tmp_path, monkeypatch):
+    # One timing set (what a GPU without room for two gets) and no room for the candidate's
+    # pristine copy: each trial checks the input's digest instead of restoring the input.
+    import kforge_worker.evaluate as evaluate
+
+    _digests_only(monkeypatch)
+    monkeypatch.setattr(evaluate, "TIMING_INPUT_SETS", 1)
+    ref = K.torch_kernel(K.KB_REFERENCE)
+    good = run(
+        make_job(
+            K.torch_kernel(K.KB_CANDIDATE), ref, tmp_path=tmp_path / "g", measure_performance=True
+        )
+    )
+    assert good["correctness"], good.get("validation_error")
+    assert good["runtime"] > 0
+    assert KB_CANDIDATE_MUTATES_WHEN_TIMED != K.KB_CANDIDATE
+    bad = run(
+        make_job(
+            K.torch_kernel(KB_CANDIDATE_MUTATES_WHEN_TIMED),
+            ref,
+            tmp_path=tmp_path / "b",
+            measure_performance=True,
+        )
+    )
+    assert bad["error_kind"] == "runtime" and bad["runtime"] <= 0
+    assert "changed its input 'arg0' while being timed" in bad["runtime_error"]
 
 
 def test_inout_arguments_may_be_modified(tmp_path):
@@ -472,3 +536,17 @@ def test_a_failed_check_of_a_timed_trial_stops_the_timing(tmp_path):
     result = run(job)
     assert not result["correctness"] and not checks(result)["timed_runs_verified"]["passed"]
     assert result["phases_ms"]["timing"] < 4000, result["phases_ms"]  # 400 trials: over 8 s
+
+
+def test_the_timing_phase_counts_inputs_and_outputs_of_both_processes():
+    from kforge_worker.evaluate import timing_device_bytes
+
+    gb = 1 << 30
+    # Judge: 2 sets, 2 expected outputs, the reference's timed copy, the sets in its arena, a
+    # verified trial's outputs; candidate: 2 sets, a pristine copy, 3 outputs.
+    assert timing_device_bytes(2, gb, 0) == 8 * gb
+    assert timing_device_bytes(2, 0, gb) == 6 * gb
+    # KernelBench 19_ReLU (6.44 GB in and out): two sets need ~90 GB, more than an H100 has;
+    # one set ~64 GB.
+    relu = 6_442_450_944
+    assert timing_device_bytes(2, relu, relu) > 80 * gb > timing_device_bytes(1, relu, relu)

@@ -11,7 +11,9 @@ import torch
 from worker_kernels import tensor_arg
 
 from kforge_worker.inputs import (
+    BoundArg,
     InputError,
+    InputSet,
     ProblemCalls,
     derive_seed,
     make_io_inputs,
@@ -242,3 +244,16 @@ def test_problem_calls_raise_when_the_cpu_path_fails_too():
     with pytest.raises(RuntimeError, match="no inputs today"):
         calls.call(broken, 1, "get_inputs()")
     assert calls.fallback is not None and "RuntimeError" in calls.fallback
+
+
+def test_shared_input_sets_are_new_objects_on_the_same_memory():
+    x, y = torch.randn(4), torch.randn(2)
+    one = InputSet((BoundArg("x", x), BoundArg("pair", [y, 3]), BoundArg("n", 4)), from_io=True)
+    shared = one.shared()
+    got_x, got_pair = shared.args[0].value, shared.args[1].value
+    assert got_x is not x and got_x.data_ptr() == x.data_ptr()  # no copy: a view
+    assert isinstance(got_pair, list) and got_pair[0] is not y
+    assert got_pair[0].data_ptr() == y.data_ptr() and got_pair[1] == 3
+    assert shared.args[2].value == 4 and shared.from_io
+    cloned = one.clone().args[0].value
+    assert cloned.data_ptr() != x.data_ptr()

@@ -377,8 +377,8 @@ def test_gpu_tensors_round_trip_through_the_device_arena(pair) -> None:
 
 @needs_gpu
 def test_a_device_arena_above_the_keep_size_serves_one_message(pair, monkeypatch) -> None:
-    assert wire._keep_bytes(GPU) >= max(wire.DEVICE_ARENA_KEEP_BYTES, 1 << 30)
-    monkeypatch.setattr(wire, "_keep_bytes", lambda device: 4 << 20)
+    assert wire.keep_bytes(GPU) >= max(wire.DEVICE_ARENA_KEEP_BYTES, 1 << 30)
+    monkeypatch.setattr(wire, "keep_bytes", lambda device: 4 << 20)
     sender, receiver = pair
     for _ in range(2):
         values = [torch.randn(4 << 20, device=GPU)]  # 16 MiB: above the keep size
@@ -482,3 +482,37 @@ def test_a_jailed_out_of_memory_assert_is_recognised_as_out_of_memory():
     assert is_device_oom(jailed)
     assert is_device_oom(torch.OutOfMemoryError("CUDA out of memory"))
     assert not is_device_oom(RuntimeError("CUDA error: an illegal memory access"))
+
+
+def test_a_single_use_arenas_sender_empties_its_cache_only_when_the_peer_lacks_room(monkeypatch):
+    # Judge and candidate share one GPU: the receiver of a GB-sized message cannot free what
+    # the sender's allocator keeps cached, so the sender does when free memory is short.
+    free = [0]
+    emptied: list[int] = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free[0], 80 << 30))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(free[0]))
+    need = 17 << 30
+    free[0] = need + wire.PEER_HEADROOM_BYTES
+    wire._make_room_for_peer(torch.device("cuda:0"), need)
+    assert emptied == []
+    free[0] = need + wire.PEER_HEADROOM_BYTES - 1
+    wire._make_room_for_peer(torch.device("cuda:0"), need)
+    assert emptied == [free[0]]
+
+
+def test_release_cached_gives_back_only_a_cache_above_the_kept_arena_size(monkeypatch):
+    gpu = torch.device("cuda:0")
+    monkeypatch.setattr(wire, "keep_bytes", lambda device: 5 << 30)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 1 << 30)
+    reserved = [0]
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved[0])
+    emptied: list[int] = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(reserved[0]))
+    reserved[0] = 6 << 30  # 5 GiB idle: kept
+    wire.release_cached(gpu)
+    assert emptied == []
+    reserved[0] = (6 << 30) + 1
+    wire.release_cached(gpu)
+    assert emptied == [reserved[0]]
+    wire.release_cached(torch.device("cpu"))  # nothing to give back there
+    assert len(emptied) == 1
