@@ -75,6 +75,19 @@ def report_phases(mode: str, results: list[dict[str, Any]]) -> None:
             print(f"{mode} reference_reuse {json.dumps(r['reference_reuse'])}", flush=True)
 
 
+def report_warmups(stats: Any) -> None:
+    """The Python workers' last child warm-up (what each job's replacement process costs)."""
+    if isinstance(stats, dict):
+        if stats.get("type") == "python" and "child_warmup_ms" in stats:
+            steps = json.dumps(stats.get("child_warmup_steps_ms"))
+            print(f"{stats.get('device')} child warm-up {stats['child_warmup_ms']:.0f} ms: {steps}")
+        for value in stats.values():
+            report_warmups(value)
+    elif isinstance(stats, list):
+        for value in stats:
+            report_warmups(value)
+
+
 def run_sequential(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> float:
     """The candidates as separate compares sent one after another (a loop that waits for
     each answer before it sends the next)."""
@@ -167,6 +180,8 @@ def main() -> int:
                     run_sequential(srv, ref, cands, args.device)
                 )
             print(f"round: separate {walls['separate'][-1]:.2f} s, batch {wall:.2f} s", flush=True)
+        with srv.client() as c:
+            report_warmups(c.get("/stats").json())
     finally:
         srv.stop()
     sep, bat = statistics.median(walls["separate"]), statistics.median(walls["batch"])

@@ -157,13 +157,16 @@ def main() -> int:
             runs[key], info[key] = run_kforge(device, args.jobs, warm, cache)
     baseline = run_baseline(device, args.baseline_jobs, args.python)
     rows = {f"kforge, {k}": v for k, v in runs.items()}
-    rows["baseline (fresh python per job)"] = baseline
+    if baseline:  # --baseline-jobs 0 measures kforge alone
+        rows["baseline (fresh python per job)"] = baseline
     print(f"\neval latency, device {device}: Triton vector add, 1 correctness trial, 20 ms budget")
     print(f"{'':46s} {'jobs':>5s} {'p50 s':>8s} {'p95 s':>8s} {'mean s':>8s}")
     for name, v in rows.items():
         print(f"{name:46s} {len(v):5d} {percentile(v, 0.5):8.3f} {percentile(v, 0.95):8.3f} "
               f"{statistics.mean(v):8.3f}")  # fmt: skip
     for key, v in runs.items():
+        if not baseline:
+            break
         ratio = percentile(baseline, 0.5) / percentile(v, 0.5)
         print(f"{f'p50 ratio baseline / kforge ({key})':46s} {'':5s} {ratio:8.1f}x")
     if args.out:

@@ -77,6 +77,9 @@ class Outcome:
     timing_steps_ms: dict[str, float] = field(default_factory=dict)
     trials: dict[str, int] = field(default_factory=dict)
     stop_reasons: dict[str, str] = field(default_factory=dict)
+    # Correct but its candidate not timed (no runtime_stats): why, from runtime_error. A
+    # torch-vs-torch problem must be timed too; such a problem is not a pass.
+    timing_error: str | None = None
 
 
 def find_problems(
@@ -136,6 +139,8 @@ def run_kforge_one(client: Any, problem: Problem, args: argparse.Namespace) -> O
         if isinstance(side_stats, dict) and isinstance(side_stats.get("trials"), int):
             out.trials[side] = side_stats["trials"]  # timed trials, and why they stopped
             out.stop_reasons[side] = str(side_stats.get("stop_reason") or "")
+    if out.correct and not stats:
+        out.timing_error = str(res.get("runtime_error") or "no runtime_stats")[-600:]
     if not out.correct:
         out.error = (
             res.get("compilation_error")
@@ -315,6 +320,12 @@ def table(
     failed = [o for o in kforge if not o.correct]
     for o in failed:
         lines.append(f"kforge FAILED level{o.level} {o.problem}: {o.error}")
+    untimed = [o for o in kforge if o.correct and o.timing_error]
+    if untimed:
+        lines.append(f"kforge correct but NOT TIMED: {len(untimed)} of {len(kforge)}")
+    for o in untimed:
+        why = " | ".join(line.strip() for line in o.timing_error.splitlines()[-3:])
+        lines.append(f"kforge NOT TIMED level{o.level} {o.problem}: {why}")
     for o in baseline:
         if not o.correct:
             lines.append(f"baseline FAILED level{o.level} {o.problem}: {o.error}")
@@ -396,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         if kforge:
             print(table(kforge, kforge_total, baseline, baseline_level_s, args, level_problems))
         save(args, kforge, kforge_total, baseline, baseline_level_s, level_problems)
-    return 0 if all(o.correct for o in kforge) else 1
+    return 0 if all(o.correct and not o.timing_error for o in kforge) else 1
 
 
 def save(
@@ -420,6 +431,15 @@ def save(
         }, indent=2))  # fmt: skip
 
 
+def _outcome(saved: dict[str, Any]) -> Outcome:
+    """An Outcome from an --out file; a file from before `timing_error` was kept still
+    shows a correct problem with no candidate trials as not timed."""
+    out = Outcome(**saved)
+    if "timing_error" not in saved and out.correct and "candidate" not in out.trials:
+        out.timing_error = "no candidate timing (this file does not keep why)"
+    return out
+
+
 def merge(args: argparse.Namespace) -> int:
     """One table from the --out files of runs made one after another on one device (a level
     per run, the baseline in a run of its own): their kforge outcomes and wall times add up,
@@ -431,7 +451,7 @@ def merge(args: argparse.Namespace) -> int:
     for path in args.merge:
         try:
             run = json.loads(path.read_text())
-            kforge += [Outcome(**o) for o in run["kforge"]]
+            kforge += [_outcome(o) for o in run["kforge"]]
             baseline += [Outcome(**o) for o in run["baseline"]]
             kforge_total += float(run["kforge_total_s"])
             baseline_level_s.update(run["baseline_level_s"])
@@ -450,7 +470,7 @@ def merge(args: argparse.Namespace) -> int:
     print(table(kforge, kforge_total, baseline, baseline_level_s, args, level_problems))
     print(f"baseline harness: {', '.join(sorted(harnesses)) or 'none'}; runs merged: "
           + ", ".join(str(p) for p in args.merge))  # fmt: skip
-    return 0 if all(o.correct for o in kforge) else 1
+    return 0 if all(o.correct and not o.timing_error for o in kforge) else 1
 
 
 if __name__ == "__main__":

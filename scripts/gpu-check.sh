@@ -136,6 +136,8 @@ kernelbench() {
   [[ -n "$kb_dir" ]] && harness="KernelBench's eval_kernel_against_ref"
   line="$(grep '^throughput kforge' "$out/kernelbench.txt" | tail -1)"
   [[ -n "$line" ]] && record "kernelbench throughput ratio" "$(awk '{print $NF}' <<<"$line") (baseline: $harness)"
+  line="$(grep '^kforge correct but NOT TIMED' "$out/kernelbench.txt" | tail -1)"
+  record "kernelbench correct but not timed (must be 0)" "$([[ -n "$line" ]] && echo "${line##*: }" || echo 0)"
   return 0
 }
 
