@@ -141,15 +141,6 @@ StatusOr<std::unique_ptr<NativeCudaWorker::Child>> NativeCudaWorker::take_proces
 }
 
 void NativeCudaWorker::replenish() {
-  if (!options_.gate) {
-    // The process taken is replaced once its job is done, not while it runs: a starting
-    // process creates a CUDA context, which stalls the driver calls of the running job (on
-    // an H100 that doubled the timing phase of a small job). The other warm processes
-    // serve the next jobs.
-    std::lock_guard lock(pool_mu_);
-    (void)pool_.top_up();
-    return;
-  }
   // With other jobs in flight, a new process warms up (context, kernels) holding no grant,
   // so it holds no job up; the gate stops it while an exclusive grant is in, so it never
   // runs GPU work beside another job's timed region. It is waited for without pool_mu_:
@@ -161,7 +152,7 @@ void NativeCudaWorker::replenish() {
 }
 
 void NativeCudaWorker::after_job(const WorkerJob& /*job*/) {
-  replenish();
+  if (options_.gate) replenish();
 }
 
 WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
@@ -187,6 +178,15 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
   ProcessExits exits(active->process);
   ChildJobEnd end = run_job_on_child(active->channel, message, job.timeout, cancel, progress, exits,
                                      options_.limits, options_.gate.get());
+  if (!options_.gate) {
+    // The process taken is replaced once its job is done, not while it runs: a starting
+    // process creates a CUDA context, which stalls the driver calls of the running job (on
+    // an H100 that doubled the timing phase of a small job). Started (not waited for)
+    // before the answer goes out, as measured for the back-to-back latency; the other warm
+    // processes serve the next jobs.
+    std::lock_guard lock(pool_mu_);
+    (void)pool_.top_up();
+  }
   Json worker_info = {{"type", "cuda"},
                       {"pid", active->channel.pid},
                       {"warmup_ms", active->channel.ready_message.value("warmup_ms", 0.0)}};

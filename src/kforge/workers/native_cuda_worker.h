@@ -64,7 +64,8 @@ class NativeCudaWorker final : public Worker {
   void prepare() override;
   WorkerOutcome run(const WorkerJob& job, CancelToken& cancel,
                     const ProgressSink& progress) override;
-  // Replaces the process the job used (replenish()), once the job's result is out.
+  // With a gate, replaces the process the job used (replenish()) once the job's result is
+  // out (without one, run() starts the replacement as the job ends).
   void after_job(const WorkerJob& job) override;
   WorkerState state() const override { return book_.state(); }
   Json status() const override;
@@ -80,8 +81,8 @@ class NativeCudaWorker final : public Worker {
   StatusOr<std::unique_ptr<Child>> start_child();
   // A ready process for a job; with a gate, one is started only while holding the grant.
   StatusOr<std::unique_ptr<Child>> take_process(const WorkerJob& job, CancelToken& cancel);
-  // Replaces the process a job used (with a gate: warmed up holding no grant but stopped
-  // while an exclusive one is in, and waited for without pool_mu_).
+  // With a gate: replaces the process a job used, warmed up holding no grant but stopped
+  // while an exclusive one is in, and waited for without pool_mu_.
   void replenish();
   Status wait_ready(Child& child);
   WarmPool<Child>::Hooks pool_hooks();
