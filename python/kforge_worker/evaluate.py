@@ -43,7 +43,6 @@ from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError, InputSet, derive_seed
 from kforge_worker.kernels import (
-    TORCH_TYPES,
     JobKernels,
     ReferenceLoadError,
     SetupError,
@@ -229,18 +228,22 @@ def _run(
         _check_and_time(job, tdev, kernels, result, report, reuse=reuse, exclusive=exclusive)
     finally:
         _note_inputs_device(result, kernels)
-        _note_model_device(result, kernels, job)
+        _note_model_device(result, kernels)
 
 
-def _note_model_device(result: JobResult, kernels: JobKernels, job: JobSpec) -> None:
+def _job_device(result: JobResult, kernels: JobKernels) -> str:
+    """The job's name for its device (`cuda:0` as the server named it)."""
+    return result.metadata.get("device") or str(kernels.device)
+
+
+def _note_model_device(result: JobResult, kernels: JobKernels) -> None:
     """Where torch models' parameters were drawn (kernels.py), and why on the cpu when the
     device refused a model's constructor."""
-    if job.kernel.kernel_type not in TORCH_TYPES and (
-        job.reference is None or job.reference.kernel_type not in TORCH_TYPES
-    ):
+    if not kernels.has_models:
         return
-    device = result.metadata.get("device") or str(kernels.device)
-    result.metadata["model_device"] = device if kernels.model_on_device else "cpu"
+    result.metadata["model_device"] = (
+        _job_device(result, kernels) if kernels.model_on_device else "cpu"
+    )
     if kernels.model_fallback:
         result.metadata["model_fallback"] = kernels.model_fallback
         result.warn(f"models built on the cpu: {kernels.model_fallback}")
@@ -252,8 +255,7 @@ def _note_inputs_device(result: JobResult, kernels: JobKernels) -> None:
     if kernels.input_source != "get_inputs":
         return
     fallback = kernels.inputs_fallback
-    device = result.metadata.get("device") or str(kernels.device)  # the job's name for it
-    result.metadata["get_inputs_device"] = "cpu" if fallback else device
+    result.metadata["get_inputs_device"] = "cpu" if fallback else _job_device(result, kernels)
     if fallback:
         result.metadata["get_inputs_fallback"] = fallback
         result.warn(f"inputs made on the cpu: {fallback}")

@@ -104,8 +104,9 @@ class JobKernels:
     problem_calls: ProblemCalls
     # Why the candidate process made its own get_inputs() on the cpu (an evaluate), if it did.
     candidate_inputs_fallback: str | None = None
-    # Where torch models' parameters were drawn (both sides alike), and why on the cpu when
-    # the device was tried first and refused.
+    # Whether either side is a torch model; where their parameters were drawn (both sides
+    # alike), and why on the cpu when the device was tried first and refused.
+    has_models: bool = False
     model_on_device: bool = False
     model_fallback: str | None = None
     # The largest total of one call's outputs seen in the correctness trials, in bytes (the
@@ -415,6 +416,7 @@ def _load_kernels(
         device=device,
         problem_calls=calls,
         candidate_inputs_fallback=loaded.inputs_fallback,
+        has_models=needs_models,
         model_on_device=model_on_device,
         model_fallback=model_fallback,
     )

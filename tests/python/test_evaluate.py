@@ -142,6 +142,14 @@ def test_a_compare_and_an_evaluate_through_the_arena(tmp_path, monkeypatch):
     assert placed and all(placed)  # the judge's large tensors all went through its arena
 
 
+def test_a_job_without_torch_models_says_nothing_of_where_models_were_built(tmp_path):
+    result = run(make_job(K.triton_vadd(), tmp_path=tmp_path))  # an evaluate: Triton only
+    assert result["correctness"], result.get("validation_error")
+    assert "model_device" not in result["metadata"]
+    with_torch = run(make_job(K.triton_vadd(), K.torch_add_reference(), tmp_path=tmp_path / "t"))
+    assert with_torch["metadata"]["model_device"] == "cpu"  # the reference is a torch model
+
+
 def test_unwritten_output_fails_evaluate(tmp_path):
     result = run(make_job(K.triton_vadd(K.VADD_PARTIAL), tmp_path=tmp_path))
     assert not result["correctness"] and result["error_kind"] == "mismatch"
@@ -258,6 +266,7 @@ def test_kernelbench_model_vs_model_new_share_weights(tmp_path):
     assert result["correctness"], result.get("validation_error")
     assert result["metadata"]["input_source"] == "get_inputs"
     assert result["metadata"]["kernel_name"] == "ModelNew"
+    assert result["metadata"]["model_device"] == "cpu"  # where both models were built
     assert result["ref_runtime"] > 0 and result["runtime"] > 0
 
 
