@@ -166,6 +166,10 @@ def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
     tdev = device.torch_device()
     if device.is_cuda:
         report.run("cuda_context", lambda: _cuda_context(tdev))
+        # A child's first Triton launch took ~1 s on an H100 (2.1-2.5 s warm-ups): its parts
+        # as steps of their own, so /stats says which it is.
+        report.run("triton_driver", _triton_driver)
+        report.run("triton_kernel", lambda: _triton_kernel(tdev))
     report.run("triton_launch", lambda: triton_launch(tdev))
     report.run("torch_ops", lambda: torch_common_ops(tdev))
     report.run("harness_checks", lambda: harness_checks(tdev))
@@ -180,6 +184,30 @@ def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
 
     report.run("describe_device", describe_step)
     return report, described
+
+
+def _triton_driver() -> None:
+    """Triton's driver for the GPU: its C utilities (a module the host's C compiler builds
+    unless Triton's cache has it) and the device's target."""
+    from triton.runtime import driver
+
+    driver.active.get_current_target()
+
+
+def _triton_kernel(device: torch.device) -> None:
+    """The warm-up kernel compiled or loaded from Triton's cache without a launch
+    (JITFunction.warmup), then its module loaded and its C launcher built or loaded
+    (CompiledKernel._init_handles): what the first launch would do before launching."""
+    from kforge_worker import warm_kernels
+
+    n = 1000
+    x = torch.arange(n, dtype=torch.float32, device=device)
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(n, warm_kernels.BLOCK),)
+    kernel = warm_kernels.warm_add.warmup(x, x, out, n, BLOCK=warm_kernels.BLOCK, grid=grid)
+    if hasattr(kernel, "result"):  # an asynchronous compile's future
+        kernel = kernel.result()
+    kernel._init_handles()
 
 
 def _cuda_context(device: torch.device) -> None:

@@ -155,6 +155,10 @@ def test_zygote_on_gpu_end_to_end(tmp_path):
             assert ready["device"]["kind"] == "cuda" and ready["warmup_errors"] == {}, ready
             assert "profiler" in ready["warmup_steps_ms"], ready  # Kineto started before the job
             assert "harness_checks" in ready["warmup_steps_ms"], ready  # the judge's checks loaded
+            # The first Triton launch in its parts (driver, kernel from the cache, launch).
+            assert {"triton_driver", "triton_kernel", "triton_launch"} <= set(
+                ready["warmup_steps_ms"]
+            ), ready
             print(f"child {attempt}: warm-up {ready['warmup_ms']} ms", ready["warmup_steps_ms"])
             start = time.perf_counter()
             message = child.run_job(job)
