@@ -304,8 +304,9 @@ def timing_device_bytes(sets: int, input_bytes: int, output_bytes: int) -> int:
     sets, the reference's outputs on each, the reference's own timed copy, the sets again in
     its arena on their way, a verified trial's outputs received; the candidate process: its
     copy of the sets, one pristine copy, two calls' outputs (the last and the new one) and
-    its arena sending the outputs back. 22 of KernelBench level 1's problems with inputs or
-    outputs of 4-17 GB were not timed on an 80 GB H100 when only the inputs were counted."""
+    its arena sending the outputs back. While only 3 copies of the inputs were counted, 22 of
+    KernelBench level 1's problems with inputs or outputs of 4-17 GB were left untimed on an
+    80 GB H100 (their error text was not kept)."""
     judge = (2 * sets + 1) * input_bytes + (sets + 1) * output_bytes
     candidate = (sets + 1) * input_bytes + 3 * output_bytes
     return judge + candidate

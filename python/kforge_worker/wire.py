@@ -414,8 +414,9 @@ def _make_room_for_peer(device: torch.device, nbytes: int) -> None:
     """Before a single-use arena's message goes out: the peer copies `nbytes` out of it into
     memory of its own, so where the GPU's free memory is short of that, this process gives
     back what torch keeps cached (a GB-sized input's earlier copies, say). Both processes of
-    a job share one GPU, and the receiver cannot free what the sender's allocator holds; a
-    KernelBench input of 17 GB did not fit an 80 GB GPU without this."""
+    a job share one GPU, and the receiver cannot free what the sender's allocator holds (with
+    this, the judge's views and the candidate's digests, KernelBench's 17 GB input fit an
+    80 GB H100)."""
     free, _ = torch.cuda.mem_get_info(device)
     if free < nbytes + PEER_HEADROOM_BYTES:
         torch.cuda.empty_cache()
