@@ -101,12 +101,13 @@ def test_bench_runs_on_cpu_and_every_problem_is_correct(tmp_path: Path) -> None:
         ), o
         assert o["inputs_device"] == "cpu"
         assert o["speedup"] > 0, o  # its value is timing: not asserted
+        assert o["timing_error"] is None and o["timing_input_sets"] == 2, o
     text = proc.stdout
     assert "kforge all (first submit->last)" in text and "process/problem all" in text
     assert "throughput kforge / process-per-problem" in text
     assert "candidate timed trials per problem: median" in text
     assert "reference timed trials per problem: median" in text
-    assert "FAILED" not in text
+    assert "FAILED" not in text and "NOT TIMED" not in text
 
 
 def test_bench_splits_into_runs_extrapolates_a_baseline_sample_and_names_bad_flags(
@@ -127,6 +128,17 @@ def test_bench_splits_into_runs_extrapolates_a_baseline_sample_and_names_bad_fla
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     assert "process/problem level 1 (1 run, extrapolated)        2" in proc.stdout
     assert "throughput kforge / process-per-problem" in proc.stdout
+    # A correct problem whose candidate was not timed is no pass: --merge finds one in a file
+    # from before `timing_error` was kept (no candidate trials) and exits non-zero.
+    older = json.loads(mine.read_text())
+    for o in older["kforge"]:
+        del o["timing_error"], o["timing_input_sets"]
+    del older["kforge"][0]["trials"]["candidate"]
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    proc = run_bench("--merge", str(tmp_path / "older.json"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-4000:]
+    assert "kforge correct but NOT TIMED: 1 of 2" in proc.stdout
+    assert "kforge NOT TIMED level1 1_Add: no candidate timing" in proc.stdout
     bad = run_bench("--merge", str(tmp_path / "problems" / "level1" / "1_Add.py"))
     assert bad.returncode != 0 and "is not a --out file" in bad.stderr
     bad = run_bench("--problems", str(tmp_path / "missing"), "--device", "cpu")
