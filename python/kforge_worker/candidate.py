@@ -9,8 +9,9 @@ supervisor's protocol socket, and what it answers is treated as a claim (docs/ar
                 values: init inputs -> loaded {ok, name, warnings, model_on_device,
                 model_fallback, error?} (model_on_device: where its torch model was built)
     gen_inputs  {seed} -> inputs + values: the list get_inputs() returned (evaluate only)
-    call        {plan} + values: the invocation's slots -> called {ok, outputs, error?} +
-                values: [output values | null], the read-only inputs after the call
+    call        {plan} + values: the invocation's slots -> called {ok, outputs,
+                read_only_changed, error?} + values: [output values | null], [] (the inputs
+                the call changed, found here against copies or digests made before it)
     time        {plan, timing, activity} + values: [slots per input set] -> a `trial` per
                 timed trial, each answered by the judge's `trial_ack` {verify, stop} (verify:
                 send `trial_outputs`); then timed {ok, stats, warnings, stream_skew,

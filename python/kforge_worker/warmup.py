@@ -89,14 +89,21 @@ def harness_checks(device: torch.device) -> None:
         poison_for(torch.empty_like(want), want, tol)
 
 
-def triton_launch(device: torch.device) -> None:
+def _warm_add_call(device: torch.device) -> tuple[tuple[Any, ...], tuple[int]]:
+    """The warm-up kernel's arguments (x, x, out, n) and grid."""
     from kforge_worker import warm_kernels
 
     n = 1000
     x = torch.arange(n, dtype=torch.float32, device=device)
-    out = torch.empty_like(x)
-    grid = (triton.cdiv(n, warm_kernels.BLOCK),)
-    warm_kernels.warm_add[grid](x, x, out, n, BLOCK=warm_kernels.BLOCK)
+    return (x, x, torch.empty_like(x), n), (triton.cdiv(n, warm_kernels.BLOCK),)
+
+
+def triton_launch(device: torch.device) -> None:
+    from kforge_worker import warm_kernels
+
+    args, grid = _warm_add_call(device)
+    x, _, out, _ = args
+    warm_kernels.warm_add[grid](*args, BLOCK=warm_kernels.BLOCK)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     if not torch.equal(out, x + x):
@@ -200,11 +207,8 @@ def _triton_kernel(device: torch.device) -> None:
     (CompiledKernel._init_handles): what the first launch would do before launching."""
     from kforge_worker import warm_kernels
 
-    n = 1000
-    x = torch.arange(n, dtype=torch.float32, device=device)
-    out = torch.empty_like(x)
-    grid = (triton.cdiv(n, warm_kernels.BLOCK),)
-    kernel = warm_kernels.warm_add.warmup(x, x, out, n, BLOCK=warm_kernels.BLOCK, grid=grid)
+    args, grid = _warm_add_call(device)
+    kernel = warm_kernels.warm_add.warmup(*args, BLOCK=warm_kernels.BLOCK, grid=grid)
     if hasattr(kernel, "result"):  # an asynchronous compile's future
         kernel = kernel.result()
     kernel._init_handles()

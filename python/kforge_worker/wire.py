@@ -53,9 +53,10 @@ side for its whole life (on an 80 GB H100, KernelBench's 8.6 GB L1Norm did not f
 them): the receiver unmaps it once it has copied the tensors out, and the sender releases it
 when the peer's next message arrives (the protocol is request/response: the peer has read it
 by then). The sender's next message that goes through the device makes a new arena and passes
-its descriptor. (Also giving torch's cached blocks back to the driver after such a message
-was tried on the H100: it did not make KernelBench's 17 GB average-pooling input fit, and
-level 1 ran slower.)
+its descriptor. Before such a message goes out, the sender gives torch's cached blocks back
+to the driver only when the GPU's free memory is short of the message plus PEER_HEADROOM_BYTES
+(the receiver cannot free what the sender's allocator holds); doing it after every such
+message was tried on the H100 and made level 1 slower.
 """
 
 from __future__ import annotations
@@ -383,8 +384,7 @@ def _place_on_device(
     state = _arena_state(channel)
     new_fd: int | None = None
     mine = state.device_mine
-    keep = keep_bytes(device)
-    if mine is None or mine.size < total or mine.size > keep:
+    if mine is None or mine.size < total or _single_use(mine):
         if mine is not None:
             # Not answered yet (two messages in a row): the peer may not have mapped it, so it
             # goes back at the peer's next message.
@@ -405,7 +405,7 @@ def _place_on_device(
         src = _tensor_bytes(t)
         view[offset : offset + src.numel()].copy_(src)
     torch.cuda.synchronize(device)  # the bytes are in place before the peer hears of them
-    if state.device_mine.size > keep:
+    if _single_use(state.device_mine):
         _make_room_for_peer(device, total)
     return offsets, new_fd, state.device_mine.size
 
@@ -431,6 +431,11 @@ def keep_bytes(device: torch.device) -> int:
 
 
 _KEEP: dict[torch.device, int] = {}
+
+
+def _single_use(block: devmem.Block) -> bool:
+    """Whether a device arena serves one message only (module docstring)."""
+    return block.size > keep_bytes(block.view.device)
 
 
 def release_cached(device: torch.device) -> None:
@@ -547,7 +552,7 @@ def receive(
         tensors.append(value)
     if any(via == "device" for _, _, _, via, _ in parsed):
         torch.cuda.synchronize(device)  # copied out before the peer may write its arena again
-    if state.device_peer is not None and state.device_peer.size > keep_bytes(device):
+    if state.device_peer is not None and _single_use(state.device_peer):
         state.device_peer.close()  # a single-use arena: the peer sends a new one next time
         state.device_peer = None
     return message, decode(message.get("values", {"$v": None}), tensors)
@@ -557,7 +562,7 @@ def _release_single_use(state: _ArenaState) -> None:
     """The peer has answered, so it has read every arena this side sent: the single-use one
     and those replaced since go back (module docstring)."""
     mine = state.device_mine
-    if mine is not None and mine.size > keep_bytes(mine.view.device):
+    if mine is not None and _single_use(mine):
         state.device_retired.append(mine)
         state.device_mine = None
     for block in state.device_retired:
