@@ -146,3 +146,23 @@ def is_poison(t: torch.Tensor, variant: int) -> torch.Tensor:
     if t.dtype.is_floating_point and variant == 0:
         return torch.isnan(t)
     return t == torch.tensor(value, dtype=t.dtype, device=t.device)
+
+
+def timing_rotation(
+    slots: list[dict[str, Any]], values: list[Any], set_count: int
+) -> tuple[list[int], list[int]]:
+    """The slots a timed trial loop on `set_count` input sets refreshes before every trial,
+    and those it only checks unchanged. With several sets every input and inout tensor is
+    copied from the next set (`restored`); with one set only an inout one is (from a pristine
+    copy), and a read-only input keeps its values, checked by digest before the first trial
+    and after the last (`unchanged`). The candidate's loop and the judge's empty trials both
+    follow this, so the judge copies what the candidate copies."""
+    rotating = [
+        i
+        for i, slot in enumerate(slots)
+        if slot.get("role") in ("input", "inout") and isinstance(values[i], torch.Tensor)
+    ]
+    if set_count > 1:
+        return rotating, []
+    restored = [i for i in rotating if slots[i].get("role") == "inout"]
+    return restored, [i for i in rotating if i not in restored]

@@ -40,7 +40,7 @@ import torch
 
 from kforge_worker import device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
-from kforge_worker.binding import Invocation, poison_value
+from kforge_worker.binding import Invocation, poison_value, timing_rotation
 from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
@@ -149,6 +149,7 @@ class Candidate:
                 "gen_inputs": self.gen_inputs,
                 "call": self.call,
                 "time": self.time,
+                "trim": self.trim,
                 "device_metrics": self.device_metrics,
             }.get(str(kind))
             if handler is None:
@@ -157,16 +158,16 @@ class Candidate:
             handler(message, values)
 
     def _reply_error(self, reply: str, kind: str, message: str) -> None:
-        _send(
-            self.channel,
-            {
-                "type": reply,
-                "ok": False,
-                "error": {"kind": kind, "message": message},
-                "compile_ms": self.compile_ms,
-                "inputs_fallback": self.problem_calls.fallback,
-            },
-        )
+        _send(self.channel, self._error_reply(reply, kind, message))
+
+    def _error_reply(self, reply: str, kind: str, message: str) -> dict[str, Any]:
+        return {
+            "type": reply,
+            "ok": False,
+            "error": {"kind": kind, "message": message},
+            "compile_ms": self.compile_ms,
+            "inputs_fallback": self.problem_calls.fallback,
+        }
 
     def load(self, message: dict[str, Any], init_inputs: Any) -> None:
         try:
@@ -329,40 +330,52 @@ class Candidate:
         ]
         _send(self.channel, header, [values, []])
 
+    def trim(self, message: dict[str, Any], values: Any) -> None:
+        """Gives back torch's cached blocks beyond wire.keep_bytes (link.trim)."""
+        del message, values
+        wire.release_cached(self.tdev)
+        _send(self.channel, {"type": "trimmed"})
+
     def time(self, message: dict[str, Any], sets: Any) -> None:
         """Times the kernel on input sets the judge sent, in turn: before each trial the next
         set's values are copied into the same input buffers (outside the timed window), so a
-        kernel that caches its output by buffer sees different data every trial."""
+        kernel that caches its output by buffer sees different data every trial. The reply
+        goes out once this process has let go of the sets and given back what its allocator
+        caches beyond wire.keep_bytes (the judge's steps after the timing need the room)."""
         if self.runnable is None:
             self._reply_error("timed", "worker", "time before load")
             return
-        wire.release_cached(self.tdev)  # the correctness calls' GB-sized leftovers
+        wire.release_cached(self.tdev)  # what the judge's verified calls left since trim
+        # The sets are copied out of the judge's arena: on this message the judge gives a
+        # single-use one back, before this process's copies and warm-up calls need the room.
+        _send(self.channel, {"type": "time_started"})
+        reply = self._timed(message, sets)
+        if isinstance(sets, list):
+            sets.clear()
+        wire.release_cached(self.tdev)
+        _send(self.channel, reply)
+
+    def _timed(self, message: dict[str, Any], sets: Any) -> dict[str, Any]:
+        """The `timed` reply. With several sets every rotating input is copied in before each
+        trial; with one set only an inout one is restored (from a copy made here), and a
+        read-only input is left alone and compared, by its digest, before the first timed
+        trial and after the last: it must not change (no copy of a GB-sized input is needed,
+        and the judge's empty trials copy exactly what this loop copies)."""
         try:
             plan = message["plan"]
             if not isinstance(sets, list) or not sets:
                 raise ValueError("no input sets")
             inv = self._invocation(plan, sets[0])
             opts = parse_timing(message.get("timing") or {}, "timing")
-            rotating = [
-                i
-                for i, slot in enumerate(plan["slots"])
-                if slot.get("role") in ("input", "inout") and isinstance(sets[0][i], torch.Tensor)
-            ]
             live = list(sets[0])
+            restored, unchanged = timing_rotation(plan["slots"], sets[0], len(sets))
             # The kernel runs on set 0's buffers (`live`), so only set 0 needs a pristine
-            # copy; the other sets are never handed to it (one copy less of GB-sized inputs).
-            # With one set and no room for a copy of an input (not an inout), its digest:
-            # each trial then checks that input unchanged instead of restoring it.
-            pristine: list[list[Any]] = [[s[i] for i in rotating] for s in sets]
-            pristine[0] = [
-                _before(value)
-                if len(sets) == 1 and plan["slots"][i].get("role") == "input"
-                else value.clone()
-                for i, value in zip(rotating, pristine[0], strict=True)
-            ]
+            # copy; the other sets are never handed to it.
+            pristine = [[s[i] for i in restored] for s in sets]
+            pristine[0] = [value.clone() for value in pristine[0]]
+            digests = {i: bits_digest(live[i]) for i in unchanged}
         except Exception as e:
-            self._reply_error("timed", "worker", f"bad timing request: {e}")
-            return
+            return self._error_reply("timed", "worker", f"bad timing request: {e}")
         assert self.runnable is not None
         runnable = self.runnable
         poison = [
@@ -383,14 +396,8 @@ class Candidate:
             # poisoned outputs, so a trial that skips the work or returns an earlier answer is
             # caught when the judge verifies it.
             values = pristine[trial[0] % len(pristine)]
-            for i, value in zip(rotating, values, strict=True):
-                if not isinstance(value, BitsDigest):
-                    live[i].copy_(value)
-                elif bits_digest(live[i]) != value:
-                    raise RuntimeError(
-                        f"the kernel changed its input '{plan['slots'][i].get('name')}' "
-                        "while being timed; inputs must stay unchanged"
-                    )
+            for i, value in zip(restored, values, strict=True):
+                live[i].copy_(value)
             trial[0] += 1
             for tensor, value in poison:
                 tensor.fill_(value)
@@ -441,11 +448,16 @@ class Candidate:
                         )  # an honest profiler glitch is an error, never a malformed pass
                 else:
                     report = time_cpu(call, opts, hook)
+            for i, digest in digests.items():
+                if bits_digest(live[i]) != digest:
+                    raise RuntimeError(
+                        f"the kernel changed its input '{plan['slots'][i].get('name')}' "
+                        "while being timed; inputs must stay unchanged"
+                    )
         except ProtocolError:
             raise
         except Exception as e:
-            self._reply_error("timed", "runtime", format_user_traceback(e))
-            return
+            return self._error_reply("timed", "runtime", format_user_traceback(e))
         reply: dict[str, Any] = {
             "type": "timed",
             "ok": True,
@@ -456,7 +468,7 @@ class Candidate:
         }
         if activity is not None:
             reply["activity"] = activity
-        _send(self.channel, reply)
+        return reply
 
     def device_metrics(self, message: dict[str, Any], slots: Any) -> None:
         """One call under Nsight Compute (device_metrics.py), as this process's child."""

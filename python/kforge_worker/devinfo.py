@@ -125,4 +125,14 @@ def is_device_oom(e: BaseException) -> bool:
     issue #122068) and raises a plain RuntimeError instead: that is the same condition."""
     if isinstance(e, torch.OutOfMemoryError):
         return True
-    return isinstance(e, RuntimeError) and "nvmlInit" in str(e) and "CUDACachingAllocator" in str(e)
+    return isinstance(e, RuntimeError) and _nvml_oom(str(e))
+
+
+def is_device_oom_text(text: str) -> bool:
+    """Whether a traceback another process sent (the candidate's) is an out-of-device-memory
+    error, as is_device_oom tells one raised here."""
+    return "OutOfMemoryError" in text or "CUDA out of memory" in text or _nvml_oom(text)
+
+
+def _nvml_oom(text: str) -> bool:
+    return "nvmlInit" in text and "CUDACachingAllocator" in text

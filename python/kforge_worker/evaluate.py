@@ -35,12 +35,12 @@ from kforge_worker.activity import (
     summarize,
     timing_flags,
 )
-from kforge_worker.binding import Invocation, collect_outputs
+from kforge_worker.binding import Invocation, collect_outputs, timing_rotation
 from kforge_worker.compare import compare_tensors, resolve_tolerance
 from kforge_worker.correctness import call_kernel, report_exception, run_correctness
 from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
-from kforge_worker.devinfo import WorkerDevice
+from kforge_worker.devinfo import WorkerDevice, is_device_oom, is_device_oom_text
 from kforge_worker.inputs import InputError, InputSet, derive_seed
 from kforge_worker.kernels import (
     JobKernels,
@@ -88,6 +88,8 @@ TIMING_MEMORY_MARGIN_BYTES = 2 << 30
 # (minus the judge's overhead for an empty trial) by this much before it is flagged.
 WALL_ALLOWANCE_MS = 0.2
 WALL_ALLOWANCE_FRACTION = 0.5
+# The judge's empty trials copy an input set through a scratch buffer of at most this much.
+MIRROR_CHUNK_BYTES = 1 << 30
 # The spin a candidate claims (its stats.spin_us) is mirrored in the judge's empty trials up
 # to this many times the spin its fastest correctness call's round trip would need (that
 # round trip holds one host enqueue of the call, and more; the spin may have doubled once).
@@ -306,7 +308,10 @@ def timing_device_bytes(sets: int, input_bytes: int, output_bytes: int) -> int:
     copy of the sets, one pristine copy, two calls' outputs (the last and the new one) and
     its arena sending the outputs back. While only 3 copies of the inputs were counted, 22 of
     KernelBench level 1's problems with inputs or outputs of 4-17 GB were left untimed on an
-    80 GB H100 (their error text was not kept)."""
+    80 GB H100 (their error text was not kept). Since then the reference's timed copy and the
+    judge's arena are given back before the candidate is timed, so this counts more than is
+    ever held at once; it stays until a GPU run shows a tighter count is safe (a kernel out of
+    memory on two sets is timed again on one: _time_both)."""
     judge = (2 * sets + 1) * input_bytes + (sets + 1) * output_bytes
     candidate = (sets + 1) * input_bytes + 3 * output_bytes
     return judge + candidate
@@ -355,6 +360,8 @@ def _time_both(
     or None when timing failed (the result says why)."""
     # Fresh input sets, not the checked ones, made once: the candidate's timed trials take
     # them in turn (copied into the same buffers), the reference is timed on the first.
+    # Both processes give back their correctness calls' GB-sized leftovers first.
+    kernels.candidate.link.trim()
     try:
         with result.phases.phase("inputs"):
             wire.release_cached(tdev)
@@ -368,16 +375,51 @@ def _time_both(
     steps = _StepClock(result)
     ref_timed: _ReferenceTimed | None = None
     if kernels.reference is not None:
-        ref_timed = _reference_timing(job, tdev, kernels, sets, result, report=report, reuse=reuse)
+        timed_ref = _reference_timing(job, tdev, kernels, sets, result, report=report, reuse=reuse)
+        if timed_ref is _OUT_OF_MEMORY:
+            _one_set(sets, tdev, result, "the reference")
+            timed_ref = _reference_timing(
+                job, tdev, kernels, sets, result, report=report, reuse=reuse
+            )
         steps.mark("reference")
-        if ref_timed is None:
+        if not isinstance(timed_ref, _ReferenceTimed):
             return None
-    ref = ref_timed.report if ref_timed is not None else None
+        ref_timed = timed_ref
+        if ref_timed.report is not None and tdev.type == "cuda":
+            # The reference's profiled pass, after its timed trials and before the
+            # candidate's (another process: no profiler runs in it); then the timed call
+            # (and its copy of the inputs) goes, and the memory this process cached with
+            # it, so the candidate's timing has the room.
+            ref = ref_timed.report
+            activity = profile_gpu(
+                ref, tdev, l2_flush=job.timing.l2_flush, trace_dir=job.scratch_dir
+            )
+            result.set_activity(activity, timing_flags(ref, activity), reference=True)
+            ref.call = None
+            steps.mark("reference_profile")
+        wire.release_cached(tdev)
     report("timing_candidate", "timing the kernel", result.to_dict())
     expected = ref_timed.expected if ref_timed is not None else None
-    timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
+    timed = _time_candidate(
+        kernels, sets, expected, job, device=tdev, result=result, oom_retry=True
+    )
+    if timed is _OUT_OF_MEMORY:
+        if len(sets) > 1:
+            if ref_timed is not None:
+                del ref_timed.expected[1:]
+            _one_set(sets, tdev, result, "the kernel")
+        else:
+            # On one set already: once more after both processes gave back their caches
+            # (what the judge's and the kernel's earlier steps left cached).
+            kernels.candidate.link.trim()
+            wire.release_cached(tdev)
+            result.warn(
+                "the kernel ran out of device memory while being timed; timed again after "
+                "both processes gave back their cached device memory"
+            )
+        timed = _time_candidate(kernels, sets, expected, job, device=tdev, result=result)
     steps.mark("candidate")
-    if timed is None:
+    if not isinstance(timed, tuple):
         return None
     stats, reply = timed
     result.runtime_stats = stats
@@ -386,16 +428,9 @@ def _time_both(
     for warning in reply.warnings:
         result.warn(warning)
     if tdev.type == "cuda":
-        # After every timed trial of the job (the candidate process profiled its own at the
-        # end of its timing): the reference's profiled pass here, on the event times.
+        # The candidate process profiled its own timed windows after its timed trials.
         report("kernel_activity", "profiling the timed windows", result.to_dict())
         _candidate_activity(result, reply, stats, kernels.candidate.triton_launches)
-        if ref is not None:
-            activity = profile_gpu(
-                ref, tdev, l2_flush=job.timing.l2_flush, trace_dir=job.scratch_dir
-            )
-            result.set_activity(activity, timing_flags(ref, activity), reference=True)
-            steps.mark("reference_profile")
         _take_window_overhead(result, job, tdev)
         steps.mark("window_overhead")
     if ref_timed is not None:
@@ -403,6 +438,20 @@ def _time_both(
     _speedup(result)
     _withhold_speedup(result)
     return inputs
+
+
+def _one_set(sets: list[InputSet], tdev: torch.device, result: JobResult, who: str) -> None:
+    """After `who` ran out of device memory while being timed on several input sets: the
+    free-memory estimate (_timing_set_count) cannot see a kernel's own scratch (a
+    convolution's workspace), so the timing goes on with the first set only."""
+    del sets[1:]
+    wire.release_cached(tdev)
+    result.metadata["timing_input_sets"] = 1
+    result.warn(
+        f"timed on one input set: {who} ran out of device memory while being timed on "
+        f"{TIMING_INPUT_SETS}, so the timed trials do not rotate inputs (a kernel that caches "
+        "its result by buffer is not caught there)"
+    )
 
 
 class _StepClock:
@@ -439,44 +488,62 @@ def _reference_timing(
     *,
     report: ProgressFn,
     reuse: ReferenceCache,
-) -> _ReferenceTimed | None:
+) -> _ReferenceTimed | _OutOfMemory | None:
     """The reference of a compare on the timing input sets: its outputs and its timing, each
     taken from the batch's reuse file when it has them, else computed here. Sets
-    ref_runtime(_stats); None when the reference failed (the result says why)."""
+    ref_runtime(_stats); None when the reference failed (the result says why), or, out of
+    device memory on several sets, _OUT_OF_MEMORY with the result as it was."""
     report("timing_reference", "timing the reference", result.to_dict())
+    retry = len(sets) > 1
     expected = reuse.expected_for_timing(tdev)
     if expected is None:
-        expected = _reference_outputs(kernels, sets, tdev, result)
-        if expected is None:
-            return None
+        outputs = _reference_outputs(kernels, sets, tdev, result, oom_retry=retry)
+        if not isinstance(outputs, list):
+            return outputs
+        expected = outputs
         reuse.keep_timing_outputs(expected)
     timed = _ReferenceTimed(expected, reused=reuse.reference_timing())
     if timed.reused is not None:
         result.ref_runtime_stats = TimingStats(**timed.reused.stats)
     else:
-        inv = kernels.bind_reference(sets[0].clone())
-        timed.report = _time_local(kernels.reference, inv, job, tdev, result=result)
-        if timed.report is None:
-            return None
-        result.ref_runtime_stats = timed.report.stats
+        ref_report = _time_local(
+            kernels.reference,
+            lambda: kernels.bind_reference(sets[0].clone()),
+            job,
+            tdev,
+            result=result,
+            oom_retry=retry,
+        )
+        if not isinstance(ref_report, TimingReport):
+            return ref_report
+        timed.report = ref_report
+        result.ref_runtime_stats = ref_report.stats
     result.ref_runtime = result.ref_runtime_stats.median
     return timed
 
 
 def _reference_outputs(
-    kernels: JobKernels, sets: list[InputSet], tdev: torch.device, result: JobResult
-) -> list[list[torch.Tensor]] | None:
-    """The reference's outputs on each timing input set; None when it raised."""
+    kernels: JobKernels,
+    sets: list[InputSet],
+    tdev: torch.device,
+    result: JobResult,
+    *,
+    oom_retry: bool = False,
+) -> list[list[torch.Tensor]] | _OutOfMemory | None:
+    """The reference's outputs on each timing input set; None when it raised (or, with
+    `oom_retry`, _OUT_OF_MEMORY when it ran out of device memory, the result untouched)."""
     expected = []
     for one in sets:
-        ref_inv = kernels.bind_reference(one.clone())
         try:
+            ref_inv = kernels.bind_reference(one.clone())
             with result.phases.phase("reference"):
                 returned = call_kernel(kernels.reference, ref_inv, tdev)
+            expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
         except Exception as e:
+            if oom_retry and is_device_oom(e):
+                return _OUT_OF_MEMORY
             report_exception(result, e, "the reference kernel raised on the timing inputs")
             return None
-        expected.append([v.detach().clone() for _, v in collect_outputs(ref_inv, returned)])
     return expected
 
 
@@ -500,18 +567,38 @@ def _keep_reference_timing(
 
 
 def _time_local(
-    runnable: Runnable, inv: Any, job: JobSpec, device: torch.device, *, result: JobResult
-) -> TimingReport | None:
-    def call() -> object:
-        return runnable(inv.args, inv.kwargs)
-
+    runnable: Runnable,
+    bind: Callable[[], Any],
+    job: JobSpec,
+    device: torch.device,
+    *,
+    result: JobResult,
+    oom_retry: bool = False,
+) -> TimingReport | _OutOfMemory | None:
+    """The reference timed in this process on the invocation `bind()` makes; None when it
+    raised (or, with `oom_retry`, _OUT_OF_MEMORY when it ran out of device memory)."""
     try:
+        inv = bind()
+
+        def call() -> object:
+            return runnable(inv.args, inv.kwargs)
+
         if device.type == "cuda":
             return time_gpu(call, job.timing, device)
         return time_cpu(call, job.timing)
     except Exception as e:
+        if oom_retry and is_device_oom(e):
+            return _OUT_OF_MEMORY
         report_exception(result, e, "the reference kernel raised while being timed")
         return None
+
+
+class _OutOfMemory:
+    """A timing step's answer when its kernel ran out of device memory and may be timed again
+    (on one set, or after both processes gave back their caches): the result is untouched."""
+
+
+_OUT_OF_MEMORY = _OutOfMemory()
 
 
 def _time_candidate(
@@ -522,8 +609,11 @@ def _time_candidate(
     *,
     device: torch.device,
     result: JobResult,
-) -> tuple[TimingStats, TimedReply] | None:
-    """Times the candidate in its process, verifying some timed trials' outputs here."""
+    oom_retry: bool = False,
+) -> tuple[TimingStats, TimedReply] | _OutOfMemory | None:
+    """Times the candidate in its process, verifying some timed trials' outputs here. With
+    `oom_retry`, out of device memory it returns _OUT_OF_MEMORY and leaves the result as it
+    was (the caller times it again)."""
     rng = random.SystemRandom()
     verified: list[int] = []
     # Expected outputs per input set: the reference's, or (an evaluate) the kernel's own
@@ -575,6 +665,8 @@ def _time_candidate(
         result.fail("mismatch", message)
         return None
     if reply.failure is not None:
+        if oom_retry and is_device_oom_text(reply.failure.message):
+            return _OUT_OF_MEMORY
         report_exception(
             result,
             _remote(reply.failure.kind, reply.failure.message),
@@ -609,19 +701,6 @@ def _remote(kind: str, text: str) -> Exception:
     return _RemoteCallError(kind, text)
 
 
-def _trial_tensors(inv: Invocation) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The tensors the candidate refreshes before each timed trial: the inputs it copies the
-    next input set into, and the outputs it poisons."""
-    outs = {id(a.value) for a in inv.output_only}
-    inputs = [
-        t
-        for t in [*inv.args, *inv.kwargs.values()]
-        if isinstance(t, torch.Tensor) and id(t) not in outs
-    ]
-    poisoned = [a.value for a in inv.output_only if isinstance(a.value, torch.Tensor)]
-    return inputs, poisoned
-
-
 def _trusted_spin_us(stats: TimingStats, call_wall_ms: list[float]) -> float:
     """The candidate's claimed spin (µs), as far as the judge mirrors it in its empty trials:
     at most SPIN_TRUST_FACTOR times the spin its fastest correctness call's round trip (as
@@ -635,24 +714,27 @@ def _trusted_spin_us(stats: TimingStats, call_wall_ms: list[float]) -> float:
 def _null_overhead_ms(
     job: JobSpec, device: torch.device, invs: list[Invocation], spin_us: float = 0.0
 ) -> float:
-    """The judge's own median time for an empty trial of the same loop: the same copy of the
-    next input set and the same output poisoning the candidate does between trials, then
-    flush, the spin `spin_us` (GPU), events and synchronisation, around no kernel at all;
-    measured as the candidate's trials are, from the end of one trial to the end of the next."""
+    """The judge's own median time for an empty trial of the same loop: the same refresh of
+    the inputs (binding.timing_rotation: as many bytes copied as the candidate copies) and
+    the same output poisoning the candidate does between trials, then flush, the spin
+    `spin_us` (GPU), events and synchronisation, around no kernel at all; measured as the
+    candidate's trials are, from the end of one trial to the end of the next."""
     opts = dataclasses.replace(
         job.timing, max_trials=20, min_trials=5, budget_ms=50.0, warmup_calls=1, warmup_ms=0.0
     )
-    live_inputs, poisoned = _trial_tensors(invs[0])
-    pristine = [[t.clone() for t in _trial_tensors(inv)[0]] for inv in invs]
+    plan, live = plan_invocation(invs[0])
+    restored, _ = timing_rotation(plan["slots"], live, len(invs))
+    sources = [[plan_invocation(inv)[1][i] for i in restored] for inv in invs]
+    poisoned = [a.value for a in invs[0].output_only if isinstance(a.value, torch.Tensor)]
+    mirror = _CopyMirror()
     trial = [0]
     ends: list[int] = []
 
     def hook(_: int, sample: TrialSample | None) -> bool:
         if sample is None:
-            values = pristine[trial[0] % len(pristine)]
+            for source in sources[trial[0] % len(sources)]:
+                mirror.copy(source)
             trial[0] += 1
-            for live, value in zip(live_inputs, values, strict=False):
-                live.copy_(value)
             for tensor in poisoned:
                 tensor.fill_(0)
         else:
@@ -665,6 +747,33 @@ def _null_overhead_ms(
         time_cpu(lambda: None, opts, hook)
     cycles = [(b - a) / 1e6 for a, b in itertools.pairwise(ends)]
     return compute_stats(cycles, "judge_wall_clock").median if cycles else 0.0
+
+
+class _CopyMirror:
+    """Copies a tensor's bytes into a scratch buffer of at most MIRROR_CHUNK_BYTES, a chunk at
+    a time: the memory traffic of the candidate's copy of an input set into its buffers,
+    without a second copy of GB-sized inputs in the judge (a non-contiguous tensor gets a
+    buffer of its own shape)."""
+
+    def __init__(self) -> None:
+        self._flat: torch.Tensor | None = None
+        self._shaped: dict[int, torch.Tensor] = {}
+
+    def copy(self, source: torch.Tensor) -> None:
+        if not source.is_contiguous():
+            key = id(source)
+            if key not in self._shaped:
+                self._shaped[key] = torch.empty_like(source)
+            self._shaped[key].copy_(source)
+            return
+        flat = source.reshape(-1).view(torch.uint8)
+        if flat.numel() == 0:
+            return
+        want = min(flat.numel(), MIRROR_CHUNK_BYTES)
+        if self._flat is None or self._flat.numel() < want or self._flat.device != flat.device:
+            self._flat = torch.empty(want, dtype=torch.uint8, device=flat.device)
+        for chunk in flat.split(self._flat.numel()):
+            self._flat[: chunk.numel()].copy_(chunk)
 
 
 def _wall_clock_check(

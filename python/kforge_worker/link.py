@@ -277,6 +277,13 @@ class CandidateLink:
             raise self.gone(ProtocolError("inputs must be a list"))
         return values, None, fallback
 
+    def trim(self) -> None:
+        """Has the candidate process give back what its allocator caches beyond
+        wire.keep_bytes (its correctness calls' GB-sized leftovers) before the timing phase,
+        whose input sets and reference runs need the room on the same GPU."""
+        reply, _ = self._request({"type": "trim"})
+        self._expect(reply, "trimmed")
+
     def call(self, inv: Invocation, seed: int | None = None) -> CallReply:
         """Runs the candidate once; with `seed`, torch's generators are seeded with it first
         (the reference of a compare runs under the same seed)."""
@@ -358,6 +365,8 @@ class CandidateLink:
                 reply, _ = wire.receive(self.channel, self.device, self.budget_bytes)
                 if reply.get("type") == "timed":
                     break
+                if reply.get("type") == "time_started":
+                    continue  # (receiving it gave a single-use arena back)
                 if reply.get("type") != "trial":
                     raise _unexpected(reply, "trial")
                 walls.append((time.perf_counter_ns() - sent) / 1e6)

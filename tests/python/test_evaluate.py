@@ -207,21 +207,30 @@ def test_the_candidate_keeps_a_digest_where_a_copy_does_not_fit():
         candidate._before(x.as_subclass(Broken))
 
 
+# After the three correctness calls it leaves its input changed by one after each call and
+# takes the change back before the next (so every timed output stays right): only the input
+# check catches it.
 KB_CANDIDATE_MUTATES_WHEN_TIMED = K.KB_CANDIDATE.replace(
     "        out = x @ self.linear.weight.t() + self.linear.bias\n",
+    "        if getattr(self, 'dirty', False):\n"
+    "            x.sub_(1.0)\n"
     "        out = x @ self.linear.weight.t() + self.linear.bias\n"
     "        self.calls = getattr(self, 'calls', 0) + 1\n"
-    "        if self.calls > 3:  # after the three correctness calls\n"
+    "        self.dirty = self.calls > 3\n"
+    "        if self.dirty:\n"
     "            x.add_(1.0)\n",
 )
 
 
-def test_timed_on_one_set_without_room_for_a_copy_checks_digests(tmp_path, monkeypatch):
-    # One timing set (what a GPU without room for two gets) and no room for the candidate's
-    # pristine copy: each trial checks the input's digest instead of restoring the input.
+@pytest.mark.parametrize("no_room", [False, True])
+def test_timed_on_one_set_read_only_inputs_are_checked_by_digest(tmp_path, monkeypatch, no_room):
+    # One timing set (what a GPU without room for two gets): a read-only input is not copied
+    # before each trial but compared by digest before the first timed trial and after the
+    # last, with or without room for copies elsewhere in the candidate process.
     import kforge_worker.evaluate as evaluate
 
-    _digests_only(monkeypatch)
+    if no_room:
+        _digests_only(monkeypatch)
     monkeypatch.setattr(evaluate, "TIMING_INPUT_SETS", 1)
     ref = K.torch_kernel(K.KB_REFERENCE)
     good = run(
@@ -240,8 +249,76 @@ def test_timed_on_one_set_without_room_for_a_copy_checks_digests(tmp_path, monke
             measure_performance=True,
         )
     )
-    assert bad["error_kind"] == "runtime" and bad["runtime"] <= 0
+    assert bad["error_kind"] == "runtime" and bad["runtime"] <= 0, bad.get("validation_error")
     assert "changed its input 'arg0' while being timed" in bad["runtime_error"]
+
+
+def _kb_candidate_out_of_memory_when_timed(times: int) -> str:
+    """Raises torch's out-of-memory error on its first `times` calls after the three
+    correctness calls (what a convolution's workspace on GB-sized inputs does)."""
+    return K.KB_CANDIDATE.replace(
+        "        out = x @ self.linear.weight.t() + self.linear.bias\n",
+        "        self.calls = getattr(self, 'calls', 0) + 1\n"
+        f"        if 3 < self.calls <= 3 + {times}:\n"
+        "            raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 8 GiB')\n"
+        "        out = x @ self.linear.weight.t() + self.linear.bias\n",
+    )
+
+
+def test_out_of_memory_while_timed_times_again(tmp_path, monkeypatch):
+    import kforge_worker.evaluate as evaluate
+
+    def timed(times: int, name: str) -> dict:
+        kernel = K.torch_kernel(_kb_candidate_out_of_memory_when_timed(times))
+        ref = K.torch_kernel(K.KB_REFERENCE)
+        return run(make_job(kernel, ref, tmp_path=tmp_path / name, measure_performance=True))
+
+    once = timed(1, "once")
+    assert once["correctness"] and once["runtime"] > 0, once.get("runtime_error")
+    assert once["metadata"]["timing_input_sets"] == 1
+    assert any("ran out of device memory while being timed" in w for w in once["warnings"])
+    # Out of memory again on the one set: a runtime error, no third try.
+    always = timed(10_000, "always")
+    assert always["error_kind"] == "runtime" and always["runtime"] <= 0
+    assert "CUDA out of memory" in always["runtime_error"]
+    # On one set from the start (what a GPU without room for two gets): once more after both
+    # processes gave back their caches.
+    monkeypatch.setattr(evaluate, "TIMING_INPUT_SETS", 1)
+    one = timed(1, "one")
+    assert one["correctness"] and one["runtime"] > 0, one.get("runtime_error")
+    assert any("timed again after both processes" in w for w in one["warnings"])
+
+
+def test_timing_rotation_copies_only_what_changes_between_trials():
+    from kforge_worker.binding import timing_rotation
+
+    slots = [{"role": "input"}, {"role": "inout"}, {"role": "output"}, {"role": "input"}]
+    values = [torch.zeros(2), torch.zeros(2), torch.zeros(2), 3]  # the last is not a tensor
+    assert timing_rotation(slots, values, 2) == ([0, 1], [])
+    assert timing_rotation(slots, values, 1) == ([1], [0])
+
+
+def test_the_judges_empty_trial_copies_the_same_bytes_through_a_bounded_buffer(monkeypatch):
+    import kforge_worker.evaluate as evaluate
+
+    monkeypatch.setattr(evaluate, "MIRROR_CHUNK_BYTES", 64)
+    copied: list[int] = []
+    original = torch.Tensor.copy_
+
+    def counting(self, src, *args, **kwargs):
+        copied.append(src.numel() * src.element_size())
+        return original(self, src, *args, **kwargs)
+
+    mirror = evaluate._CopyMirror()
+    x = torch.randn(100)  # 400 bytes: chunks of 64
+    strided = torch.randn(8, 6).t()
+    monkeypatch.setattr(torch.Tensor, "copy_", counting)
+    mirror.copy(x)
+    mirror.copy(strided)
+    mirror.copy(torch.empty(0))
+    assert sum(copied[:-1]) == 400 and max(copied[:-1]) == 64
+    assert copied[-1] == strided.numel() * 4
+    assert mirror._flat is not None and mirror._flat.numel() == 64
 
 
 def test_inout_arguments_may_be_modified(tmp_path):

@@ -484,6 +484,17 @@ def test_a_jailed_out_of_memory_assert_is_recognised_as_out_of_memory():
     assert not is_device_oom(RuntimeError("CUDA error: an illegal memory access"))
 
 
+def test_an_out_of_memory_traceback_from_the_other_process_is_recognised():
+    from kforge_worker.devinfo import is_device_oom_text
+
+    assert is_device_oom_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")
+    assert is_device_oom_text(
+        "RuntimeError: NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED "
+        'at "/pytorch/c10/cuda/CUDACachingAllocator.cpp":1135'
+    )
+    assert not is_device_oom_text("RuntimeError: CUDA error: an illegal memory access")
+
+
 def test_a_single_use_arenas_sender_empties_its_cache_only_when_the_peer_lacks_room(monkeypatch):
     # Judge and candidate share one GPU: the receiver of a GB-sized message cannot free what
     # the sender's allocator keeps cached, so the sender does when free memory is short.
