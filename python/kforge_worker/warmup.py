@@ -110,8 +110,9 @@ def triton_launch(device: torch.device) -> None:
         raise RuntimeError("the warm-up kernel computed a wrong result")
 
 
-def triton_compile(arch: int) -> None:
-    """A full compile (cache bypassed) of the warm-up kernel for a CUDA target, no GPU used."""
+def triton_compile(arch: int) -> Any:
+    """A full compile (cache bypassed) of the warm-up kernel for a CUDA target, no GPU used;
+    the compiled kernel (it is also in Triton's cache now)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -124,7 +125,65 @@ def triton_compile(arch: int) -> None:
     )
     with triton.knobs.compilation.scope():
         triton.knobs.compilation.always_compile = True
-        triton.compile(src, target=GPUTarget("cuda", arch, 32))
+        return triton.compile(src, target=GPUTarget("cuda", arch, 32))
+
+
+def triton_host_modules(compiled: Any) -> None:
+    """Triton's C modules for the GPU, built into the zygote's cache without loading them (a
+    child loads them from there, through the read-only layer of triton_cache.py): the
+    driver's utilities (`cuda_utils`) and the launcher of `compiled`'s signature, the warm-up
+    kernel's (pointers, an int, a constexpr: a vector add's too). Otherwise every process of
+    every child ran the host's C compiler for each at its first launch: 0.43-0.50 s for
+    `cuda_utils` alone on an H100 host (bench/child_warmup_profile.py). Loading them here is
+    what Triton would do, but it maps libcuda into the zygote; building them is enough."""
+    from pathlib import Path
+
+    from triton.backends.nvidia import driver as nvidia
+
+    _build_host_module(Path(nvidia.dirname, "driver.c").read_text(), "cuda_utils")
+    src = compiled.src
+    constants = {
+        (src.fn.arg_names.index(k),) if isinstance(k, str) else k: v
+        for k, v in src.constants.items()
+    }
+    launcher = nvidia.make_launcher(
+        constants, dict(src.signature), getattr(compiled.metadata, "tensordesc_meta", None)
+    )
+    _build_host_module(launcher, "__triton_launcher")
+
+
+def _build_host_module(src: str, name: str) -> None:
+    """What triton.runtime.build.compile_module_from_src does, less loading the module: the
+    same key, cache entry and build (Triton 3.6), so a later call finds it in the cache."""
+    import hashlib
+    import os
+    import sysconfig
+    import tempfile
+
+    from triton.backends.nvidia import driver as nvidia
+    from triton.runtime import build
+    from triton.runtime.cache import get_cache_manager
+
+    key = hashlib.sha256((src + build.platform_key()).encode("utf-8")).hexdigest()
+    cache = get_cache_manager(key)
+    filename = f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}"
+    if cache.get_file(filename) is not None:
+        return
+    with tempfile.TemporaryDirectory() as tmpdir:
+        src_path = os.path.join(tmpdir, name + ".c")
+        with open(src_path, "w") as f:
+            f.write(src)
+        so = build._build(
+            name,
+            src_path,
+            tmpdir,
+            nvidia.library_dirs(),
+            nvidia.include_dirs,
+            nvidia.libraries,
+            [],
+        )
+        with open(so, "rb") as f:
+            cache.put(f.read(), filename, binary=True)
 
 
 def preload_modules() -> None:
@@ -146,6 +205,11 @@ def preload_modules() -> None:
         "triton.backends.nvidia.driver",
         "numpy",
         "kforge_worker.warm_kernels",
+        # The judge's and candidate's own modules (a child imported correctness.py in its
+        # warm-up: ~0.1 s on an H100 host).
+        "kforge_worker.correctness",
+        "kforge_worker.evaluate",
+        "kforge_worker.candidate",
     ):
         try:
             importlib.import_module(name)
@@ -160,7 +224,10 @@ def warm_zygote(device: WorkerDevice, arch: int | None) -> WarmupReport:
     if not device.is_cuda:
         report.run("triton_interpreter", lambda: triton_launch(torch.device("cpu")))
     elif arch is not None:
-        report.run("triton_compile", lambda: triton_compile(arch))
+        compiled: list[Any] = []
+        report.run("triton_compile", lambda: compiled.append(triton_compile(arch)))
+        if compiled:
+            report.run("triton_host_modules", lambda: triton_host_modules(compiled[0]))
     return report
 
 

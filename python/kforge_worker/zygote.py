@@ -161,6 +161,26 @@ class Zygote:
             self._send({"type": "exited", "pid": pid, "exit_code": code, "signal": sig})
 
 
+def share_with_jobs(cache_dir: str) -> str | None:
+    """Makes what the warm-up wrote to Triton's cache readable by the jobs' uids: every
+    child reads it as a read-only layer (triton_cache.py), but the server creates its files
+    under umask 077, so a jailed process could read none of it and compiled the warm-up
+    kernel and Triton's C modules again (0.8 s of each child's warm-up on an H100). The
+    cache holds only what trusted code compiled before any job; jobs cannot write it.
+    None, or why it could not."""
+    if not cache_dir or not os.path.isdir(cache_dir):
+        return None
+    try:
+        for root, _dirs, files in os.walk(cache_dir):
+            os.chmod(root, os.stat(root).st_mode | 0o555)
+            for name in files:
+                path = os.path.join(root, name)
+                os.chmod(path, os.stat(path).st_mode | 0o444)
+    except OSError as e:
+        return f"the zygote's Triton cache is not readable by jobs: {e}"
+    return None
+
+
 def main(device_text: str, arch: int | None, started: float) -> int:
     """`python -m kforge_worker zygote`: the environment is already prepared; `started` is
     the perf_counter() value when the process began importing."""
@@ -177,6 +197,8 @@ def main(device_text: str, arch: int | None, started: float) -> int:
     control.set_inheritable(False)
     warm = warm_zygote(device, arch)
     warnings = [f"warm-up step {k} failed: {v}" for k, v in warm.errors.items()]
+    if problem := share_with_jobs(os.environ.get("TRITON_CACHE_DIR", "")):
+        warnings.append(problem)
     if cuda_initialised():
         warnings.append("CUDA was initialised in the zygote: children cannot use the GPU")
     hello = {

@@ -219,3 +219,21 @@ def test_children_of_a_batch_reuse_the_reference_through_the_protocol(zygote, tm
         "reference_timing": True,
     }
     assert again["ref_runtime_stats"] == result["ref_runtime_stats"]
+
+
+def test_the_zygotes_triton_cache_is_made_readable_by_the_jobs(tmp_path):
+    # The server creates files under umask 077; the jobs' uids read this cache (read-only).
+    from kforge_worker.zygote import share_with_jobs
+
+    cache = tmp_path / "triton"
+    entry = cache / "KEY"
+    entry.mkdir(parents=True)
+    so = entry / "cuda_utils.so"
+    so.write_bytes(b"x")
+    for path, mode in ((cache, 0o700), (entry, 0o700), (so, 0o600)):
+        path.chmod(mode)
+    assert share_with_jobs(str(cache)) is None
+    assert cache.stat().st_mode & 0o777 == 0o755
+    assert entry.stat().st_mode & 0o777 == 0o755
+    assert so.stat().st_mode & 0o777 == 0o644
+    assert share_with_jobs(str(tmp_path / "missing")) is None
