@@ -137,14 +137,15 @@ def run_kforge_one(client: Any, problem: Problem, args: argparse.Namespace) -> O
     out.phases_ms = res.get("phases_ms") or {}
     out.inputs_device = (res.get("metadata") or {}).get("get_inputs_device")
     out.timing_steps_ms = (res.get("metadata") or {}).get("timing_steps_ms") or {}
-    if stats:
-        out.timing_input_sets = (res.get("metadata") or {}).get("timing_input_sets", 2)
+    out.timing_input_sets = (res.get("metadata") or {}).get("timing_input_sets", 2)
     for side, side_stats in (("candidate", stats), ("reference", res.get("ref_runtime_stats"))):
         if isinstance(side_stats, dict) and isinstance(side_stats.get("trials"), int):
             out.trials[side] = side_stats["trials"]  # timed trials, and why they stopped
             out.stop_reasons[side] = str(side_stats.get("stop_reason") or "")
     if out.correct and not stats:
-        out.timing_error = str(res.get("runtime_error") or "no runtime_stats")[-600:]
+        why = str(res.get("runtime_error") or "no runtime_stats")
+        # Where it failed (the first line) and the error itself (the end).
+        out.timing_error = why if len(why) <= 800 else f"{why[:200]} [...] {why[-600:]}"
     if not out.correct:
         out.error = (
             res.get("compilation_error")
