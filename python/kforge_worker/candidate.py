@@ -12,7 +12,10 @@ supervisor's protocol socket, and what it answers is treated as a claim (docs/ar
     call        {plan} + values: the invocation's slots -> called {ok, outputs,
                 read_only_changed, error?} + values: [output values | null], [] (the inputs
                 the call changed, found here against copies or digests made before it)
-    time        {plan, timing, activity} + values: [slots per input set] -> a `trial` per
+    trim        {} -> trimmed: torch's cached device blocks beyond wire.keep_bytes given back
+                (before the judge's timing phase needs the room)
+    time        {plan, timing, activity} + values: [slots per input set] -> time_started
+                (the sets are received: the judge frees its arena), then a `trial` per
                 timed trial, each answered by the judge's `trial_ack` {verify, stop} (verify:
                 send `trial_outputs`); then timed {ok, stats, warnings, stream_skew,
                 launch_not_hidden, activity?, error?}; with `activity` (a GPU), after the

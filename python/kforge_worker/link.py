@@ -57,10 +57,9 @@ class LoadReply:
 class CallReply:
     outputs: list[tuple[str, Any]] = field(default_factory=list)  # value or a problem string
     problems: dict[str, str] = field(default_factory=dict)  # output name -> why not a tensor
-    # The inputs as the call left them, or (read_only_changed not None) the names of those the
-    # candidate found changed; either is its claim (a kernel may forge both).
-    read_only_after: list[Any] = field(default_factory=list)
-    read_only_changed: list[str] | None = None
+    # The read-only inputs the candidate found changed by the call: its claim (a kernel may
+    # forge it; the verified outputs and the timed trials' checks do not rely on it).
+    read_only_changed: list[str] = field(default_factory=list)
     threads_started: int = 0
     aliases: list[tuple[str, str]] = field(default_factory=list)  # (output, input), claimed
     kernel_launches: int = -1  # Triton launches the candidate reported (-1: not counted)
@@ -295,9 +294,12 @@ class CandidateLink:
         failure = self._failure(reply)
         if failure is not None:
             return CallReply(failure=failure)
-        return self._call_reply(reply, values, len(inv.read_only))
+        return self._call_reply(reply, values)
 
-    def _call_reply(self, reply: dict[str, Any], values: Any, n_read_only: int) -> CallReply:
+    def _call_reply(self, reply: dict[str, Any], values: Any) -> CallReply:
+        """A `called` reply (or a verified trial's outputs): its outputs and claims. The
+        candidate compares the call's read-only inputs itself and names those that changed
+        (`read_only_changed`, required); it sends no inputs back."""
         described = reply.get("outputs")
         if (
             not isinstance(described, list)
@@ -320,16 +322,10 @@ class CandidateLink:
             if problem:
                 out.problems[name] = str(problem)
             out.outputs.append((name, value))
-        read_only = values[1]
         changed = reply.get("read_only_changed")
-        if changed is not None:  # the candidate compared its inputs itself
-            if not isinstance(changed, list) or read_only != []:
-                raise self.gone(ProtocolError("malformed read_only_changed"))
-            out.read_only_changed = [str(name) for name in changed]
-            return out
-        if not isinstance(read_only, list) or len(read_only) != n_read_only:
-            raise self.gone(ProtocolError("the candidate did not return its inputs"))
-        out.read_only_after = read_only
+        if not isinstance(changed, list) or values[1] != []:
+            raise self.gone(ProtocolError("a call reply needs read_only_changed and no inputs"))
+        out.read_only_changed = [str(name) for name in changed]
         return out
 
     def time(
@@ -377,7 +373,9 @@ class CandidateLink:
                     outputs, vals = wire.receive(self.channel, self.device, self.budget_bytes)
                     if outputs.get("type") != "trial_outputs":
                         raise _unexpected(outputs, "trial_outputs")
-                    trial = self._call_reply({"outputs": outputs.get("outputs")}, [vals, []], 0)
+                    trial = self._call_reply(
+                        {"outputs": outputs.get("outputs"), "read_only_changed": []}, [vals, []]
+                    )
                     ok = check(index, trial)
                     # The check's GPU work ends before the candidate's next trial starts, so
                     # it never shares the device with a timed window; a failed check has the

@@ -527,3 +527,29 @@ def test_release_cached_gives_back_only_a_cache_above_the_kept_arena_size(monkey
     assert emptied == [reserved[0]]
     wire.release_cached(torch.device("cpu"))  # nothing to give back there
     assert len(emptied) == 1
+
+
+def test_a_call_reply_must_name_the_changed_inputs_and_send_none_back():
+    # The candidate compares a call's read-only inputs itself; the judge no longer takes the
+    # inputs back instead (a reply of that older form is a protocol error).
+    import socket
+    import subprocess
+
+    from kforge_worker.link import CandidateGone, CandidateLink
+
+    ours, _theirs = socket.socketpair()
+    for reply, values in (
+        ({"outputs": []}, [[], []]),  # no read_only_changed
+        ({"outputs": [], "read_only_changed": "x"}, [[], []]),  # not a list
+        ({"outputs": [], "read_only_changed": []}, [[], [torch.zeros(2)]]),  # inputs sent back
+    ):
+        proc = subprocess.Popen(["sleep", "30"])
+        link = CandidateLink(ours, proc.pid, torch.device("cpu"))
+        with pytest.raises(CandidateGone, match="read_only_changed"):
+            link._call_reply(reply, values)
+        proc.wait(timeout=5)
+    link = CandidateLink(ours, 0, torch.device("cpu"))
+    out = link._call_reply(
+        {"outputs": [{"name": "out"}], "read_only_changed": ["x"]}, [[torch.ones(1)], []]
+    )
+    assert out.read_only_changed == ["x"] and out.outputs[0][0] == "out"
