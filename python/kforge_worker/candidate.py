@@ -348,9 +348,10 @@ class Candidate:
         if self.runnable is None:
             self._reply_error("timed", "worker", "time before load")
             return
-        wire.release_cached(self.tdev)  # what the judge's verified calls left since trim
-        # The sets are copied out of the judge's arena: on this message the judge gives a
-        # single-use one back, before this process's copies and warm-up calls need the room.
+        # This process's cache went at the judge's `trim` (or at the end of a timing that
+        # failed). The sets are copied out of the judge's arena: on this message the judge
+        # gives a single-use one back, before this process's copies and warm-up calls need
+        # the room.
         _send(self.channel, {"type": "time_started"})
         reply = self._timed(message, sets)
         if isinstance(sets, list):

@@ -409,9 +409,8 @@ def _time_both(
                 del ref_timed.expected[1:]
             _one_set(sets, tdev, result, "the kernel")
         else:
-            # On one set already: once more after both processes gave back their caches
-            # (what the judge's and the kernel's earlier steps left cached).
-            kernels.candidate.link.trim()
+            # On one set already: once more after both processes gave back their caches (the
+            # candidate process gave back its own before it answered).
             wire.release_cached(tdev)
             result.warn(
                 "the kernel ran out of device memory while being timed; timed again after "
@@ -724,7 +723,8 @@ def _null_overhead_ms(
     )
     plan, live = plan_invocation(invs[0])
     restored, _ = timing_rotation(plan["slots"], live, len(invs))
-    sources = [[plan_invocation(inv)[1][i] for i in restored] for inv in invs]
+    slots = [live] + [plan_invocation(inv)[1] for inv in invs[1:]]
+    sources = [[values[i] for i in restored] for values in slots]
     poisoned = [a.value for a in invs[0].output_only if isinstance(a.value, torch.Tensor)]
     mirror = _CopyMirror()
     trial = [0]

@@ -129,6 +129,10 @@ void ChildChannel::signal_all(int sig) {
   if (pid > 0) ::kill(-pid, sig);
 }
 
+std::unique_ptr<DeviceGate::Warming> ChildChannel::warm_beside(DeviceGate& gate) {
+  return gate.warming([this](bool pause) { signal_all(pause ? SIGSTOP : SIGCONT); });
+}
+
 StatusOr<ChildPipes> ChildPipes::create() {
   ChildPipes p;
   std::array<int, 2> proto{};

@@ -70,6 +70,10 @@ struct ChildChannel {
   // `sig` to everything the child started (its cgroup when it has one, and its process
   // group): SIGSTOP while it waits for an exclusive grant, SIGCONT when it gets it.
   void signal_all(int sig);
+  // Registers this child's warm-up with `gate` (DeviceGate::warming) for as long as the
+  // returned registration lives: everything it started is stopped (SIGSTOP) while an
+  // exclusive grant is in and continued (SIGCONT) after.
+  std::unique_ptr<DeviceGate::Warming> warm_beside(DeviceGate& gate);
 };
 
 // The descriptors a new child gets: a protocol socket pair and stdout/stderr pipes. The

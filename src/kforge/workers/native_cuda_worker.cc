@@ -6,7 +6,6 @@
 
 #include <array>
 #include <cctype>
-#include <csignal>
 #include <cstdlib>
 
 #include "kforge/common/files.h"
@@ -146,8 +145,7 @@ void NativeCudaWorker::replenish() {
   // runs GPU work beside another job's timed region. It is waited for without pool_mu_:
   // other jobs take the processes that are ready meanwhile.
   pool_.refill(pool_mu_, [this](Child& child) -> std::shared_ptr<void> {
-    return options_.gate->warming(
-        [channel = &child.channel](bool pause) { channel->signal_all(pause ? SIGSTOP : SIGCONT); });
+    return child.channel.warm_beside(*options_.gate);
   });
 }
 

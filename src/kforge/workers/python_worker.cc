@@ -7,7 +7,6 @@
 
 #include <array>
 #include <cctype>
-#include <csignal>
 
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
@@ -301,8 +300,7 @@ void PythonWorker::prepare() {
 void PythonWorker::replenish() {
   // Stopped while another job's timed region holds the device (see the header).
   pool_.refill(run_mu_, [this](ChildChannel& child) -> std::shared_ptr<void> {
-    return options_.gate->warming(
-        [raw = &child](bool pause) { raw->signal_all(pause ? SIGSTOP : SIGCONT); });
+    return child.warm_beside(*options_.gate);
   });
 }
 

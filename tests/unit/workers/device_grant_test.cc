@@ -345,6 +345,32 @@ TEST(DeviceGrantTest, AnAdmittedJobWaitsForItsExclusiveGrantStoppedAndRunsAloneA
   EXPECT_TRUE(gate.status()["holder"].is_null());
 }
 
+TEST(DeviceGrantTest, AChildWarmingBesideTheJobsIsStoppedWhileAnExclusiveGrantIsIn) {
+  DeviceGate gate("cuda:0", 3);
+  auto w = wire();
+  w->channel.pid = start_sleeper();
+  auto warming = w->channel.warm_beside(gate);
+  EXPECT_EQ(gate.status()["warming"], 1);
+  EXPECT_TRUE(wait_for_state(w->channel.pid, 'S'));
+  {
+    auto timed = gate.request("timed", DeviceGate::Mode::kExclusive);
+    ASSERT_TRUE(timed.is_ok());
+    ASSERT_TRUE((*timed)->granted());
+    EXPECT_TRUE(wait_for_state(w->channel.pid, 'T'));
+  }
+  EXPECT_TRUE(wait_for_state(w->channel.pid, 'S'));  // continued once no holder is left
+  auto timed = gate.request("timed-again", DeviceGate::Mode::kExclusive);
+  ASSERT_TRUE(timed.is_ok());
+  EXPECT_TRUE(wait_for_state(w->channel.pid, 'T'));
+  warming.reset();  // ready: no longer registered, so continued although the grant is in
+  EXPECT_TRUE(wait_for_state(w->channel.pid, 'S'));
+  EXPECT_EQ(gate.status()["warming"], 0);
+  EXPECT_EQ(gate.status()["warming_pauses"], 2);
+  w->channel.kill_all();
+  int status = 0;
+  ASSERT_EQ(::waitpid(w->channel.pid, &status, 0), w->channel.pid);
+}
+
 TEST(DeviceGrantTest, AJobStoppedWhileItWaitsIsStillKilledAtItsTimeout) {
   DeviceGate gate("cuda:0", 2);
   auto other = shared_ticket(gate, "never-releases");
