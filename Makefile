@@ -78,13 +78,21 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:d
 	LSAN_OPTIONS=suppressions=$(abspath tests/sanitizers/lsan.supp):print_suppressions=0 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(abspath tests/sanitizers/tsan.supp)
+# The tests that load the real NVRTC (a closed-source library of ~100 MB) run under ASan+UBSan
+# without the exit-time leak check: on the CI machine LeakSanitizer's stop-the-world tracer
+# crashed at exit in 3 of them ("Tracer caught signal 11", a single-threaded process, after the
+# test had passed; stop 26), which 70 runs here under load never reproduced. Every other test
+# keeps the leak check, and the NVRTC wrapper's own allocations are RAII-owned.
+NVRTC_TESTS   := ^NvrtcCompilerTest\.
+NO_LEAK_CHECK := LSAN_OPTIONS=detect_leaks=0
 
 sanitize: asan-test tsan-test
 
 asan-test: setup
 	@cmake --preset asan >/dev/null
 	@cmake --build --preset asan -j $(JOBS) --target kforge_unit_tests
-	cd build/asan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS)
+	cd build/asan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -E '$(NVRTC_TESTS)'
+	cd build/asan && $(SAN_ENV) $(NO_LEAK_CHECK) ctest --output-on-failure -j $(JOBS) -R '$(NVRTC_TESTS)'
 
 tsan-test: setup
 	@cmake --preset tsan >/dev/null
