@@ -43,6 +43,10 @@
 #                        mode's jobs; on an H200 the pipelined half alone took 5.5 min at 6)
 #                        and ONLY_BATCH_PART=wire|batch|interference to run one part per call
 #                        (the whole part passes the 10-minute limit)
+#   ONLY_COMPARE=1       run only the judge's fused comparison: its GPU tests (compiled kernel
+#                        vs the torch path on every verification case; the zygote precompiles
+#                        it and a child verifies it) and bench/compare_kernel.py (torch path vs
+#                        fused kernel on outputs up to 6.4 GB, ratio in the same run)
 #   ONLY_KERNELBENCH=1   run only bench/kernelbench_throughput.py: KernelBench problems (torch vs
 #                        torch) through kforge and one process per problem; SKIP_KERNELBENCH=1
 #                        skips it in a full run. KERNELBENCH_PROBLEMS (default
@@ -140,6 +144,26 @@ kernelbench() {
   record "kernelbench correct but not timed (must be 0)" "$([[ -n "$line" ]] && echo "${line##*: }" || echo 0)"
   return 0
 }
+
+compare_kernel() {
+  echo "== the judge's fused comparison: GPU tests, then torch path vs fused kernel"
+  "$py" -m pytest -q -rs -p no:cacheprovider tests/python/test_gpu.py \
+    -k "fused_comparison or zygote_on_gpu" 2>&1 | tee "$out/pytest-compare.log" | tail -5
+  record "fused comparison pytest (GPU)" "$(grep -E 'passed|failed' "$out/pytest-compare.log" | tail -1)"
+  "$py" bench/compare_kernel.py --device "$KFORGE_TEST_DEVICE" --json "$out/compare_kernel.json" \
+    2>&1 | tee "$out/compare_kernel.log" | tail -12
+  local line
+  while read -r line; do
+    record "compare $(awk '{print $1, $2}' <<<"$line") elements: torch / fused ms" \
+      "$(awk '{print $4, "/", $5, "=", $6}' <<<"$line")"
+  done < <(grep -E '^(float32|float16) ' "$out/compare_kernel.log")
+}
+
+if [[ -n "${ONLY_COMPARE:-}" ]]; then
+  compare_kernel
+  summary
+  exit 0
+fi
 
 if [[ -n "${ONLY_KERNELBENCH:-}" ]]; then
   kernelbench
@@ -356,6 +380,7 @@ if [[ -z "${SKIP_FIDELITY:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]
 fi
 
 if [[ -z "${SKIP_KERNELBENCH:-}" && -z "${ONLY_CUDA:-}" && -z "${ONLY_KERNELS:-}" ]]; then
+  compare_kernel
   kernelbench
 fi
 

@@ -10,7 +10,7 @@ expected device): lazy subclasses and placeholders fail.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -66,6 +66,9 @@ class TensorComparison:
     max_abs_error: float = 0.0
     max_rel_error: float = 0.0  # over elements whose expected value is non-zero
     first_mismatch: Mismatch | None = None
+    # The fused comparison's output_spread() of the same pair, computed in the same pass
+    # (None from the torch path: call output_spread()).
+    spread: OutputSpread | None = field(default=None, compare=False, repr=False)
 
     def describe(self) -> str:
         """One actionable sentence, e.g. for validation_error."""
@@ -206,6 +209,17 @@ def compare_tensors(
     if numel == 0:
         return TensorComparison(name, True, "", tol.atol, tol.rtol)
     exact = tol.atol == 0.0 and tol.rtol == 0.0 and not expected.dtype.is_floating_point
+    if fused_ready(expected.device, expected.dtype, exact):
+        return compare_fused(name, expected, actual, tol, exact)
+    return compare_torch(name, expected, actual, tol, exact)
+
+
+def compare_torch(
+    name: str, expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance, exact: bool
+) -> TensorComparison:
+    """compare_tensors' element comparison with torch ops (any device), once the dtypes and
+    shapes are known to agree and the tensors are not empty."""
+    numel = expected.numel()
     flat_actual, flat_expected = actual.detach().reshape(-1), expected.detach().reshape(-1)
     device = expected.device
     with torch.no_grad():
@@ -243,6 +257,112 @@ def compare_tensors(
     return TensorComparison(
         name, False, "", tol.atol, tol.rtol, numel, count, max_abs, max_rel, first_mismatch
     )
+
+
+def compare_fused(
+    name: str, expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance, exact: bool
+) -> TensorComparison:
+    """compare_torch's result, and output_spread's, from one pass of fused_compare's kernel
+    (a CUDA tensor of a dtype it supports; the caller checked)."""
+    from kforge_worker import fused_compare
+
+    stats = fused_compare.output_stats(expected, actual, tol.atol, tol.rtol, exact)
+    numel = expected.numel()
+    spread = OutputSpread(
+        stats.finite,
+        stats.low,
+        stats.high,
+        stats.max_expected,
+        stats.within_zero,
+        stats.max_error,
+        stats.constant,
+    )
+    if stats.mismatches == 0:
+        return TensorComparison(
+            name, True, "", tol.atol, tol.rtol, numel, 0, stats.max_abs, stats.max_rel, None, spread
+        )
+    index = unravel_index(stats.first_mismatch, expected.shape)
+    at = tuple(index)
+    first = Mismatch(index, expected.detach()[at].item(), actual.detach()[at].item())
+    max_abs, max_rel = stats.max_abs, stats.max_rel
+    if stats.nonfinite_mismatch:
+        max_abs = max_rel = math.inf
+    count = stats.mismatches
+    return TensorComparison(
+        name, False, "", tol.atol, tol.rtol, numel, count, max_abs, max_rel, first, spread
+    )
+
+
+# Whether the fused kernel judges a (device, dtype, exact) in this process: decided by
+# verify_fused() at its first use, False where it disagreed with the torch path (and
+# FUSED_DISAGREEMENTS says on what). The zygote compiles the common ones (warmup.py).
+_FUSED: dict[tuple[str, torch.dtype, bool], bool] = {}
+FUSED_DISAGREEMENTS: dict[str, str] = {}
+
+
+def fused_ready(device: torch.device, dtype: torch.dtype, exact: bool) -> bool:
+    """True where compare_tensors uses the fused kernel: a CUDA device, a dtype the kernel
+    reads, and the kernel verified against the torch path on this device."""
+    if device.type != "cuda":
+        return False
+    from kforge_worker import fused_compare
+
+    if dtype not in fused_compare.SUPPORTED:
+        return False
+    key = (str(device), dtype, exact)
+    ready = _FUSED.get(key)
+    if ready is None:
+        problems = verify_fused(device, dtype, exact)
+        ready = not problems
+        _FUSED[key] = ready
+        if problems:
+            FUSED_DISAGREEMENTS[f"{device} {_dtype(dtype)} exact={exact}"] = problems[0]
+    return ready
+
+
+def verify_fused(device: torch.device, dtype: torch.dtype, exact: bool) -> list[str]:
+    """Where the fused kernel's comparison differs from the torch path's on
+    fused_compare.verification_cases (empty: none). A kernel that fails to compile or
+    launch is one difference."""
+    from kforge_worker import fused_compare
+
+    problems = []
+    try:
+        for case, want, got, atol, rtol in fused_compare.verification_cases(dtype, exact, device):
+            tol = Tolerance(atol, rtol)
+            fused = compare_fused("v", want, got, tol, exact)
+            torch_result = compare_torch("v", want, got, tol, exact)
+            differs = _differences(fused, torch_result)
+            if dtype.is_floating_point:
+                differs += _differences(fused.spread, output_spread(want, got, tol))
+            if differs:
+                problems.append(f"{_dtype(dtype)}, {case}: " + "; ".join(differs))
+    except Exception as e:  # a kernel that cannot run here is not one to trust
+        problems.append(f"{_dtype(dtype)}: the fused kernel failed: {e}")
+    return problems
+
+
+def _differences(fused: Any, reference: Any) -> list[str]:
+    """Fields of two comparisons (or spreads) that differ, NaN equal to NaN."""
+    out = []
+    for key, want in vars(reference).items():
+        if key == "spread":
+            continue
+        got = getattr(fused, key)
+        if isinstance(want, Mismatch) and isinstance(got, Mismatch):
+            same = want.index == got.index and _same(want.expected, got.expected)
+            same = same and _same(want.actual, got.actual)
+        else:
+            same = _same(want, got)
+        if not same:
+            out.append(f"{key}: fused {got!r}, torch {want!r}")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
 
 
 # Elements compared at once (16 Mi: a few 128 MB float64 temporaries).

@@ -128,11 +128,12 @@ def triton_compile(arch: int) -> Any:
         return triton.compile(src, target=GPUTarget("cuda", arch, 32))
 
 
-def triton_host_modules(compiled: Any) -> None:
+def triton_host_modules(compiled: list[Any]) -> None:
     """Triton's C modules for the GPU, built into the zygote's cache without loading them (a
     child loads them from there, through the read-only layer of triton_cache.py): the
-    driver's utilities (`cuda_utils`) and the launcher of `compiled`'s signature, the warm-up
-    kernel's (pointers, an int, a constexpr: a vector add's too). Otherwise every process of
+    driver's utilities (`cuda_utils`) and the launchers of `compiled`'s signatures: the
+    warm-up kernel's (pointers, an int, a constexpr: a vector add's too) and the fused
+    comparison's (pointers and constexprs). Otherwise every process of
     every child ran the host's C compiler for each at its first launch: 0.43-0.50 s for
     `cuda_utils` alone on an H100 host (bench/child_warmup_profile.py). Loading them here is
     what Triton would do, but it maps libcuda into the zygote; building them is enough."""
@@ -141,15 +142,16 @@ def triton_host_modules(compiled: Any) -> None:
     from triton.backends.nvidia import driver as nvidia
 
     _build_host_module(Path(nvidia.dirname, "driver.c").read_text(), "cuda_utils")
-    src = compiled.src
-    constants = {
-        (src.fn.arg_names.index(k),) if isinstance(k, str) else k: v
-        for k, v in src.constants.items()
-    }
-    launcher = nvidia.make_launcher(
-        constants, dict(src.signature), getattr(compiled.metadata, "tensordesc_meta", None)
-    )
-    _build_host_module(launcher, "__triton_launcher")
+    for kernel in compiled:
+        src = kernel.src
+        constants = {
+            (src.fn.arg_names.index(k),) if isinstance(k, str) else k: v
+            for k, v in src.constants.items()
+        }
+        launcher = nvidia.make_launcher(
+            constants, dict(src.signature), getattr(kernel.metadata, "tensordesc_meta", None)
+        )
+        _build_host_module(launcher, "__triton_launcher")  # once per distinct source
 
 
 def _build_host_module(src: str, name: str) -> None:
@@ -205,6 +207,7 @@ def preload_modules() -> None:
         "triton.backends.nvidia.driver",
         "numpy",
         "kforge_worker.warm_kernels",
+        "kforge_worker.fused_compare",
         # The judge's and candidate's own modules (a child imported correctness.py in its
         # warm-up: ~0.1 s on an H100 host).
         "kforge_worker.correctness",
@@ -226,9 +229,16 @@ def warm_zygote(device: WorkerDevice, arch: int | None) -> WarmupReport:
     elif arch is not None:
         compiled: list[Any] = []
         report.run("triton_compile", lambda: compiled.append(triton_compile(arch)))
+        report.run("fused_compare_compile", lambda: compiled.extend(_fused_compile(arch)))
         if compiled:
-            report.run("triton_host_modules", lambda: triton_host_modules(compiled[0]))
+            report.run("triton_host_modules", lambda: triton_host_modules(compiled))
     return report
+
+
+def _fused_compile(arch: int) -> list[Any]:
+    from kforge_worker import fused_compare
+
+    return fused_compare.precompile(arch)
 
 
 def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
@@ -246,6 +256,8 @@ def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
         report.run("triton_kernel", lambda: _triton_kernel(tdev))
     report.run("triton_launch", lambda: triton_launch(tdev))
     report.run("torch_ops", lambda: torch_common_ops(tdev))
+    if device.is_cuda:
+        report.run("fused_compare", lambda: _fused_compare(tdev))
     report.run("harness_checks", lambda: harness_checks(tdev))
     if device.is_cuda:
         report.run("cuda_events", lambda: _cuda_events(tdev))
@@ -279,6 +291,18 @@ def _triton_kernel(device: torch.device) -> None:
     if hasattr(kernel, "result"):  # an asynchronous compile's future
         kernel = kernel.result()
     kernel._init_handles()
+
+
+def _fused_compare(device: torch.device) -> None:
+    """The fused comparison kernel for float32 outputs loaded from the zygote's cache and
+    verified against the torch path (compare.fused_ready); other dtypes are verified at
+    their first use in a job. Raises where the kernel disagreed (compare then uses torch)."""
+    from kforge_worker.compare import FUSED_DISAGREEMENTS, fused_ready
+
+    fused_ready(device, torch.float32, exact=False)
+    if FUSED_DISAGREEMENTS:
+        key, problem = next(iter(FUSED_DISAGREEMENTS.items()))
+        raise RuntimeError(f"the fused comparison disagreed with torch's ({key}): {problem}")
 
 
 def _cuda_context(device: torch.device) -> None:

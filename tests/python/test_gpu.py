@@ -16,7 +16,7 @@ import pytest
 import torch
 import worker_kernels as K
 from fake_supervisor import FakeSupervisor
-from worker_jobs import SERVER_DEFAULTS, make_job
+from worker_jobs import SERVER_DEFAULTS, make_job, run_python_compiled
 
 from kforge_worker.timing import EVENT_RESOLUTION_MS
 
@@ -140,6 +140,7 @@ def test_zygote_on_gpu_end_to_end(tmp_path):
     try:
         hello = sup.hello
         assert hello["warnings"] == [], hello
+        assert "fused_compare_compile" in hello["warmup_steps_ms"], hello
         print("zygote hello:", hello["startup_ms"], "ms", hello["warmup_steps_ms"])
         job = make_job(
             K.triton_vadd(n=1 << 20),
@@ -156,7 +157,8 @@ def test_zygote_on_gpu_end_to_end(tmp_path):
             assert "profiler" in ready["warmup_steps_ms"], ready  # Kineto started before the job
             assert "harness_checks" in ready["warmup_steps_ms"], ready  # the judge's checks loaded
             # The first Triton launch in its parts (driver, kernel from the cache, launch).
-            assert {"triton_driver", "triton_kernel", "triton_launch"} <= set(
+            # ... and the fused comparison, loaded and verified (compare.fused_ready).
+            assert {"triton_driver", "triton_kernel", "triton_launch", "fused_compare"} <= set(
                 ready["warmup_steps_ms"]
             ), ready
             print(f"child {attempt}: warm-up {ready['warmup_ms']} ms", ready["warmup_steps_ms"])
@@ -363,16 +365,7 @@ print(report.stats.spin_us, report.stats.median, cycles[len(cycles) // 2])
 def test_a_fixed_spin_is_kept_and_lies_outside_the_window():
     """The judge's empty trials mirror the candidate's spin (evaluate._null_overhead_ms):
     the spin is in every trial's cycle, never in its event time."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    env.pop("TRITON_INTERPRET", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", FIXED_SPIN],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    proc = run_python_compiled(FIXED_SPIN)
     assert proc.returncode == 0, proc.stderr[-3000:]
     spin_us, event_ms, cycle_ms = map(float, proc.stdout.split())
     assert spin_us == 500.0
@@ -526,3 +519,36 @@ def test_timing_takes_one_input_set_when_two_do_not_fit(monkeypatch):
     assert evaluate._timing_set_count(first, gpu, result) == 1
     assert result.metadata["timing_input_sets"] == 1
     assert any(w.startswith("timed on one input set") for w in result.warnings)
+
+
+FUSED_COMPARE = """
+import json
+import torch
+from kforge_worker import compare, fused_compare as F
+
+device = torch.device("cuda:0")
+problems = []
+for dtype in F.SUPPORTED:
+    for exact in (False,) if dtype.is_floating_point else (True, False):
+        problems += compare.verify_fused(device, dtype, exact)
+# Two launches and a part: a NaN in the second, a wrong value near the end.
+n = 2 * F.LAUNCH_ELEMENTS + 12345
+want = torch.randn(n, device=device)
+got = want.clone()
+got[F.LAUNCH_ELEMENTS + 3] = float("nan")
+got[n - 7] += 1.0
+tol = compare.Tolerance(1e-2, 1e-2)
+fused = compare.compare_fused("o", want, got, tol, False)
+problems += compare._differences(fused, compare.compare_torch("o", want, got, tol, False))
+problems += compare._differences(fused.spread, compare.output_spread(want, got, tol))
+print(json.dumps({"problems": problems, "mismatches": fused.mismatch_count}))
+"""
+
+
+def test_the_fused_comparison_matches_torch_compiled_on_the_gpu():
+    """fused_compare.py compiled for this GPU gives exactly the torch path's comparison on
+    every verification case of every dtype, and on an output of three launches."""
+    proc = run_python_compiled(FUSED_COMPARE)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found == {"problems": [], "mismatches": 2}, found

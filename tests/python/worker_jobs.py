@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +70,19 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     """Runs a job in this process, as a child would, and returns the wire-form result."""
     result = run_job(parse_job(job), parse_device(job["device"])).to_dict()
     return json.loads(encode_json(result))
+
+
+def run_python_compiled(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter that imports the worker with Triton compiling: this test
+    process has TRITON_INTERPRET=1 set, which a GPU job (or a compile for one) must not."""
+    full_env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python")}
+    full_env.update(env)
+    full_env.pop("TRITON_INTERPRET", None)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=300,
+        check=False,
+    )
