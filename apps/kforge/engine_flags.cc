@@ -38,6 +38,15 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "Job processes kept forked and warm for the cpu device")
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
+  cmd.add_option("--max-warm-children", f.max_warm_children_gpu,
+                 "With --pipeline-depth > 1: Python job processes that may warm at once per GPU "
+                 "when jobs are queued (a batch of 16 warms up to this many side by side)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd.add_option("--max-warm-children-cpu", f.max_warm_children_cpu,
+                 "The same for the cpu device (with --test-cpu-pipeline-depth)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd.add_option("--warm-cuda-workers", f.warm_cuda_workers_gpu,
                  "Native CUDA worker processes (for `cuda` kernels) kept started per GPU")
       ->check(CLI::Range(1, 16))
@@ -156,6 +165,8 @@ app::EngineOptions engine_options(const EngineFlags& f) {
   eo.worker_env = f.worker_env;
   eo.warm_children_gpu = f.warm_children_gpu;
   eo.warm_children_cpu = f.warm_children_cpu;
+  eo.max_warm_children_gpu = f.max_warm_children_gpu;
+  eo.max_warm_children_cpu = f.max_warm_children_cpu;
   eo.warm_cuda_workers_gpu = f.warm_cuda_workers_gpu;
   eo.warm_cuda_workers_cpu = f.warm_cuda_workers_cpu;
   eo.pipeline_depth = f.pipeline_depth;

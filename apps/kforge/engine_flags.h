@@ -24,6 +24,8 @@ struct EngineFlags {
   std::string worker_path;      // empty: found next to the executable
   int warm_children_gpu = 3;
   int warm_children_cpu = 1;
+  int max_warm_children_gpu = 8;  // pipelined: children warming at once ahead of queued jobs
+  int max_warm_children_cpu = 1;
   int pipeline_depth = 1;           // jobs in flight per GPU (pipelined stages)
   int test_cpu_pipeline_depth = 1;  // test only: the same for the cpu device
   int warm_cuda_workers_gpu = 3;    // started `kforge worker cuda` processes per GPU
@@ -45,7 +47,8 @@ struct EngineFlags {
 };
 
 // Registers --devices (described by `devices_help`), --python, --worker-path,
-// --warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env, --sandbox, --job-pids-max,
+// --warm-children[-cpu], --max-warm-children[-cpu], --warm-cuda-workers[-cpu], --worker-env,
+// --sandbox, --job-pids-max,
 // --kernel-cache, --sandbox-uid-base, --device-metrics (ENABLE_DEVICE_METRICS), --ncu,
 // --cupy-cache-dir (CUPY_KERNEL_CACHE_DIR), --job-retention, the queue limits
 // (--max-queued-jobs, --max-queued-bytes, --max-queued-per-client,

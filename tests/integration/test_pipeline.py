@@ -279,3 +279,39 @@ def test_a_job_stopped_while_it_waits_for_its_timing_is_killed_at_its_timeout(
     assert gate["waiting"] == 0 and gate["holder"] is None, gate
     (slow_view,) = cpu_pipelined.wait_jobs([slow])
     assert slow_view["state"] == "success", slow_view
+
+
+@cpu_only
+def test_queued_jobs_warm_several_children_at_once() -> None:
+    """Jobs queued beyond the warm children (a burst, a batch) raise the pool's target up to
+    --max-warm-children-cpu, and the missing children warm side by side instead of one per
+    finished job (Worker::expect_jobs): with a base of one, at most one would warm at a time."""
+    srv = KforgeServer(
+        devices="cpu",
+        extra_args=[
+            "--test-cpu-pipeline-depth",
+            "2",
+            "--warm-children-cpu",
+            "1",
+            "--max-warm-children-cpu",
+            "3",
+        ],
+    )
+    srv.start()
+    try:
+        srv.wait_ready("cpu")
+        ids = []
+        for i in range(6):
+            body = timed_add()
+            body["custom_kernel"] = triton_add(f" + 0.0 * {i + 1}")
+            ids.append(submit(srv, "/compare", body))
+        for job in srv.wait_jobs(ids):
+            assert job["state"] == "success", job
+            assert job["kernel_exec_result"]["correctness"], job
+        with srv.client() as c:
+            cpu = next(d for d in c.get("/stats").json()["devices"] if d["name"] == "cpu")
+        python = cpu["workers"]["python"]
+        assert python["warm_children_target"] == 1 and python["warm_children_max"] == 3, python
+        assert python["most_children_warming"] >= 2, python
+    finally:
+        srv.stop()

@@ -28,6 +28,10 @@ struct EngineOptions {
   int max_attempts = 3;
   int warm_children_gpu = 3;  // warm child processes kept per GPU (see PythonWorkerOptions)
   int warm_children_cpu = 1;  // and on the cpu device
+  // With pipelined stages: how many Python children may warm at once while jobs are queued
+  // (Worker::expect_jobs); each holds a CUDA context while it waits for its job.
+  int max_warm_children_gpu = 8;
+  int max_warm_children_cpu = 1;
   // Native CUDA worker processes (`kforge worker cuda`) kept started per GPU / on cpu.
   int warm_cuda_workers_gpu = 3;
   int warm_cuda_workers_cpu = 1;

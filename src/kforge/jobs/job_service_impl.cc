@@ -57,7 +57,41 @@ StatusOr<model::JobRequest> JobServiceImpl::load_request(const std::string& job_
 
 void JobServiceImpl::forget_locked(std::map<std::string, Active>::iterator it) {
   if (!it->second.claimed) quota_.release(it->second.client, it->second.request_bytes);
+  uncount_queued_locked(it->second);
   active_.erase(it);
+}
+
+void JobServiceImpl::count_queued_locked(Active& active, bool python) {
+  active.queued_as = python ? "python" : "cuda";
+  ++queued_for_[{active.target, active.queued_as}];
+}
+
+void JobServiceImpl::uncount_queued_locked(Active& active) {
+  if (active.queued_as.empty()) return;
+  auto it = queued_for_.find({active.target, active.queued_as});
+  if (it != queued_for_.end() && --it->second <= 0) queued_for_.erase(it);
+  active.queued_as.clear();
+}
+
+void JobServiceImpl::tell_queued(const std::string& target, const std::string& type) {
+  for (auto& d : devices_) {
+    const bool covered =
+        d.device.name == target || (target == scheduler::kAnyGpu && d.device.is_gpu);
+    if (!covered) continue;
+    auto worker = d.by_type.find(type);
+    if (worker == d.by_type.end()) continue;
+    int queued = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto count = [this, &type](const std::string& t) {
+        auto it = queued_for_.find({t, type});
+        return it == queued_for_.end() ? 0 : it->second;
+      };
+      queued =
+          count(d.device.name) + (d.device.is_gpu ? count(std::string(scheduler::kAnyGpu)) : 0);
+    }
+    worker->second->expect_jobs(queued);
+  }
 }
 
 StatusOr<model::JobRequest> JobServiceImpl::parse_stored_request(
@@ -120,12 +154,15 @@ Status JobServiceImpl::start() {
     record.request = Json();
     active.record = record;
     active.target = *target;
+    const bool python = !uses_only_cuda(*request);
     {
       std::lock_guard lock(mu_);
       quota_.add(active.client, active.request_bytes);
+      count_queued_locked(active, python);
       active_[record.id] = std::move(active);
     }
     scheduler_->enqueue(record.id, *target);
+    tell_queued(*target, python ? "python" : "cuda");
     ++recovered_;
     legacy_.job_submitted(clock_.unix_ms());
     KF_LOG_INFO("job={} recovered after restart (attempt {} of {})", record.id, record.attempts + 1,
@@ -266,9 +303,11 @@ StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request,
     active.request_bytes = request_bytes;
     active.target = target;
     active.kernel_type = std::string(model::to_string(request.kernel.kernel_type));
+    count_queued_locked(active, !uses_only_cuda(request));
     active_[record.id] = std::move(active);
   }
   scheduler_->enqueue(record.id, target);
+  tell_queued(target, uses_only_cuda(request) ? "cuda" : "python");
   ++submitted_;
   legacy_.job_submitted(record.created_ms);
   KF_LOG_DEBUG("job={} accepted kind={} target={}", record.id, model::to_string(record.kind),
@@ -298,16 +337,21 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
   bool claimed = false;
   auto cancel = std::make_shared<workers::CancelToken>();
   std::string cancelled_before_start;
+  std::string started_as;  // the worker type it was queued for
+  std::string target;
   {
     std::lock_guard lock(mu_);
     auto it = active_.find(job_id);
     if (it == active_.end()) return;  // cancelled while queued
+    target = it->second.target;
     if (it->second.cancel && it->second.cancel->cancelled()) {
       cancelled_before_start = it->second.cancel_reason;
     }
     it->second.cancel = cancel;
     it->second.record.state = model::JobState::kRunning;
     it->second.record.device = device;
+    started_as = it->second.queued_as;
+    uncount_queued_locked(it->second);
     if (!it->second.claimed) {  // a claim already recorded the start in the store
       it->second.record.started_ms = clock_.unix_ms();
       ++it->second.record.attempts;
@@ -315,6 +359,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
     record = it->second.record;
     claimed = it->second.claimed;
   }
+  if (!started_as.empty()) tell_queued(target, started_as);  // one fewer waits
   if (!cancelled_before_start.empty()) {
     finish(job_id, model::JobState::kCancelled, Json(), cancelled_before_start);
     return;

@@ -109,6 +109,9 @@ class JobServiceImpl final : public JobService {
     bool cancelled_by_shutdown = false;  // stop(): the job goes back to the queue, not cancelled
     bool claimed = false;  // shared queue: claimed from the store (already running there, not
                            // counted in this node's quota)
+    // The worker type ("python" or "cuda") whose queued jobs count this one until it starts
+    // (queued_for_); empty once it is not counted.
+    std::string queued_as;
     double last_fraction = 0;
     // When the worker reported each phase first (Unix ms, 0 = not yet): the loading phase is
     // the compilation time, the timing phases the profiling time.
@@ -151,6 +154,15 @@ class JobServiceImpl final : public JobService {
   StatusOr<model::JobRequest> load_request(const std::string& job_id);
   // Removes an unfinished job from active_ and the quota. Requires mu_.
   void forget_locked(std::map<std::string, Active>::iterator it);
+  // Counts a job that was just enqueued for `target` among the queued jobs of its worker
+  // type ("python" when any of its kernels needs the Python worker). Requires mu_.
+  void count_queued_locked(Active& active, bool python);
+  // Stops counting it (it started, or left the queue). Requires mu_.
+  void uncount_queued_locked(Active& active);
+  // Tells the workers of type `type` on the devices `target` covers how many jobs are queued
+  // for them (Worker::expect_jobs), so a pipelined device warms processes for a burst ahead.
+  // Without mu_.
+  void tell_queued(const std::string& target, const std::string& type);
 
   const Options options_;
   const std::unique_ptr<store::Store> store_;
@@ -161,7 +173,9 @@ class JobServiceImpl final : public JobService {
   const std::chrono::steady_clock::time_point started_at_;
 
   std::mutex mu_;
-  std::map<std::string, Active> active_;          // guarded by mu_: queued + running jobs
+  std::map<std::string, Active> active_;  // guarded by mu_: queued + running jobs
+  // Queued (not yet started) jobs per (scheduler target, worker type); guarded by mu_.
+  std::map<std::pair<std::string, std::string>, int> queued_for_;
   QueueQuota quota_;                              // guarded by mu_: what active_ holds
   std::map<uint64_t, std::string> subscription_;  // guarded by mu_: id -> job id
   uint64_t next_subscription_ = 1;                // guarded by mu_

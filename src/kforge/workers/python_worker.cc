@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 
@@ -31,7 +32,8 @@ Status set_nonblocking(int fd) {
 
 PythonWorker::PythonWorker(PythonWorkerOptions options)
     : options_(std::move(options)),
-      pool_(options_.device, options_.warm_children, pool_hooks(), book_) {}
+      pool_(options_.device, options_.warm_children, pool_hooks(), book_,
+            options_.gate ? options_.max_warm_children : 0) {}
 
 PythonWorker::~PythonWorker() {
   shutdown();
@@ -295,17 +297,61 @@ void PythonWorker::prepare() {
   }
   // Warm the children now, so the first jobs find them ready (and status() can say so).
   pool_.warm_all();
+  if (options_.gate && pool_.max_target() > pool_.target() && !warmer_.joinable()) {
+    warmer_ = std::thread([this] { warmer_loop(); });
+  }
 }
 
 void PythonWorker::replenish() {
   // Stopped while another job's timed region holds the device (see the header).
-  pool_.refill(run_mu_, [this](ChildChannel& child) -> std::shared_ptr<void> {
-    return child.warm_beside(*options_.gate);
-  });
+  pool_.refill(
+      run_mu_,
+      [this](ChildChannel& child) -> std::shared_ptr<void> {
+        return child.warm_beside(*options_.gate);
+      },
+      &adopted_);
+  std::lock_guard lock(run_mu_);
+  most_warming_ = pool_.most_warming();
 }
 
 void PythonWorker::after_job(const WorkerJob& /*job*/) {
   if (options_.gate) replenish();
+}
+
+void PythonWorker::expect_jobs(int queued) {
+  if (!options_.gate) return;
+  {
+    std::lock_guard lock(warmer_mu_);
+    demand_ = queued;
+    demand_changed_ = true;
+  }
+  warmer_cv_.notify_one();
+}
+
+void PythonWorker::warmer_loop() {
+  std::unique_lock lock(warmer_mu_);
+  for (;;) {
+    warmer_cv_.wait(lock, [this] { return warmer_stop_ || demand_changed_; });
+    if (warmer_stop_) return;
+    demand_changed_ = false;
+    const int queued = demand_;
+    lock.unlock();
+    {
+      std::lock_guard pool_lock(run_mu_);
+      pool_.set_demand(queued);
+    }
+    replenish();  // every missing child at once; returns once they are adopted
+    lock.lock();
+  }
+}
+
+void PythonWorker::stop_warmer() {
+  {
+    std::lock_guard lock(warmer_mu_);
+    warmer_stop_ = true;
+  }
+  warmer_cv_.notify_all();
+  if (warmer_.joinable()) warmer_.join();
 }
 
 WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
@@ -333,6 +379,11 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   run_lock.lock();
   book_.set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm worker process", 0.02);
+  if (options_.gate) {
+    // A child already warming is nearer ready than one this job would start now.
+    adopted_.wait_until(run_lock, Clock::now() + job.timeout,
+                        [this] { return pool_.size() > 0 || pool_.warming() == 0; });
+  }
   auto child = pool_.take();
   if (!child.is_ok()) {
     book_.set_state(alive() ? WorkerState::kReady : WorkerState::kFailed, child.status().message());
@@ -380,6 +431,10 @@ Json PythonWorker::status() const {
   Json s = {{"type", "python"}, {"device", options_.device}};
   book_.fill_status(s);
   s["warm_children_target"] = options_.warm_children;
+  if (options_.gate) {
+    s["warm_children_max"] = std::max(options_.warm_children, options_.max_warm_children);
+    s["most_children_warming"] = most_warming_.load();
+  }
   std::lock_guard lock(mu_);
   if (zygote_pid_ > 0) s["zygote_pid"] = zygote_pid_;
   if (hello_.contains("versions")) s["versions"] = hello_["versions"];
@@ -388,6 +443,7 @@ Json PythonWorker::status() const {
 }
 
 void PythonWorker::shutdown() {
+  stop_warmer();  // before the pool and the zygote go
   stop_zygote();
   book_.set_state(WorkerState::kStopped);
 }

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kforge/common/json.h"
@@ -54,6 +56,9 @@ struct PythonWorkerOptions {
   // H200: p50 0.64 s with 1, 0.35 s with 2, 0.23 s with 3 for back-to-back small jobs); each
   // waiting child holds a CUDA context (a few hundred MiB).
   int warm_children = 1;
+  // With a gate: how many children may warm at once ahead of queued jobs (a batch of 16
+  // announces 16; expect_jobs()). 0 or less than warm_children: warm_children.
+  int max_warm_children = 0;
   std::optional<uint64_t> child_address_space_bytes;  // RLIMIT_AS for cpu children
   // Pipelined stages (--pipeline-depth > 1): the device's grant, shared with the device's
   // native CUDA worker. A Python job takes a *shared* ticket before it takes a child (its
@@ -77,6 +82,9 @@ class PythonWorker final : public Worker, private ExitSource {
                     const ProgressSink& progress) override;
   // With a gate: warms the children that replace those taken (see replenish()).
   void after_job(const WorkerJob& job) override;
+  // With a gate: raises the pool's target to the queued jobs (up to max_warm_children) and
+  // has the warmer thread start the missing children at once.
+  void expect_jobs(int queued) override;
   WorkerState state() const override { return book_.state(); }
   Json status() const override;
   void shutdown() override;
@@ -99,6 +107,9 @@ class PythonWorker final : public Worker, private ExitSource {
   // a timed region. The wait for their `ready` (the warm-up itself) is outside run_mu_, so
   // jobs keep taking ready children meanwhile.
   void replenish();
+  // With a gate and room above warm_children: applies expect_jobs()'s demand and refills.
+  void warmer_loop();
+  void stop_warmer();
 
   Status start_zygote();
   void stop_zygote();
@@ -127,6 +138,18 @@ class PythonWorker final : public Worker, private ExitSource {
   std::map<int, std::string> fork_failures_;            // child_id -> error, from `fork_failed`
   std::map<pid_t, worker_protocol::ExitStatus> exits_;  // from `exited`, pruned
   int next_child_id_ = 1;
+  // With a gate: notified whenever a warming child is adopted (or lost), so a job that finds
+  // none ready waits for one already warming instead of starting another (under run_mu_).
+  std::condition_variable adopted_;
+
+  // The warmer thread and its demand (expect_jobs() never waits for run_mu_).
+  std::mutex warmer_mu_;
+  std::condition_variable warmer_cv_;
+  int demand_ = 0;               // guarded by warmer_mu_
+  bool demand_changed_ = false;  // guarded by warmer_mu_
+  bool warmer_stop_ = false;     // guarded by warmer_mu_
+  std::thread warmer_;
+  std::atomic<int> most_warming_{0};  // the pool's high-water mark, for status()
 
   mutable std::mutex mu_;
   Json hello_ = Json::object();  // guarded by mu_

@@ -1,9 +1,9 @@
 // The warm processes a worker keeps ahead of jobs, one class for both workers
 // (PythonWorker's forked children, NativeCudaWorker's started processes): start them until
-// `target` wait, hand out the oldest (most likely ready) one, retire one that died or failed
-// before it was ready (kill it, count it) and start a fresh one in its place, up to a bound.
-// Its counts go into the worker's WorkerBook (processes started, restarts, crashes), which
-// /health, /stats and /metrics read.
+// `target` wait (raised while jobs are queued, up to a maximum: set_demand()), hand out the oldest
+// (most likely ready) one, retire one that died or failed before it was ready (kill it, count it)
+// and start a fresh one in its place, up to a bound. Its counts go into the worker's WorkerBook
+// (processes started, restarts, crashes), which /health, /stats and /metrics read.
 //
 // What differs between the workers comes in as Hooks: how a process is started, how to wait
 // until it says `ready`, and where its protocol channel is. One pool per worker, and so per
@@ -13,12 +13,15 @@
 // wait_ready() may run without it.
 #pragma once
 
+#include <algorithm>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kforge/common/log.h"
 #include "kforge/common/status.h"
@@ -39,9 +42,21 @@ class WarmPool {
     std::function<ChildChannel&(Child&)> channel;
   };
 
-  // `target`: processes kept waiting (0 starts each on demand). `book` outlives the pool.
-  WarmPool(std::string device, int target, Hooks hooks, WorkerBook& book)
-      : device_(std::move(device)), target_(target), hooks_(std::move(hooks)), book_(book) {}
+  // `target`: processes kept waiting (0 starts each on demand); `max_target`: how far
+  // set_demand() may raise it while jobs are queued (at most `target` when smaller). `book`
+  // outlives the pool.
+  WarmPool(std::string device, int target, Hooks hooks, WorkerBook& book, int max_target = 0)
+      : device_(std::move(device)),
+        base_(target),
+        max_(std::max(target, max_target)),
+        target_(target),
+        hooks_(std::move(hooks)),
+        book_(book) {}
+
+  // Jobs queued for the device that will each need a process: the target becomes that many,
+  // between the base target and the maximum. Processes already waiting beyond a lowered
+  // target stay until jobs take them.
+  void set_demand(int queued) { target_ = std::clamp(queued, base_, max_); }
 
   // Starts processes until `target` are waiting. The first error stops it (and is returned).
   Status top_up() {
@@ -98,7 +113,7 @@ class WarmPool {
   StatusOr<std::unique_ptr<Child>> start_missing() {
     if (static_cast<int>(warm_.size()) + warming_ >= target_) return std::unique_ptr<Child>();
     auto child = start_one();
-    if (child.is_ok()) ++warming_;
+    if (child.is_ok()) most_warming_ = std::max(most_warming_, ++warming_);
     return child;
   }
   // Touches no pool state: call it without the lock that guards the pool.
@@ -109,34 +124,54 @@ class WarmPool {
   }
 
   // start_missing(), wait_ready() and adopt() until `target` wait or one fails, for a worker
-  // whose jobs run side by side: `mu` is the lock that guards this pool (held to start and
-  // to adopt, never while waiting), and what `while_warming(child)` returns is kept alive
-  // while the child warms up (the device gate's registration that stops it during timed
-  // regions).
-  void refill(std::mutex& mu, const std::function<std::shared_ptr<void>(Child&)>& while_warming) {
+  // whose jobs run side by side: every missing process is started at once (they warm up
+  // side by side), then each is waited for and adopted in turn. `mu` is the lock that
+  // guards this pool (held to start and to adopt, never while waiting); what
+  // `while_warming(child)` returns is kept alive while the child warms up (the device
+  // gate's registration that stops it during timed regions); `adopted`, if given, is
+  // notified after each adoption (a job waiting for a process, see warming()).
+  void refill(std::mutex& mu, const std::function<std::shared_ptr<void>(Child&)>& while_warming,
+              std::condition_variable* adopted = nullptr) {
     for (;;) {
-      std::unique_ptr<Child> child;
+      std::vector<std::unique_ptr<Child>> started;
       {
         std::lock_guard lock(mu);
-        auto started = start_missing();
-        if (!started.is_ok() || *started == nullptr) return;
-        child = std::move(started).value();
+        for (;;) {
+          auto one = start_missing();
+          if (!one.is_ok() || *one == nullptr) break;
+          started.push_back(std::move(one).value());
+        }
       }
-      Status ready;
-      {
-        const std::shared_ptr<void> held = while_warming(*child);
-        ready = wait_ready(*child);
+      if (started.empty()) return;
+      std::vector<std::shared_ptr<void>> held;
+      held.reserve(started.size());
+      for (auto& child : started)
+        held.push_back(while_warming(*child));
+      bool all_ready = true;
+      for (size_t i = 0; i < started.size(); ++i) {
+        const Status ready = wait_ready(*started[i]);
+        held[i].reset();
+        {
+          std::lock_guard lock(mu);
+          adopt(std::move(started[i]), ready);
+        }
+        if (adopted != nullptr) adopted->notify_all();
+        all_ready = all_ready && ready.is_ok();
       }
-      std::lock_guard lock(mu);
-      adopt(std::move(child), ready);
-      if (!ready) return;
+      if (!all_ready) return;
     }
   }
 
   // Retires every waiting process (destroying one kills it and removes its scratch).
   void clear() { warm_.clear(); }
   size_t size() const { return warm_.size(); }
+  // Started by start_missing() and not yet adopted: a job that finds none waiting can wait
+  // for one of these instead of starting another.
+  int warming() const { return warming_; }
   int target() const { return target_; }
+  int max_target() const { return max_; }
+  // The most processes warming at once so far (started by start_missing()).
+  int most_warming() const { return most_warming_; }
 
  private:
   StatusOr<std::unique_ptr<Child>> start_one() {
@@ -178,12 +213,15 @@ class WarmPool {
   }
 
   std::string device_;
+  const int base_;
+  const int max_;
   int target_;
   Hooks hooks_;
   WorkerBook& book_;
   std::deque<std::unique_ptr<Child>> warm_;  // oldest first
   int64_t lost_ = 0;                         // processes lost before ready and not yet replaced
   int warming_ = 0;                          // started by start_missing(), not yet adopted
+  int most_warming_ = 0;
 };
 
 }  // namespace kforge::workers

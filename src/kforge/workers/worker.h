@@ -75,6 +75,11 @@ class Worker {
   // need not wait for (warming the process that replaces the one the job used).
   virtual void after_job(const WorkerJob& /*job*/) {}
 
+  // `queued` jobs wait for this worker on its device (not yet started): a worker whose jobs
+  // run side by side may warm that many processes at once, within its maximum. Thread-safe,
+  // and must not block (called while a request is being accepted).
+  virtual void expect_jobs(int /*queued*/) {}
+
   // Its state now (/health: kFailed makes the server "degraded"). Thread-safe.
   virtual WorkerState state() const = 0;
 

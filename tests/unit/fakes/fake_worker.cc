@@ -84,4 +84,14 @@ std::vector<std::string> FakeWorker::started_jobs() const {
   return started_;
 }
 
+void FakeWorker::expect_jobs(int queued) {
+  std::lock_guard lock(mu_);
+  announced_.push_back(queued);
+}
+
+std::vector<int> FakeWorker::announced() const {
+  std::lock_guard lock(mu_);
+  return announced_;
+}
+
 }  // namespace kforge::testing

@@ -21,6 +21,7 @@ class FakeWorker final : public workers::Worker {
   workers::WorkerState state() const override { return workers::WorkerState::kReady; }
   Json status() const override;
   void shutdown() override {}
+  void expect_jobs(int queued) override;
 
   // When held, run() blocks until release() (or cancellation / timeout).
   void hold(bool held);
@@ -28,6 +29,8 @@ class FakeWorker final : public workers::Worker {
   // Blocks until `n` jobs have started; returns false after 10 s.
   bool wait_started(size_t n);
   std::vector<std::string> started_jobs() const;
+  // Every expect_jobs() value, in order.
+  std::vector<int> announced() const;
   bool fail_next = false;  // the next run() reports a worker failure
 
  private:
@@ -36,6 +39,7 @@ class FakeWorker final : public workers::Worker {
   bool held_ = false;
   uint64_t release_generation_ = 0;
   std::vector<std::string> started_;
+  std::vector<int> announced_;
   int prepared_ = 0;
 };
 

@@ -118,6 +118,28 @@ TEST_F(JobServiceTest, CancelsQueuedAndRunningJobs) {
   EXPECT_EQ(worker_->started_jobs().size(), 1u);
 }
 
+TEST_F(JobServiceTest, QueuedJobsAreAnnouncedToTheWorkerThatWillRunThem) {
+  // Worker::expect_jobs: how many jobs wait for the worker (a pipelined device warms that
+  // many processes ahead), counted up as they are queued and down as they start.
+  start_service();
+  worker_->hold(true);
+  auto running = service_->submit(torch_request(), "test");
+  ASSERT_TRUE(running.is_ok());
+  ASSERT_TRUE(worker_->wait_started(1));
+  auto first = service_->submit(torch_request(), "test");
+  auto second = service_->submit(torch_request(), "test");
+  ASSERT_TRUE(first.is_ok() && second.is_ok());
+  std::vector<int> announced = worker_->announced();
+  ASSERT_GE(announced.size(), 2u);
+  EXPECT_EQ(std::vector<int>(announced.end() - 2, announced.end()), (std::vector<int>{1, 2}));
+  // A cancelled queued job is no longer counted: the next announcement says so.
+  ASSERT_TRUE(service_->cancel(first->id, "").is_ok());
+  worker_->hold(false);
+  worker_->release_all();
+  EXPECT_EQ(wait_done(second->id).state, model::JobState::kSucceeded);
+  EXPECT_EQ(worker_->announced().back(), 0);
+}
+
 TEST_F(JobServiceTest, AClientsCancelReasonCannotPassForAShutdown) {
   // The shutdown requeues its running jobs; it was recognised by its reason text, which a
   // client's cancel may carry too (the job then went back to the queue instead of ending).

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@ class FakeLauncher {
   int start_failures = 0;
   int started = 0;
   std::vector<int> waited;  // ids, in order of wait_ready
+  std::vector<int> started_at_wait;  // how many had been started at each wait_ready
 
   WarmPool<FakeChild>::Hooks hooks() {
     WarmPool<FakeChild>::Hooks h;
@@ -46,6 +48,7 @@ class FakeLauncher {
     };
     h.wait_ready = [this](FakeChild& c) -> Status {
       waited.push_back(c.id);
+      started_at_wait.push_back(started);
       ++c.waits;
       if (!ready_[static_cast<size_t>(c.id - 1)]) {
         return unavailable("process " + std::to_string(c.id) + " died before it was ready");
@@ -233,6 +236,41 @@ TEST(WarmPoolTest, RefillWarmsUntilTheTargetHoldingTheGuardOnlyWhileEachWarms) {
   pool.refill(mu, [](FakeChild&) { return std::shared_ptr<void>(); });
   EXPECT_EQ(pool.size(), 3u);
   EXPECT_EQ(book.counters().restarts, 1);
+}
+
+TEST(WarmPoolTest, QueuedJobsRaiseTheTargetAndTheMissingProcessesWarmTogether) {
+  FakeLauncher launcher;
+  WorkerBook book;
+  WarmPool<FakeChild> pool("cuda:0", 1, launcher.hooks(), book, 4);
+  std::mutex mu;
+  std::condition_variable adopted;
+  pool.warm_all();
+  EXPECT_EQ(pool.size(), 1u);
+  EXPECT_EQ(pool.max_target(), 4);
+  pool.set_demand(9);  // a batch: as many as allowed
+  EXPECT_EQ(pool.target(), 4);
+  launcher.started_at_wait.clear();
+  pool.refill(mu, [](FakeChild&) { return std::shared_ptr<void>(); });
+  // All three missing processes were started before the refill waited for the first.
+  EXPECT_EQ(launcher.started_at_wait, (std::vector<int>{4, 4, 4}));
+  EXPECT_EQ(launcher.waited, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(pool.size(), 4u);
+  EXPECT_EQ(pool.most_warming(), 3);
+  EXPECT_EQ(pool.warming(), 0);
+  // The queue drained: the target falls back, the warm processes stay for the next jobs.
+  pool.set_demand(0);
+  EXPECT_EQ(pool.target(), 1);
+  pool.refill(mu, [](FakeChild&) { return std::shared_ptr<void>(); }, &adopted);
+  EXPECT_EQ(pool.size(), 4u);
+  EXPECT_EQ(launcher.started, 4);
+}
+
+TEST(WarmPoolTest, WithoutAMaximumQueuedJobsDoNotRaiseTheTarget) {
+  FakeLauncher launcher;
+  WorkerBook book;
+  WarmPool<FakeChild> pool("cpu", 2, launcher.hooks(), book);
+  pool.set_demand(16);
+  EXPECT_EQ(pool.target(), 2);
 }
 
 TEST(WarmPoolTest, ClearRetiresEveryWaitingProcess) {
