@@ -23,10 +23,11 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK = 4096
+# 8 elements per thread: float64 temporaries of 16 would spill registers.
+BLOCK = 2048
 NUM_WARPS = 8
-# Elements per launch: at most 32 Ki blocks (3 MiB of partials).
-LAUNCH_ELEMENTS = BLOCK << 15
+# Elements per launch: at most 64 Ki blocks (6 MiB of partials).
+LAUNCH_ELEMENTS = BLOCK << 16
 
 # Torch dtypes the kernel reads (bool as uint8); any other dtype takes the torch path.
 SUPPORTED = (
@@ -220,6 +221,10 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     flat = t.detach().reshape(-1)
     if not flat.is_contiguous():
         flat = flat.contiguous()
+    if flat.data_ptr() % 16:
+        # A view at an odd offset: copied, since an unaligned pointer is another
+        # specialisation of the kernel (a compile, ~1 s, in the job) than the zygote's.
+        flat = flat.clone()
     view = _VIEWS.get(flat.dtype)
     return flat if view is None else flat.view(view)
 

@@ -64,6 +64,16 @@ def test_a_zero_dimensional_output():
     _same(compare_fused("o", want, got, tol, False), compare_torch("o", want, got, tol, False))
 
 
+def test_an_output_at_an_unaligned_offset():
+    # A view one element into its storage is read from an aligned copy (the kernel the
+    # zygote compiled assumes 16-byte aligned pointers).
+    tol = Tolerance(1e-2, 1e-2)
+    base = torch.randn(1001)
+    want, got = base[1:], (base + 0.5)[1:]
+    assert want.data_ptr() % 16
+    _same(compare_fused("o", want, got, tol, False), compare_torch("o", want, got, tol, False))
+
+
 def test_a_kernel_that_miscounts_is_caught_by_the_verification(monkeypatch):
     real = fused_compare.output_stats
 
