@@ -29,7 +29,7 @@ class FakeLauncher {
   std::deque<bool> ready_script;  // per started process, in order: ready? (default true)
   int start_failures = 0;
   int started = 0;
-  std::vector<int> waited;  // ids, in order of wait_ready
+  std::vector<int> waited;           // ids, in order of wait_ready
   std::vector<int> started_at_wait;  // how many had been started at each wait_ready
 
   WarmPool<FakeChild>::Hooks hooks() {
@@ -260,7 +260,8 @@ TEST(WarmPoolTest, QueuedJobsRaiseTheTargetAndTheMissingProcessesWarmTogether) {
   // The queue drained: the target falls back, the warm processes stay for the next jobs.
   pool.set_demand(0);
   EXPECT_EQ(pool.target(), 1);
-  pool.refill(mu, [](FakeChild&) { return std::shared_ptr<void>(); }, &adopted);
+  pool.refill(
+      mu, [](FakeChild&) { return std::shared_ptr<void>(); }, &adopted);
   EXPECT_EQ(pool.size(), 4u);
   EXPECT_EQ(launcher.started, 4);
 }
