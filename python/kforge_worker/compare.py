@@ -446,5 +446,28 @@ def output_spread(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) 
     return OutputSpread(int(count), lo, hi, top, bool(flags[0]), error, bool(flags[1]))
 
 
+def finite_range(t: torch.Tensor) -> tuple[float, float] | None:
+    """The smallest and largest finite element of a floating-point tensor (None when it has
+    none): on a GPU from the fused kernel's pass, else chunk by chunk in its own dtype."""
+    flat = t.detach().reshape(-1)
+    if flat.numel() == 0:
+        return None
+    if fused_ready(flat.device, flat.dtype, False):
+        from kforge_worker import fused_compare
+
+        stats = fused_compare.output_stats(flat, flat, 0.0, 0.0, False)
+        return None if stats.finite == 0 else (stats.low, stats.high)
+    low = torch.full((), math.inf, dtype=torch.float64, device=flat.device)
+    high = torch.full((), -math.inf, dtype=torch.float64, device=flat.device)
+    with torch.no_grad():
+        for begin in range(0, flat.numel(), _CHUNK):
+            chunk = flat[begin : begin + _CHUNK]
+            finite = torch.isfinite(chunk)
+            low = torch.minimum(low, torch.where(finite, chunk, math.inf).min().double())
+            high = torch.maximum(high, torch.where(finite, chunk, -math.inf).max().double())
+    lo, hi = torch.stack([low, high]).tolist()
+    return None if lo > hi else (lo, hi)
+
+
 def _dtype(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")

@@ -34,6 +34,7 @@ from kforge_worker.compare import (
     TensorComparison,
     Tolerance,
     compare_tensors,
+    finite_range,
     output_spread,
     resolve_tolerance,
     unravel_index,
@@ -203,15 +204,22 @@ def poison_for(buf: torch.Tensor, want: Any, tol: Tolerance) -> None:
             buf.copy_(torch.randint(0, 2, buf.shape, device=buf.device).bool())
             return
         if buf.dtype.is_floating_point:
+            # First from the expected values' finite range (one pass, no copy of them: a
+            # float64 copy and masks of a 6 GB output took tens of GB); only when every
+            # constant lies inside it, element by element, a chunk at a time.
             info = torch.finfo(buf.dtype)
-            finite = want[torch.isfinite(want)].to(torch.float64)
-            for c in (info.max, info.min, info.max / 3, -info.max / 3, 1e30, -1e30):
-                if finite.numel() == 0 or bool(
-                    ((finite - c).abs() > tol.atol + tol.rtol * finite.abs()).all()
-                ):
-                    buf.fill_(c)
-                    return
-            buf.fill_(math.nan)
+            constants = [
+                c
+                for c in (info.max, info.min, info.max / 3, -info.max / 3, 1e30, -1e30)
+                if abs(c) <= info.max  # an infinity could equal an expected one
+            ]
+            bounds = finite_range(want)
+            chosen = next(
+                (c for c in constants if bounds is None or _clear_of(c, bounds, tol)), None
+            )
+            if chosen is None:
+                chosen = next((c for c in constants if _clear_everywhere(c, want, tol)), math.nan)
+            buf.fill_(chosen)
             return
         info_i = torch.iinfo(buf.dtype)
         for c in (info_i.max, info_i.min, info_i.max // 3, info_i.min // 3):
@@ -219,6 +227,26 @@ def poison_for(buf: torch.Tensor, want: Any, tol: Tolerance) -> None:
                 buf.fill_(c)
                 return
         buf.fill_(binding.poison_value(buf.dtype, 0))
+
+
+def _clear_of(c: float, bounds: tuple[float, float], tol: Tolerance) -> bool:
+    """Whether `c` is outside the tolerance of every value in [low, high]: beyond the range by
+    more than the widest tolerance of any value in it (with a margin for rounding)."""
+    low, high = bounds
+    reach = (tol.atol + tol.rtol * max(abs(low), abs(high))) * (1 + 1e-6)
+    return c - high > reach or low - c > reach
+
+
+def _clear_everywhere(c: float, want: torch.Tensor, tol: Tolerance) -> bool:
+    """Whether `c` is outside the tolerance of every finite expected value, compared element
+    by element in float64, 16 Mi elements at a time."""
+    flat = want.detach().reshape(-1)
+    for begin in range(0, flat.numel(), 1 << 24):
+        w = flat[begin : begin + (1 << 24)].to(torch.float64)
+        outside = ~torch.isfinite(w) | ((w - c).abs() > tol.atol + tol.rtol * w.abs())
+        if not bool(outside.all()):
+            return False
+    return True
 
 
 def _remote_failure(trial: _Trial, reply: CallReply) -> bool:

@@ -235,3 +235,49 @@ def test_bits_digest_tells_nan_payloads_layouts_and_dtypes_apart():
     assert bits_digest(x) != bits_digest(x.view(torch.int32))
     assert bits_digest(torch.zeros(8)) != bits_digest(torch.zeros(4))
     assert bits_digest(torch.empty(0)) == bits_digest(torch.empty(0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_the_poison_is_outside_every_expected_values_tolerance(dtype):
+    from kforge_worker.correctness import poison_for
+
+    info = torch.finfo(dtype)
+    tol = resolve_tolerance(dtype, None, None)
+    cases = [
+        torch.randn(1000, dtype=torch.float64).to(dtype),
+        torch.tensor([info.max, 0.0, 1.0, math.inf, math.nan], dtype=dtype),  # max taken
+        torch.tensor([info.max, info.min, 2.0], dtype=dtype),  # both ends taken
+        torch.full((4,), math.nan, dtype=dtype),  # nothing finite
+    ]
+    for want in cases:
+        buf = torch.empty_like(want)
+        poison_for(buf, want, tol)
+        assert buf.unique().numel() == 1
+        poison = float(buf[0])
+        assert not math.isinf(poison), (want, poison)  # an infinity could match one
+        result = compare_tensors("o", want, buf, tol)
+        assert result.mismatch_count == want.numel(), (want, poison)
+
+
+def test_the_poison_is_a_constant_in_a_gap_of_the_range_and_nan_when_none_is_left():
+    from kforge_worker.correctness import poison_for
+
+    info = torch.finfo(torch.float16)
+    tol = resolve_tolerance(torch.float16, None, None)
+    want = torch.tensor([info.min, info.max, 1.0], dtype=torch.float16)
+    buf = torch.empty_like(want)
+    poison_for(buf, want, tol)  # both ends taken: a third of the maximum, checked element-wise
+    assert float(buf[0]) == pytest.approx(info.max / 3, rel=1e-3)
+    want = torch.tensor([info.min, info.max, info.max / 3, -info.max / 3], dtype=torch.float16)
+    poison_for(buf := torch.empty_like(want), want, tol)  # every finite constant taken
+    assert torch.isnan(buf).all()
+
+
+def test_finite_range_skips_nan_and_infinities_across_chunks(monkeypatch):
+    from kforge_worker.compare import finite_range
+
+    monkeypatch.setattr(compare_module, "_CHUNK", 4)
+    t = torch.tensor([math.nan, 3.0, math.inf, -2.0, 7.5, -math.inf, 0.5, math.nan, 1.0])
+    assert finite_range(t) == (-2.0, 7.5)
+    assert finite_range(torch.tensor([math.nan, math.inf])) is None
+    assert finite_range(torch.empty(0)) is None
