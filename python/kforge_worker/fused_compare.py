@@ -17,6 +17,7 @@ Import this module only after TRITON_INTERPRET has its final value (see warm_ker
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -364,7 +365,12 @@ def precompile(arch: int) -> list[object]:
     """Compiles PRECOMPILED for a CUDA target into Triton's cache without a GPU, under the
     key a launch of output_stats() looks up: the JIT's own binding and specialisation
     (JITFunction.run, Triton 3.6) applied to mock tensors aligned as torch's allocations
-    are. Returns the compiled kernels (their launchers are built by warmup.py)."""
+    are. The variants compile side by side (threads: Triton's compiles release the GIL in
+    their passes and run ptxas as a process; its own async mode does the same); the threads
+    are gone before the zygote forks. Returns the compiled kernels (their launchers are
+    built by warmup.py)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
@@ -374,8 +380,9 @@ def precompile(arch: int) -> list[object]:
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)
     binder = create_function_from_signature(fn.signature, fn.params, backend)
-    compiled = []
-    for dtype, exact in PRECOMPILED:
+
+    def compile_one(variant: tuple[torch.dtype, bool]) -> object:
+        dtype, exact = variant
         view = _VIEWS.get(dtype, dtype)
         args = [MockTensor(t) for t in (view, view, torch.float64, torch.int64)]
         args += [MockTensor(torch.int64), MockTensor(torch.float64)]
@@ -393,5 +400,8 @@ def precompile(arch: int) -> list[object]:
             backend, kwargs, bound, specialization, options
         )
         source = ASTSource(fn, signature, constexprs, attrs)
-        compiled.append(triton.compile(source, target=target, options=options.__dict__))
-    return compiled
+        return triton.compile(source, target=target, options=options.__dict__)
+
+    workers = max(1, min(len(PRECOMPILED), os.cpu_count() or 1))
+    with ThreadPoolExecutor(workers, thread_name_prefix="fused-compile") as pool:
+        return list(pool.map(compile_one, PRECOMPILED))
