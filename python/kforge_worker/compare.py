@@ -153,15 +153,70 @@ def bits_digest(t: torch.Tensor) -> BitsDigest:
         raw = part.reshape(-1).view(torch.uint8)
         words = raw[: raw.numel() // 4 * 4].view(torch.int32)
         tail = raw[words.numel() * 4 :]
-        for chunk in (*words.split(DIGEST_CHUNK_WORDS), tail):
+        chunks = [tail]
+        if words.numel() and words.data_ptr() % 16 == 0 and digest_kernel_ready(words.device):
+            from kforge_worker import fused_compare
+
+            more_plain, more_weighted = fused_compare.word_sums(words, offset)
+            plain, weighted = (plain + more_plain) & mask, (weighted + more_weighted) & mask
+            offset += words.numel()
+        else:
+            chunks = [*words.split(DIGEST_CHUNK_WORDS), tail]
+        for chunk in chunks:
             if chunk.numel() == 0:
                 continue
-            wide = chunk.to(torch.int64)
-            odd = torch.arange(2 * offset + 1, 2 * (offset + wide.numel()), 2, device=wide.device)
-            plain = (plain + int(wide.sum())) & mask
-            weighted = (weighted + int((wide * odd).sum())) & mask
-            offset += wide.numel()
+            more_plain, more_weighted = _word_sums_torch(chunk, offset)
+            plain, weighted = (plain + more_plain) & mask, (weighted + more_weighted) & mask
+            offset += chunk.numel()
     return BitsDigest(str(t.dtype), tuple(t.shape), tuple(t.stride()), plain, weighted)
+
+
+def _word_sums_torch(chunk: torch.Tensor, offset: int) -> tuple[int, int]:
+    """bits_digest's two sums over one chunk of words (or tail bytes) at `offset`."""
+    wide = chunk.to(torch.int64)
+    odd = torch.arange(2 * offset + 1, 2 * (offset + wide.numel()), 2, device=wide.device)
+    return int(wide.sum()), int((wide * odd).sum())
+
+
+# Whether fused_compare.word_sums computes bits_digest's sums on a device in this process:
+# checked once against the torch path (digest_kernel_ready).
+_DIGEST_KERNEL: dict[str, bool] = {}
+
+
+def digest_kernel_ready(device: torch.device) -> bool:
+    """True where bits_digest sums a tensor's words with one kernel pass (a CUDA device, the
+    kernel giving the torch path's sums on words of every sign, lengths across blocks and a
+    position offset); the torch path (two synchronisations per 64 MiB) otherwise."""
+    if device.type != "cuda":
+        return False
+    key = str(device)
+    if key not in _DIGEST_KERNEL:
+        _DIGEST_KERNEL[key] = not digest_differences(device)
+    return _DIGEST_KERNEL[key]
+
+
+def digest_differences(device: torch.device) -> list[str]:
+    """Where fused_compare.word_sums differs from the torch path (empty: nowhere)."""
+    from kforge_worker import fused_compare
+
+    gen = torch.Generator().manual_seed(99)
+    info = torch.iinfo(torch.int32)
+    problems = []
+    try:
+        for length, offset in ((1, 0), (fused_compare.BLOCK * 3 + 7, 5), (4096, (1 << 33) + 1)):
+            words = torch.randint(info.min, info.max, (length,), generator=gen, dtype=torch.int32)
+            words[:2] = torch.tensor([info.min, info.max], dtype=torch.int32)[: min(2, length)]
+            words = words.to(device)
+            fused = fused_compare.word_sums(words, offset)
+            mask = (1 << 64) - 1
+            plain, weighted = _word_sums_torch(words, offset)
+            if fused != (plain & mask, weighted & mask):
+                problems.append(
+                    f"{length} words at {offset}: kernel {fused}, torch {(plain, weighted)}"
+                )
+    except Exception as e:  # a kernel that cannot run here is not one to use
+        problems.append(f"the digest kernel failed: {e}")
+    return problems
 
 
 def _contiguous_parts(t: torch.Tensor) -> list[torch.Tensor]:

@@ -124,6 +124,47 @@ def compare_blocks(  # noqa: ANN201, PLR0917
     tl.store(floats + 5, max_error)
 
 
+@triton.jit
+def digest_blocks(  # noqa: ANN201
+    words_ptr,  # noqa: ANN001  int32 words
+    meta_ptr,  # noqa: ANN001  int64 [words in this launch, position of the first in the tensor]
+    sums_ptr,  # noqa: ANN001  int64 [blocks, 2]: plain and weighted sums (wrapping)
+    BLOCK: tl.constexpr,
+):
+    # compare.bits_digest's two sums: each word sign-extended to 64 bits, and each times the
+    # odd weight 2 * position + 1; int64 arithmetic wraps, i.e. sums mod 2**64.
+    pid = tl.program_id(0)
+    n = tl.load(meta_ptr)
+    first = tl.load(meta_ptr + 1)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inb = offs < n
+    words = tl.load(words_ptr + offs, mask=inb, other=0).to(tl.int64)
+    weights = 2 * (first + offs) + 1
+    tl.store(sums_ptr + pid * 2, tl.sum(words, axis=0))
+    tl.store(sums_ptr + pid * 2 + 1, tl.sum(tl.where(inb, words * weights, 0), axis=0))
+
+
+def word_sums(words: torch.Tensor, first: int) -> tuple[int, int]:
+    """The plain and weighted sums (mod 2**64) of contiguous int32 `words` whose first is word
+    `first` of its tensor: digest_blocks, one synchronisation at the end."""
+    device = words.device
+    parts = []
+    for begin in range(0, words.numel(), LAUNCH_ELEMENTS):
+        length = min(LAUNCH_ELEMENTS, words.numel() - begin)
+        blocks = triton.cdiv(length, BLOCK)
+        meta = torch.tensor([length, first + begin], dtype=torch.int64, device=device)
+        sums = torch.empty((blocks, 2), dtype=torch.int64, device=device)
+        digest_blocks[(blocks,)](
+            words[begin : begin + length], meta, sums, BLOCK=BLOCK, num_warps=NUM_WARPS
+        )
+        parts.append(sums.sum(0))
+    if not parts:
+        return 0, 0
+    plain, weighted = torch.stack(parts).sum(0).tolist()
+    mask = (1 << 64) - 1
+    return plain & mask, weighted & mask
+
+
 @dataclass(frozen=True)
 class OutputStats:
     """Everything compare_tensors and output_spread reduce, for one pair of same-shaped,
@@ -362,46 +403,60 @@ PRECOMPILED = (
 
 
 def precompile(arch: int) -> list[object]:
-    """Compiles PRECOMPILED for a CUDA target into Triton's cache without a GPU, under the
-    key a launch of output_stats() looks up: the JIT's own binding and specialisation
-    (JITFunction.run, Triton 3.6) applied to mock tensors aligned as torch's allocations
-    are. The variants compile side by side (threads: Triton's compiles release the GIL in
-    their passes and run ptxas as a process; its own async mode does the same); the threads
-    are gone before the zygote forks. Returns the compiled kernels (their launchers are
-    built by warmup.py)."""
+    """Compiles PRECOMPILED and the digest kernel for a CUDA target into Triton's cache
+    without a GPU, under the keys launches of output_stats() and word_sums() look up. The
+    variants compile side by side (threads: Triton's compiles release the GIL in their passes
+    and run ptxas as a process; its own async mode does the same); the threads are gone
+    before the zygote forks. Returns the compiled kernels (their launchers are built by
+    warmup.py)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from triton import knobs
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import MockTensor, create_function_from_signature
+    from triton.compiler import make_backend
 
-    fn = compare_blocks
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
 
-    def compile_one(variant: tuple[torch.dtype, bool]) -> object:
+    def compare_variant(variant: tuple[torch.dtype, bool]) -> object:
         dtype, exact = variant
         view = _VIEWS.get(dtype, dtype)
-        args = [MockTensor(t) for t in (view, view, torch.float64, torch.int64)]
-        args += [MockTensor(torch.int64), MockTensor(torch.float64)]
-        kwargs = {
-            "EXACT": exact,
-            "BF16": dtype == torch.bfloat16,
-            "BLOCK": BLOCK,
-            **LAUNCH_OPTIONS,
-            # what JITFunction.run adds before binding
-            "debug": fn.debug or knobs.runtime.debug,
-            "instrumentation_mode": knobs.compilation.instrumentation_mode,
-        }
-        bound, specialization, options = binder(*args, **kwargs)
-        options, signature, constexprs, attrs = fn._pack_args(
-            backend, kwargs, bound, specialization, options
+        kinds = (view, view, torch.float64, torch.int64, torch.int64, torch.float64)
+        options = {"EXACT": exact, "BF16": dtype == torch.bfloat16, "BLOCK": BLOCK}
+        return _compile_as_launched(
+            compare_blocks, backend, target, kinds, {**options, **LAUNCH_OPTIONS}
         )
-        source = ASTSource(fn, signature, constexprs, attrs)
-        return triton.compile(source, target=target, options=options.__dict__)
 
-    workers = max(1, min(len(PRECOMPILED), os.cpu_count() or 1))
+    def digest() -> object:
+        kinds = (torch.int32, torch.int64, torch.int64)
+        options = {"BLOCK": BLOCK, "num_warps": NUM_WARPS}
+        return _compile_as_launched(digest_blocks, backend, target, kinds, options)
+
+    workers = max(1, min(len(PRECOMPILED) + 1, os.cpu_count() or 1))
     with ThreadPoolExecutor(workers, thread_name_prefix="fused-compile") as pool:
-        return list(pool.map(compile_one, PRECOMPILED))
+        digest_kernel = pool.submit(digest)
+        return [*pool.map(compare_variant, PRECOMPILED), digest_kernel.result()]
+
+
+def _compile_as_launched(
+    fn: object, backend: object, target: object, kinds: tuple[torch.dtype, ...], kwargs: dict
+) -> object:
+    """triton.compile of `fn` for tensors of `kinds` (aligned, as torch allocates them) and
+    `kwargs`, bound and specialised as JITFunction.run (Triton 3.6) would for such a launch,
+    so the cache entry is the one that launch looks up."""
+    from triton import knobs
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import MockTensor, create_function_from_signature
+
+    kwargs = {
+        **kwargs,
+        # what JITFunction.run adds before binding
+        "debug": fn.debug or knobs.runtime.debug,  # type: ignore[attr-defined]
+        "instrumentation_mode": knobs.compilation.instrumentation_mode,
+    }
+    binder = create_function_from_signature(fn.signature, fn.params, backend)  # type: ignore[attr-defined]
+    bound, specialization, options = binder(*[MockTensor(k) for k in kinds], **kwargs)
+    options, signature, constexprs, attrs = fn._pack_args(  # type: ignore[attr-defined]
+        backend, kwargs, bound, specialization, options
+    )
+    source = ASTSource(fn, signature, constexprs, attrs)
+    return triton.compile(source, target=target, options=options.__dict__)

@@ -130,6 +130,9 @@ for dtype, exact in F.PRECOMPILED + ((torch.int8, True),):
     now = set(os.listdir(cache))
     new[str(dtype)] = len(now - before)
     before = now
+digest_args = [MockTensor(torch.int32), MockTensor(torch.int64), MockTensor(torch.int64)]
+F.digest_blocks.warmup(*digest_args, grid=(1,), BLOCK=F.BLOCK, num_warps=F.NUM_WARPS)
+new["digest"] = len(set(os.listdir(cache)) - before)
 print(json.dumps(new))
 """
 
@@ -138,11 +141,12 @@ print(json.dumps(new))
 def test_the_zygotes_precompiled_variants_are_what_a_launch_looks_up(tmp_path):
     # Compiled for an H100 without a GPU, then looked up as a launch would (the JIT's own
     # run(), with a driver that answers for a device): no new compile for a precompiled
-    # variant; int8, not precompiled, compiles (so the check can fail).
+    # variant or the digest kernel; int8, not precompiled, compiles (so the check can fail).
     done = run_python_compiled(_JIT_LOOKUP, TRITON_CACHE_DIR=str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     compiled = json.loads(done.stdout.strip().splitlines()[-1])
     assert compiled.pop("torch.int8") == 1
+    assert compiled.pop("digest") == 0
     assert compiled == {str(dtype): 0 for dtype, _ in fused_compare.PRECOMPILED}
 
 
@@ -160,3 +164,19 @@ def test_a_disagreement_of_the_kernel_is_in_the_jobs_warnings(tmp_path, monkeypa
     result = run(make_job(K.triton_vadd(), K.torch_add_reference(), tmp_path=tmp_path))
     assert result["correctness"], result
     assert any("disagreed with torch's" in w for w in result["warnings"]), result["warnings"]
+
+
+def test_the_digest_kernel_gives_the_torch_paths_sums():
+    # bits_digest's two sums mod 2**64 (words of every sign, across blocks, at positions past
+    # 2**32): what a GPU process checks once before it uses the kernel.
+    from kforge_worker.compare import digest_differences
+
+    assert digest_differences(CPU) == []
+
+
+def test_a_digest_kernel_that_miscounts_is_not_used(monkeypatch):
+    from kforge_worker.compare import digest_differences
+
+    real = fused_compare.word_sums
+    monkeypatch.setattr(fused_compare, "word_sums", lambda w, o: (real(w, o)[0] + 1, 0))
+    assert digest_differences(CPU)[0].startswith("1 words at 0: kernel")

@@ -541,13 +541,19 @@ tol = compare.Tolerance(1e-2, 1e-2)
 fused = compare.compare_fused("o", want, got, tol, False)
 problems += compare._differences(fused, compare.compare_torch("o", want, got, tol, False))
 problems += compare._differences(fused.spread, compare.output_spread(want, got, tol))
+# The digest kernel: its check, then a tensor of two launches against the torch path (cpu).
+problems += compare.digest_differences(device)
+words = torch.randint(-(2**31), 2**31 - 1, (F.LAUNCH_ELEMENTS + 5,), dtype=torch.int32)
+if compare.bits_digest(words.to(device)) != compare.bits_digest(words):
+    problems.append("bits_digest on the GPU differs from the cpu's")
 print(json.dumps({"problems": problems, "mismatches": fused.mismatch_count}))
 """
 
 
 def test_the_fused_comparison_matches_torch_compiled_on_the_gpu():
     """fused_compare.py compiled for this GPU gives exactly the torch path's comparison on
-    every verification case of every dtype, and on an output of three launches."""
+    every verification case of every dtype, and on an output of three launches; its digest
+    kernel gives bits_digest's sums."""
     proc = run_python_compiled(FUSED_COMPARE)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
