@@ -283,9 +283,10 @@ def test_a_job_stopped_while_it_waits_for_its_timing_is_killed_at_its_timeout(
 
 @cpu_only
 def test_queued_jobs_warm_several_children_at_once() -> None:
-    """Jobs queued beyond the warm children (a burst, a batch) raise the pool's target up to
+    """Jobs queued beyond the warm children (a batch) raise the pool's target up to
     --max-warm-children-cpu, and the missing children warm side by side instead of one per
-    finished job (Worker::expect_jobs): with a base of one, at most one would warm at a time."""
+    finished job (Worker::expect_jobs): with a base of one, at most one would warm at a
+    time."""
     srv = KforgeServer(
         devices="cpu",
         extra_args=[
@@ -300,14 +301,32 @@ def test_queued_jobs_warm_several_children_at_once() -> None:
     srv.start()
     try:
         srv.wait_ready("cpu")
-        ids = []
-        for i in range(6):
-            body = timed_add()
-            body["custom_kernel"] = triton_add(f" + 0.0 * {i + 1}")
-            ids.append(submit(srv, "/compare", body))
-        for job in srv.wait_jobs(ids):
+        # Two slow jobs hold both lanes (the warm child and one of their own), so a batch sent
+        # next waits in the queue: its four jobs are queued at once (a cpu child warms in
+        # ~0.1 s, faster than compares sent one by one would queue).
+        slow = [
+            submit(
+                srv,
+                "/evaluate",
+                {
+                    "kernel": torch_kernel(SLOW_CHECK),
+                    "num_correct_trials": 2,
+                    "measure_performance": False,
+                },
+            )
+            for _ in range(2)
+        ]
+        wait_gate(srv, lambda g: set(slow) <= set(g["shared_holders"]), "both slow jobs admitted")
+        body = timed_add()
+        body["candidates"] = [triton_add(f" + 0.0 * {i + 1}") for i in range(4)]
+        del body["custom_kernel"]
+        with srv.client() as c:
+            r = c.post("/batch", json={**body, "device": "cpu"})
+        assert r.status_code == 200, r.text
+        for view in r.json()["results"]:
+            assert view["kernel_exec_result"]["correctness"], view
+        for job in srv.wait_jobs(slow):
             assert job["state"] == "success", job
-            assert job["kernel_exec_result"]["correctness"], job
         with srv.client() as c:
             cpu = next(d for d in c.get("/stats").json()["devices"] if d["name"] == "cpu")
         python = cpu["workers"]["python"]

@@ -310,8 +310,6 @@ void PythonWorker::replenish() {
         return child.warm_beside(*options_.gate);
       },
       &adopted_);
-  std::lock_guard lock(run_mu_);
-  most_warming_ = pool_.most_warming();
 }
 
 void PythonWorker::after_job(const WorkerJob& /*job*/) {
@@ -339,6 +337,8 @@ void PythonWorker::warmer_loop() {
     {
       std::lock_guard pool_lock(run_mu_);
       pool_.set_demand(queued);
+      KF_LOG_DEBUG("device={} {} jobs queued: warm target {} ({} waiting, {} warming)",
+                   options_.device, queued, pool_.target(), pool_.size(), pool_.warming());
     }
     replenish();  // every missing child at once; returns once they are adopted
     lock.lock();
@@ -433,7 +433,7 @@ Json PythonWorker::status() const {
   s["warm_children_target"] = options_.warm_children;
   if (options_.gate) {
     s["warm_children_max"] = std::max(options_.warm_children, options_.max_warm_children);
-    s["most_children_warming"] = most_warming_.load();
+    s["most_children_warming"] = pool_.most_warming();
   }
   std::lock_guard lock(mu_);
   if (zygote_pid_ > 0) s["zygote_pid"] = zygote_pid_;

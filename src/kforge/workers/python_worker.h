@@ -149,7 +149,6 @@ class PythonWorker final : public Worker, private ExitSource {
   bool demand_changed_ = false;  // guarded by warmer_mu_
   bool warmer_stop_ = false;     // guarded by warmer_mu_
   std::thread warmer_;
-  std::atomic<int> most_warming_{0};  // the pool's high-water mark, for status()
 
   mutable std::mutex mu_;
   Json hello_ = Json::object();  // guarded by mu_

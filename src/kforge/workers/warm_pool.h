@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -113,7 +114,9 @@ class WarmPool {
   StatusOr<std::unique_ptr<Child>> start_missing() {
     if (static_cast<int>(warm_.size()) + warming_ >= target_) return std::unique_ptr<Child>();
     auto child = start_one();
-    if (child.is_ok()) most_warming_ = std::max(most_warming_, ++warming_);
+    if (child.is_ok() && ++warming_ > most_warming_.load(std::memory_order_relaxed)) {
+      most_warming_.store(warming_, std::memory_order_relaxed);  // written under the lock only
+    }
     return child;
   }
   // Touches no pool state: call it without the lock that guards the pool.
@@ -170,8 +173,9 @@ class WarmPool {
   int warming() const { return warming_; }
   int target() const { return target_; }
   int max_target() const { return max_; }
-  // The most processes warming at once so far (started by start_missing()).
-  int most_warming() const { return most_warming_; }
+  // The most processes warming at once so far (started by start_missing()); the one
+  // member that may be read without the pool's lock (status pages).
+  int most_warming() const { return most_warming_.load(std::memory_order_relaxed); }
 
  private:
   StatusOr<std::unique_ptr<Child>> start_one() {
@@ -221,7 +225,7 @@ class WarmPool {
   std::deque<std::unique_ptr<Child>> warm_;  // oldest first
   int64_t lost_ = 0;                         // processes lost before ready and not yet replaced
   int warming_ = 0;                          // started by start_missing(), not yet adopted
-  int most_warming_ = 0;
+  std::atomic<int> most_warming_{0};
 };
 
 }  // namespace kforge::workers
