@@ -6,10 +6,13 @@ wall time went there. Here each element of both tensors is read once, everything
 need is reduced per block, and torch reduces the blocks' partials: `OutputStats`.
 
 The rules are compare.py's, operation for operation in float64 (the tolerance's
-`atol + rtol * |expected|` unfused, as torch computes it), and `verify()` checks the kernel
-against the torch path on edge cases (NaN, infinities, signed zeros, tolerance boundaries,
-integers, every supported dtype) before a process first trusts it on a device: a difference
-turns the fused path off for that device and says why.
+`atol + rtol * |expected|` unfused, as torch computes it), and compare.verify_fused checks the
+kernel against the torch path on `verification_cases` (NaN, infinities, signed zeros,
+subnormals, tolerance boundaries, integers) before a process first trusts it for a dtype on a
+device: a difference turns the fused path off there, and the job's result says why.
+
+Also here: `digest_blocks`, compare.bits_digest's two sums of a tensor's words in one pass
+(checked the same way: compare.digest_kernel_ready). The zygote compiles both (`precompile`).
 
 Import this module only after TRITON_INTERPRET has its final value (see warm_kernels.py).
 """
@@ -182,10 +185,6 @@ class OutputStats:
     within_zero: bool  # every finite |expected| <= atol + rtol * |expected|
     max_error: float  # largest non-NaN |actual - expected| where expected is finite
     constant: bool  # every actual element equals the first (NaN never does)
-
-
-def supports(expected: torch.Tensor) -> bool:
-    return expected.dtype in SUPPORTED
 
 
 def output_stats(
