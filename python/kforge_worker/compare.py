@@ -524,5 +524,18 @@ def finite_range(t: torch.Tensor) -> tuple[float, float] | None:
     return None if lo > hi else (lo, hi)
 
 
+def clear_of_every_value(c: float, t: torch.Tensor, tol: Tolerance) -> bool:
+    """Whether `c` is outside the tolerance of every finite element of `t`, compared element
+    by element in float64, a chunk at a time."""
+    flat = t.detach().reshape(-1)
+    with torch.no_grad():
+        for begin in range(0, flat.numel(), _CHUNK):
+            w = flat[begin : begin + _CHUNK].to(torch.float64)
+            outside = ~torch.isfinite(w) | ((w - c).abs() > tol.atol + tol.rtol * w.abs())
+            if not bool(outside.all()):
+                return False
+    return True
+
+
 def _dtype(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")

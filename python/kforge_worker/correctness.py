@@ -33,6 +33,7 @@ from kforge_worker.compare import (
     FUSED_DISAGREEMENTS,
     TensorComparison,
     Tolerance,
+    clear_of_every_value,
     compare_tensors,
     finite_range,
     output_spread,
@@ -218,7 +219,8 @@ def poison_for(buf: torch.Tensor, want: Any, tol: Tolerance) -> None:
                 (c for c in constants if bounds is None or _clear_of(c, bounds, tol)), None
             )
             if chosen is None:
-                chosen = next((c for c in constants if _clear_everywhere(c, want, tol)), math.nan)
+                clear = (c for c in constants if clear_of_every_value(c, want, tol))
+                chosen = next(clear, math.nan)
             buf.fill_(chosen)
             return
         info_i = torch.iinfo(buf.dtype)
@@ -235,18 +237,6 @@ def _clear_of(c: float, bounds: tuple[float, float], tol: Tolerance) -> bool:
     low, high = bounds
     reach = (tol.atol + tol.rtol * max(abs(low), abs(high))) * (1 + 1e-6)
     return c - high > reach or low - c > reach
-
-
-def _clear_everywhere(c: float, want: torch.Tensor, tol: Tolerance) -> bool:
-    """Whether `c` is outside the tolerance of every finite expected value, compared element
-    by element in float64, 16 Mi elements at a time."""
-    flat = want.detach().reshape(-1)
-    for begin in range(0, flat.numel(), 1 << 24):
-        w = flat[begin : begin + (1 << 24)].to(torch.float64)
-        outside = ~torch.isfinite(w) | ((w - c).abs() > tol.atol + tol.rtol * w.abs())
-        if not bool(outside.all()):
-            return False
-    return True
 
 
 def _remote_failure(trial: _Trial, reply: CallReply) -> bool:

@@ -27,6 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kforge_worker.compare import bits_view
+
 # 8 elements per thread: float64 temporaries of 16 would spill registers.
 BLOCK = 2048
 NUM_WARPS = 8
@@ -144,7 +146,7 @@ def digest_blocks(  # noqa: ANN201
     words = tl.load(words_ptr + offs, mask=inb, other=0).to(tl.int64)
     weights = 2 * (first + offs) + 1
     tl.store(sums_ptr + pid * 2, tl.sum(words, axis=0))
-    tl.store(sums_ptr + pid * 2 + 1, tl.sum(tl.where(inb, words * weights, 0), axis=0))
+    tl.store(sums_ptr + pid * 2 + 1, tl.sum(words * weights, axis=0))  # masked words are 0
 
 
 def word_sums(words: torch.Tensor, first: int) -> tuple[int, int]:
@@ -376,15 +378,12 @@ def _boundary(
     return torch.cat(wants), torch.cat(gots)
 
 
-_BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
 def bits_of(t: torch.Tensor) -> torch.Tensor:
-    return t.view(_BITS[t.element_size()]).to(torch.int64)
+    return bits_view(t).to(torch.int64)
 
 
 def from_bits(bits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    width = _BITS[torch.empty((), dtype=dtype).element_size()]
+    width = bits_view(torch.empty(0, dtype=dtype)).dtype
     return bits.to(width).view(dtype)
 
 

@@ -132,8 +132,8 @@ def triton_host_modules(compiled: list[Any]) -> None:
     """Triton's C modules for the GPU, built into the zygote's cache without loading them (a
     child loads them from there, through the read-only layer of triton_cache.py): the
     driver's utilities (`cuda_utils`) and the launchers of `compiled`'s signatures: the
-    warm-up kernel's (pointers, an int, a constexpr: a vector add's too) and the fused
-    comparison's (pointers and constexprs). Otherwise every process of
+    warm-up kernel's (pointers, an int, a constexpr: a vector add's too) and those of
+    fused_compare's kernels (pointers and constexprs). Otherwise every process of
     every child ran the host's C compiler for each at its first launch: 0.43-0.50 s for
     `cuda_utils` alone on an H100 host (bench/child_warmup_profile.py). Loading them here is
     what Triton would do, but it maps libcuda into the zygote; building them is enough."""
