@@ -74,7 +74,9 @@ def test_the_cpu_device_keeps_one_job_at_a_time(pipelined: KforgeServer) -> None
     with pipelined.client() as c:
         res = c.post("/evaluate", json=body).json()["kernel_exec_result"]
     assert res["correctness"], res
-    assert "device_wait_ms" not in res.get("process", {})
+    # Its gate has one holder: the timed block took it at once (no admission ticket).
+    assert device_stats(pipelined)["device_gate"]["max_shared"] == 1
+    assert len(res["process"]["device_grants"]) == 1, res["process"]
 
 
 @gpu_only

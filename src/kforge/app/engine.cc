@@ -244,12 +244,31 @@ struct WorkerContext {
   workers::ChildLimits limits;
 };
 
+// A device's gate (workers/device_gate.h), shared by its two workers. Deeper than 1 it
+// pipelines the jobs (`pipelined`: shared holders for correctness phases up to the depth,
+// timing exclusive). At depth 1 jobs run one at a time, and the gate is still there for
+// their timed regions (`timing`): a job's timing takes it alone, and processes warming up
+// meanwhile are stopped (a replacement child's CUDA context and warm-up launches beside a
+// timed region slowed a torch reference by 25-30 % on an H100).
+struct DeviceGates {
+  std::shared_ptr<workers::DeviceGate> pipelined;  // null at depth 1
+  std::shared_ptr<workers::DeviceGate> timing;     // never null: `pipelined` when set
+
+  static DeviceGates make(const std::string& device, int depth) {
+    DeviceGates g;
+    if (depth > 1) g.pipelined = std::make_shared<workers::DeviceGate>(device, depth);
+    g.timing = g.pipelined ? g.pipelined : std::make_shared<workers::DeviceGate>(device, 1);
+    return g;
+  }
+};
+
 std::unique_ptr<workers::Worker> make_python_worker(const WorkerContext& c,
                                                     const std::string& device,
                                                     const cuda::GpuInfo* gpu,
-                                                    std::shared_ptr<workers::DeviceGate> gate) {
+                                                    const DeviceGates& gates) {
   workers::PythonWorkerOptions o;
-  o.gate = std::move(gate);
+  o.gate = gates.pipelined;
+  o.timing_gate = gates.timing;
   o.device = device;
   o.python = c.paths.python;
   o.worker_path = c.paths.worker_path;
@@ -278,9 +297,10 @@ std::unique_ptr<workers::Worker> make_python_worker(const WorkerContext& c,
 std::unique_ptr<workers::Worker> make_native_worker(const WorkerContext& c,
                                                     const std::string& device,
                                                     const cuda::GpuInfo* gpu,
-                                                    std::shared_ptr<workers::DeviceGate> gate) {
+                                                    const DeviceGates& gates) {
   workers::NativeCudaWorkerOptions o;
-  o.gate = std::move(gate);
+  o.gate = gates.pipelined;
+  o.timing_gate = gates.timing;
   o.device = device;
   o.executable = c.paths.executable;
   o.data_dir = c.paths.data_dir;
@@ -308,38 +328,33 @@ StatusOr<std::vector<jobs::DeviceWorkers>> make_devices(const WorkerContext& c,
     jobs::DeviceWorkers d;
     // Pipelined only in tests (--test-cpu-pipeline-depth): compiles beside a timed CPU
     // kernel would skew it.
-    std::shared_ptr<workers::DeviceGate> gate;
-    if (c.options.test_cpu_pipeline_depth > 1) {
-      gate = std::make_shared<workers::DeviceGate>("cpu", c.options.test_cpu_pipeline_depth);
-    }
+    const DeviceGates gates = DeviceGates::make("cpu", c.options.test_cpu_pipeline_depth);
+    const auto& gate = gates.pipelined;
     d.device = {"cpu", false, gate ? c.options.test_cpu_pipeline_depth : 1};
     d.facts = Json{{"kind", "cpu"},
                    {"name", cpu_model()},
                    {"threads", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))},
                    {"memory_bytes", physical_memory_bytes()}};
     if (gate) d.facts["pipeline_depth"] = c.options.test_cpu_pipeline_depth;
-    d.by_type["python"] = make_python_worker(c, "cpu", nullptr, gate);
-    d.by_type["cuda"] = make_native_worker(c, "cpu", nullptr, gate);
-    d.gate = gate;
+    d.by_type["python"] = make_python_worker(c, "cpu", nullptr, gates);
+    d.by_type["cuda"] = make_native_worker(c, "cpu", nullptr, gates);
+    d.gate = gates.timing;
     devices.push_back(std::move(d));
   }
   for (const auto& g : c.gpus.list) {
     std::string name = "cuda:" + std::to_string(g.index);
     if (!selection.all_gpus && !selection.named.contains(name)) continue;
     jobs::DeviceWorkers d;
-    // Pipelined stages: one grant per GPU, shared by its two workers.
-    std::shared_ptr<workers::DeviceGate> gate;
-    // Shared holders (Python jobs' correctness phases) up to the depth; timing exclusive.
-    if (c.options.pipeline_depth > 1) {
-      gate = std::make_shared<workers::DeviceGate>(name, c.options.pipeline_depth);
-    }
+    // One grant per GPU, shared by its two workers: pipelined stages when deeper than 1.
+    const DeviceGates gates = DeviceGates::make(name, c.options.pipeline_depth);
+    const auto& gate = gates.pipelined;
     d.device = {name, true, gate ? c.options.pipeline_depth : 1};
     d.facts = g.to_json();
     d.facts["kind"] = "gpu";
     if (gate) d.facts["pipeline_depth"] = c.options.pipeline_depth;
-    d.by_type["python"] = make_python_worker(c, name, &g, gate);
-    d.by_type["cuda"] = make_native_worker(c, name, &g, gate);
-    d.gate = gate;
+    d.by_type["python"] = make_python_worker(c, name, &g, gates);
+    d.by_type["cuda"] = make_native_worker(c, name, &g, gates);
+    d.gate = gates.timing;
     d.measure_peaks = [peaks = jobs::PeaksOptions{c.paths.data_dir / "cache", c.paths.python,
                                                   c.paths.worker_path, c.options.worker_env},
                        uuid = g.uuid]() { return jobs::load_or_measure_peaks(peaks, uuid); };

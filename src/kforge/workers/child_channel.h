@@ -52,8 +52,14 @@ struct ChildChannel {
   Json ready_message;
   std::chrono::steady_clock::time_point started_at;
   // Its cgroup, scratch directory and jail (null before the sandbox is prepared). Declared
-  // last, so it is destroyed first: its cgroup is killed before the descriptors close.
+  // after the descriptors, so it is destroyed before them: its cgroup is killed before the
+  // descriptors close.
   std::unique_ptr<ChildSandbox> sandbox;
+  // Without pipelining: its registration with the device's gate (warm_beside), from its
+  // start until the pool waits for it to be ready (as a job takes it). Declared last, so it
+  // goes first (its last SIGCONT reaches the cgroup and process group still there). A
+  // registered channel must not move (the registration signals through `this`).
+  std::unique_ptr<DeviceGate::Warming> warming;
 
   ~ChildChannel();
   ChildChannel() = default;

@@ -156,6 +156,7 @@ Json DeviceGate::status() const {
       {"grants", state_->grants},
       {"exclusive_grants", state_->exclusive_grants},
       {"warming", state_->warming.size()},
+      {"warmed", state_->next_warming - 1},
       {"warming_pauses", state_->warming_pauses}};
 }
 

@@ -106,8 +106,8 @@ class DeviceGate {
   std::unique_ptr<Warming> warming(std::function<void(bool pause)> pause);
 
   // {"device","max_shared","holder" (the exclusive holder, or null),"shared_holders" (in
-  // grant order),"waiting","waiting_exclusive","grants","exclusive_grants","warming",
-  // "warming_pauses"}.
+  // grant order),"waiting","waiting_exclusive","grants","exclusive_grants","warming" (now),
+  // "warmed" (registered so far),"warming_pauses"}.
   Json status() const;
 
  private:

@@ -101,10 +101,18 @@ WarmPool<NativeCudaWorker::Child>::Hooks NativeCudaWorker::pool_hooks() {
   WarmPool<Child>::Hooks hooks;
   hooks.start = [this]() -> StatusOr<std::unique_ptr<Child>> {
     auto child = start_child();
-    if (!child.is_ok()) book_.set_state(WorkerState::kFailed, child.status().message());
+    if (!child.is_ok()) {
+      book_.set_state(WorkerState::kFailed, child.status().message());
+    } else if (!options_.gate && options_.timing_gate) {
+      (*child)->channel.warming = (*child)->channel.warm_beside(*options_.timing_gate);
+    }
     return child;
   };
-  hooks.wait_ready = [this](Child& child) { return wait_ready(child); };
+  hooks.wait_ready = [this](Child& child) {
+    Status ready = wait_ready(child);
+    child.channel.warming.reset();
+    return ready;
+  };
   hooks.channel = [](Child& child) -> ChildChannel& { return child.channel; };
   return hooks;
 }
@@ -171,11 +179,12 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
   }
   std::unique_ptr<Child> active = std::move(taken).value();
   Json message = job_message_for(job, *active->channel.sandbox, options_.data_dir / "cache");
-  if (options_.gate) message["job"]["device_grant"] = true;
+  DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
+  if (gate != nullptr) message["job"]["device_grant"] = true;
 
   ProcessExits exits(active->process);
   ChildJobEnd end = run_job_on_child(active->channel, message, job.timeout, cancel, progress, exits,
-                                     options_.limits, options_.gate.get());
+                                     options_.limits, gate);
   if (!options_.gate) {
     // The process taken is replaced once its job is done, not while it runs: a starting
     // process creates a CUDA context, which stalls the driver calls of the running job (on

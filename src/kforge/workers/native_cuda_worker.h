@@ -53,6 +53,11 @@ struct NativeCudaWorkerOptions {
   // and warmed (a CUDA context, kernels) only while holding the grant. Null: one job at a
   // time, as before.
   std::shared_ptr<DeviceGate> gate;
+  // Without a gate: the device's gate for timed regions only (see PythonWorkerOptions): a
+  // job asks for it (alone) before it touches the GPU, and a process warming up (its
+  // replacement is started as a job ends, so it warms while the next job runs) is registered
+  // with it until a job takes it, so it is stopped while another job runs on the GPU.
+  std::shared_ptr<DeviceGate> timing_gate;
 };
 
 class NativeCudaWorker final : public Worker {

@@ -280,10 +280,16 @@ WarmPool<ChildChannel>::Hooks PythonWorker::pool_hooks() {
       pool_.clear();  // its children died with the old zygote
       stop_zygote();
     }
-    return fork_child();
+    auto child = fork_child();
+    if (child.is_ok() && !options_.gate && options_.timing_gate) {
+      (*child)->warming = (*child)->warm_beside(*options_.timing_gate);
+    }
+    return child;
   };
   hooks.wait_ready = [this](ChildChannel& child) {
-    return wait_child_ready(child, *this, Clock::now() + options_.child_ready_timeout);
+    Status ready = wait_child_ready(child, *this, Clock::now() + options_.child_ready_timeout);
+    child.warming.reset();
+    return ready;
   };
   hooks.channel = [](ChildChannel& child) -> ChildChannel& { return child; };
   return hooks;
@@ -402,11 +408,15 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
     run_lock.unlock();  // other jobs take their children while this one runs
   } else {
     // Replace the child just taken while this job runs: the next job then starts at once.
+    // The replacement warms up registered with the timing gate, which the judge takes
+    // alone around its timed regions (the replacement is stopped meanwhile).
     (void)pool_.top_up();
+    if (options_.timing_gate) message["job"]["exclusive_timing"] = true;
   }
 
+  DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
   ChildJobEnd end = run_job_on_child(*active, message, job.timeout, cancel, progress, *this,
-                                     options_.limits, options_.gate.get(), std::move(admitted));
+                                     options_.limits, gate, std::move(admitted));
   end.device_wait_ms += admission_wait_ms;
   Json worker_info = {{"type", "python"},
                       {"pid", active->pid},

@@ -67,6 +67,14 @@ struct PythonWorkerOptions {
   // the spec; docs/worker-protocol.md "Device grant"). Jobs of this worker then run
   // together. Null: no grant (one job per device, holding it for the whole job).
   std::shared_ptr<DeviceGate> gate;
+  // Without a gate: the device's gate for timed regions only (shared with the native CUDA
+  // worker; engine.cc makes one per device). The job's judge takes it alone around its
+  // timed regions (`exclusive_timing`), and every child warming up meanwhile (the
+  // replacement top_up() starts as a job begins, a CUDA context and warm-up launches) is
+  // registered with it from its start until a job takes it (the pool sees it ready only
+  // then; a waiting child is idle, stopping it costs nothing), so it is stopped while a
+  // timed region runs. Null: no such care (tests of the worker alone).
+  std::shared_ptr<DeviceGate> timing_gate;
   std::chrono::seconds zygote_start_timeout{300};
   std::chrono::seconds child_ready_timeout{180};
 };

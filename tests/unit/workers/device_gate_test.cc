@@ -268,6 +268,7 @@ TEST(DeviceGateTest, WarmingProcessesArePausedWhileAnExclusiveHolderIsIn) {
   w2.reset();
   EXPECT_EQ(events.back(), "w2 cont");
   EXPECT_EQ(gate.status()["warming"], 0);
+  EXPECT_EQ(gate.status()["warmed"], 2);  // registrations so far
   z.reset();
   EXPECT_EQ(events.size(), 6u);
 }
