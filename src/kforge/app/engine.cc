@@ -249,7 +249,7 @@ struct WorkerContext {
 // timing exclusive). At depth 1 jobs run one at a time, and the gate is still there for
 // their timed regions (`timing`): a job's timing takes it alone, and processes warming up
 // meanwhile are stopped (a replacement child's CUDA context and warm-up launches beside a
-// timed region slowed a torch reference by 25-30 % on an H100).
+// timed region slowed torch references by 24-32 % on an H100).
 struct DeviceGates {
   std::shared_ptr<workers::DeviceGate> pipelined;  // null at depth 1
   std::shared_ptr<workers::DeviceGate> timing;     // never null: `pipelined` when set
