@@ -300,8 +300,9 @@ record "bench baseline p50 / p95 (s)" "$(grep '^baseline' "$out/bench.log" | awk
 record "bench p50 ratio (isolated, shared)" "$(grep '^p50 ratio' "$out/bench.log" | awk '{print $NF}' | tr '\n' ' ')"
 
 echo "== benchmark: does warming the next job processes disturb a running job's timing?"
-"$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 | tee "$out/interference.log" | tail -5
+"$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 | tee "$out/interference.log" | tail -8
 record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/interference.log" | awk '{print $NF}')"
+record "reference timing busy/quiet" "$(grep '^reference busy / quiet' "$out/interference.log" | awk '{print $NF}')"
 
 fi
 
