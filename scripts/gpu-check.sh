@@ -47,6 +47,11 @@
 #                        vs the torch path on every verification case; the zygote precompiles
 #                        it and a child verifies it) and bench/compare_kernel.py (torch path vs
 #                        fused kernel on outputs up to 6.4 GB, ratio in the same run)
+#   ONLY_LATENCY=1       run only the back-to-back latency benches (issue 13's p50/p95
+#                        targets), one call: bench/cuda_latency.py (--skip-load-inline, 30
+#                        jobs), bench/eval_latency.py (3 warm children, no baseline),
+#                        bench/process_teardown.py (what a CUDA process's end costs) and
+#                        bench/timing_interference.py (candidate and reference, busy / quiet)
 #   ONLY_KERNELBENCH=1   run only bench/kernelbench_throughput.py: KernelBench problems (torch vs
 #                        torch) through kforge and one process per problem; SKIP_KERNELBENCH=1
 #                        skips it in a full run. KERNELBENCH_PROBLEMS (default
@@ -167,6 +172,25 @@ fi
 
 if [[ -n "${ONLY_KERNELBENCH:-}" ]]; then
   kernelbench
+  summary
+  exit 0
+fi
+
+if [[ -n "${ONLY_LATENCY:-}" ]]; then
+  echo "== back to back: cached cuda evaluations, Python Triton compares, a process's end"
+  "$py" bench/cuda_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --skip-load-inline \
+    --out "$out/cuda_latency.json" 2>&1 | tee "$out/cuda-latency.log" | tail -8
+  record "cuda cached p50 (back to back) vs 0.15 s" "$(grep '^cuda cached p50' "$out/cuda-latency.log" | awk '{print $4" s "$NF}')"
+  record "cuda eval first/cached p50/cached p95 (s)" "$(grep '^cuda (native' "$out/cuda-latency.log" | awk '{print $(NF-2)" / "$(NF-1)" / "$NF}')"
+  "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs 0 \
+    --out "$out/eval_latency.json" 2>&1 | tee "$out/eval-latency.log" | tail -5
+  record "Python compare p50 / p95 (s), 3 warm" "$(grep '^kforge' "$out/eval-latency.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
+  "$py" bench/process_teardown.py 2>&1 | tee "$out/teardown.log" | tail -3
+  record "CUDA process SIGKILL -> reaped (ms)" "$(grep '^context ' "$out/teardown.log" | sed 's/.*reaped median *\([0-9.]*\).*/\1/')"
+  "$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 |
+    tee "$out/interference.log" | tail -8
+  record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/interference.log" | awk '{print $NF}')"
+  record "reference timing busy/quiet" "$(grep '^reference busy / quiet' "$out/interference.log" | awk '{print $NF}')"
   summary
   exit 0
 fi
