@@ -48,7 +48,12 @@ def test_without_pipelining_a_timed_job_takes_the_device_alone(server: KforgeSer
     assert d["depth"] == 1 and "pipeline_depth" not in d["facts"], d
     gate = d["device_gate"]
     assert gate["max_shared"] == 1 and gate["exclusive_grants"] >= 1, gate
-    assert gate["holder"] is None and gate["waiting"] == 0, gate
+    # Given back (another test's job left running may hold it a while: the server is shared).
+    deadline = time.monotonic() + 120
+    while gate["holder"] is not None or gate["waiting"] != 0:
+        assert time.monotonic() < deadline, gate
+        time.sleep(0.1)
+        gate = device_stats(server)["device_gate"]
 
 
 def test_without_pipelining_every_process_warms_up_registered_with_the_gate(
