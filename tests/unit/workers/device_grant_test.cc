@@ -371,6 +371,27 @@ TEST(DeviceGrantTest, AChildWarmingBesideTheJobsIsStoppedWhileAnExclusiveGrantIs
   ASSERT_EQ(::waitpid(w->channel.pid, &status, 0), w->channel.pid);
 }
 
+TEST(DeviceGrantTest, AChannelDestroyedWhileItsWarmUpIsStoppedContinuesItFirst) {
+  // Without pipelining the registration lives in the channel (ChildChannel::warming), so a
+  // pool that retires a child during a timed region must not leave its processes stopped.
+  DeviceGate gate("cuda:0", 1);
+  auto w = wire();
+  const pid_t pid = start_sleeper();
+  w->channel.pid = pid;
+  w->channel.warming = w->channel.warm_beside(gate);
+  auto timed = gate.request("timed", DeviceGate::Mode::kExclusive);
+  ASSERT_TRUE(timed.is_ok());
+  ASSERT_TRUE((*timed)->granted());
+  EXPECT_TRUE(wait_for_state(pid, 'T'));
+  w.reset();
+  EXPECT_TRUE(wait_for_state(pid, 'S'));
+  EXPECT_EQ(gate.status()["warming"], 0);
+  EXPECT_EQ(gate.status()["warmed"], 1);
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+}
+
 TEST(DeviceGrantTest, AJobStoppedWhileItWaitsIsStillKilledAtItsTimeout) {
   DeviceGate gate("cuda:0", 2);
   auto other = shared_ticket(gate, "never-releases");
