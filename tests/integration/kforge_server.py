@@ -93,6 +93,13 @@ class KforgeServer:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         return httpx.Client(base_url=self.url, timeout=timeout_s, headers=headers)
 
+    def device_stats(self, device: str | None = None) -> dict[str, Any]:
+        """The device's entry of GET /stats (default: the first device served)."""
+        device = device or self.devices.split(",")[0]
+        with self.client() as c:
+            devices = c.get("/stats").json()["devices"]
+        return next(d for d in devices if d["name"] == device)
+
     def wait_ready(self, device: str | None = None, timeout_s: float = 300.0) -> dict[str, Any]:
         """Waits until the device's worker has a warm child (health says ready)."""
         device = device or self.devices.split(",")[0]

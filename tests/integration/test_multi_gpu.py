@@ -39,8 +39,7 @@ pytestmark = pytest.mark.skipif(len(UUIDS) < 2, reason="needs two GPUs")
 def wait_device_ready(srv: KforgeServer, device: str) -> dict[str, Any]:
     """The device's /stats entry once its Python worker has a warm child."""
     srv.wait_ready(device)
-    with srv.client() as c:
-        return next(d for d in c.get("/stats").json()["devices"] if d["name"] == device)
+    return srv.device_stats(device)
 
 
 @pytest.fixture(scope="module")

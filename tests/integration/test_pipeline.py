@@ -48,9 +48,7 @@ def pipelined() -> Any:
 
 
 def device_stats(srv: KforgeServer) -> dict[str, Any]:
-    with srv.client() as c:
-        devices = c.get("/stats").json()["devices"]
-    return next(d for d in devices if d["name"] == DEVICE)
+    return srv.device_stats(DEVICE)
 
 
 @pytest.mark.parametrize("depth", ["0", "9", "two"])
@@ -167,9 +165,7 @@ def cpu_pipelined() -> Any:
 
 
 def cpu_gate(srv: KforgeServer) -> dict[str, Any]:
-    with srv.client() as c:
-        devices = c.get("/stats").json()["devices"]
-    return next(d for d in devices if d["name"] == "cpu")["device_gate"]
+    return srv.device_stats("cpu")["device_gate"]
 
 
 def submit(srv: KforgeServer, route: str, body: dict[str, Any]) -> str:
@@ -211,8 +207,7 @@ def timed_add() -> dict[str, Any]:
 def test_pipelined_cpu_python_jobs_are_correct_and_time_one_at_a_time(
     cpu_pipelined: KforgeServer,
 ) -> None:
-    with cpu_pipelined.client() as c:
-        d = next(d for d in c.get("/stats").json()["devices"] if d["name"] == "cpu")
+    d = cpu_pipelined.device_stats("cpu")
     assert d["depth"] == 3 and d["device_gate"]["max_shared"] == 3
     ids = []
     for i in range(4):
@@ -236,8 +231,7 @@ def test_pipelined_cpu_python_jobs_are_correct_and_time_one_at_a_time(
     # with the gate while it warmed: the pool is full again and no warm-up is left there.
     deadline = time.monotonic() + 60
     while True:
-        with cpu_pipelined.client() as c:
-            cpu = next(d for d in c.get("/stats").json()["devices"] if d["name"] == "cpu")
+        cpu = cpu_pipelined.device_stats("cpu")
         python, gate = cpu["workers"]["python"], cpu["device_gate"]
         target = python["warm_children_target"]
         if python["processes_started"] >= python["jobs_run"] + target and gate["warming"] == 0:
@@ -329,9 +323,7 @@ def test_queued_jobs_warm_several_children_at_once() -> None:
             assert view["kernel_exec_result"]["correctness"], view
         for job in srv.wait_jobs(slow):
             assert job["state"] == "success", job
-        with srv.client() as c:
-            cpu = next(d for d in c.get("/stats").json()["devices"] if d["name"] == "cpu")
-        python = cpu["workers"]["python"]
+        python = srv.device_stats("cpu")["workers"]["python"]
         assert python["warm_children_target"] == 1 and python["warm_children_max"] == 3, python
         assert python["most_children_warming"] >= 2, python
     finally:

@@ -14,18 +14,11 @@ region runs. That a registered process is stopped is tested in tests/unit/worker
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from integration.kernels import FAST_TIMING, TORCH_ADD_REF, torch_kernel, triton_add
 from integration.kforge_server import KforgeServer, device_under_test
 
 DEVICE = device_under_test()
-
-
-def device_stats(srv: KforgeServer) -> dict[str, Any]:
-    with srv.client() as c:
-        devices = c.get("/stats").json()["devices"]
-    return next(d for d in devices if d["name"] == DEVICE)
 
 
 def test_without_pipelining_a_timed_job_takes_the_device_alone(server: KforgeServer) -> None:
@@ -44,7 +37,7 @@ def test_without_pipelining_a_timed_job_takes_the_device_alone(server: KforgeSer
     grants = res["process"]["device_grants"]
     assert len(grants) == 1, grants  # the judge's timed regions, under one grant
     assert grants[0]["granted_at_ms"] <= grants[0]["released_at_ms"], grants
-    d = device_stats(server)
+    d = server.device_stats(DEVICE)
     assert d["depth"] == 1 and "pipeline_depth" not in d["facts"], d
     gate = d["device_gate"]
     assert gate["max_shared"] == 1 and gate["exclusive_grants"] >= 1, gate
@@ -53,7 +46,7 @@ def test_without_pipelining_a_timed_job_takes_the_device_alone(server: KforgeSer
     while gate["holder"] is not None or gate["waiting"] != 0:
         assert time.monotonic() < deadline, gate
         time.sleep(0.1)
-        gate = device_stats(server)["device_gate"]
+        gate = server.device_stats(DEVICE)["device_gate"]
 
 
 def test_without_pipelining_every_process_warms_up_registered_with_the_gate(
@@ -63,7 +56,7 @@ def test_without_pipelining_every_process_warms_up_registered_with_the_gate(
     # once, until a job takes it (a waiting one is idle: stopping it costs nothing).
     deadline = time.monotonic() + 120
     while True:
-        d = device_stats(server)
+        d = server.device_stats(DEVICE)
         started = sum(w["processes_started"] for w in d["workers"].values())
         gate = d["device_gate"]
         if gate["warmed"] == started:
