@@ -164,6 +164,14 @@ compare_kernel() {
   done < <(grep -E '^(float32|float16) ' "$out/compare_kernel.log")
 }
 
+warmup_interference() {
+  echo "== benchmark: does warming the next job processes disturb a running job's timing?"
+  "$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 |
+    tee "$out/interference.log" | tail -8
+  record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/interference.log" | awk '{print $NF}')"
+  record "reference timing busy/quiet" "$(grep '^reference busy / quiet' "$out/interference.log" | awk '{print $NF}')"
+}
+
 if [[ -n "${ONLY_COMPARE:-}" ]]; then
   compare_kernel
   summary
@@ -187,10 +195,7 @@ if [[ -n "${ONLY_LATENCY:-}" ]]; then
   record "Python compare p50 / p95 (s), 3 warm" "$(grep '^kforge' "$out/eval-latency.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
   "$py" bench/process_teardown.py 2>&1 | tee "$out/teardown.log" | tail -3
   record "CUDA process SIGKILL -> reaped (ms)" "$(grep '^context ' "$out/teardown.log" | sed 's/.*reaped median *\([0-9.]*\).*/\1/')"
-  "$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 |
-    tee "$out/interference.log" | tail -8
-  record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/interference.log" | awk '{print $NF}')"
-  record "reference timing busy/quiet" "$(grep '^reference busy / quiet' "$out/interference.log" | awk '{print $NF}')"
+  warmup_interference
   summary
   exit 0
 fi
@@ -323,10 +328,7 @@ done
 record "bench baseline p50 / p95 (s)" "$(grep '^baseline' "$out/bench.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
 record "bench p50 ratio (isolated, shared)" "$(grep '^p50 ratio' "$out/bench.log" | awk '{print $NF}' | tr '\n' ' ')"
 
-echo "== benchmark: does warming the next job processes disturb a running job's timing?"
-"$py" bench/timing_interference.py --device "$KFORGE_TEST_DEVICE" --jobs 12 2>&1 | tee "$out/interference.log" | tail -8
-record "timing busy/quiet (warm-up interference)" "$(grep '^busy / quiet' "$out/interference.log" | awk '{print $NF}')"
-record "reference timing busy/quiet" "$(grep '^reference busy / quiet' "$out/interference.log" | awk '{print $NF}')"
+warmup_interference
 
 fi
 
