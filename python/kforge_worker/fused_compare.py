@@ -29,11 +29,9 @@ import triton.language as tl
 
 from kforge_worker.compare import bits_view
 
-# 8 elements per thread: float64 temporaries of 16 would spill registers. The comparison is
-# bound by its per-element work, not memory; on an H100 (256 Mi fp32 elements, the kernel
-# alone) 1024 elements and 4 warps per program took 4.71 ms, 2048 and 8 warps 7.05 ms.
-BLOCK = 1024
-NUM_WARPS = 4
+# 8 elements per thread: float64 temporaries of 16 would spill registers.
+BLOCK = 2048
+NUM_WARPS = 8
 # Elements per launch: at most 64 Ki blocks (6 MiB of partials).
 LAUNCH_ELEMENTS = BLOCK << 16
 
