@@ -30,8 +30,8 @@ import triton.language as tl
 from kforge_worker.compare import bits_view
 
 # 8 elements per thread: float64 temporaries of 16 would spill registers.
-BLOCK = 2048
-NUM_WARPS = 8
+BLOCK = 1024
+NUM_WARPS = 4
 # Elements per launch: at most 64 Ki blocks (6 MiB of partials).
 LAUNCH_ELEMENTS = BLOCK << 16
 
