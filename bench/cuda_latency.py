@@ -36,6 +36,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from latency_parts import breakdown, describe, p50_parts  # noqa: E402
+
 from integration.cuda_kernels import VECTOR_ADD, vector_add  # noqa: E402
 from integration.kforge_server import KforgeServer  # noqa: E402
 
@@ -136,8 +138,10 @@ def timed(c: httpx.Client, request: dict[str, Any]) -> tuple[float, dict[str, An
     r = c.post("/evaluate", json=request)
     elapsed = time.perf_counter() - t0
     assert r.status_code == 200, r.text
-    res = r.json()["kernel_exec_result"]
+    view = r.json()
+    res = view["kernel_exec_result"]
     assert res["compiled"] and res["correctness"], json.dumps(res)[:3000]
+    res["_breakdown"] = breakdown(elapsed, view)
     return elapsed, res
 
 
@@ -153,11 +157,16 @@ def measure(
     cached_request = body(make("cached"), device)
     timed(c, cached_request)  # compiles (or reuses) the cached variant
     cached = []
+    parts: list[dict[str, float]] = []
+    warmups: list[dict[str, float]] = []  # the warm-up of the process each job ran in
     last: dict[str, Any] = {}
     for _ in range(jobs):
         time.sleep(pause_s)
         elapsed, last = timed(c, cached_request)
         cached.append(elapsed)
+        parts.append(last.pop("_breakdown"))
+        worker = last.get("worker", {})
+        warmups.append({"total": worker.get("warmup_ms", 0.0), **worker.get("warmup_steps_ms", {})})
     return {
         "first": firsts,
         "cached": cached,
@@ -168,6 +177,8 @@ def measure(
         "compile": last.get("metadata", {}).get("compile"),
         "phases_ms": last.get("phases_ms"),
         "process": last.get("process"),
+        "breakdown_p50_ms": p50_parts(parts),
+        "warmup_p50_ms": p50_parts(warmups),
     }
 
 
@@ -239,6 +250,11 @@ def main() -> int:
         )
     cuda = rows["cuda (native worker, NVRTC)"]
     print(f"cuda phases of the last job (ms): {cuda['phases_ms']}")
+    for name, r in rows.items():
+        print(f"{name.split(' (')[0]} cached jobs, p50 of each part (ms): "
+              f"{describe(r['breakdown_p50_ms'])}")  # fmt: skip
+        print(f"{name.split(' (')[0]} cached jobs' processes, p50 warm-up (ms): "
+              f"{describe(r['warmup_p50_ms'])}")  # fmt: skip
     for name, r in rows.items():
         if r is not cuda:
             label = name.split(" (")[0]

@@ -27,6 +27,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from latency_parts import breakdown, describe, p50_parts, report_warmups  # noqa: E402
+
 from integration.kernels import triton_add  # noqa: E402
 from integration.kforge_server import KforgeServer  # noqa: E402
 
@@ -69,6 +71,7 @@ def run_kforge(
         srv.wait_ready(device)
         body = request_body(device)
         latencies = []
+        parts = []
         with srv.client() as c:
             first = c.post("/evaluate", json=body).json()  # compiles and caches the kernel
             res = first["kernel_exec_result"]
@@ -77,10 +80,15 @@ def run_kforge(
                 t0 = time.perf_counter()
                 r = c.post("/evaluate", json=body)
                 latencies.append(time.perf_counter() - t0)
-                res = r.json()["kernel_exec_result"]
+                view = r.json()
+                res = view["kernel_exec_result"]
                 assert res["correctness"], res
+                parts.append(breakdown(latencies[-1], view))
             stats = c.get("/stats").json()
-        return latencies, {"last_result": res, "stats": stats}
+        report_warmups(stats)
+        print(f"kforge, {warm} warm, {kernel_cache} caches: p50 of each part (ms): "
+              f"{describe(p50_parts(parts))}")  # fmt: skip
+        return latencies, {"last_result": res, "stats": stats, "breakdown_p50_ms": p50_parts(parts)}
     finally:
         srv.stop()
 

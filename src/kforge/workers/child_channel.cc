@@ -124,6 +124,11 @@ void ChildChannel::kill_all() {
   worker_protocol::kill_process_group(pid);
 }
 
+void ChildChannel::start_kill() {
+  if (sandbox && sandbox->cgroup) (void)sandbox->cgroup->kill_all(std::chrono::milliseconds(0));
+  worker_protocol::kill_process_group(pid);
+}
+
 void ChildChannel::signal_all(int sig) {
   if (sandbox && sandbox->cgroup) sandbox->cgroup->signal_all(sig);
   if (pid > 0) ::kill(-pid, sig);
@@ -220,7 +225,7 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_poin
 ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milliseconds timeout,
                              CancelToken& cancel, const ProgressSink& progress, ExitSource& exits,
                              const ChildLimits& limits, DeviceGate* gate,
-                             std::unique_ptr<DeviceGate::Ticket> admitted) {
+                             std::unique_ptr<DeviceGate::Ticket> admitted, bool defer_teardown) {
   ChildJobEnd end;
   end.stdout_capture = worker_protocol::OutputCapture(limits.output_cap_bytes);
   end.stderr_capture = worker_protocol::OutputCapture(limits.output_cap_bytes);
@@ -423,6 +428,30 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   }
   // The child is done with (or failed) its one job: nothing it started may outlive it, even
   // a process that left the child's session (the cgroup holds every descendant).
+  const auto teardown_start = Clock::now();
+  if (defer_teardown && got_result) {
+    // Its processes die while the answer goes out; the caller waits for them and gives the
+    // device back after. What they wrote before their result is in the pipes already.
+    child.start_kill();
+    if (stopped) child.signal_all(SIGCONT);
+    note_release();
+    if (ticket && ticket->granted()) {
+      end.held = std::move(ticket);
+    } else if (admitted) {
+      end.held = std::move(admitted);
+    }
+    ticket.reset();
+    admitted.reset();
+    for (int fd : {child.out.get(), child.err.get()}) {
+      auto& capture = fd == child.out.get() ? end.stdout_capture : end.stderr_capture;
+      read_available(fd, [&](std::string_view s) { capture.append(s); });
+    }
+    end.kind = ChildJobEnd::Kind::kResult;
+    end.exit = exits.exit_of(child.pid);
+    end.teardown_deferred = true;
+    end.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    return end;
+  }
   child.kill_all();
   if (stopped) child.signal_all(SIGCONT);  // nothing is left to continue; never leave it stopped
   note_release();
@@ -443,6 +472,8 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
       }
     }
   }
+  end.teardown_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - teardown_start).count();
 
   if (got_result) {
     end.kind = ChildJobEnd::Kind::kResult;
@@ -530,6 +561,7 @@ Json assemble_result(const Json& spec, ChildJobEnd& end, milliseconds timeout,
   Json process = {{"wall_ms", end.wall_ms}, {"peak_rss_bytes", end.peak_rss_bytes}};
   if (end.cgroup_oom_kills > 0) process["oom_kills"] = end.cgroup_oom_kills;
   if (end.device_wait_ms > 0) process["device_wait_ms"] = end.device_wait_ms;
+  process["teardown_ms"] = end.teardown_ms;
   if (!end.device_grants.empty()) process["device_grants"] = end.device_grants;
   if (end.pids_limit_hits > 0) {
     process["pids_limit_hits"] = end.pids_limit_hits;

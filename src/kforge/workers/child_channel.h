@@ -71,8 +71,11 @@ struct ChildChannel {
   // Sends the protocol's `sandbox` message (the first message of every child).
   Status send_sandbox();
   // SIGKILL to everything the child started: its cgroup when it has one (whatever the
-  // processes did with sessions and process groups), else its process group.
+  // processes did with sessions and process groups), else its process group; returns once
+  // they are gone (at most 2 s).
   void kill_all();
+  // The same SIGKILL, without waiting for the processes to be gone (kill_all waits later).
+  void start_kill();
   // `sig` to everything the child started (its cgroup when it has one, and its process
   // group): SIGSTOP while it waits for an exclusive grant, SIGCONT when it gets it.
   void signal_all(int sig);
@@ -123,6 +126,16 @@ struct ChildJobEnd {
   // The exclusive grants the job held: [{"granted_at_ms","released_at_ms"}], wall clock
   // (ms since the epoch), so the grants of jobs that ran together can be compared.
   Json device_grants = Json::array();
+  // From the result (or the job's end) until its processes were gone and their output
+  // drained: the teardown (a CUDA context's destruction among it) the answer waited for.
+  double teardown_ms = 0;
+  // A deferred teardown (run_job_on_child's `defer_teardown`, a job that sent its result):
+  // the processes were sent SIGKILL but may still be ending. The worker hands the child and
+  // `held` to its Teardowns, which waits for them and only then gives `held` back.
+  bool teardown_deferred = false;
+  // With a deferred teardown: the device ticket the job still held (its grant or its
+  // shared admission), or null.
+  std::unique_ptr<DeviceGate::Ticket> held;
 };
 
 // Waits until the child sends `ready` (checking its protocol version). Output the child
@@ -144,11 +157,16 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits,
 // child asks for the exclusive grant (or when the job ends); while such a job waits for its
 // exclusive grant its processes are stopped (SIGSTOP), and continued (SIGCONT) when it is
 // granted, so that none of its GPU work can start beside another job's timed region.
+// `defer_teardown`: once the child sent its result, its processes are sent SIGKILL and the
+// output already written is read, but the wait for them to be gone (a CUDA context's
+// teardown: tens of ms) is left to the caller (ChildJobEnd::teardown_deferred), so the
+// answer need not wait for it. Jobs that end any other way are torn down here as before.
 ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message,
                              std::chrono::milliseconds timeout, CancelToken& cancel,
                              const ProgressSink& progress, ExitSource& exits,
                              const ChildLimits& limits, DeviceGate* gate = nullptr,
-                             std::unique_ptr<DeviceGate::Ticket> admitted = nullptr);
+                             std::unique_ptr<DeviceGate::Ticket> admitted = nullptr,
+                             bool defer_teardown = false);
 
 // Turns a ChildJobEnd into kernel_exec_result: the worker's result (or the last partial
 // result, or a skeleton), plus the failure reason, captured output and process facts.

@@ -165,7 +165,9 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
                                     const ProgressSink& progress) {
   book_.set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm native CUDA worker process", 0.02);
+  const auto asked = Clock::now();
   auto taken = take_process(job, cancel);
+  const double take_ms = std::chrono::duration<double, std::milli>(Clock::now() - asked).count();
   if (!taken.is_ok()) {
     if (taken.status().code() == ErrorCode::kCancelled) {
       ChildJobEnd end;
@@ -184,7 +186,7 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
 
   ProcessExits exits(active->process);
   ChildJobEnd end = run_job_on_child(active->channel, message, job.timeout, cancel, progress, exits,
-                                     options_.limits, gate);
+                                     options_.limits, gate, nullptr, /*defer_teardown=*/true);
   if (!options_.gate) {
     // The process taken is replaced once its job is done, not while it runs: a starting
     // process creates a CUDA context, which stalls the driver calls of the running job (on
@@ -194,12 +196,29 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
     std::lock_guard lock(pool_mu_);
     (void)pool_.top_up();
   }
-  Json worker_info = {{"type", "cuda"},
-                      {"pid", active->channel.pid},
-                      {"warmup_ms", active->channel.ready_message.value("warmup_ms", 0.0)}};
+  Json worker_info = {
+      {"type", "cuda"},
+      {"pid", active->channel.pid},
+      {"warmup_ms", active->channel.ready_message.value("warmup_ms", 0.0)},
+      {"warmup_steps_ms", active->channel.ready_message.value("warmup_steps_ms", Json::object())}};
   worker_info["sandbox"] = active->channel.ready_message.value("sandbox", Json::object());
   Json result = assemble_result(message["job"], end, job.timeout, worker_info);
+  const auto released = Clock::now();
+  if (end.teardown_deferred) {
+    // The answer goes out while the process ends; its device ticket goes back after.
+    std::shared_ptr<Child> dying(std::move(active));
+    teardowns_.add({job.job_id,
+                    [dying] {
+                      dying->channel.kill_all();  // its cgroup, when jailed
+                      dying->process.kill_group();
+                      (void)dying->process.wait_for(std::chrono::milliseconds(2000));
+                    },
+                    teardown_ticket(std::move(end.held), gate, job.job_id)});
+  }
   active.reset();  // kills what is left of the process and removes its scratch directory
+  result["process"]["take_ms"] = take_ms;
+  result["process"]["release_ms"] =
+      std::chrono::duration<double, std::milli>(Clock::now() - released).count();
   book_.note_job_end(end.kind, WorkerState::kReady);
   return outcome_of(end, std::move(result));
 }
@@ -208,10 +227,12 @@ Json NativeCudaWorker::status() const {
   Json s = {{"type", "cuda"}, {"device", options_.device}};
   book_.fill_status(s);
   s["warm_children_target"] = options_.warm_children;
+  s["teardowns"] = teardowns_.status();
   return s;
 }
 
 void NativeCudaWorker::shutdown() {
+  teardowns_.drain();
   // Closing the protocol socket makes a waiting process exit; ~Process kills and reaps.
   std::lock_guard lock(pool_mu_);
   pool_.clear();

@@ -25,6 +25,7 @@
 #include "kforge/worker_protocol/process.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
+#include "kforge/workers/teardowns.h"
 #include "kforge/workers/warm_pool.h"
 #include "kforge/workers/worker.h"
 #include "kforge/workers/worker_book.h"
@@ -98,6 +99,9 @@ class NativeCudaWorker final : public Worker {
   std::mutex pool_mu_;     // held for every use of pool_ (and so of next_child_id_)
   int next_child_id_ = 1;  // guarded by pool_mu_
   WarmPool<Child> pool_;   // guarded by pool_mu_
+  // Jobs' processes ending after their answers went out. Last: destroyed first, so every
+  // teardown finishes while the rest of the worker is still there.
+  Teardowns teardowns_;
 };
 
 }  // namespace kforge::workers

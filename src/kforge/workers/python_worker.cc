@@ -385,12 +385,14 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   run_lock.lock();
   book_.set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm worker process", 0.02);
+  const auto taking = Clock::now();
   if (options_.gate) {
     // A child already warming is nearer ready than one this job would start now.
     adopted_.wait_until(run_lock, Clock::now() + job.timeout,
                         [this] { return pool_.size() > 0 || pool_.warming() == 0; });
   }
   auto child = pool_.take();
+  const double take_ms = std::chrono::duration<double, std::milli>(Clock::now() - taking).count();
   if (!child.is_ok()) {
     book_.set_state(alive() ? WorkerState::kReady : WorkerState::kFailed, child.status().message());
     return {WorkerOutcome::Kind::kWorkerFailure, Json(),
@@ -416,7 +418,8 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
 
   DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
   ChildJobEnd end = run_job_on_child(*active, message, job.timeout, cancel, progress, *this,
-                                     options_.limits, gate, std::move(admitted));
+                                     options_.limits, gate, std::move(admitted),
+                                     /*defer_teardown=*/true);
   end.device_wait_ms += admission_wait_ms;
   Json worker_info = {{"type", "python"},
                       {"pid", active->pid},
@@ -424,7 +427,17 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   worker_info["sandbox"] = active->ready_message.value("sandbox", Json::object());
   Json result = assemble_result(message["job"], end, job.timeout, worker_info);
   const bool zygote_died = !alive() && end.kind == ChildJobEnd::Kind::kCrashed;
+  const auto released = Clock::now();
+  if (end.teardown_deferred) {
+    // The answer goes out while the job's processes end; its device ticket goes back after.
+    std::shared_ptr<ChildChannel> dying(std::move(active));
+    teardowns_.add({job.job_id, [dying] { dying->kill_all(); },
+                    teardown_ticket(std::move(end.held), gate, job.job_id)});
+  }
   active.reset();  // kills what is left of the job and removes its scratch directory
+  result["process"]["take_ms"] = take_ms;
+  result["process"]["release_ms"] =
+      std::chrono::duration<double, std::milli>(Clock::now() - released).count();
   if (zygote_died) {
     // The zygote (the parent of every child) died while the job ran, taking the child with
     // it: that is the worker's failure, not the kernel's crash.
@@ -441,6 +454,7 @@ Json PythonWorker::status() const {
   Json s = {{"type", "python"}, {"device", options_.device}};
   book_.fill_status(s);
   s["warm_children_target"] = options_.warm_children;
+  s["teardowns"] = teardowns_.status();
   if (options_.gate) {
     s["warm_children_max"] = std::max(options_.warm_children, options_.max_warm_children);
     s["most_children_warming"] = pool_.most_warming();
@@ -454,6 +468,7 @@ Json PythonWorker::status() const {
 
 void PythonWorker::shutdown() {
   stop_warmer();  // before the pool and the zygote go
+  teardowns_.drain();
   stop_zygote();
   book_.set_state(WorkerState::kStopped);
 }

@@ -27,6 +27,7 @@
 #include "kforge/worker_protocol/process.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
+#include "kforge/workers/teardowns.h"
 #include "kforge/workers/warm_pool.h"
 #include "kforge/workers/worker.h"
 #include "kforge/workers/worker_book.h"
@@ -162,6 +163,9 @@ class PythonWorker final : public Worker, private ExitSource {
   Json hello_ = Json::object();  // guarded by mu_
   int64_t zygote_starts_ = 0;    // guarded by mu_
   pid_t zygote_pid_ = -1;        // guarded by mu_
+  // Jobs' processes ending after their answers went out. Last: destroyed first, so every
+  // teardown finishes while the rest of the worker is still there.
+  Teardowns teardowns_;
 };
 
 }  // namespace kforge::workers

@@ -41,6 +41,7 @@ void WorkerBook::note_ready(const Json& ready) {
   child_device_ = ready.value("device", Json());
   child_warmup_ms_ = ready.value("warmup_ms", 0.0);
   child_warmup_steps_ = ready.value("warmup_steps_ms", Json::object());
+  candidate_warmup_ = ready.value("candidate", Json());
   if (ready.contains("warmup_errors") && ready["warmup_errors"].is_object() &&
       !ready["warmup_errors"].empty()) {
     last_error_ = "warm-up: " + ready["warmup_errors"].dump();
@@ -81,6 +82,11 @@ void WorkerBook::fill_status(Json& s) const {
   s["timeouts"] = counters_.timeouts;
   s["child_warmup_ms"] = child_warmup_ms_;
   s["child_warmup_steps_ms"] = child_warmup_steps_;
+  if (candidate_warmup_.is_object()) {
+    s["child_candidate_warmup_ms"] = candidate_warmup_.value("warmup_ms", Json());
+    s["child_candidate_warmup_steps_ms"] =
+        candidate_warmup_.value("warmup_steps_ms", Json::object());
+  }
   if (!child_device_.is_null()) s["child_device"] = child_device_;
   if (!last_error_.empty()) s["last_error"] = last_error_;
 }

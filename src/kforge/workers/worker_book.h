@@ -54,6 +54,7 @@ class WorkerBook {
   Json child_device_ = Json();                 // guarded by mu_: `device` of the last ready one
   double child_warmup_ms_ = 0;                 // guarded by mu_
   Json child_warmup_steps_ = Json::object();   // guarded by mu_
+  Json candidate_warmup_;                      // guarded by mu_; the ready message's `candidate`
 };
 
 // The `job` message for a process: the job spec plus its scratch directory (the process's

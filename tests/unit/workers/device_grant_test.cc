@@ -469,3 +469,60 @@ TEST(DeviceGrantTest, AnUnknownRequestModeIsAProtocolErrorNamingTheField) {
 
 }  // namespace
 }  // namespace kforge::workers
+
+namespace kforge::workers {
+namespace {
+
+// A deferred teardown (the answer goes out while the processes end): the job's grant is
+// handed back to the caller instead of given back, so the device's next grant still waits
+// for the end of its processes; the output written before the result is kept.
+TEST(DeviceGrantTest, ADeferredTeardownHandsTheJobsGrantToTheCaller) {
+  DeviceGate gate("cuda:0");
+  auto w = wire();
+  std::thread child([&] {
+    auto j = w->child.read();
+    ASSERT_TRUE(j.has_value());
+    w->child.send(Json{{"type", "device_request"}});
+    auto grant = w->child.read();
+    ASSERT_TRUE(grant.has_value());
+    const std::string line = "printed before the result\n";
+    ASSERT_EQ(::write(w->child.out_w.get(), line.data(), line.size()),
+              static_cast<ssize_t>(line.size()));
+    w->child.send(Json{{"type", "result"}, {"result", {{"ok", true}}}});
+    // Still "tearing down": the pipes stay open until the caller's teardown.
+  });
+  CancelToken cancel;
+  NoExits exits;
+  ChildJobEnd end = run_job_on_child(w->channel, job("deferred"), milliseconds(5000), cancel, {},
+                                     exits, ChildLimits{}, &gate, nullptr, true);
+  child.join();
+  EXPECT_EQ(end.kind, ChildJobEnd::Kind::kResult);
+  EXPECT_TRUE(end.teardown_deferred);
+  EXPECT_NE(end.stdout_capture.text().find("printed before the result"), std::string::npos);
+  ASSERT_NE(end.held, nullptr);
+  EXPECT_TRUE(end.held->granted());
+  auto next = gate.request("next");
+  ASSERT_TRUE(next.is_ok());
+  EXPECT_FALSE((*next)->granted()) << "the next job got the device before the teardown";
+  end.held.reset();
+  EXPECT_TRUE((*next)->wait_until(Clock::now() + milliseconds(5000)));
+
+  // Without the deferral the grant goes back before run_job_on_child returns.
+  auto w2 = wire();
+  std::atomic<int> inside{0}, most{0};
+  std::mutex mu;
+  std::vector<std::string> order;
+  next->reset();
+  std::thread polite([&] { polite_child(w2->child, milliseconds(0), inside, most, mu, order); });
+  ChildJobEnd plain = run_job_on_child(w2->channel, job("plain"), milliseconds(5000), cancel, {},
+                                       exits, ChildLimits{}, &gate);
+  polite.join();
+  EXPECT_FALSE(plain.teardown_deferred);
+  EXPECT_EQ(plain.held, nullptr);
+  auto after = gate.request("after");
+  ASSERT_TRUE(after.is_ok());
+  EXPECT_TRUE((*after)->granted());
+}
+
+}  // namespace
+}  // namespace kforge::workers
