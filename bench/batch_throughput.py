@@ -2,7 +2,8 @@
 
 RL and agent loops judge many candidates of one problem at once (8-64 samples per prompt).
 This times, on one server, N Triton candidates (the same vector add with different block
-sizes and warp counts, so each compiles a kernel of its own) against one torch reference:
+sizes and warp counts, so each compiles a kernel of its own) against one torch reference, or
+with --problem a KernelBench problem file judged against itself N times:
 
 - separate: N POST /compare sent at once (each job runs the reference again);
 - batch:    one POST /batch with the N candidates (the reference's outputs and timing computed
@@ -15,7 +16,8 @@ wall time of each round, the ratio separate / batch (the target on a GPU is >= 4
 candidates) and how much of each batch reused the reference.
 
     python bench/batch_throughput.py [--device cuda:0] [--candidates 16] [--rounds 2]
-        [--elements 16777216] [--pipeline-depth N] [--sequential] [--out FILE.json]
+        [--elements 16777216] [--pipeline-depth N] [--sequential] [--problem FILE.py]
+        [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+
+from latency_parts import report_warmups  # noqa: E402
 
 from integration.kernels import (  # noqa: E402
     TORCH_ADD_REF,
@@ -58,8 +62,29 @@ def reference(n: int) -> dict[str, Any]:
     )
 
 
-def options(device: str) -> dict[str, Any]:
-    return {"device": device, "num_correct_trials": 3}
+def options(args: argparse.Namespace) -> dict[str, Any]:
+    """The compare options every job of a run gets (KernelBench's protocol for a problem)."""
+    if args.problem is None:
+        return {"device": args.device, "num_correct_trials": 3}
+    return {
+        "device": args.device,
+        "num_correct_trials": 5,
+        "timing": {"max_trials": 100, "budget_ms": 2000},
+        "timeout": 600,
+    }
+
+
+def problem_kernels(path: Path, count: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A KernelBench problem as the reference and `count` candidates that are the problem
+    itself (`ModelNew = Model`, each with a comment of its own so no two sources are equal),
+    as torch-vs-torch runs judge it."""
+    source = path.read_text()
+    ref = {"source_code": source, "kernel_type": "torch"}
+    cands = [
+        {"source_code": f"{source}\n\nModelNew = Model  # candidate {i}\n", "kernel_type": "torch"}
+        for i in range(count)
+    ]
+    return ref, cands
 
 
 def report_phases(mode: str, results: list[dict[str, Any]]) -> None:
@@ -75,29 +100,14 @@ def report_phases(mode: str, results: list[dict[str, Any]]) -> None:
             print(f"{mode} reference_reuse {json.dumps(r['reference_reuse'])}", flush=True)
 
 
-def report_warmups(stats: Any) -> None:
-    """The Python workers' last child warm-up (what each job's replacement process costs)."""
-    if isinstance(stats, dict):
-        if stats.get("type") == "python" and "child_warmup_ms" in stats:
-            steps = json.dumps(stats.get("child_warmup_steps_ms"))
-            print(f"{stats.get('device')} child warm-up {stats['child_warmup_ms']:.0f} ms: {steps}")
-        for value in stats.values():
-            report_warmups(value)
-    elif isinstance(stats, list):
-        for value in stats:
-            report_warmups(value)
-
-
-def run_sequential(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> float:
+def run_sequential(srv: KforgeServer, ref: dict, cands: list[dict], opts: dict) -> float:
     """The candidates as separate compares sent one after another (a loop that waits for
     each answer before it sends the next)."""
     start = time.perf_counter()
     results = []
     with srv.client() as c:
         for kernel in cands:
-            r = c.post(
-                "/compare", json={"ref_kernel": ref, "custom_kernel": kernel, **options(device)}
-            )
+            r = c.post("/compare", json={"ref_kernel": ref, "custom_kernel": kernel, **opts})
             assert r.status_code == 200, r.text
             results.append(r.json()["kernel_exec_result"])
     wall = time.perf_counter() - start
@@ -106,12 +116,10 @@ def run_sequential(srv: KforgeServer, ref: dict, cands: list[dict], device: str)
     return wall
 
 
-def run_separate(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> float:
+def run_separate(srv: KforgeServer, ref: dict, cands: list[dict], opts: dict) -> float:
     def one(kernel: dict[str, Any]) -> dict[str, Any]:
         with srv.client() as c:
-            r = c.post(
-                "/compare", json={"ref_kernel": ref, "custom_kernel": kernel, **options(device)}
-            )
+            r = c.post("/compare", json={"ref_kernel": ref, "custom_kernel": kernel, **opts})
         assert r.status_code == 200, r.text
         return r.json()["kernel_exec_result"]
 
@@ -124,10 +132,10 @@ def run_separate(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -
     return wall
 
 
-def run_batch(srv: KforgeServer, ref: dict, cands: list[dict], device: str) -> tuple[float, int]:
+def run_batch(srv: KforgeServer, ref: dict, cands: list[dict], opts: dict) -> tuple[float, int]:
     start = time.perf_counter()
     with srv.client() as c:
-        r = c.post("/batch", json={"ref_kernel": ref, "candidates": cands, **options(device)})
+        r = c.post("/batch", json={"ref_kernel": ref, "candidates": cands, **opts})
     wall = time.perf_counter() - start
     assert r.status_code == 200, r.text
     results = [v["kernel_exec_result"] for v in r.json()["results"]]
@@ -155,13 +163,28 @@ def main() -> int:
         action="store_true",
         help="also time the candidates as compares sent one after another",
     )
+    parser.add_argument(
+        "--problem",
+        type=Path,
+        default=None,
+        help="a KernelBench problem file: it is the reference and every candidate is the "
+        "problem itself (torch vs torch), judged with 5 correctness trials and 100 timed ones",
+    )
     parser.add_argument("--out", default="")
     args = parser.parse_args()
+    if args.problem is not None and not args.problem.is_file():
+        parser.error(f"--problem: {args.problem} is not a file")
     if not 1 <= args.pipeline_depth <= 8:
         parser.error("--pipeline-depth must be 1 to 8")
     n = args.elements
-    ref = reference(n)
-    cands = [candidate(n, *VARIANTS[i % len(VARIANTS)]) for i in range(args.candidates)]
+    if args.problem is None:
+        ref = reference(n)
+        cands = [candidate(n, *VARIANTS[i % len(VARIANTS)]) for i in range(args.candidates)]
+        what = f"{args.candidates} Triton candidates, vector add of {n}"
+    else:
+        ref, cands = problem_kernels(args.problem, args.candidates)
+        what = f"{args.candidates} candidates of {args.problem.name} (torch vs torch)"
+    opts = options(args)
     extra = ["--pipeline-depth", str(args.pipeline_depth)] if args.pipeline_depth > 1 else []
     srv = KforgeServer(devices=args.device, log_level="info", extra_args=extra)
     srv.start()
@@ -169,25 +192,21 @@ def main() -> int:
     reused: list[int] = []
     try:
         srv.wait_ready(args.device)
-        run_separate(srv, ref, cands[:1], args.device)  # warm-up: first-job costs out of the way
+        run_separate(srv, ref, cands[:1], opts)  # warm-up: first-job costs out of the way
         for _ in range(args.rounds):
-            walls["separate"].append(run_separate(srv, ref, cands, args.device))
-            wall, count = run_batch(srv, ref, cands, args.device)
+            walls["separate"].append(run_separate(srv, ref, cands, opts))
+            wall, count = run_batch(srv, ref, cands, opts)
             walls["batch"].append(wall)
             reused.append(count)
             if args.sequential:
-                walls.setdefault("sequential", []).append(
-                    run_sequential(srv, ref, cands, args.device)
-                )
+                walls.setdefault("sequential", []).append(run_sequential(srv, ref, cands, opts))
             print(f"round: separate {walls['separate'][-1]:.2f} s, batch {wall:.2f} s", flush=True)
         with srv.client() as c:
             report_warmups(c.get("/stats").json())
     finally:
         srv.stop()
     sep, bat = statistics.median(walls["separate"]), statistics.median(walls["batch"])
-    print(
-        f"\nbatch throughput, {args.device}, {args.candidates} Triton candidates, vector add of {n}"
-    )
+    print(f"\nbatch throughput, {args.device}, {what}")
     for mode, v in walls.items():
         per = [w / args.candidates for w in v]
         med, med_per = statistics.median(v), statistics.median(per)
@@ -203,6 +222,7 @@ def main() -> int:
                     "device": args.device,
                     "candidates": args.candidates,
                     "elements": n,
+                    "problem": str(args.problem) if args.problem else None,
                     "walls": walls,
                     "reused": reused,
                     "ratio": sep / bat,

@@ -41,8 +41,10 @@
 #                        Triton; no exclusive grants may overlap) and
 #                        tests/integration/test_pipeline.py; INTERFERENCE_JOBS (default 6: each
 #                        mode's jobs; on an H200 the pipelined half alone took 5.5 min at 6)
-#                        and ONLY_BATCH_PART=wire|batch|interference to run one part per call
-#                        (the whole part passes the 10-minute limit)
+#                        and ONLY_BATCH_PART=wire|batch|problem|interference to run one part per
+#                        call (the whole part passes the 10-minute limit); `problem` is the same
+#                        batch bench on a KernelBench problem judged against itself
+#                        (BATCH_PROBLEM, default kernelbench/KernelBench/level2/18_Matmul_...)
 #   ONLY_COMPARE=1       run only the judge's fused comparison: its GPU tests (compiled kernel
 #                        vs the torch path on every verification case; the zygote precompiles
 #                        it and a child verifies it) and bench/compare_kernel.py (torch path vs
@@ -187,12 +189,14 @@ fi
 if [[ -n "${ONLY_LATENCY:-}" ]]; then
   echo "== back to back: cached cuda evaluations, Python Triton compares, a process's end"
   "$py" bench/cuda_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --skip-load-inline \
-    --out "$out/cuda_latency.json" 2>&1 | tee "$out/cuda-latency.log" | tail -8
+    --out "$out/cuda_latency.json" 2>&1 | tee "$out/cuda-latency.log" | tail -10
+  record "cuda parts p50 (ms)" "$(grep '^cuda cached jobs, p50' "$out/cuda-latency.log" | cut -d: -f2-)"
   record "cuda cached p50 (back to back) vs 0.15 s" "$(grep '^cuda cached p50' "$out/cuda-latency.log" | awk '{print $4" s "$NF}')"
   record "cuda eval first/cached p50/cached p95 (s)" "$(grep '^cuda (native' "$out/cuda-latency.log" | awk '{print $(NF-2)" / "$(NF-1)" / "$NF}')"
   "$py" bench/eval_latency.py --device "$KFORGE_TEST_DEVICE" --jobs 30 --baseline-jobs 0 \
     --out "$out/eval_latency.json" 2>&1 | tee "$out/eval-latency.log" | tail -5
-  record "Python compare p50 / p95 (s), 3 warm" "$(grep '^kforge' "$out/eval-latency.log" | awk '{print $(NF-2)" / "$(NF-1)}')"
+  record "Python compare p50 / p95 (s), 3 warm" "$(grep '^kforge' "$out/eval-latency.log" | grep -v 'of each part' | awk '{print $(NF-2)" / "$(NF-1)}')"
+  record "Python parts p50 (ms)" "$(grep 'p50 of each part' "$out/eval-latency.log" | cut -d: -f2-)"
   "$py" bench/process_teardown.py 2>&1 | tee "$out/teardown.log" | tail -3
   record "CUDA process SIGKILL -> reaped (ms)" "$(grep '^context ' "$out/teardown.log" | sed 's/.*reaped median *\([0-9.]*\).*/\1/')"
   warmup_interference
@@ -247,6 +251,15 @@ if [[ -n "${ONLY_BATCH:-}" ]]; then
     --out "$out/batch_throughput.json" 2>&1 | tee "$out/batch_throughput.log" | tail -6
   record "batch of 16 vs 16 compares at once (target >= 4x)" "$(grep '^separate / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
   record "batch of 16 vs 16 compares one after another" "$(grep '^sequential / batch' "$out/batch_throughput.log" | awk '{print $NF}')"
+  fi
+  if want problem; then
+  problem="${BATCH_PROBLEM:-kernelbench/KernelBench/level2/18_Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp.py}"
+  echo "== benchmark: a batch of 16 candidates of a KernelBench problem ($problem, torch vs torch)"
+  "$py" bench/batch_throughput.py --device "$KFORGE_TEST_DEVICE" --candidates 16 --rounds 1 \
+    --pipeline-depth "${BATCH_PIPELINE_DEPTH:-3}" --sequential --problem "$problem" \
+    --out "$out/batch_problem.json" 2>&1 | tee "$out/batch_problem.log" | tail -8
+  record "KernelBench batch of 16 vs 16 compares at once" "$(grep '^separate / batch' "$out/batch_problem.log" | awk '{print $NF}')"
+  record "KernelBench batch of 16 vs one after another" "$(grep '^sequential / batch' "$out/batch_problem.log" | awk '{print $NF}')"
   fi
   if want interference; then
   echo "== benchmark: a kernel's timing alone vs under concurrent compile load"
