@@ -19,20 +19,20 @@ using Mode = DeviceGate::Mode;
 using std::chrono::milliseconds;
 
 // A place in `gate`'s queue (granted at once when the device is free).
-std::unique_ptr<DeviceGate::Ticket> take(DeviceGate& gate, const std::string& holder,
-                                         Mode mode = Mode::kExclusive) {
+std::unique_ptr<DeviceGate::Ticket> place_in(DeviceGate& gate, const std::string& holder,
+                                             Mode mode = Mode::kExclusive) {
   return std::move(gate.request(holder, mode)).value();
 }
 
 TEST(TeardownsTest, TheTicketGoesBackOnlyOnceTheProcessesAreGone) {
   DeviceGate gate("cuda:0");
-  auto held = take(gate, "job-a");
+  auto held = place_in(gate, "job-a");
   ASSERT_TRUE(held->granted());
   std::promise<void> gone;
   std::shared_future<void> gone_future = gone.get_future().share();
   Teardowns teardowns;
   teardowns.add({"job-a", [gone_future] { gone_future.wait(); }, std::move(held)});
-  auto next = take(gate, "job-b");
+  auto next = place_in(gate, "job-b");
   EXPECT_FALSE(next->wait_until(std::chrono::steady_clock::now() + milliseconds(100)))
       << "the next job was granted the device while the last one's processes were ending";
   EXPECT_EQ(teardowns.status()["pending"], 1);
@@ -47,8 +47,8 @@ TEST(TeardownsTest, TheTicketGoesBackOnlyOnceTheProcessesAreGone) {
 
 TEST(TeardownsTest, WhatTheEndHoldsIsDestroyedAfterTheTicketIsBack) {
   DeviceGate gate("cuda:0");
-  auto held = take(gate, "job-a");
-  auto next = take(gate, "job-b");
+  auto held = place_in(gate, "job-a");
+  auto next = place_in(gate, "job-b");
   // The child's remains (its cgroup and scratch directory): destroyed last, off the device.
   struct Remains {
     Remains(DeviceGate::Ticket* n, std::atomic<int>* s) : next(n), seen(s) {}
@@ -88,7 +88,7 @@ TEST(TeardownsTest, TheDestructorFinishesEveryPendingTeardown) {
 
 TEST(TeardownsTest, ATeardownTicketIsWhatTheJobHeldElseASharedPlaceInTheQueue) {
   DeviceGate gate("cuda:0");
-  auto held = take(gate, "job-a");
+  auto held = place_in(gate, "job-a");
   DeviceGate::Ticket* raw = held.get();
   auto kept = teardown_ticket(std::move(held), &gate, "job-a");
   EXPECT_EQ(kept.get(), raw) << "the job's own grant is the one kept";
@@ -100,8 +100,8 @@ TEST(TeardownsTest, ATeardownTicketIsWhatTheJobHeldElseASharedPlaceInTheQueue) {
   ASSERT_NE(shared, nullptr);
   EXPECT_EQ(shared->mode(), Mode::kShared);
   EXPECT_TRUE(shared->granted());
-  auto correctness = take(gate, "job-d", Mode::kShared);  // may overlap a teardown...
-  auto timed = take(gate, "job-e", Mode::kExclusive);     // ...a timed region may not
+  auto correctness = place_in(gate, "job-d", Mode::kShared);  // may overlap a teardown...
+  auto timed = place_in(gate, "job-e", Mode::kExclusive);     // ...a timed region may not
   EXPECT_FALSE(timed->granted());
   shared.reset();
   correctness.reset();
