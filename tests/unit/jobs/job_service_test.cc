@@ -157,6 +157,11 @@ TEST_F(JobServiceTest, AClientsCancelReasonCannotPassForAShutdown) {
 TEST_F(JobServiceTest, ProgressIsDeliveredAndMonotonic) {
   start_service();
   worker_->hold(true);
+  // A job holding the device first, so the observed one waits in the queue until it is
+  // subscribed to (it reported its first progress before the subscription once, under TSan).
+  auto blocker = service_->submit(torch_request(), "test");
+  ASSERT_TRUE(blocker.is_ok());
+  ASSERT_TRUE(worker_->wait_started(1));
   auto job = service_->submit(torch_request(), "test");
   ASSERT_TRUE(job.is_ok());
   std::mutex mu;
