@@ -150,11 +150,15 @@ Process& Process::operator=(Process&& other) noexcept {
 }
 
 Process::~Process() {
+  kill_and_wait(std::chrono::milliseconds(2000));
+  close_pidfd();
+}
+
+void Process::kill_and_wait(std::chrono::milliseconds timeout) {
   if (pid_ > 0 && !exited_) {
     kill_group();
-    (void)wait_for(std::chrono::milliseconds(2000));
+    (void)wait_for(timeout);
   }
-  close_pidfd();
 }
 
 void Process::close_pidfd() {

@@ -68,6 +68,9 @@ class Process {
   std::optional<ExitStatus> try_wait();
   // Waits up to `timeout` for the exit; nullopt on timeout.
   std::optional<ExitStatus> wait_for(std::chrono::milliseconds timeout);
+  // kill_group() and wait_for(timeout) if the process is still running (the destructor's
+  // end, for a caller that must know it is over before it goes on).
+  void kill_and_wait(std::chrono::milliseconds timeout);
 
  private:
   void close_pidfd();

@@ -429,51 +429,45 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   // The child is done with (or failed) its one job: nothing it started may outlive it, even
   // a process that left the child's session (the cgroup holds every descendant).
   const auto teardown_start = Clock::now();
-  if (defer_teardown && got_result) {
-    // Its processes die while the answer goes out; the caller waits for them and gives the
-    // device back after. What they wrote before their result is in the pipes already.
+  // A job that sent its result may end after its answer (defer_teardown): its processes are
+  // only sent SIGKILL here; the caller waits for them and holds what the job held until then.
+  const bool deferred = defer_teardown && got_result;
+  if (deferred) {
     child.start_kill();
-    if (stopped) child.signal_all(SIGCONT);
-    note_release();
-    if (ticket && ticket->granted()) {
-      end.held = std::move(ticket);
-    } else if (admitted) {
-      end.held = std::move(admitted);
-    }
-    ticket.reset();
-    admitted.reset();
+  } else {
+    child.kill_all();
+  }
+  if (stopped) child.signal_all(SIGCONT);  // nothing is left to continue; never leave it stopped
+  note_release();
+  if (deferred) end.held = ticket && ticket->granted() ? std::move(ticket) : std::move(admitted);
+  ticket.reset();  // the device goes to the next job only once this one's processes are gone
+  admitted.reset();
+  if (deferred) {
+    // What the processes wrote before their result is in the pipes already.
     for (int fd : {child.out.get(), child.err.get()}) {
       auto& capture = fd == child.out.get() ? end.stdout_capture : end.stderr_capture;
       read_available(fd, [&](std::string_view s) { capture.append(s); });
     }
-    end.kind = ChildJobEnd::Kind::kResult;
-    end.exit = exits.exit_of(child.pid);
-    end.teardown_deferred = true;
-    end.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    return end;
-  }
-  child.kill_all();
-  if (stopped) child.signal_all(SIGCONT);  // nothing is left to continue; never leave it stopped
-  note_release();
-  ticket.reset();  // the device goes to the next job only once this one's processes are gone
-  admitted.reset();
-  auto drain_until = Clock::now() + kDrainGrace;
-  while ((out_open || err_open) && Clock::now() < drain_until) {
-    std::vector<pollfd> fds;
-    if (out_open) fds.push_back({child.out.get(), POLLIN, 0});
-    if (err_open) fds.push_back({child.err.get(), POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), poll_timeout_ms(drain_until)) <= 0) break;
-    for (const auto& p : fds) {
-      if (p.revents == 0) continue;
-      auto& capture = p.fd == child.out.get() ? end.stdout_capture : end.stderr_capture;
-      if (read_available(p.fd, [&](std::string_view s) { capture.append(s); }) ==
-          ReadResult::kEof) {
-        (p.fd == child.out.get() ? out_open : err_open) = false;
+  } else {
+    auto drain_until = Clock::now() + kDrainGrace;
+    while ((out_open || err_open) && Clock::now() < drain_until) {
+      std::vector<pollfd> fds;
+      if (out_open) fds.push_back({child.out.get(), POLLIN, 0});
+      if (err_open) fds.push_back({child.err.get(), POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), poll_timeout_ms(drain_until)) <= 0) break;
+      for (const auto& p : fds) {
+        if (p.revents == 0) continue;
+        auto& capture = p.fd == child.out.get() ? end.stdout_capture : end.stderr_capture;
+        if (read_available(p.fd, [&](std::string_view s) { capture.append(s); }) ==
+            ReadResult::kEof) {
+          (p.fd == child.out.get() ? out_open : err_open) = false;
+        }
       }
     }
+    end.teardown_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - teardown_start).count();
   }
-  end.teardown_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - teardown_start).count();
+  end.teardown_deferred = deferred;
 
   if (got_result) {
     end.kind = ChildJobEnd::Kind::kResult;

@@ -207,11 +207,9 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
   if (end.teardown_deferred) {
     // The answer goes out while the process ends; its device ticket goes back after.
     std::shared_ptr<Child> dying(std::move(active));
-    teardowns_.add({job.job_id,
-                    [dying] {
+    teardowns_.add({[dying] {
                       dying->channel.kill_all();  // its cgroup, when jailed
-                      dying->process.kill_group();
-                      (void)dying->process.wait_for(std::chrono::milliseconds(2000));
+                      dying->process.kill_and_wait(std::chrono::milliseconds(2000));
                     },
                     teardown_ticket(std::move(end.held), gate, job.job_id)});
   }

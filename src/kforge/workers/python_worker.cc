@@ -431,8 +431,8 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   if (end.teardown_deferred) {
     // The answer goes out while the job's processes end; its device ticket goes back after.
     std::shared_ptr<ChildChannel> dying(std::move(active));
-    teardowns_.add({job.job_id, [dying] { dying->kill_all(); },
-                    teardown_ticket(std::move(end.held), gate, job.job_id)});
+    teardowns_.add(
+        {[dying] { dying->kill_all(); }, teardown_ticket(std::move(end.held), gate, job.job_id)});
   }
   active.reset();  // kills what is left of the job and removes its scratch directory
   result["process"]["take_ms"] = take_ms;

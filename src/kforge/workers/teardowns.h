@@ -33,7 +33,6 @@ class Teardowns {
   // given back after it (null: none); destroying `end` then destroys what it holds (the
   // child: its cgroup directory, its scratch directory).
   struct Grave {
-    std::string job_id;
     std::function<void()> end;
     std::unique_ptr<DeviceGate::Ticket> ticket;
   };

@@ -31,7 +31,7 @@ TEST(TeardownsTest, TheTicketGoesBackOnlyOnceTheProcessesAreGone) {
   std::promise<void> gone;
   std::shared_future<void> gone_future = gone.get_future().share();
   Teardowns teardowns;
-  teardowns.add({"job-a", [gone_future] { gone_future.wait(); }, std::move(held)});
+  teardowns.add({[gone_future] { gone_future.wait(); }, std::move(held)});
   auto next = place_in(gate, "job-b");
   EXPECT_FALSE(next->wait_until(std::chrono::steady_clock::now() + milliseconds(100)))
       << "the next job was granted the device while the last one's processes were ending";
@@ -62,7 +62,7 @@ TEST(TeardownsTest, WhatTheEndHoldsIsDestroyedAfterTheTicketIsBack) {
   auto remains = std::make_shared<Remains>(next.get(), &seen);
   {
     Teardowns teardowns;
-    teardowns.add({"job-a", [remains] { (void)remains; }, std::move(held)});
+    teardowns.add({[remains] { (void)remains; }, std::move(held)});
     remains.reset();
     teardowns.drain();
   }
@@ -75,8 +75,7 @@ TEST(TeardownsTest, TheDestructorFinishesEveryPendingTeardown) {
   {
     Teardowns teardowns;
     for (int i = 0; i < 5; ++i) {
-      teardowns.add({"job-" + std::to_string(i),
-                     [&ended] {
+      teardowns.add({[&ended] {
                        std::this_thread::sleep_for(milliseconds(10));
                        ++ended;
                      },
