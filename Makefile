@@ -105,7 +105,10 @@ tsan-test: setup
 # What CI runs (.ci/run), under 60 minutes on the 2-core CI machine: tidy-ci checks one of 8
 # shards plus what changed since main; asan-test is a unity build (preset asan: 1442 CPU-s from
 # scratch, against 2351 for the compiles alone with one TU per file).
-test: build lint tidy-ci unit-test tsan-test asan-test py-test hostile fuzz
+# Every stage in turn, timed (scripts/test-all.sh prints when each starts and a table of the
+# seconds each took).
+test: setup
+	@scripts/test-all.sh
 
 format: setup
 	$(PY) -m ruff format python tests bench clients kernels
