@@ -1,9 +1,10 @@
 # Unity builds (the release, asan, tsan and fuzz presets set CMAKE_UNITY_BUILD): CMake compiles
 # a target's sources as a few large TUs of CMAKE_UNITY_BUILD_BATCH_SIZE files each instead of
-# one TU per file, about 40 % fewer CPU seconds from scratch (docs/development.md). One TU holds
-# several files' anonymous namespaces, so the files that define an internal helper under the
-# same name as another file compile on their own; so do the two ABI libraries' single sources
-# (tests/layers' serve_builds_no_tests finds them by name in the build commands).
+# one TU per file: half the CPU seconds of the release build from scratch (README, Development).
+# One TU holds several files' anonymous namespaces, so the files that define an internal helper
+# under the same name as another file compile on their own; so do the two ABI libraries' single
+# sources and apps/kforge/main.cc (its own CMakeLists), which tests/layers'
+# serve_builds_no_tests finds by name in the build commands.
 # Source file properties are per directory: each directory that compiles these files calls
 #   kforge_unity_standalone(<directory of src/kforge>)
 set(kforge_unity_standalone_sources

@@ -61,7 +61,6 @@ done
 echo
 echo "fuzz targets (${seconds} s each, ${jobs} at a time):"
 for target in "$@"; do
-  printf '  %s' "$(cat "$build/$target.row")"
-  echo
+  sed 's/^/  /' "$build/$target.row"
 done
 exit "$failed"
