@@ -80,8 +80,6 @@ class Outcome:
     # Correct but its candidate not timed (no runtime_stats): why, from runtime_error. A
     # torch-vs-torch problem must be timed too; such a problem is not a pass.
     timing_error: str | None = None
-    # Input sets the candidate's timed trials rotated through (1 when two did not fit).
-    timing_input_sets: int | None = None
 
 
 def find_problems(
@@ -137,7 +135,6 @@ def run_kforge_one(client: Any, problem: Problem, args: argparse.Namespace) -> O
     out.phases_ms = res.get("phases_ms") or {}
     out.inputs_device = (res.get("metadata") or {}).get("get_inputs_device")
     out.timing_steps_ms = (res.get("metadata") or {}).get("timing_steps_ms") or {}
-    out.timing_input_sets = (res.get("metadata") or {}).get("timing_input_sets", 2)
     for side, side_stats in (("candidate", stats), ("reference", res.get("ref_runtime_stats"))):
         if isinstance(side_stats, dict) and isinstance(side_stats.get("trials"), int):
             out.trials[side] = side_stats["trials"]  # timed trials, and why they stopped
@@ -325,10 +322,6 @@ def table(
     failed = [o for o in kforge if not o.correct]
     for o in failed:
         lines.append(f"kforge FAILED level{o.level} {o.problem}: {o.error}")
-    one_set = [o.problem for o in kforge if o.timing_input_sets == 1]
-    if one_set:
-        lines.append(f"timed on one input set (two did not fit): {len(one_set)}: "
-                     + ", ".join(one_set))  # fmt: skip
     untimed = [o for o in kforge if o.correct and o.timing_error]
     if untimed:
         lines.append(f"kforge correct but NOT TIMED: {len(untimed)} of {len(kforge)}")

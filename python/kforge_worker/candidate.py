@@ -9,18 +9,23 @@ supervisor's protocol socket, and what it answers is treated as a claim (docs/ar
                 values: init inputs -> loaded {ok, name, warnings, model_on_device,
                 model_fallback, error?} (model_on_device: where its torch model was built)
     gen_inputs  {seed} -> inputs + values: the list get_inputs() returned (evaluate only)
-    call        {plan} + values: the invocation's slots -> called {ok, outputs,
-                read_only_changed, error?} + values: [output values | null], [] (the inputs
-                the call changed, found here against copies or digests made before it)
+    regions     {sizes} + two descriptors -> regions_ready {ok, error?}: the judge's trial
+                regions (regions.py), INPUTS mapped read-only, OUTPUTS read-write
+    clock       {sizes} + two descriptors -> clock_ready {ok, error?}: the judge's `go` (read
+                only) and `done` words (judged.py; GPU)
+    call        {plan, seed, places?} + values: the invocation's slots -> called {ok, outputs,
+                in_regions, read_only_changed, error?} + values: [output values | null], [].
+                With `places` the slots' tensors are views of the regions and declared
+                outputs stay there (null values); without, the inputs come as copies and
+                read_only_changed names those the call changed (a claim)
     trim        {} -> trimmed: torch's cached device blocks beyond wire.keep_bytes given back
                 (before the judge's timing phase needs the room)
-    time        {plan, timing, activity} + values: [slots per input set] -> time_started
-                (the sets are received: the judge frees its arena), then a `trial` per
-                timed trial, each answered by the judge's `trial_ack` {verify, stop} (verify:
-                send `trial_outputs`); then timed {ok, stats, warnings, stream_skew,
-                launch_not_hidden, activity?, error?}; with `activity` (a GPU), after the
-                timed trials a profiled pass (activity.py) whose raw windows are the reply's
-                `activity` (or {error})
+    time        {plan, places, returned, timing, activity} + values -> time_ready {ok,
+                enqueue_ms, error?} after the warm-up calls; then the judge's trials: `go {n}`
+                -> `enqueued {n, claims, error?}` (GPU) or `done {n, claims, error?}` (cpu),
+                until `end` -> timed {ok, claims, warmup_calls, warnings, activity?} (with
+                `activity` on a GPU, this process's own profiled pass, activity.py)
+    null_trials {} -> the judge's empty trials (`go` ... `end`, no call) -> timed {claims}
     device_metrics  {plan, request} + values: slots -> device_metrics {ok, run, error?}: one
                 call of the kernel on these inputs under Nsight Compute, run as this
                 process's child (so in its jail; device_metrics.py)
@@ -30,12 +35,13 @@ supervisor's protocol socket, and what it answers is treated as a claim (docs/ar
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import threading
 import time
 import traceback
-from dataclasses import asdict
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -43,10 +49,11 @@ import torch
 
 from kforge_worker import device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
-from kforge_worker.binding import Invocation, poison_value, timing_rotation
+from kforge_worker.binding import Invocation, poison_value
 from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
+from kforge_worker.judged import CandidateClock, CandidateTrials
 from kforge_worker.loaders import (
     DeviceUnavailable,
     LoadError,
@@ -56,14 +63,22 @@ from kforge_worker.loaders import (
     load_module,
 )
 from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.regions import CandidateRegions, RegionError, places_from_wire
 from kforge_worker.spec import (
     KernelSpec,
     SpecError,
+    TimingOptions,
     parse_device_metrics,
     parse_kernel,
     parse_timing,
 )
-from kforge_worker.timing import TrialSample, time_cpu, time_gpu
+from kforge_worker.timing import (
+    SPIN_CAP_US,
+    TimingReport,
+    compute_stats,
+    measure_enqueue_ms,
+    spin_us_for,
+)
 
 # Triton launches in this process (a launch-enter hook installed before any user code).
 _LAUNCHES = [0]
@@ -135,6 +150,9 @@ class Candidate:
         self.compile_ms = 0.0  # NVRTC build time of a `cuda` kernel inside `load`
         # Why the torch model was built on the cpu when the judge asked for the device.
         self.model_fallback: str | None = None
+        # The judge's trial regions (inputs read-only) and clock words, once it sent them.
+        self.regions: CandidateRegions | None = None
+        self.clock: CandidateClock | None = None
 
     # -- requests -------------------------------------------------------------------------
 
@@ -153,6 +171,9 @@ class Candidate:
                 "call": self.call,
                 "time": self.time,
                 "trim": self.trim,
+                "regions": self.map_regions,
+                "clock": self.map_clock,
+                "null_trials": self.null_trials,
                 "device_metrics": self.device_metrics,
             }.get(str(kind))
             if handler is None:
@@ -270,8 +291,53 @@ class Candidate:
         reply = {"type": "inputs", "ok": True, "inputs_fallback": self.problem_calls.fallback}
         _send(self.channel, reply, list(values))
 
-    def _invocation(self, plan: dict[str, Any], slots: Any) -> Invocation:
+    def _invocation(self, plan: dict[str, Any], slots: Any, places: Any = None) -> Invocation:
+        """The call's invocation: with `places`, its tensors are views of the judge's regions
+        (inputs read-only) and `slots` carries only the rest."""
+        if places is not None:
+            if self.regions is None:
+                raise ProtocolError("a call with places before any regions")
+            if not isinstance(slots, list):
+                raise ProtocolError("slot values must be a list")
+            bound = places_from_wire(places, self.regions.sizes)
+            slots = self.regions.bind(bound, slots)
         return invocation_from_plan(plan, slots, self.tdev)
+
+    def map_regions(self, message: dict[str, Any], _: Any) -> None:
+        """The judge's regions: two descriptors follow the frame (regions.py)."""
+        try:
+            fds = wire.receive_fds(self.channel, 2)
+            sizes = message.get("sizes")
+            if not isinstance(sizes, list):
+                raise RegionError("sizes must be a list")
+            if self.regions is not None:
+                self.regions.close()
+                self.regions = None
+            self.regions = CandidateRegions(self.tdev, fds, [int(v) for v in sizes])
+        except (RegionError, ProtocolError, OSError, ValueError, RuntimeError) as e:
+            self._reply_error("regions_ready", "worker", f"cannot map the judge's regions: {e}")
+            return
+        _send(self.channel, {"type": "regions_ready", "ok": True})
+
+    def map_clock(self, message: dict[str, Any], _: Any) -> None:
+        """The judge's clock words (judged.py): two descriptors follow the frame."""
+        try:
+            fds = wire.receive_fds(self.channel, 2)
+            sizes = message.get("sizes")
+            if not isinstance(sizes, list):
+                raise ProtocolError("sizes must be a list")
+            self.clock = CandidateClock(self.tdev, fds, [int(v) for v in sizes])
+        except (ProtocolError, OSError, ValueError, RuntimeError) as e:
+            self._reply_error("clock_ready", "worker", f"cannot map the judge's clock: {e}")
+            return
+        _send(self.channel, {"type": "clock_ready", "ok": True})
+
+    def null_trials(self, message: dict[str, Any], _: Any) -> None:
+        """The judge's empty trials (before any user code is loaded: judged.measure_null_gpu)."""
+        del message
+        trials = CandidateTrials(self.channel, self.tdev, self.clock, None, lambda _: None)
+        claims = trials.serve()
+        _send(self.channel, {"type": "timed", "ok": True, "claims": claims})
 
     def _run_once(self, inv: Invocation) -> Any:
         assert self.runnable is not None
@@ -295,18 +361,24 @@ class Candidate:
         return described, values
 
     def call(self, message: dict[str, Any], slots: Any) -> None:
+        """One call. With `places` (the judge's regions), the inputs are read-only views of
+        the judge's memory, so nothing here needs to check them (a write faults), and
+        declared output buffers are the judge's too: only returned outputs travel back.
+        Without (no regions: tests, a GPU that cannot share memory), inputs arrive as copies
+        and this process compares them with copies made before the call (a claim)."""
         if self.runnable is None:
             self._reply_error("called", "worker", "call before load")
             return
+        places = message.get("places")
         try:
-            inv = self._invocation(message["plan"], slots)
+            inv = self._invocation(message["plan"], slots, places)
         except (KeyError, TypeError, ValueError, ProtocolError) as e:
             self._reply_error("called", "worker", f"bad call plan: {e}")
             return
         seed = message.get("seed")
         if isinstance(seed, int):
             torch.manual_seed(seed)  # also seeds every CUDA device's generator
-        before = _snapshot(inv.read_only)
+        before = _snapshot(inv.read_only) if places is None else []
         threads_before = _active_count()
         launches_before = _LAUNCHES[0]
         try:
@@ -318,6 +390,8 @@ class Candidate:
             return
         threads_after = _active_count()
         described, values = self._outputs(inv, returned)
+        if places is not None and inv.outputs:
+            values = [None] * len(values)  # the judge reads its own buffers
         header: dict[str, Any] = {
             "type": "called",
             "ok": True,
@@ -325,10 +399,11 @@ class Candidate:
             "threads_started": max(0, threads_after - threads_before),
             "aliases": _aliases(inv, described, values),
             "kernel_launches": _LAUNCHES[0] - launches_before,
+            "in_regions": places is not None and bool(inv.outputs),
         }
         header["read_only_changed"] = [
             a.name
-            for a, old in zip(inv.read_only, before, strict=True)
+            for a, old in zip(inv.read_only, before, strict=False)
             if old is not None and not _unchanged(old, a.value)
         ]
         _send(self.channel, header, [values, []])
@@ -339,140 +414,91 @@ class Candidate:
         wire.release_cached(self.tdev)
         _send(self.channel, {"type": "trimmed"})
 
-    def time(self, message: dict[str, Any], sets: Any) -> None:
-        """Times the kernel on input sets the judge sent, in turn: before each trial the next
-        set's values are copied into the same input buffers (outside the timed window), so a
-        kernel that caches its output by buffer sees different data every trial. The reply
-        goes out once this process has let go of the sets and given back what its allocator
-        caches beyond wire.keep_bytes (the judge's steps after the timing need the room)."""
+    def time(self, message: dict[str, Any], slots: Any) -> None:
+        """The judged timing (judged.py): warms the call up on the judge's regions, answers
+        `time_ready`, then runs the judge's trials (`go` ... `end`) and answers `timed` with
+        the claims not sent yet and, on a GPU when asked, a profiled pass of its own."""
         if self.runnable is None:
-            self._reply_error("timed", "worker", "time before load")
+            self._reply_error("time_ready", "worker", "time before load")
             return
-        # This process's cache went at the judge's `trim` (or at the end of a timing that
-        # failed). The sets are copied out of the judge's arena: on this message the judge
-        # gives a single-use one back, before this process's copies and warm-up calls need
-        # the room.
-        _send(self.channel, {"type": "time_started"})
-        reply = self._timed(message, sets)
-        if isinstance(sets, list):
-            sets.clear()
+        try:
+            plan = message["plan"]
+            inv = self._invocation(plan, slots, message.get("places"))
+            opts = parse_timing(message.get("timing") or {}, "timing")
+            assert self.regions is not None
+            returned = [
+                self.regions.view(p)
+                for p in places_from_wire(message.get("returned") or [], self.regions.sizes)
+            ]
+        except (KeyError, TypeError, ValueError, ProtocolError, SpecError, AssertionError) as e:
+            self._reply_error("time_ready", "worker", f"bad timing request: {e}")
+            return
+        runnable = self.runnable
+
+        def call() -> object:
+            return runnable(inv.args, inv.kwargs)
+
+        def copy_out(value: object) -> None:
+            _copy_returned(inv, value, returned)
+
+        warnings: list[str] = []
+        try:
+            with torch.no_grad():
+                warmups, target = _prepared_call(call, opts, self.tdev, warnings)
+                enqueue_ms = (
+                    measure_enqueue_ms(target, self.tdev) if self.tdev.type == "cuda" else 0.0
+                )
+        except Exception as e:
+            kind = "compile" if is_build_failure(e) else "runtime"
+            self._reply_error("time_ready", kind, format_user_traceback(e))
+            return
+        _send(self.channel, {"type": "time_ready", "ok": True, "enqueue_ms": enqueue_ms})
+        trials = CandidateTrials(self.channel, self.tdev, self.clock, target, copy_out)
+        error: dict[str, str] | None = None
+        try:
+            with torch.no_grad():
+                claims = trials.serve()
+        except RuntimeError as e:  # an asynchronous error of the kernel, found at the end
+            claims, error = {}, {"kind": "runtime", "message": format_user_traceback(e)}
+        reply: dict[str, Any] = {
+            "type": "timed",
+            "ok": error is None,
+            "claims": claims,
+            "warmup_calls": warmups,
+            "warnings": warnings,
+        }
+        if error is not None:
+            reply["error"] = error
+        elif message.get("activity") and self.tdev.type == "cuda":
+            reply["activity"] = self._profiled(target, opts, enqueue_ms, inv)
         wire.release_cached(self.tdev)
         _send(self.channel, reply)
 
-    def _timed(self, message: dict[str, Any], sets: Any) -> dict[str, Any]:
-        """The `timed` reply. With several sets every rotating input is copied in before each
-        trial; with one set only an inout one is restored (from a copy made here), and a
-        read-only input is left alone and compared, by its digest, before the first timed
-        trial and after the last: it must not change (no copy of a GB-sized input is needed,
-        and the judge's empty trials copy exactly what this loop copies)."""
-        try:
-            plan = message["plan"]
-            if not isinstance(sets, list) or not sets:
-                raise ValueError("no input sets")
-            inv = self._invocation(plan, sets[0])
-            opts = parse_timing(message.get("timing") or {}, "timing")
-            live = list(sets[0])
-            restored, unchanged = timing_rotation(plan["slots"], sets[0], len(sets))
-            # The kernel runs on set 0's buffers (`live`), so only set 0 needs a pristine
-            # copy; the other sets are never handed to it.
-            pristine = [[s[i] for i in restored] for s in sets]
-            pristine[0] = [value.clone() for value in pristine[0]]
-            digests = {i: bits_digest(live[i]) for i in unchanged}
-        except Exception as e:
-            return self._error_reply("timed", "worker", f"bad timing request: {e}")
-        assert self.runnable is not None
-        runnable = self.runnable
+    def _profiled(
+        self, target: Callable[[], object], opts: TimingOptions, enqueue_ms: float, inv: Invocation
+    ) -> dict[str, Any]:
+        """This process's own profiled pass over its call (activity.py): a claim, summarized
+        and cross-checked by the judge."""
         poison = [
             (a.value, poison_value(a.value.dtype, 0))
             for a in inv.output_only
             if isinstance(a.value, torch.Tensor)
         ]
-        stop_requested = False
-        last: list[Any] = [None]
-        trial = [0]
 
-        def call() -> object:
-            last[0] = runnable(inv.args, inv.kwargs)
-            return last[0]
-
-        def before_trial() -> None:
-            # Outside the timed window: every trial starts from the next input set and from
-            # poisoned outputs, so a trial that skips the work or returns an earlier answer is
-            # caught when the judge verifies it.
-            values = pristine[trial[0] % len(pristine)]
-            for i, value in zip(restored, values, strict=True):
-                live[i].copy_(value)
-            trial[0] += 1
+        def prepare(_: int) -> None:
             for tensor, value in poison:
                 tensor.fill_(value)
 
-        def after_trial(index: int, ms: float) -> bool:
-            nonlocal stop_requested
-            _send(self.channel, {"type": "trial", "index": index, "ms": ms})
-            ack = self.channel.recv()
-            if ack is None:
-                raise ProtocolError("the judge hung up")
-            stop_requested = bool(ack.get("stop"))
-            if ack.get("verify"):
-                described, values = self._outputs(inv, last[0])
-                _send(self.channel, {"type": "trial_outputs", "outputs": described}, values)
-                # The next trial waits until the judge has checked these outputs (its
-                # comparison runs on the same GPU).
-                checked = self.channel.recv()
-                if checked is None or checked.get("type") != "trial_checked":
-                    raise ProtocolError("expected 'trial_checked' from the judge")
-                stop_requested = stop_requested or bool(checked.get("stop"))
-            return stop_requested
-
-        def hook(index: int, sample: TrialSample | None) -> bool:
-            if sample is None:
-                before_trial()
-                return False
-            return after_trial(index, sample.event_ms)
-
-        activity: dict[str, Any] | None = None
-        try:
-            with torch.no_grad():
-                if self.tdev.type == "cuda":
-                    report = time_gpu(call, opts, self.tdev, hook)
-                    if message.get("activity"):
-                        # After every timed trial, so the profiler is in none of them; the
-                        # same input rotation and poisoning as the timed trials.
-                        profiled = profile_windows(
-                            report,
-                            self.tdev,
-                            l2_flush=opts.l2_flush,
-                            trace_dir=self.scratch,
-                            prepare=lambda _: before_trial(),
-                        )
-                        activity = (
-                            {"error": profiled}
-                            if isinstance(profiled, str)
-                            else pass_to_wire(profiled)
-                        )  # an honest profiler glitch is an error, never a malformed pass
-                else:
-                    report = time_cpu(call, opts, hook)
-            for i, digest in digests.items():
-                if bits_digest(live[i]) != digest:
-                    raise RuntimeError(
-                        f"the kernel changed its input '{plan['slots'][i].get('name')}' "
-                        "while being timed; inputs must stay unchanged"
-                    )
-        except ProtocolError:
-            raise
-        except Exception as e:
-            return self._error_reply("timed", "runtime", format_user_traceback(e))
-        reply: dict[str, Any] = {
-            "type": "timed",
-            "ok": True,
-            "stats": asdict(report.stats),
-            "warnings": report.warnings,
-            "stream_skew": report.stream_skew,
-            "launch_not_hidden": report.launch_not_hidden,
-        }
-        if activity is not None:
-            reply["activity"] = activity
-        return reply
+        # Under the profiler every launch and range costs more host time than in the timed
+        # trials, so the spin covers four times the measured enqueue (5 trials: cheap).
+        spin = min(SPIN_CAP_US, 4.0 * spin_us_for(enqueue_ms) + 50.0)
+        report = TimingReport(compute_stats([0.0], "cuda_event"), call=target)
+        report.stats = dataclasses.replace(report.stats, enqueue_ms=enqueue_ms, spin_us=spin)
+        with torch.no_grad():
+            profiled = profile_windows(
+                report, self.tdev, l2_flush=opts.l2_flush, trace_dir=self.scratch, prepare=prepare
+            )
+        return {"error": profiled} if isinstance(profiled, str) else pass_to_wire(profiled)
 
     def device_metrics(self, message: dict[str, Any], slots: Any) -> None:
         """One call under Nsight Compute (device_metrics.py), as this process's child."""
@@ -503,6 +529,58 @@ class Candidate:
         )
         run = device_metrics.collect(request, bundle, self.scratch)
         _send(self.channel, {"type": "device_metrics", "ok": True, "run": run})
+
+
+def _prepared_call(
+    call: Callable[[], object], opts: TimingOptions, device: torch.device, warnings: list[str]
+) -> tuple[int, Callable[[], object]]:
+    """Warms `call` up (timing.warm_up) and, with `opts.cuda_graph`, captures it: the
+    warm-up calls and what each trial runs (a graph replay returns the captured outputs)."""
+    from kforge_worker.timing import capture_graph, warm_up
+
+    sync: Callable[[], None] = (
+        (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    )
+    warmups = warm_up(call, opts, sync)
+    if not (opts.cuda_graph and device.type == "cuda"):
+        return warmups, call
+    captured: list[object] = [None]
+
+    def capture() -> object:
+        captured[0] = call()
+        return captured[0]
+
+    graph = capture_graph(capture, warnings)
+    if graph is None:
+        return warmups, call
+
+    def replay() -> object:
+        graph.replay()
+        return captured[0]
+
+    return warmups, replay
+
+
+def _copy_returned(inv: Invocation, value: object, places: list[torch.Tensor]) -> None:
+    """Copies what a call returned into the judge's places for it (nothing when the call
+    writes declared buffers). A returned output of another shape or dtype than the place the
+    judge made from the reference's is an error of the kernel's."""
+    if inv.outputs or not places:
+        return
+    from kforge_worker.binding import collect_outputs
+
+    outputs = collect_outputs(inv, value)
+    if len(outputs) != len(places):
+        raise RuntimeError(f"the kernel returned {len(outputs)} output(s), expected {len(places)}")
+    for (name, got), place in zip(outputs, places, strict=True):
+        if not isinstance(got, torch.Tensor):
+            raise RuntimeError(f"output '{name}' is a {type(got).__name__}, not a tensor")
+        if got.shape != place.shape or got.dtype != place.dtype:
+            raise RuntimeError(
+                f"output '{name}' has shape {tuple(got.shape)} and dtype {got.dtype}, "
+                f"expected {tuple(place.shape)} and {place.dtype}"
+            )
+        place.copy_(got)
 
 
 def invocation_from_plan(
@@ -578,21 +656,30 @@ def _unchanged(before: torch.Tensor | BitsDigest, after: Any) -> bool:
 def _aliases(
     inv: Invocation, described: list[dict[str, Any]], values: list[Any]
 ) -> list[list[str]]:
-    """[output, input] pairs where a returned output shares memory with an input."""
+    """[output, input] pairs where a returned output shares memory with an input (their byte
+    spans overlap: the inputs may all be views of one region, so storages cannot tell)."""
     if inv.outputs:  # declared output buffers are the harness's own tensors
         return []
-    inputs = {
-        a.value.untyped_storage().data_ptr(): a.name
-        for a in inv.read_only
-        if isinstance(a.value, torch.Tensor)
-    }
+    inputs = [(a.name, _span(a.value)) for a in inv.read_only if isinstance(a.value, torch.Tensor)]
     pairs = []
     for d, value in zip(described, values, strict=True):
         if isinstance(value, torch.Tensor):
-            owner = inputs.get(value.untyped_storage().data_ptr())
+            lo, hi = _span(value)
+            owner = next((n for n, (a, b) in inputs if lo < b and a < hi), None)
             if owner is not None:
                 pairs.append([str(d["name"]), owner])
     return pairs
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The bytes a tensor's elements occupy: [first, past the last)."""
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    extent = sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True))
+    low = t.data_ptr() - sum(
+        (size - 1) * -stride for size, stride in zip(t.shape, t.stride(), strict=True) if stride < 0
+    )
+    return low, low + (extent + 1) * t.element_size()
 
 
 def serve(channel: StreamChannel, device: WorkerDevice, budget_bytes: int) -> int:

@@ -68,6 +68,10 @@ def report_exception(result: JobResult, exc: BaseException, where: str) -> None:
     else:
         detail, build = format_user_traceback(exc), is_build_failure(exc)
     text = f"{where}:\n{detail}"
+    if "illegal memory access" in detail:
+        from kforge_worker.link import READ_ONLY_HINT
+
+        text += f"\n(kforge: {READ_ONLY_HINT})"
     if build:
         result.compiled = False
         result.fail("compile", text)

@@ -139,6 +139,11 @@ class Block:
     _ptr: int
     _closed: bool = False
 
+    @property
+    def ptr(self) -> int:
+        """The device address of its first byte in this process."""
+        return self._ptr
+
     def export(self) -> int:
         """A new descriptor for the allocation (the caller passes it on and closes it)."""
         fd = ctypes.c_int(-1)
@@ -225,3 +230,33 @@ class _Interface:
             "version": 2,
             "strides": None,
         }
+
+
+# -- stream memory operations on such memory ---------------------------------------------------
+# A word of a Block two processes map can order their streams on the device, with no host in
+# between: one stream writes it, another waits until it reaches a value (judged.py). The
+# driver's 32-bit wait compares as (int32)(*addr - value) >= 0, so counters may wrap.
+_WAIT_GEQ = 0x0  # CU_STREAM_WAIT_VALUE_GEQ
+_WRITE_DEFAULT = 0x0  # CU_STREAM_WRITE_VALUE_DEFAULT: a memory fence before the write
+
+
+def _stream_op(name: str, stream: int, ptr: int, value: int, flags: int) -> None:
+    lib = _lib()
+    if lib is None:
+        raise DeviceMemoryError("libcuda.so.1 cannot be loaded")
+    fn = getattr(lib, name + "_v2", None) or getattr(lib, name)
+    result = fn(ctypes.c_void_p(stream), ctypes.c_uint64(ptr), ctypes.c_uint32(value),
+                ctypes.c_uint(flags))  # fmt: skip
+    if result != 0:
+        raise DeviceMemoryError(f"{name} failed with CUresult {result}", result)
+
+
+def stream_write_u32(stream: int, ptr: int, value: int) -> None:
+    """Enqueues, on `stream`, a write of `value` to the 32-bit word at `ptr` (after every
+    earlier operation of the stream, with a memory fence)."""
+    _stream_op("cuStreamWriteValue32", stream, ptr, value & 0xFFFFFFFF, _WRITE_DEFAULT)
+
+
+def stream_wait_u32(stream: int, ptr: int, value: int) -> None:
+    """Enqueues, on `stream`, a wait until the 32-bit word at `ptr` reaches `value`."""
+    _stream_op("cuStreamWaitValue32", stream, ptr, value & 0xFFFFFFFF, _WAIT_GEQ)

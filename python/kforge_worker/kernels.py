@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -112,10 +112,15 @@ class JobKernels:
     # The largest total of one call's outputs seen in the correctness trials, in bytes (the
     # timing phase sizes its device memory with it: evaluate._timing_set_count).
     output_bytes: int = 0
+    # (shape, dtype) of each output of the first correctness call: the room the timing's
+    # regions keep for outputs the candidate returns (timed.output_like).
+    output_specs: list[tuple[tuple[int, ...], torch.dtype]] = field(default_factory=list)
 
     def note_outputs(self, values: Any) -> None:
         total = sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
         self.output_bytes = max(self.output_bytes, total)
+        if not self.output_specs and all(isinstance(v, torch.Tensor) for v in values):
+            self.output_specs = [(tuple(v.shape), v.dtype) for v in values]
 
     @property
     def inputs_fallback(self) -> str | None:

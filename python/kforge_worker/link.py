@@ -10,6 +10,8 @@ judge, and a candidate that dies or breaks the protocol ends the job as a crash.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import os
 import signal
 import socket
@@ -20,13 +22,31 @@ from typing import Any
 
 import torch
 
-from kforge_worker import wire
+from kforge_worker import devmem, wire
 from kforge_worker.binding import Invocation
 from kforge_worker.compare import bits_view
 from kforge_worker.devinfo import synchronize
+from kforge_worker.judged import (
+    Echo,
+    JudgeClock,
+    JudgedRun,
+    JudgeSide,
+    TrialsFailed,
+    measure_null_gpu,
+    run_trials,
+    spin_for_enqueue,
+    start_echo,
+)
 from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.regions import JudgeRegions, Layout, RegionError, strip_tensors
+from kforge_worker.spec import TimingOptions
 
 DEFAULT_BUDGET_BYTES = 64 << 30
+# Said of a candidate that faulted while its inputs were mapped read-only (regions.py).
+READ_ONLY_HINT = (
+    "its inputs are mapped read-only, so a kernel that writes to an input it does not "
+    "declare 'inout' faults this way (or it touched memory that is not its own)"
+)
 
 
 class CandidateGone(Exception):
@@ -63,19 +83,6 @@ class CallReply:
     threads_started: int = 0
     aliases: list[tuple[str, str]] = field(default_factory=list)  # (output, input), claimed
     kernel_launches: int = -1  # Triton launches the candidate reported (-1: not counted)
-    failure: Failure | None = None
-
-
-@dataclass
-class TimedReply:
-    stats: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    stream_skew: str = ""
-    launch_not_hidden: str = ""
-    # The candidate's profiled pass as it sent it (activity.pass_from_wire reads it), or
-    # None when none was asked for or sent.
-    activity: Any = None
-    trial_wall_ms: list[float] = field(default_factory=list)  # judge-observed, per trial
     failure: Failure | None = None
 
 
@@ -149,6 +156,13 @@ class CandidateLink:
         # host enqueue of the kernel, a bound on the spin the candidate may claim.
         self.call_wall_ms: list[float] = []
         self._exit: str | None = None
+        # The trial regions (regions.py) the candidate maps, once a call needed them; None
+        # while none were made, or for good when they cannot be (`regions_refused` says why).
+        self.regions: JudgeRegions | None = None
+        self.regions_refused: str | None = None
+        # The GPU clock (judged.py) and its empty trial, from the warm-up.
+        self.clock: JudgeClock | None = None
+        self.echo: Echo | None = None  # the judge's echo on the cpu (judged.start_echo)
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -161,6 +175,12 @@ class CandidateLink:
         return message
 
     def close(self) -> None:
+        if self.echo is not None:
+            self.echo.close()
+            self.echo = None
+        if self.regions is not None:
+            self.regions.close()
+            self.regions = None
         with contextlib.suppress(OSError):
             self.channel.send({"type": "shutdown"})
         self.channel.close()
@@ -189,7 +209,10 @@ class CandidateLink:
 
     def gone(self, why: Exception) -> CandidateGone:
         status = self._reap(wait_s=0.5, kill=True)
-        return CandidateGone(f"the candidate process {status} ({why})")
+        hint = ""
+        if self.regions is not None and ("SIGSEGV" in status or "SIGBUS" in status):
+            hint = f"; {READ_ONLY_HINT}"
+        return CandidateGone(f"the candidate process {status} ({why}){hint}")
 
     def _recv_plain(self) -> dict[str, Any]:
         try:
@@ -283,18 +306,121 @@ class CandidateLink:
         reply, _ = self._request({"type": "trim"})
         self._expect(reply, "trimmed")
 
+    # -- the regions and the clock ----------------------------------------------------------
+
+    def attach_regions(self, layout: Layout) -> JudgeRegions:
+        """Regions for `layout`, mapped by the candidate: the current ones when they place
+        the same tensors the same way, else new ones (the old ones are given back). Raises
+        RegionError when they cannot be made or mapped."""
+        if self.regions is not None and self.regions.layout.key() == layout.key():
+            return self.regions
+        if self.regions is not None:
+            self.regions.close()
+            self.regions = None
+        try:
+            regions = JudgeRegions(self.device, layout)
+        except (devmem.DeviceMemoryError, OSError) as e:
+            raise RegionError(f"cannot allocate the trial regions: {e}") from e
+        try:
+            self._share("regions", regions.sizes, regions.descriptors())
+        except (RegionError, CandidateGone):
+            regions.close()
+            raise
+        self.regions = regions
+        return regions
+
+    def _share(self, kind: str, sizes: list[int], fds: list[int]) -> None:
+        """Sends `kind` with descriptors the candidate maps (closed here either way); raises
+        RegionError when it could not map them, CandidateGone when it is gone."""
+        try:
+            wire.send_fds(self.channel, {"type": kind, "sizes": sizes}, fds)
+            reply = self._recv_plain()
+        except (ProtocolError, OSError) as e:
+            raise self.gone(e) from e
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self._expect(reply, f"{kind}_ready")
+        failure = self._failure(reply)
+        if failure is not None:
+            raise RegionError(failure.message)
+
+    def attach_clock(self) -> JudgeClock:
+        """The GPU clock's words, mapped by the candidate, and the judge's empty trial
+        measured with it (judged.measure_null_gpu): called at warm-up, before the candidate
+        process has loaded any user code."""
+        clock = JudgeClock(self.device)
+        self._share("clock", clock.sizes(), clock.descriptors())
+        try:
+            run = measure_null_gpu(self.channel, clock)
+        except (ProtocolError, OSError) as e:
+            raise self.gone(e) from e
+        clock.null_samples = [t.bracket_ms for t in run.trials if math.isfinite(t.bracket_ms)]
+        clock.null_ms = min(clock.null_samples) if clock.null_samples else None
+        clock.rtt_ms = run.enqueue_ms
+        self.clock = clock
+        return clock
+
+    def use_regions(self, inv: Invocation, returned: list[torch.Tensor] | None = None) -> bool:
+        """Makes (or keeps) regions for `inv` (and room for `returned` outputs); False, for
+        good, where they cannot be made here (the reason in `regions_refused`)."""
+        if self.regions_refused is not None:
+            return False
+        plan, values = plan_invocation(inv)
+        layout = Layout.of(plan["slots"], values)
+        if returned is None and self.regions is not None:
+            returned = self.regions.returned_views()
+        layout.add_returned(list(returned or []))
+        try:
+            self.attach_regions(layout)
+        except RegionError as e:
+            self.regions_refused = str(e)
+            return False
+        return True
+
     def call(self, inv: Invocation, seed: int | None = None) -> CallReply:
         """Runs the candidate once; with `seed`, torch's generators are seeded with it first
-        (the reference of a compare runs under the same seed)."""
-        plan, slots = plan_invocation(inv, fills=True)
+        (the reference of a compare runs under the same seed). Through the trial regions
+        where they can be made (use_regions): the inputs written into the judge's memory
+        that the candidate maps read-only, declared outputs read back from it."""
+        if not self.use_regions(inv):
+            plan, slots = plan_invocation(inv, fills=True)
+            header: dict[str, Any] = {"type": "call", "plan": plan, "seed": seed}
+        else:
+            assert self.regions is not None
+            plan, slots = plan_invocation(inv)
+            places = self.regions.layout.places
+            self.regions.load(slots, outputs=True)
+            synchronize(self.device)  # in place before the candidate reads it
+            header = {
+                "type": "call",
+                "plan": plan,
+                "seed": seed,
+                "places": self.regions.layout.to_wire(),
+            }
+            slots = strip_tensors(places, slots)
         start = time.perf_counter_ns()
-        reply, values = self._request({"type": "call", "plan": plan, "seed": seed}, slots)
+        reply, values = self._request(header, slots)
         self.call_wall_ms.append((time.perf_counter_ns() - start) / 1e6)
         self._expect(reply, "called")
         failure = self._failure(reply)
         if failure is not None:
             return CallReply(failure=failure)
+        if reply.get("in_regions") and self.regions is not None and "places" in header:
+            values = self._region_outputs(plan, values)
         return self._call_reply(reply, values)
+
+    def _region_outputs(self, plan: dict[str, Any], values: Any) -> Any:
+        """The reply's values with the declared outputs read from the regions (copies: the
+        next call writes the regions again)."""
+        assert self.regions is not None
+        if not isinstance(values, list) or len(values) != 2 or not isinstance(values[0], list):
+            raise self.gone(ProtocolError("malformed call reply"))
+        places = self.regions.layout.places
+        outs = [self.regions.view(places[i]).clone() for i in plan["outputs"]]
+        if len(outs) != len(values[0]):
+            raise self.gone(ProtocolError("a call reply names another number of outputs"))
+        return [outs, values[1]]
 
     def _call_reply(self, reply: dict[str, Any], values: Any) -> CallReply:
         """A `called` reply (or a verified trial's outputs): its outputs and claims. The
@@ -330,76 +456,62 @@ class CandidateLink:
 
     def time(
         self,
-        invs: list[Invocation],
-        timing: dict[str, Any],
-        verify: Callable[[int], bool],
-        check: Callable[[int, CallReply], bool],
+        inv: Invocation,
+        opts: TimingOptions,
         *,
+        stage: Callable[[int], None],
+        prepare: Callable[[int], None],
+        after: Callable[[int], None],
+        stop: Callable[[], bool] = lambda: False,
         activity: bool = False,
-    ) -> TimedReply:
-        """Times the candidate, trial i on input set i % len(invs) (invocations bound the same
-        way on different inputs). After each trial `verify(index)` says whether to fetch that
-        trial's outputs; `check(index, outputs)` judges them. With `activity`, the candidate
-        process also profiles its timed window (the reply's `activity`)."""
-        plan, slots = plan_invocation(invs[0], fills=True)
-        # The candidate takes only the inputs of the other sets (it re-poisons the first
-        # set's output buffers before every trial): their output slots go as None.
-        outputs = {i for i, slot in enumerate(plan["slots"]) if slot["role"] == "output"}
-        sets = [slots] + [
-            [None if i in outputs else v for i, v in enumerate(plan_invocation(other)[1])]
-            for other in invs[1:]
-        ]
-        walls: list[float] = []
-        try:
-            wire.send(
-                self.channel,
-                {"type": "time", "plan": plan, "timing": timing, "activity": activity},
-                sets,
-            )
-            sent = time.perf_counter_ns()
-            while True:
-                reply, _ = wire.receive(self.channel, self.device, self.budget_bytes)
-                if reply.get("type") == "timed":
-                    break
-                if reply.get("type") == "time_started":
-                    continue  # (receiving it gave a single-use arena back)
-                if reply.get("type") != "trial":
-                    raise _unexpected(reply, "trial")
-                walls.append((time.perf_counter_ns() - sent) / 1e6)
-                index = len(walls) - 1
-                want = verify(index)
-                self.channel.send({"type": "trial_ack", "verify": want, "stop": False})
-                if want:
-                    outputs, vals = wire.receive(self.channel, self.device, self.budget_bytes)
-                    if outputs.get("type") != "trial_outputs":
-                        raise _unexpected(outputs, "trial_outputs")
-                    trial = self._call_reply(
-                        {"outputs": outputs.get("outputs"), "read_only_changed": []}, [vals, []]
-                    )
-                    ok = check(index, trial)
-                    # The check's GPU work ends before the candidate's next trial starts, so
-                    # it never shares the device with a timed window; a failed check has the
-                    # verdict, so the candidate stops timing.
-                    synchronize(self.device)
-                    self.channel.send({"type": "trial_checked", "stop": not ok})
-                sent = time.perf_counter_ns()
-        except (ProtocolError, OSError) as e:
-            raise self.gone(e) from e
+    ) -> JudgedRun | Failure:
+        """Judged timing of the candidate (judged.py) on the regions `inv` was placed in
+        (use_regions, with room for the returned outputs): `stage(i)` makes trial i's
+        inputs, `prepare(i)` writes them and poisons its outputs, `after(i)` checks them.
+        The candidate's warm-up or a failed call of a trial comes back as a Failure."""
+        assert self.regions is not None
+        plan, slots = plan_invocation(inv)
+        layout = self.regions.layout
+        header = {
+            "type": "time",
+            "plan": plan,
+            "places": layout.to_wire(),
+            "returned": [p.to_wire() for p in layout.returned],
+            "timing": dataclasses.asdict(opts),
+            "activity": activity,
+        }
+        reply, _ = self._request(header, strip_tensors(layout.places, slots))
+        self._expect(reply, "time_ready")
         failure = self._failure(reply)
         if failure is not None:
-            return TimedReply(failure=failure, trial_wall_ms=walls)
-        stats = reply.get("stats")
-        if not isinstance(stats, dict):
-            raise self.gone(ProtocolError("timed without stats"))
-        warnings = reply.get("warnings") or []
-        return TimedReply(
-            stats=stats,
-            warnings=[str(w) for w in warnings] if isinstance(warnings, list) else [],
-            stream_skew=str(reply.get("stream_skew") or ""),
-            launch_not_hidden=str(reply.get("launch_not_hidden") or ""),
-            activity=reply.get("activity"),
-            trial_wall_ms=walls,
+            return failure
+        gpu = self.device.type == "cuda"
+        if gpu and self.clock is None:
+            raise self.gone(ProtocolError("no clock was set up for the GPU"))
+        if not gpu and self.echo is None:
+            self.echo = start_echo()
+        if self.echo is not None:
+            returned_bytes = sum(p.nbytes for p in layout.returned)
+            self.echo.channel.send({"type": "copy_bytes", "n": returned_bytes})
+        enqueue_ms = _claimed_ms(reply.get("enqueue_ms"))
+        side = JudgeSide(
+            self.channel,
+            self.device,
+            opts,
+            prepare,
+            after,
+            clock=self.clock,
+            echo=self.echo,
+            first_spin_us=spin_for_enqueue(self.clock.rtt_ms + enqueue_ms) if self.clock else 0.0,
+            stage=stage,
+            stop=stop,
         )
+        try:
+            return run_trials(side)
+        except TrialsFailed as e:
+            return Failure(e.kind, e.message)
+        except (ProtocolError, OSError) as e:
+            raise self.gone(e) from e
 
     def device_metrics(self, inv: Invocation, request: dict[str, Any]) -> dict[str, Any]:
         """One call of the candidate under Nsight Compute, run by the candidate process as

@@ -1,8 +1,8 @@
 """The reference's results, computed once per batch and reused by every candidate's judge.
 
 The jobs of a batch (`POST /batch`) share one seed, so their references see the same inputs.
-The first judge computes the reference's expected outputs (each correctness trial, each timing
-input set) and its timing and kernel activity, and saves them in `dir/key.pt`; the server gives
+The first judge computes the reference's expected outputs (each correctness trial) and
+its timing and kernel activity, and saves them in `dir/key.pt`; the server gives
 the file's SHA-256 (which that judge reported in `result.reference_reuse`) to the next judge of
 the batch, which uses the file only when its bytes have that digest. The directory is bound
 into judges' jails only (docs/security.md): a candidate process never sees it, and a file
@@ -39,7 +39,7 @@ MAX_BYTES = 1 << 30
 # each next one, about 0.5 GB/s end to end), while a reference on a GPU recomputes them at
 # device speed: on the H200 batch bench of 2026-11-27, reusing a vector add's 64 MB outputs
 # made every candidate ~0.9 s slower than computing them again (0.1 ms). A set of outputs (one
-# correctness trial's, or all timing sets') larger than this is recomputed by each judge
+# correctness trial's) larger than this is recomputed by each judge
 # instead of kept; the reference's timing, the costly part, is always kept.
 KEEP_OUTPUT_BYTES = 4 << 20
 # The reference's activity fields of a result (results.JobResult), reused as they are.
@@ -71,7 +71,6 @@ class ReferenceCache:
 
     spec: ReferenceReuseSpec | None
     correctness: dict[int, Outputs] = field(default_factory=dict)
-    timing_outputs: list[list[torch.Tensor]] | None = None
     timing: ReferenceTiming | None = None
     note: str = ""  # why the file was not used, if it was not
     reused: dict[str, Any] = field(default_factory=dict)
@@ -112,7 +111,6 @@ class ReferenceCache:
         self.correctness = {
             int(k): [(str(n), t) for n, t in v] for k, v in saved["correctness"].items()
         }
-        self.timing_outputs = saved.get("timing_outputs")
         self.model_on_device = saved.get("model_on_device")
         timing = saved.get("timing")
         self.timing = None if timing is None else ReferenceTiming(**timing)
@@ -121,13 +119,13 @@ class ReferenceCache:
         """This judge built its reference's model on the device (True) or the cpu: outputs
         the file holds from a model built elsewhere are dropped (recomputed, then kept)."""
         if self.spec is not None and self.model_on_device not in (None, on_device):
-            if self.correctness or self.timing_outputs is not None:
+            if self.correctness:
                 self.note = (
                     "the batch's reference outputs came from a model built "
                     f"{'on the device' if self.model_on_device else 'on the cpu'}: computed "
                     "again here (the reference's timing is reused)"
                 )
-            self.correctness, self.timing_outputs = {}, None
+            self.correctness = {}
             self.dirty = True  # the file is written again with this judge's place
         self.model_on_device = on_device
 
@@ -151,21 +149,6 @@ class ReferenceCache:
         self.dirty = True
 
     # --- timing ----------------------------------------------------------------------
-
-    def expected_for_timing(self, device: torch.device) -> list[list[torch.Tensor]] | None:
-        if self.spec is None or self.timing_outputs is None:
-            return None
-        self.reused["timing_outputs"] = True
-        return [[t.to(device) for t in one] for one in self.timing_outputs]
-
-    def keep_timing_outputs(self, outputs: list[list[torch.Tensor]]) -> None:
-        """Keeps the timing input sets' outputs, as keep_expected decides."""
-        if self.spec is None or self.timing_outputs is not None:
-            return
-        if not self._worth_keeping([t for one in outputs for t in one]):
-            return
-        self.timing_outputs = [[t.detach().to("cpu", copy=True) for t in one] for one in outputs]
-        self.dirty = True
 
     def reference_timing(self) -> ReferenceTiming | None:
         if self.spec is None or self.timing is None:
@@ -213,7 +196,6 @@ class ReferenceCache:
             "format": FORMAT,
             "key": spec.key,
             "correctness": {str(k): v for k, v in self.correctness.items()},
-            "timing_outputs": self.timing_outputs,
             "timing": None if self.timing is None else dataclasses.asdict(self.timing),
             "model_on_device": self.model_on_device,
         }
@@ -235,9 +217,7 @@ class ReferenceCache:
         return False
 
     def _tensor_bytes(self) -> int:
-        tensors = [t for v in self.correctness.values() for _, t in v]
-        tensors += [t for one in self.timing_outputs or [] for t in one]
-        return _nbytes(tensors)
+        return _nbytes([t for v in self.correctness.values() for _, t in v])
 
 
 def _nbytes(tensors: list[torch.Tensor]) -> int:

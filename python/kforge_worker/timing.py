@@ -8,9 +8,9 @@ outside the timed window:
    buffer of max(2 x L2, 64 MiB) is READ (a sum into a one-element tensor): the previous
    trial's dirty lines are written back now, and L2 is left holding clean lines of the
    buffer, as Nsight Compute's `--cache-control all` leaves it;
-3. the device is synchronised, then a spin kernel (a device-side busy wait,
-   torch.cuda._sleep) is enqueued on the launch stream, long enough to cover the host's
-   enqueue of the call (measured before the trials: `spin_us_for`);
+3. the device is synchronised, then a spin kernel (a device-side busy wait on
+   %globaltimer, `GlobalTimerSpin`) is enqueued on the launch stream, long enough to cover
+   the host's enqueue of the call (measured before the trials: `spin_us_for`);
 then the start event, the call, the end event, all enqueued while the spin runs, so the
 GPU starts the call's first kernel as soon as the spin ends: the window holds the device's
 time for the call, not the host's launch of it. After the end event the host checks
@@ -43,6 +43,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import torch
 
@@ -60,7 +61,6 @@ SPIN_CAP_US = 20_000.0
 ENQUEUE_SAMPLES = 7  # calls whose host enqueue time is measured before the trials
 LAUNCH_NOT_HIDDEN_FRACTION = 0.1  # more uncovered trials than this is flagged
 MAX_SPIN_GROWTHS = 4  # a call that synchronises with the host cannot be covered by any spin
-SPIN_CALIBRATION_CYCLES = 1_000_000
 
 # Names of the profiler ranges the trial protocol opens (activity.py finds them in traces).
 FLUSH_RANGE = "kforge_flush"
@@ -72,6 +72,7 @@ PREPARE_RANGE = "kforge_prepare"
 # The empty windows whose median event time is the window overhead (window_overhead_ms), and
 # the floor of a time it is taken from (CUDA events resolve about 0.5 us).
 WINDOW_PROBE_TRIALS = 21
+WINDOW_PROBE_SPIN_US = 100.0
 EVENT_RESOLUTION_MS = 0.0005
 
 
@@ -219,9 +220,13 @@ def window_overhead_ms(device: torch.device, *, l2_flush: bool) -> float:
     trials of the protocol (flush, spin, start event, end event) with nothing in the
     window. About 1.25 us on an H200; an event time less it matches Nsight Compute's
     gpu__time_duration of the same work within a few tenths of a microsecond."""
-    runner = GpuTrialRunner(device, l2_flush=l2_flush, spin_us=SPIN_FLOOR_US)
+    runner = GpuTrialRunner(device, l2_flush=l2_flush, spin_us=WINDOW_PROBE_SPIN_US)
     samples = [runner.run(_nothing) for _ in range(WINDOW_PROBE_TRIALS)]
-    return statistics.median(s.event_ms for s in samples)
+    # Only windows whose two events were both enqueued while the spin ran hold nothing but
+    # the events (a spin of SPIN_FLOOR_US was too short for that in some processes, whose
+    # probes then read 3-9 us instead of 1.25 on an H200).
+    hidden = [s.event_ms for s in samples if s.launch_hidden] or [s.event_ms for s in samples]
+    return statistics.median(hidden)
 
 
 def _nothing() -> None:
@@ -272,7 +277,7 @@ def launch_not_hidden_message(uncovered: int, trials: int, enqueue_ms: float) ->
     )
 
 
-def _warm_up(fn: Callable[[], object], opts: TimingOptions, sync: Callable[[], None]) -> int:
+def warm_up(fn: Callable[[], object], opts: TimingOptions, sync: Callable[[], None]) -> int:
     calls = 0
     start = time.perf_counter_ns()
     while calls < opts.warmup_calls or (time.perf_counter_ns() - start) / 1e6 < opts.warmup_ms:
@@ -293,7 +298,7 @@ def time_cpu(
     fn: Callable[[], object], opts: TimingOptions, hook: TrialHook | None = None
 ) -> TimingReport:
     """Wall-clock timing on the CPU (no cache flush); `hook` as for time_gpu."""
-    warmups = _warm_up(fn, opts, lambda: None)
+    warmups = warm_up(fn, opts, lambda: None)
     samples: list[float] = []
     loop_start = time.perf_counter_ns()
     while True:
@@ -343,35 +348,85 @@ def _persisting_l2_reset() -> Callable[[], int] | None:
     return lambda: int(fn())
 
 
-class Spinner:
-    """A device-side busy wait of a given length on the current stream (torch.cuda._sleep,
-    which spins for a number of SM clock cycles; calibrated once against CUDA events)."""
+# A spin on the device's %globaltimer (ns), the same kernel as the native worker's
+# kforge_spin (src/kforge/cuda/gpu_timer.cc): unlike torch.cuda._sleep, which counts SM
+# cycles and so depends on the clock the GPU runs at when it is calibrated (an H200 measured
+# 345 MHz idle and 1980 MHz busy: a spin calibrated idle ran 5.7 times short), it waits a
+# fixed time.
+_SPIN_PTX = b"""
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry kforge_spin(.param .u64 kforge_spin_ns)
+{
+  .reg .pred %p<2>;
+  .reg .b64 %rd<5>;
+  ld.param.u64 %rd1, [kforge_spin_ns];
+  mov.u64 %rd2, %globaltimer;
+$L_spin:
+  mov.u64 %rd3, %globaltimer;
+  sub.u64 %rd4, %rd3, %rd2;
+  setp.lt.u64 %p1, %rd4, %rd1;
+  @%p1 bra $L_spin;
+  ret;
+}
+"""
+
+
+class GlobalTimerSpin:
+    """Spins a given number of microseconds on a stream of the current (torch's) context;
+    loaded once per process and device (module load through the driver API)."""
+
+    _functions: ClassVar[dict[int, ctypes.c_void_p]] = {}
 
     def __init__(self, device: torch.device) -> None:
-        self._sleep: Callable[[int], None] | None = getattr(torch.cuda, "_sleep", None)
-        self.cycles_per_us = self._calibrate(device) if self._sleep is not None else 0.0
+        self._lib = ctypes.CDLL("libcuda.so.1")
+        key = _device_index(device)
+        if key not in self._functions:
+            torch.cuda.set_device(key)
+            torch.empty(0, device=device)  # torch binds its context lazily
+            module = ctypes.c_void_p()
+            self._check(self._lib.cuModuleLoadData(ctypes.byref(module), _SPIN_PTX + b"\0"))
+            fn = ctypes.c_void_p()
+            self._check(self._lib.cuModuleGetFunction(ctypes.byref(fn), module, b"kforge_spin"))
+            self._functions[key] = fn
+        self._fn = self._functions[key]
+
+    @staticmethod
+    def _check(result: int) -> None:
+        if result != 0:
+            raise RuntimeError(f"loading the spin kernel failed with CUresult {result}")
+
+    def spin(self, us: float, stream: torch.cuda.Stream) -> None:
+        if us <= 0:
+            return
+        ns = ctypes.c_uint64(int(us * 1e3))
+        params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.byref(ns), ctypes.c_void_p))
+        result = self._lib.cuLaunchKernel(
+            self._fn, 1, 1, 1, 1, 1, 1, 0, ctypes.c_void_p(stream.cuda_stream), params, None
+        )
+        self._check(result)
+
+
+class Spinner:
+    """A device-side busy wait of a given length on the current stream (GlobalTimerSpin: a
+    fixed time whatever clock the GPU runs at; torch.cuda._sleep, which counts SM cycles,
+    was used before and ran short when its calibration saw an idle GPU's clock)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        try:
+            self._spin: GlobalTimerSpin | None = GlobalTimerSpin(device)
+        except (OSError, RuntimeError, AttributeError):
+            self._spin = None
 
     @property
     def available(self) -> bool:
-        return self._sleep is not None and self.cycles_per_us > 0
-
-    def _calibrate(self, device: torch.device) -> float:
-        assert self._sleep is not None
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        rates = []
-        for _ in range(4):
-            torch.cuda.synchronize(device)
-            start.record()
-            self._sleep(SPIN_CALIBRATION_CYCLES)
-            end.record()
-            end.synchronize()
-            rates.append(SPIN_CALIBRATION_CYCLES / (start.elapsed_time(end) * 1e3))
-        return statistics.median(rates[1:])  # the first includes the kernel's first load
+        return self._spin is not None
 
     def spin(self, us: float) -> None:
-        if self._sleep is not None and us > 0:
-            self._sleep(max(1, int(us * self.cycles_per_us)))
+        if self._spin is not None and us > 0:
+            self._spin.spin(us, torch.cuda.current_stream(self.device))
 
 
 _FLUSHERS: dict[int, L2Flusher] = {}
@@ -478,11 +533,11 @@ def time_gpu(
     fixes the spin (and keeps it, whatever the trials show) instead of sizing it from the
     call's enqueue time: the judge's empty trials mirror a candidate's spin that way."""
     warnings: list[str] = []
-    warmups = _warm_up(fn, opts, lambda: torch.cuda.synchronize(device))
+    warmups = warm_up(fn, opts, lambda: torch.cuda.synchronize(device))
     target: Callable[[], object] = fn
     method = "cuda_event"
     if opts.cuda_graph:
-        graph = _capture_graph(fn, warnings)
+        graph = capture_graph(fn, warnings)
         if graph is not None:
             target = graph.replay
             method = "cuda_graph"
@@ -497,7 +552,7 @@ def time_gpu(
         warnings.append("could not reset the persisting L2 cache (cuCtxResetPersistingL2Cache)")
     if not runner.spinner.available:
         warnings.append(
-            "no device-side spin (torch.cuda._sleep) in this torch: the event time includes "
+            "no device-side spin (the driver refused its kernel): the event time includes "
             "the host's launch of the call"
         )
     events: list[float] = []
@@ -562,7 +617,7 @@ def stream_skew_message(sync_median: float, event_median: float) -> str:
     )
 
 
-def _capture_graph(fn: Callable[[], object], warnings: list[str]) -> torch.cuda.CUDAGraph | None:
+def capture_graph(fn: Callable[[], object], warnings: list[str]) -> torch.cuda.CUDAGraph | None:
     """Captures one call on a side stream; None (with a warning) if it cannot be captured."""
     try:
         side = torch.cuda.Stream()

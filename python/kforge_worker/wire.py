@@ -640,6 +640,23 @@ def _declared_size(declared: Any, key: str, limit: int) -> int:
     return size
 
 
+def send_fds(channel: StreamChannel, header: dict[str, Any], fds: list[int]) -> None:
+    """Sends `header`, then `fds` in one one-byte message (the caller keeps and closes them)."""
+    channel.send(header)
+    socket.send_fds(channel.socket, [b"R"], fds)
+
+
+def receive_fds(channel: StreamChannel, count: int) -> list[int]:
+    """The `count` descriptors that follow a frame sent with send_fds (the caller closes
+    them); a peer that sends another number of them breaks the protocol."""
+    data, fds, flags, _ = socket.recv_fds(channel.socket, 1, count)
+    if len(fds) != count or not data or flags & socket.MSG_CTRUNC:
+        for fd in fds:
+            os.close(fd)
+        raise ProtocolError(f"expected {count} descriptors, got {len(fds)}")
+    return list(fds)
+
+
 def _recv_one_fd(sock: socket.socket, what: str) -> int:
     """The one descriptor of a one-byte message (the caller closes it)."""
     data, got, flags, _ = socket.recv_fds(sock, 1, 1)

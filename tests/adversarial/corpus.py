@@ -115,9 +115,15 @@ class Case:
     what: str  # the exploit (or the honest pattern), in one line
     body: dict[str, Any]  # the /compare request
     expect: tuple[str, ...] = ()  # honesty codes that also count as caught
-    device: str = "any"  # any | gpu
+    device: str = "any"  # any | gpu | cpu
     timed: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # Honesty codes a control may carry (each a documented limit of a check, named there).
+    tolerate: tuple[str, ...] = ()
+    # must_catch: also caught when its speedup is at most this (it does the reference's work:
+    # a lie the judge's clock absorbed leaves no gain); must_pass: the speedup must lie here.
+    max_speedup: float | None = None
+    speedup_range: tuple[float, float] | None = None
 
 
 def _compare(candidate: dict[str, Any], ref: str = REF_SOURCE, **options: Any) -> dict[str, Any]:
@@ -426,7 +432,10 @@ CASES: list[Case] = [
             measure_performance=True,
             timing=TIMING,
         ),
-        expect=("timing_consistent_with_wall_clock",),
+        # The judge's clock (judged.py): on a GPU the forged claim is refused, on the cpu the
+        # claim is not what is reported, so the 20 ms of sleep stay in the time.
+        expect=("timing_consistent_with_judge_clock",),
+        max_speedup=0.5,
         timed=True,
     ),
     Case(
@@ -466,7 +475,9 @@ CASES: list[Case] = [
             measure_performance=True,
             timing=TIMING,
         ),
-        expect=("launch_stream_only", "timing_consistent_with_wall_clock"),
+        # Its outputs are not complete when its launch stream reaches the judge's `done`: the
+        # judge counts the poison left in them (timed_runs_verified).
+        expect=("timed_runs_verified", "timing_consistent_with_judge_clock"),
         device="gpu",
         timed=True,
     ),
@@ -485,10 +496,8 @@ CASES: list[Case] = [
             measure_performance=True,
             timing=TIMING,
         ),
-        # A forged event time disagrees with the device-synchronised clock of the same trials
-        # (launch_stream_only); the judge's wall clock catches it only where the kernel takes
-        # longer than its allowance (0.2 ms + half the trial), which this small one does not.
-        expect=("timing_consistent_with_wall_clock", "launch_stream_only"),
+        # The judge's events around each trial see the matmul's milliseconds.
+        expect=("timing_consistent_with_judge_clock",),
         device="gpu",
         timed=True,
     ),
@@ -567,6 +576,11 @@ CASES: list[Case] = [
         ),
         device="gpu",
         timed=True,
+        # On an H200 the judge's bracket of this call held ~1.4 ms more than its events (a
+        # second stream in the candidate's context delays the switch back to the judge): the
+        # judge reports its own view and flags the claim (docs/security.md, "What the judge's
+        # clock cannot see").
+        tolerate=("timing_consistent_with_judge_clock",),
     ),
 ]
 
@@ -649,11 +663,27 @@ def verdict(case: Case, result: dict[str, Any]) -> tuple[bool, str]:
         hit = sorted(honesty & set(case.expect))
         if hit:
             return True, "flagged: " + ", ".join(hit)
-        return False, f"NOT CAUGHT (correct, flags {sorted(honesty) or 'none'})"
+        speedup = result.get("speedup")
+        if case.max_speedup is not None and (speedup is None or speedup <= case.max_speedup):
+            return True, f"no gain: speedup {speedup if speedup is None else round(speedup, 3)}"
+        return False, f"NOT CAUGHT (correct, flags {sorted(honesty) or 'none'}, speedup {speedup})"
     if result.get("correctness") is not True:
         why = result.get("validation_error") or result.get("runtime_error") or ""
         return False, f"rejected an honest kernel: {result.get('error_kind')}: {why[:300]}"
-    unexpected = sorted(honesty - {"speedup_plausible"})
+    unexpected = sorted(honesty - {"speedup_plausible", *case.tolerate})
     if unexpected:
         return False, f"flagged an honest kernel: {unexpected}"
+    if case.speedup_range is not None:
+        low, high = case.speedup_range
+        speedup = result.get("speedup")
+        if speedup is None or not low <= speedup <= high:
+            return False, f"an honest kernel's speedup {speedup} is outside [{low}, {high}]"
+        return True, f"passed clean (speedup {speedup:.3f})"
     return True, "passed clean"
+
+
+# The clock, cache and check-patching families (issue 37).
+from adversarial.timing_families import CASES as _TIMING_CASES  # noqa: E402
+from adversarial.timing_families import CONTROLS as _TIMING_CONTROLS  # noqa: E402
+
+CASES += _TIMING_CASES + _TIMING_CONTROLS

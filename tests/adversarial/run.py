@@ -46,7 +46,7 @@ def main() -> int:
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     gpu = args.device != "cpu"
-    cases = [c for c in CASES if c.device == "any" or gpu]
+    cases = [c for c in CASES if c.device == "any" or c.device == ("gpu" if gpu else "cpu")]
     server = KforgeServer(devices=args.device).start()
     rows = []
     try:

@@ -10,7 +10,7 @@ from adversarial.corpus import CASES, Case, verdict
 from integration.kforge_server import KforgeServer, device_under_test
 
 DEVICE = device_under_test()
-RUNNABLE = [c for c in CASES if c.device == "any" or DEVICE != "cpu"]
+RUNNABLE = [c for c in CASES if c.device in ("any", "cpu" if DEVICE == "cpu" else "gpu")]
 
 
 @pytest.fixture(scope="module")

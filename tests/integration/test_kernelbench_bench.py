@@ -101,7 +101,7 @@ def test_bench_runs_on_cpu_and_every_problem_is_correct(tmp_path: Path) -> None:
         ), o
         assert o["inputs_device"] == "cpu"
         assert o["speedup"] > 0, o  # its value is timing: not asserted
-        assert o["timing_error"] is None and o["timing_input_sets"] == 2, o
+        assert o["timing_error"] is None, o
     text = proc.stdout
     assert "kforge all (first submit->last)" in text and "process/problem all" in text
     assert "throughput kforge / process-per-problem" in text
@@ -132,7 +132,7 @@ def test_bench_splits_into_runs_extrapolates_a_baseline_sample_and_names_bad_fla
     # from before `timing_error` was kept (no candidate trials) and exits non-zero.
     older = json.loads(mine.read_text())
     for o in older["kforge"]:
-        del o["timing_error"], o["timing_input_sets"]
+        del o["timing_error"]
     del older["kforge"][0]["trials"]["candidate"]
     (tmp_path / "older.json").write_text(json.dumps(older))
     proc = run_bench("--merge", str(tmp_path / "older.json"))

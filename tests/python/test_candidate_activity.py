@@ -22,10 +22,11 @@ from kforge_worker.activity import (
     pass_from_wire,
     pass_to_wire,
 )
-from kforge_worker.evaluate import _candidate_activity, _trusted_spin_us, _withhold_speedup
-from kforge_worker.link import TimedReply
+from kforge_worker.evaluate import _candidate_activity, _withhold_speedup
+from kforge_worker.judged import JudgedRun
 from kforge_worker.results import JobResult
-from kforge_worker.timing import SPIN_FLOOR_US, compute_stats, spin_us_for
+from kforge_worker.timed import CandidateTiming
+from kforge_worker.timing import compute_stats
 
 LAUNCH = 7
 SIDE = 13
@@ -48,10 +49,12 @@ def stats(median=0.011, spin_us=40.0):
     return dataclasses.replace(base, spin_us=spin_us, enqueue_ms=0.02)
 
 
-def judged(wire, *, median=0.011, triton_launches=1, launch_not_hidden="", stream_skew=""):
+def judged(wire, *, median=0.011, triton_launches=1, launch_not_hidden=""):
     result = JobResult()
-    reply = TimedReply(activity=wire, launch_not_hidden=launch_not_hidden, stream_skew=stream_skew)
-    _candidate_activity(result, reply, stats(median), triton_launches)
+    timed = CandidateTiming(
+        stats(median), JudgedRun(activity=wire), median, launch_not_hidden=launch_not_hidden
+    )
+    _candidate_activity(result, timed, stats(median), triton_launches)
     return result
 
 
@@ -253,19 +256,3 @@ def test_a_profiler_that_could_not_run_leaves_the_timing_alone():
 def test_the_loops_flags_lead_the_candidates_timing_flags():
     result = judged(pass_to_wire(honest_pass()), launch_not_hidden="launch not hidden: x")
     assert [f["code"] for f in result.timing_flags] == ["launch_not_hidden"]
-
-
-# -- the spin the judge mirrors in its empty trials ----------------------------------------
-
-
-def test_the_trusted_spin_is_bounded_by_the_fastest_correctness_call():
-    # A 40 us spin for a call whose fastest round trip was 0.5 ms: accepted as claimed.
-    assert _trusted_spin_us(stats(spin_us=40.0), [3.0, 0.5, 0.9]) == 40.0
-    # A 20 ms spin claimed for the same call: no more than twice what 0.5 ms would need.
-    assert _trusted_spin_us(stats(spin_us=20_000.0), [3.0, 0.5]) == pytest.approx(
-        2 * spin_us_for(0.5)
-    )
-    # No correctness call seen (not a real pipeline) or no spin claimed.
-    assert _trusted_spin_us(stats(spin_us=5_000.0), []) == 2 * SPIN_FLOOR_US
-    assert _trusted_spin_us(stats(spin_us=None), [0.5]) == 0.0
-    assert _trusted_spin_us(stats(spin_us=-3.0), [0.5]) == 0.0

@@ -15,7 +15,7 @@ import worker_kernels as K
 from worker_jobs import FAST_TIMING, make_job, run
 
 from kforge_worker.devinfo import parse_device
-from kforge_worker.evaluate import TIMING_INPUT_SETS, run_job
+from kforge_worker.evaluate import run_job
 from kforge_worker.spec import parse_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,7 +139,9 @@ def test_a_compare_and_an_evaluate_through_the_arena(tmp_path, monkeypatch):
     assert compared["runtime"] > 0 and checks(compared)["timed_runs_verified"]["passed"]
     evaluated = run(make_job(kernel, tmp_path=tmp_path / "e", measure_performance=True))
     assert evaluated["correctness"], evaluated.get("validation_error")
-    assert placed and all(placed)  # the judge's large tensors all went through its arena
+    # The inputs and declared outputs live in the trial regions (regions.py); whatever large
+    # tensor still crossed the socket went through the arena.
+    assert all(placed)
 
 
 def test_a_job_without_torch_models_says_nothing_of_where_models_were_built(tmp_path):
@@ -159,12 +161,40 @@ def test_unwritten_output_fails_evaluate(tmp_path):
 
 
 @pytest.mark.parametrize("with_reference", [True, False])
-def test_input_mutating_kernel_fails(tmp_path, with_reference):
+def test_input_mutating_kernel_faults_on_its_read_only_inputs(tmp_path, with_reference):
+    # The inputs are the judge's memory, mapped read-only in the candidate process
+    # (regions.py): the write faults there, whatever the candidate's harness would claim.
     ref = K.torch_add_reference() if with_reference else None
+    result = run(make_job(K.triton_vadd(K.VADD_MUTATES), ref, tmp_path=tmp_path))
+    assert not result["correctness"] and result["error_kind"] == "crash", result
+    assert "SIGSEGV" in result["runtime_error"]
+    assert "mapped read-only" in result["runtime_error"]
+
+
+def _without_regions(monkeypatch):
+    """No trial regions can be made (a GPU that cannot export memory): calls go through the
+    wire, and the candidate process compares the inputs itself."""
+    import kforge_worker.link as link
+    from kforge_worker.regions import RegionError
+
+    def refuse(*_args, **_kwargs):
+        raise RegionError("refused for the test")
+
+    monkeypatch.setattr(link, "JudgeRegions", refuse)
+
+
+def test_without_regions_the_candidate_process_checks_its_inputs(tmp_path, monkeypatch):
+    _without_regions(monkeypatch)
+    ref = K.torch_add_reference()
     result = run(make_job(K.triton_vadd(K.VADD_MUTATES), ref, tmp_path=tmp_path))
     assert not result["correctness"] and result["error_kind"] == "mismatch"
     assert "modified its input 'x'" in result["validation_error"]
     assert checks(result)["inputs_unchanged"]["passed"] is False
+    job = make_job(K.triton_vadd(), ref, tmp_path=tmp_path / "t", measure_performance=True)
+    timed = run(job)
+    # The timing needs the regions (fresh inputs the candidate cannot write).
+    assert timed["error_kind"] == "worker" and timed["runtime"] <= 0
+    assert "refused for the test" in timed["runtime_error"]
 
 
 def _digests_only(monkeypatch):
@@ -177,6 +207,7 @@ def _digests_only(monkeypatch):
 
 
 def test_without_room_for_copies_the_candidate_compares_digests(tmp_path, monkeypatch):
+    _without_regions(monkeypatch)
     _digests_only(monkeypatch)
     ref = K.torch_add_reference()
     bad = run(make_job(K.triton_vadd(K.VADD_MUTATES), ref, tmp_path=tmp_path / "bad"))
@@ -222,35 +253,20 @@ KB_CANDIDATE_MUTATES_WHEN_TIMED = K.KB_CANDIDATE.replace(
 )
 
 
-@pytest.mark.parametrize("no_room", [False, True])
-def test_timed_on_one_set_read_only_inputs_are_checked_by_digest(tmp_path, monkeypatch, no_room):
-    # One timing set (what a GPU without room for two gets): a read-only input is not copied
-    # before each trial but compared by digest before the first timed trial and after the
-    # last, with or without room for copies elsewhere in the candidate process.
-    import kforge_worker.evaluate as evaluate
-
-    if no_room:
-        _digests_only(monkeypatch)
-    monkeypatch.setattr(evaluate, "TIMING_INPUT_SETS", 1)
-    ref = K.torch_kernel(K.KB_REFERENCE)
-    good = run(
-        make_job(
-            K.torch_kernel(K.KB_CANDIDATE), ref, tmp_path=tmp_path / "g", measure_performance=True
-        )
-    )
-    assert good["correctness"], good.get("validation_error")
-    assert good["runtime"] > 0
+def test_a_kernel_that_writes_its_input_while_timed_faults(tmp_path):
+    # Honest in the correctness trials, it writes its input (and takes the change back)
+    # from then on: the timed trials' inputs are read-only too.
     assert KB_CANDIDATE_MUTATES_WHEN_TIMED != K.KB_CANDIDATE
     bad = run(
         make_job(
             K.torch_kernel(KB_CANDIDATE_MUTATES_WHEN_TIMED),
-            ref,
-            tmp_path=tmp_path / "b",
+            K.torch_kernel(K.KB_REFERENCE),
+            tmp_path=tmp_path,
             measure_performance=True,
         )
     )
-    assert bad["error_kind"] == "runtime" and bad["runtime"] <= 0, bad.get("validation_error")
-    assert "changed its input 'arg0' while being timed" in bad["runtime_error"]
+    assert bad["error_kind"] == "crash" and bad["runtime"] <= 0, bad
+    assert "mapped read-only" in bad["runtime_error"]
 
 
 def _kb_candidate_out_of_memory_when_timed(times: int) -> str:
@@ -265,60 +281,12 @@ def _kb_candidate_out_of_memory_when_timed(times: int) -> str:
     )
 
 
-def test_out_of_memory_while_timed_times_again(tmp_path, monkeypatch):
-    import kforge_worker.evaluate as evaluate
-
-    def timed(times: int, name: str) -> dict:
-        kernel = K.torch_kernel(_kb_candidate_out_of_memory_when_timed(times))
-        ref = K.torch_kernel(K.KB_REFERENCE)
-        return run(make_job(kernel, ref, tmp_path=tmp_path / name, measure_performance=True))
-
-    once = timed(1, "once")
-    assert once["correctness"] and once["runtime"] > 0, once.get("runtime_error")
-    assert once["metadata"]["timing_input_sets"] == 1
-    assert any("ran out of device memory while being timed" in w for w in once["warnings"])
-    # Out of memory again on the one set: a runtime error, no third try.
-    always = timed(10_000, "always")
-    assert always["error_kind"] == "runtime" and always["runtime"] <= 0
-    assert "CUDA out of memory" in always["runtime_error"]
-    # On one set from the start (what a GPU without room for two gets): once more after both
-    # processes gave back their caches.
-    monkeypatch.setattr(evaluate, "TIMING_INPUT_SETS", 1)
-    one = timed(1, "one")
-    assert one["correctness"] and one["runtime"] > 0, one.get("runtime_error")
-    assert any("timed again after both processes" in w for w in one["warnings"])
-
-
-def test_timing_rotation_copies_only_what_changes_between_trials():
-    from kforge_worker.binding import timing_rotation
-
-    slots = [{"role": "input"}, {"role": "inout"}, {"role": "output"}, {"role": "input"}]
-    values = [torch.zeros(2), torch.zeros(2), torch.zeros(2), 3]  # the last is not a tensor
-    assert timing_rotation(slots, values, 2) == ([0, 1], [])
-    assert timing_rotation(slots, values, 1) == ([1], [0])
-
-
-def test_the_judges_empty_trial_copies_the_same_bytes_through_a_bounded_buffer(monkeypatch):
-    import kforge_worker.evaluate as evaluate
-
-    monkeypatch.setattr(evaluate, "MIRROR_CHUNK_BYTES", 64)
-    copied: list[int] = []
-    original = torch.Tensor.copy_
-
-    def counting(self, src, *args, **kwargs):
-        copied.append(src.numel() * src.element_size())
-        return original(self, src, *args, **kwargs)
-
-    mirror = evaluate._CopyMirror()
-    x = torch.randn(100)  # 400 bytes: chunks of 64
-    strided = torch.randn(8, 6).t()
-    monkeypatch.setattr(torch.Tensor, "copy_", counting)
-    mirror.copy(x)
-    mirror.copy(strided)
-    mirror.copy(torch.empty(0))
-    assert sum(copied[:-1]) == 400 and max(copied[:-1]) == 64
-    assert copied[-1] == strided.numel() * 4
-    assert mirror._flat is not None and mirror._flat.numel() == 64
+def test_out_of_memory_while_timed_is_the_kernels_runtime_error(tmp_path):
+    kernel = K.torch_kernel(_kb_candidate_out_of_memory_when_timed(10_000))
+    ref = K.torch_kernel(K.KB_REFERENCE)
+    result = run(make_job(kernel, ref, tmp_path=tmp_path, measure_performance=True))
+    assert result["error_kind"] == "runtime" and result["runtime"] <= 0, result
+    assert "CUDA out of memory" in result["runtime_error"]
 
 
 def test_inout_arguments_may_be_modified(tmp_path):
@@ -545,8 +513,10 @@ def test_kernelbench_inputs_are_made_once_per_trial_and_once_for_timing(tmp_path
     result = run(job)
     assert result["correctness"], result.get("validation_error")
     assert result["runtime_stats"]["trials"] >= 3
-    # 3 correctness trials + the timing input sets, however many timed trials ran.
-    assert calls.read_text().count("call") == 3 + TIMING_INPUT_SETS
+    # 3 correctness trials, the reference's timing set, and fresh inputs for every timed
+    # trial of the candidate.
+    trials = result["runtime_stats"]["trials"]
+    assert calls.read_text().count("call") == 3 + 1 + trials
     assert result["metadata"]["get_inputs_device"] == "cpu"
     assert "get_inputs_fallback" not in result["metadata"]
 
@@ -622,17 +592,3 @@ def test_a_failed_check_of_a_timed_trial_stops_the_timing(tmp_path):
     result = run(job)
     assert not result["correctness"] and not checks(result)["timed_runs_verified"]["passed"]
     assert result["phases_ms"]["timing"] < 4000, result["phases_ms"]  # 400 trials: over 8 s
-
-
-def test_the_timing_phase_counts_inputs_and_outputs_of_both_processes():
-    from kforge_worker.evaluate import timing_device_bytes
-
-    gb = 1 << 30
-    # Judge: 2 sets, 2 expected outputs, the reference's timed copy, the sets in its arena, a
-    # verified trial's outputs; candidate: 2 sets, a pristine copy, 3 outputs.
-    assert timing_device_bytes(2, gb, 0) == 8 * gb
-    assert timing_device_bytes(2, 0, gb) == 6 * gb
-    # KernelBench 19_ReLU (6.44 GB in and out): two sets need ~90 GB, more than an H100 has;
-    # one set ~64 GB.
-    relu = 6_442_450_944
-    assert timing_device_bytes(2, relu, relu) > 80 * gb > timing_device_bytes(1, relu, relu)

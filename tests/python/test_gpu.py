@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 import worker_kernels as K
 from fake_supervisor import FakeSupervisor
 from worker_jobs import SERVER_DEFAULTS, make_job, run_python_compiled
@@ -79,7 +78,9 @@ def test_vadd_compare_on_gpu(tmp_path):
     assert result["correctness"], result
     stats = result["runtime_stats"]
     assert stats["method"] == "cuda_event" and stats["l2_flush"] is True
-    assert stats["device_sync_median"] is not None
+    # The judge's own clock bounded the claim (judged.py).
+    clock = result["metadata"]["judge_clock"]
+    assert 0.05 < clock["null_ms"] < 2.0 and clock["judged_median_ms"] < 1.0, clock
     meta = result["metadata"]
     assert meta["gpu_type"] and meta["gpu_id"] == 0 and meta["cuda_version"]
     print(
@@ -93,10 +94,17 @@ def test_vadd_compare_on_gpu(tmp_path):
 
 
 def test_wrong_and_partial_kernels_fail_on_gpu(tmp_path):
-    for source in (K.VADD_WRONG, K.VADD_PARTIAL, K.VADD_MUTATES):
+    for source in (K.VADD_WRONG, K.VADD_PARTIAL):
         job = make_job(K.triton_vadd(source, n=4096), K.torch_add_reference(), tmp_path=tmp_path)
         result = run_job_gpu(job, tmp_path)
         assert result["error_kind"] == "mismatch", (source, result)
+    # Its input is the judge's memory, mapped read-only (regions.py): the write faults.
+    job = make_job(
+        K.triton_vadd(K.VADD_MUTATES, n=4096), K.torch_add_reference(), tmp_path=tmp_path
+    )
+    result = run_job_gpu(job, tmp_path)
+    assert result["error_kind"] in ("runtime", "crash") and not result["correctness"], result
+    assert "mapped read-only" in (result.get("runtime_error") or ""), result
 
 
 def test_triton_compile_error_at_first_launch(tmp_path):
@@ -106,7 +114,7 @@ def test_triton_compile_error_at_first_launch(tmp_path):
     assert "no_such_function" in result["compilation_error"]
 
 
-def test_side_stream_work_is_flagged(tmp_path):
+def test_work_left_on_a_side_stream_fails_the_timed_trials(tmp_path):
     n = 1 << 24
     job = make_job(
         K.triton_wrapper(STREAM_INJECTION, n=n),
@@ -117,10 +125,12 @@ def test_side_stream_work_is_flagged(tmp_path):
     )
     job["num_correct_trials"] = 1
     result = run_job_gpu(job, tmp_path)
-    assert result["correctness"], result
+    # Its outputs are written on a stream its call never joins: when its launch stream says
+    # `done`, the judge finds poison left in them (or, where the side stream happened to
+    # finish first, its outputs are right and it is timed as it is).
     checks = {c["name"]: c for c in result["checks"]}
-    assert checks["launch_stream_only"]["passed"] is False, result["runtime_stats"]
-    assert any("outside the launch stream" in w for w in result["warnings"])
+    if not result["correctness"]:
+        assert checks["timed_runs_verified"]["passed"] is False, result
 
 
 def test_cuda_graph_timing(tmp_path):
@@ -288,7 +298,7 @@ def test_kernel_activity_of_a_triton_vadd_compare(tmp_path):
     assert result["ref_kernel_activity"]["source"].startswith("torch.profiler")
     checks = {c["name"]: c for c in result["checks"]}
     assert checks["kernel_activity_consistent"]["passed"], checks
-    assert checks["timing_consistent_with_wall_clock"]["passed"], result["metadata"]
+    assert checks["timing_consistent_with_judge_clock"]["passed"], result["metadata"]
     assert [k["name"] for k in result["kernels"]] == ["add_kernel"]
     assert not any("reduce" in k["name"] or "spin" in k["name"] for k in result["ref_kernels"])
     print(
@@ -297,7 +307,9 @@ def test_kernel_activity_of_a_triton_vadd_compare(tmp_path):
     )
 
 
-def test_side_stream_kernels_are_in_the_activity(tmp_path):
+def test_side_stream_kernels_fail_the_timed_trials_when_not_joined(tmp_path):
+    # 30 adds on a stream the call never joins: its outputs are not complete when its launch
+    # stream says `done` (the poison check, or a verified trial's comparison, catches it).
     n = 1 << 22
     job = make_job(
         K.triton_wrapper(STREAM_INJECTION, n=n),
@@ -308,9 +320,9 @@ def test_side_stream_kernels_are_in_the_activity(tmp_path):
     )
     job["num_correct_trials"] = 1
     result = run_job_gpu(job, tmp_path)
-    assert result["correctness"], result
-    assert "other_streams" in activity_codes(result), result["timing_flags"]
-    assert len(result["kernels"]) == 30
+    assert not result["correctness"], result
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["timed_runs_verified"]["passed"] is False, result
 
 
 def test_a_candidate_without_kernels_is_flagged(tmp_path):
@@ -500,25 +512,6 @@ def test_other_weights_still_fail_with_models_on_the_gpu(tmp_path):
     result = run_job_gpu(job, tmp_path)
     assert not result["correctness"], result
     assert result["metadata"]["model_device"] == "cuda:0"
-
-
-def test_timing_takes_one_input_set_when_two_do_not_fit(monkeypatch):
-    from kforge_worker import evaluate
-    from kforge_worker.inputs import BoundArg, InputSet
-    from kforge_worker.results import JobResult
-
-    gpu = torch.device("cuda:0")
-    first = InputSet(args=(BoundArg("x", torch.empty(4 << 20, device=gpu)),), from_io=False)
-    result = JobResult()
-    assert evaluate._timing_set_count(first, gpu, result) == evaluate.TIMING_INPUT_SETS
-    assert "timing_input_sets" not in result.metadata
-    # 16 MiB of input, 8 MiB free: the sets and their copies cannot all be on the GPU.
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 << 20, 80 << 30))
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
-    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
-    assert evaluate._timing_set_count(first, gpu, result) == 1
-    assert result.metadata["timing_input_sets"] == 1
-    assert any(w.startswith("timed on one input set") for w in result.warnings)
 
 
 FUSED_COMPARE = """

@@ -44,8 +44,9 @@ def test_passing_job(zygote, tmp_path):
     assert box["setsid"] and box["parent_death_signal"] and box["limits"]["core"] == 0
     assert os.getsid(child.pid) == child.pid  # its own session, so a group kill takes it all
     fds = set(os.listdir(f"/proc/{child.pid}/fd"))
-    # stdio, the protocol socket and the link to its candidate process
-    assert {"0", "1", "2"} <= fds and len(fds) == 5, fds
+    # stdio, the protocol socket, the links to its candidate process and to its echo
+    # (judged.py: the judge's empty trials on the cpu)
+    assert {"0", "1", "2"} <= fds and len(fds) == 6, fds
     assert ready["sandbox"]["judge"]["jailed"] is False  # this fake supervisor never jails
     assert ready["candidate"]["warmup_ms"] > 0
 
@@ -215,7 +216,6 @@ def test_children_of_a_batch_reuse_the_reference_through_the_protocol(zygote, tm
     assert again["correctness"], again
     assert again["reference_reuse"]["reused"] == {
         "correctness_trials": 3,
-        "timing_outputs": True,
         "reference_timing": True,
     }
     assert again["ref_runtime_stats"] == result["ref_runtime_stats"]

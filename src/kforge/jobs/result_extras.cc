@@ -17,12 +17,12 @@ std::optional<double> median_of(const Json& result, const char* stats_key) {
   return m->get<double>();
 }
 
-// True when the judge's wall-clock check contradicted the candidate's claimed timing.
+// True when the judge's clock contradicted the candidate's claimed timing.
 bool timing_contradicted(const Json& result) {
   auto checks = result.find("checks");
   if (checks == result.end() || !checks->is_array()) return false;
   for (const auto& c : *checks) {
-    if (c.is_object() && c.value("name", "") == "timing_consistent_with_wall_clock" &&
+    if (c.is_object() && c.value("name", "") == "timing_consistent_with_judge_clock" &&
         !c.value("passed", true)) {
       return true;
     }
@@ -35,8 +35,8 @@ Json roofline_for(const Json& result, const ResultExtrasContext& c, const model:
   if (!c.on_gpu) return roofline_not_measured("not measured on cpu");
   if (std::string_view(stats_key) == "runtime_stats" && timing_contradicted(result)) {
     return roofline_not_measured(
-        "the kernel's timing failed the judge's wall-clock check "
-        "(timing_consistent_with_wall_clock): no roofline from it");
+        "the kernel's timing failed the judge's clock check "
+        "(timing_consistent_with_judge_clock): no roofline from it");
   }
   if (!c.peaks.is_object()) {
     return roofline_not_measured("the device's peaks are not measured: " + c.peaks_error);

@@ -140,10 +140,10 @@ TEST(ResultExtrasTest, NoRooflineFromATimingTheWallClockContradicts) {
   Json result = {{"correctness", true},
                  {"runtime_stats", {{"median", 0.0001}}},
                  {"ref_runtime_stats", {{"median", 0.01}}},
-                 {"checks", {{{"name", "timing_consistent_with_wall_clock"}, {"passed", false}}}}};
+                 {"checks", {{{"name", "timing_consistent_with_judge_clock"}, {"passed", false}}}}};
   add_result_extras(result, {&request, true, kPeaks, "", false, ""});
   EXPECT_FALSE(result["roofline"]["measured"]);
-  EXPECT_NE(result["roofline"]["reason"].get<std::string>().find("wall-clock check"),
+  EXPECT_NE(result["roofline"]["reason"].get<std::string>().find("judge's clock check"),
             std::string::npos);
   EXPECT_TRUE(result["ref_roofline"]["measured"]);  // the judge timed the reference itself
 }

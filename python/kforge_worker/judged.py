@@ -1,0 +1,595 @@
+"""Judged trials: every timed call of the candidate is bracketed by the judge's own clock.
+
+The candidate process measures its call (its claim: CUDA events, or perf_counter on the cpu),
+but it runs the candidate's code, so whatever it reports can be forged. Each timed trial is
+therefore also measured by the judge, in its own process, around the candidate's work
+(docs/architecture.md "Judged timing"):
+
+GPU. Two words of device memory both processes map (devmem.py): `go`, which the judge writes
+and the candidate may only read, and `done`, which the candidate writes. For trial n:
+
+    judge's stream:      prepare(n) | spin | E_start | go := n | wait done >= n | E_end | after(n)
+    candidate's stream:  wait go >= n | e1 | call | e2 | copy returned outputs | done := n
+
+`prepare` writes the trial's fresh inputs into the shared regions (regions.py), poisons the
+outputs and flushes L2; `after` checks the outputs while the judge's context still holds the
+GPU. The judge enqueues its part first, then sends `go {n}`; the candidate enqueues its part
+and answers `enqueued`; the spin covers that round trip, so the candidate's launch is hidden
+as in the rest of the timing protocol (timing.py). The device orders the two streams through
+the words, so the judge's E_start..E_end bracket holds exactly: the switch to the candidate's
+context and back, the candidate's events, its call, the copy of what it returned. Contexts of
+two processes never run at once on a GPU (they are time-sliced), so work the candidate leaves
+running past `done` runs after the judge's `after(n)` has read the outputs: it cannot help
+that trial. The bracket less the judge's measurement of an empty trial (`null_ms`, measured at
+warm-up while the candidate process has not loaded any user code) bounds the claim.
+
+CPU. The judge's wall clock: it writes the fresh inputs and poisons the outputs, sends `go`,
+and stops its clock at the candidate's `done`; an echo process of the judge's own (forked
+before any job, it never runs user code) answers the same messages with an empty call, one
+such null trial per trial, and the median of those is the null.
+
+What the candidate sends back (`enqueued`, `done`, `timed`) is checked for shape and bounds;
+its claims are only ever compared with the judge's own numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kforge_worker import devmem
+from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.spec import TimingOptions
+from kforge_worker.timing import (
+    MAX_SPIN_GROWTHS,
+    SPIN_CAP_US,
+    GlobalTimerSpin,
+    flusher_for,
+    next_spin_us,
+    spin_us_for,
+    stop_reason,
+)
+
+# Null trials the judge runs at warm-up (GPU), or per timed trial (cpu, through its echo).
+NULL_TRIALS = 21
+# A claim may sit below the judge's view of the same trials (bracket less null, less the
+# copy of returned outputs) by this fraction of that view, or by this many ms, whichever is
+# larger, before the claim is refused (measured on an H200: bracket less null within 0.1 %
+# of an honest claim at 2.7 ms, within 3-7 us below 50 us, docs/benchmarks.md).
+ALLOWANCE_FRACTION = 0.03
+ALLOWANCE_MS = 0.010
+# The judge's spin before the first trial: covers one host round trip and an enqueue.
+FIRST_SPIN_US = 200.0
+MAX_CLAIMS = 10_000  # claims one `enqueued`/`timed` message may carry
+
+
+class TrialsFailed(Exception):
+    """The candidate's call failed in a timed trial (kind and message from its process)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass
+class JudgedTrial:
+    index: int
+    bracket_ms: float  # the judge's measurement of the trial (bracket, or wall clock on cpu)
+    claim_ms: float | None = None  # what the candidate process reported for it
+    hidden: bool = True  # the candidate had enqueued its call before the device reached it
+
+
+@dataclass
+class JudgedRun:
+    trials: list[JudgedTrial] = field(default_factory=list)
+    stop_reason: str = ""
+    null_ms: float = 0.0  # the judge's empty trial (warm-up on GPU, echo on cpu)
+    spin_us: float = 0.0
+    enqueue_ms: float = 0.0  # judge-observed median of `go` -> `enqueued`
+    warmup_calls: int = 0
+    warnings: list[str] = field(default_factory=list)
+    activity: Any = None  # the candidate's profiled pass as it sent it (activity.py reads it)
+
+    @property
+    def unhidden(self) -> int:
+        return sum(1 for t in self.trials if not t.hidden)
+
+
+# -- the GPU clock: two words and the stream operations on them --------------------------
+
+
+class JudgeClock:
+    """The judge's side of the GPU clock: the `go` and `done` words (one exportable
+    allocation each), its events, its spin."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.go = devmem.allocate(device, 1)
+        self.done = devmem.allocate(device, 1)
+        self.go.view[:4].zero_()
+        self.done.view[:4].zero_()
+        torch.cuda.synchronize(device)
+        self.spinner = GlobalTimerSpin(device)
+        self.next = 1  # the next trial number (both words only ever grow)
+        self.null_ms: float | None = None
+        self.null_samples: list[float] = []
+        self.rtt_ms = 0.0  # median `go` -> `enqueued` of the empty trials
+
+    def descriptors(self) -> list[int]:
+        return [self.go.export(), self.done.export()]
+
+    def sizes(self) -> list[int]:
+        return [self.go.size, self.done.size]
+
+    def enqueue(
+        self, n: int, spin_us: float, prepare: Callable[[], None], after: Callable[[], None]
+    ) -> tuple[torch.cuda.Event, torch.cuda.Event]:
+        """Trial n's part on the judge's current stream (module docstring)."""
+        stream = torch.cuda.current_stream(self.device)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        prepare()
+        self.spinner.spin(spin_us, stream)
+        start.record(stream)
+        devmem.stream_write_u32(stream.cuda_stream, self.go.ptr, n)
+        devmem.stream_wait_u32(stream.cuda_stream, self.done.ptr, n)
+        end.record(stream)
+        after()
+        return start, end
+
+    def unblock(self, n: int) -> None:
+        """Releases the judge's stream from its wait for trial n (the candidate failed and will
+        never write `done`): `done` is written from a side stream of this context."""
+        side = torch.cuda.Stream(self.device)
+        devmem.stream_write_u32(side.cuda_stream, self.done.ptr, n)
+        side.synchronize()
+
+
+class CandidateClock:
+    """The candidate's side: `go` mapped read-only, `done` read-write."""
+
+    def __init__(self, device: torch.device, fds: list[int], sizes: list[int]) -> None:
+        if len(fds) != 2 or len(sizes) != 2:
+            raise ProtocolError("a clock needs two words")
+        try:
+            self.go = devmem.import_fd(device, fds[0], int(sizes[0]), writable=False)
+            self.done = devmem.import_fd(device, fds[1], int(sizes[1]), writable=True)
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.device = device
+
+    def gate(self, n: int) -> None:
+        stream = torch.cuda.current_stream(self.device)
+        devmem.stream_wait_u32(stream.cuda_stream, self.go.ptr, n)
+
+    def release(self, n: int) -> None:
+        stream = torch.cuda.current_stream(self.device)
+        devmem.stream_write_u32(stream.cuda_stream, self.done.ptr, n)
+
+
+# -- the candidate's side of a timed run ---------------------------------------------------
+
+
+class CandidateTrials:
+    """Runs the judge's trials in the candidate process: `call` (None for a null trial) and
+    `copy_out` (the returned outputs into their places) per `go`, until `end`."""
+
+    def __init__(
+        self,
+        channel: StreamChannel,
+        device: torch.device,
+        clock: CandidateClock | None,
+        call: Callable[[], object] | None,
+        copy_out: Callable[[object], None],
+    ) -> None:
+        self.channel = channel
+        self.device = device
+        self.clock = clock
+        self.call = call
+        self.copy_out = copy_out
+        self._pending: dict[int, tuple[torch.cuda.Event, torch.cuda.Event]] = {}
+        self.pending_go: dict[str, Any] | None = None  # a `go` the caller already received
+
+    def serve(self) -> dict[str, float]:
+        """Answers `go` messages until `end`; the claims not yet sent, by trial number."""
+        while True:
+            message, self.pending_go = self.pending_go or self.channel.recv(), None
+            if message is None:
+                raise ProtocolError("the judge hung up")
+            kind = message.get("type")
+            if kind == "end":
+                return self._claims(block=True)
+            if kind != "go":
+                raise ProtocolError(f"expected 'go' or 'end', got {kind!r}")
+            n = message.get("n")
+            if not isinstance(n, int) or isinstance(n, bool):
+                raise ProtocolError("'go' needs an integer n")
+            if self.device.type == "cuda":
+                self._gpu_trial(n)
+            else:
+                self._cpu_trial(n)
+
+    def _gpu_trial(self, n: int) -> None:
+        assert self.clock is not None
+        self.clock.gate(n)
+        e1 = torch.cuda.Event(enable_timing=True)
+        e2 = torch.cuda.Event(enable_timing=True)
+        e1.record()
+        error: tuple[str, str] | None = None
+        if self.call is not None:
+            try:
+                returned = self.call()
+                e2.record()
+                self.copy_out(returned)
+            except Exception as e:  # the judge hears of it; `done` still comes
+                error = _error_of(e)
+                e2.record()
+        else:
+            e2.record()
+        self.clock.release(n)
+        self._pending[n] = (e1, e2)
+        reply: dict[str, Any] = {"type": "enqueued", "n": n, "claims": self._claims(block=False)}
+        if error is not None:
+            reply["error"] = {"kind": error[0], "message": error[1]}
+        self.channel.send(reply)
+
+    def _cpu_trial(self, n: int) -> None:
+        error: tuple[str, str] | None = None
+        start = time.perf_counter_ns()
+        returned: object = None
+        if self.call is not None:
+            try:
+                returned = self.call()
+            except Exception as e:
+                error = _error_of(e)
+        claim = (time.perf_counter_ns() - start) / 1e6
+        if error is None:
+            try:
+                self.copy_out(returned)
+            except Exception as e:
+                error = _error_of(e)
+        reply: dict[str, Any] = {"type": "done", "n": n, "claims": {str(n): claim}}
+        if error is not None:
+            reply["error"] = {"kind": error[0], "message": error[1]}
+        self.channel.send(reply)
+
+    def _claims(self, *, block: bool) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for n, (e1, e2) in list(self._pending.items()):
+            if block:
+                e2.synchronize()
+            elif not e2.query():
+                continue
+            out[str(n)] = e1.elapsed_time(e2)
+            del self._pending[n]
+        return out
+
+
+def _error_of(e: BaseException) -> tuple[str, str]:
+    from kforge_worker.loaders import format_user_traceback, is_build_failure
+
+    return ("compile" if is_build_failure(e) else "runtime", format_user_traceback(e))
+
+
+# -- the judge's side of a timed run -------------------------------------------------------
+
+
+@dataclass
+class JudgeSide:
+    """What a timed run needs from the judge: its channel to the candidate (which must have
+    started serving trials), the GPU clock or the cpu echo, and the per-trial steps."""
+
+    channel: StreamChannel
+    device: torch.device
+    opts: TimingOptions
+    prepare: Callable[[int], None]  # trial index -> writes its inputs, poisons its outputs
+    after: Callable[[int], None]  # trial index -> checks (enqueued on the GPU after E_end)
+    clock: JudgeClock | None = None
+    echo: Echo | None = None
+    first_spin_us: float = FIRST_SPIN_US
+    # trial index -> makes its inputs, before the judge's clock runs (on the cpu `prepare`,
+    # which copies them into the regions, runs inside the judge's clock: see _cpu_trial)
+    stage: Callable[[int], None] = lambda _: None
+    # Whether the judge has its verdict already (a failed check): no more trials then.
+    stop: Callable[[], bool] = lambda: False
+
+
+def run_trials(side: JudgeSide) -> JudgedRun:
+    """Runs timed trials until the stop rule says so (`_stop`: the trial count and budget of
+    `side.opts`, the claims' relative standard error), and ends the candidate's loop. Raises
+    TrialsFailed when the candidate's call failed (after ending the loop), ProtocolError when
+    it broke the protocol."""
+    run = JudgedRun()
+    claims: dict[int, float] = {}
+    numbers: list[int] = []
+    loop_start = time.perf_counter_ns()
+    failure: TrialsFailed | None = None
+    gpu = side.device.type == "cuda"
+    spin = side.first_spin_us
+    in_flight: list[tuple[JudgedTrial, torch.cuda.Event, torch.cuda.Event]] = []
+    gaps: list[float] = []
+    growths = 0
+    index = 0
+    while True:
+        side.stage(index)
+        if side.stop():
+            run.stop_reason = "judge"
+            break
+        if gpu:
+            assert side.clock is not None
+            while len(in_flight) > MAX_IN_FLIGHT:  # the host stays close to the device
+                _settle(in_flight, block=True)
+            n = side.clock.next
+            side.clock.next += 1
+            start, end = side.clock.enqueue(
+                n, spin, lambda i=index: side.prepare(i), lambda i=index: side.after(i)
+            )
+            sent = time.perf_counter_ns()
+            side.channel.send({"type": "go", "n": n})
+            reply = _expect(side.channel, "enqueued", n)
+            gaps.append((time.perf_counter_ns() - sent) / 1e6)
+            trial = JudgedTrial(index, float("nan"), hidden=not start.query())
+            in_flight.append((trial, start, end))
+            _settle(in_flight, block=False)
+            if not trial.hidden and growths < MAX_SPIN_GROWTHS:
+                # A call that synchronises with the host cannot be covered by any spin:
+                # the spin stops growing (and the trial's time holds host time).
+                growths += 1
+                spin = next_spin_us(spin, gaps[-1])
+        else:
+            assert side.echo is not None
+            n = index + 1
+            bracket, reply = _cpu_trial(side, index, n)
+            trial = JudgedTrial(index, bracket)
+            null, _ = _cpu_trial(side, index, n, echo=True)
+            side.echo.samples.append(null)
+        run.trials.append(trial)
+        numbers.append(n)
+        _take_claims(reply, claims)
+        error = reply.get("error")
+        if isinstance(error, dict):
+            failure = TrialsFailed(str(error.get("kind", "runtime")), str(error.get("message", "")))
+            if gpu:
+                assert side.clock is not None
+                side.clock.unblock(n)
+            break
+        index += 1
+        known = [claims[m] for m in numbers if m in claims]
+        reason = _stop(index, known, side.opts, (time.perf_counter_ns() - loop_start) / 1e6)
+        if reason is not None:
+            run.stop_reason = reason
+            break
+    side.channel.send({"type": "end"})
+    if side.echo is not None:
+        side.echo.channel.send({"type": "end"})
+    final = side.channel.recv()
+    if final is None:
+        raise ProtocolError("the candidate hung up instead of ending its trials")
+    if final.get("type") != "timed":
+        raise _unexpected(final, "timed")
+    _take_claims(final, claims)
+    error = final.get("error")
+    if failure is None and isinstance(error, dict):
+        failure = TrialsFailed(str(error.get("kind", "runtime")), str(error.get("message", "")))
+    if gpu:
+        torch.cuda.synchronize(side.device)
+        _settle(in_flight, block=True)
+    for trial, n in zip(run.trials, numbers, strict=True):
+        trial.claim_ms = claims.get(n)
+    run.spin_us = spin
+    run.enqueue_ms = statistics.median(gaps) if gaps else 0.0
+    run.activity = final.get("activity")
+    warnings = final.get("warnings")
+    if isinstance(warnings, list):
+        run.warnings = [str(w)[:2000] for w in warnings[:20]]
+    run.warmup_calls = _nonnegative_int(final.get("warmup_calls"))
+    if failure is not None:
+        raise failure
+    return run
+
+
+# Trials the judge's host may enqueue ahead of the device.
+MAX_IN_FLIGHT = 2
+
+
+def _settle(
+    in_flight: list[tuple[JudgedTrial, torch.cuda.Event, torch.cuda.Event]], *, block: bool
+) -> None:
+    """Reads the brackets of the trials whose end event completed (all, with `block`: the
+    oldest waited for), dropping them from `in_flight`."""
+    while in_flight:
+        trial, start, end = in_flight[0]
+        if block:
+            end.synchronize()
+        elif not end.query():
+            return
+        trial.bracket_ms = start.elapsed_time(end)
+        in_flight.pop(0)
+        if block:
+            return
+
+
+def _stop(trials: int, claims: list[float], opts: TimingOptions, elapsed_ms: float) -> str | None:
+    """timing.stop_reason, with the trial count taken from the trials run (on a GPU the
+    claims of the last trials arrive later than the trials)."""
+    if trials < max(1, opts.min_trials):
+        return None
+    if trials >= opts.max_trials:
+        return "max_trials"
+    if elapsed_ms >= opts.budget_ms:
+        return "budget"
+    return stop_reason(claims, opts, 0.0) if len(claims) >= 2 else None
+
+
+def _cpu_trial(side: JudgeSide, index: int, n: int, *, echo: bool = False) -> tuple[float, dict]:
+    """One trial on the cpu, timed by the judge from before its inputs are copied into the
+    regions to the candidate's (or the echo's) `done`: inputs written before the clock ran
+    could be read by a thread of the candidate's before its `go`."""
+    channel = side.echo.channel if echo and side.echo is not None else side.channel
+    start = time.perf_counter_ns()
+    side.prepare(index)
+    channel.send({"type": "go", "n": n})
+    reply = _expect(channel, "done", n)
+    elapsed = (time.perf_counter_ns() - start) / 1e6
+    if not echo:
+        side.after(index)
+    return elapsed, reply
+
+
+def _expect(channel: StreamChannel, kind: str, n: int) -> dict[str, Any]:
+    reply = channel.recv()
+    if reply is None:
+        raise ProtocolError("the candidate hung up during a timed trial")
+    if reply.get("type") != kind or reply.get("n") != n:
+        raise _unexpected(reply, f"{kind} for trial {n}")
+    return reply
+
+
+def _unexpected(reply: dict[str, Any], wanted: str) -> ProtocolError:
+    """The error for a reply of the wrong type; a `fatal` one carries the candidate's own
+    words on why it is ending (a claim, shortened)."""
+    if reply.get("type") == "fatal":
+        return ProtocolError(f"it failed: {str(reply.get('error'))[:500]}")
+    return ProtocolError(f"expected {wanted!r}, got {reply.get('type')!r}")
+
+
+def _take_claims(reply: dict[str, Any], claims: dict[int, float]) -> None:
+    raw = reply.get("claims")
+    if not isinstance(raw, dict) or len(raw) > MAX_CLAIMS:
+        raise ProtocolError("claims must be an object of at most 10000 entries")
+    for key, value in raw.items():
+        try:
+            n = int(key)
+        except ValueError as e:
+            raise ProtocolError(f"bad claim key {key!r}") from e
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ProtocolError("a claim must be a number")
+        ms = float(value)
+        if math.isfinite(ms) and ms >= 0.0:
+            claims[n] = ms
+
+
+def _nonnegative_int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+# -- the null: an empty trial as the judge measures it -------------------------------------
+
+
+def measure_null_gpu(
+    channel: StreamChannel, clock: JudgeClock, trials: int = NULL_TRIALS
+) -> JudgedRun:
+    """Empty trials with a candidate process that has loaded no user code yet (its harness is
+    the judge's own code then). The judge keeps the least bracket: load from other processes
+    only adds to a bracket."""
+    device = clock.device
+    flusher = flusher_for(device)
+    channel.send({"type": "null_trials"})
+    side = JudgeSide(
+        channel,
+        device,
+        TimingOptions(
+            max_trials=trials,
+            min_trials=trials,
+            warmup_calls=0,
+            warmup_ms=0.0,
+            budget_ms=1e9,
+            rse_target=0.0,
+            cuda_graph=False,
+            l2_flush=True,
+        ),
+        prepare=lambda _: flusher.flush(),
+        after=lambda _: None,
+        clock=clock,
+    )
+    return run_trials(side)
+
+
+@dataclass
+class Echo:
+    """The judge's echo process on the cpu (`start_echo`): answers `go` with `done` after an
+    empty call and a copy of as many bytes as the candidate copies."""
+
+    channel: StreamChannel
+    pid: int
+    samples: list[float] = field(default_factory=list)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.channel.send({"type": "shutdown"})
+        self.channel.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
+def start_echo() -> Echo:
+    """Forks the judge's echo (cpu device). It runs only this module's loop."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            from kforge_worker.jailer import keep_only_fds
+
+            ours.close()
+            keep_only_fds([theirs.fileno()])  # not the judge's sockets
+            _echo_main(StreamChannel(theirs))
+        except BaseException:
+            code = 70
+        finally:
+            os._exit(code)
+    theirs.close()
+    return Echo(StreamChannel(ours), pid)
+
+
+def _echo_main(channel: StreamChannel) -> None:
+    """The echo's loop: the candidate's own trial code (CandidateTrials) with no call and a
+    copy of as many bytes as the candidate copies of its returned outputs."""
+    from kforge_worker import sandbox
+
+    sandbox.set_parent_death_signal()
+    device = torch.device("cpu")
+    source = torch.empty(0, dtype=torch.uint8)
+    target = torch.empty(0, dtype=torch.uint8)
+
+    def copy_out(_: object) -> None:
+        target.copy_(source)
+
+    while True:
+        message = channel.recv()
+        if message is None or message.get("type") == "shutdown":
+            return
+        if message.get("type") == "copy_bytes":
+            n = _nonnegative_int(message.get("n"))
+            source = torch.empty(n, dtype=torch.uint8)
+            target = torch.empty(n, dtype=torch.uint8)
+            continue
+        if message.get("type") == "go":
+            # The first `go` of a timed run: served, with the rest of the run, by the loop.
+            trials = CandidateTrials(channel, device, None, None, copy_out)
+            trials.pending_go = message
+            trials.serve()
+
+
+def within_bound(claim_ms: float, judged_ms: float) -> tuple[bool, float]:
+    """Whether a claimed median is consistent with the judge's view of the same trials, and
+    the allowance used (ms)."""
+    allowance = max(ALLOWANCE_FRACTION * max(judged_ms, 0.0), ALLOWANCE_MS)
+    return claim_ms + allowance >= judged_ms, allowance
+
+
+def spin_for_enqueue(enqueue_ms: float) -> float:
+    """The judge's spin for a candidate whose `go` -> `enqueued` took `enqueue_ms`."""
+    return min(SPIN_CAP_US, spin_us_for(enqueue_ms))

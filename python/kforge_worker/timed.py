@@ -1,0 +1,436 @@
+"""The candidate's timing phase, run by the judge (docs/architecture.md "Judged timing").
+
+Every timed trial gets inputs the judge makes fresh for it (the problem's own generator with a
+seed of the trial's own, so no two trials, and no timed trial and correctness trial, share
+inputs: a cache keyed on the inputs never hits) and writes into the trial regions, where the
+candidate can read but not write them (regions.py). Its outputs are poisoned first, and after
+the trial the judge counts, in its own process and before the candidate can run again, the
+elements still holding the poison: an output not complete when the candidate's stream said
+`done` fails the trial. The first trial and random later ones (decided before they run, told
+to no one) are verified: on the GPU their outputs are compared, before the next trial's
+inputs overwrite them, with the reference's outputs on the same inputs (a compare) or with
+the kernel's own outputs of an untimed call on them (an evaluate).
+
+Each trial is bracketed by the judge's clock (judged.py). On a GPU the reported times are the
+candidate process's claims (CUDA events around its call in its own context, the resolution
+the judge's bracket of ~0.3 ms of context switches cannot give), accepted only where their
+median lies within the judge's bound: the median of (bracket - the empty trial - the copy of
+returned outputs), less max(3 %, 10 us). On the cpu the reported times are the judge's own
+(wall clock less its echo's empty trials); the claims are not used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import statistics
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from kforge_worker.binding import collect_outputs, poison_value
+from kforge_worker.compare import compare_tensors, resolve_tolerance
+from kforge_worker.correctness import call_kernel
+from kforge_worker.inputs import InputSet
+from kforge_worker.judged import ALLOWANCE_FRACTION, ALLOWANCE_MS, JudgedRun, within_bound
+from kforge_worker.kernels import JobKernels
+from kforge_worker.link import Failure
+from kforge_worker.results import JobResult
+from kforge_worker.spec import JobSpec
+from kforge_worker.timing import TimingStats, compute_stats, flusher_for, spinner_for
+
+# Timed trials whose outputs the judge verifies: the first, then each later one with this
+# probability (decided before it runs), at most MAX_VERIFIED in all.
+VERIFY_PROBABILITY = 0.1
+MAX_VERIFIED = 5
+# A claim below this fraction of the judge's view, and more than GROSS_MS below it, is a lie
+# no context switch explains: a failed fatal check. Smaller gaps are absorbed (_judge).
+GROSS_FRACTION = 0.5
+GROSS_MS = 2.5
+# Timed trial i draws the inputs of trial TIMING_TRIAL_BASE + i (kernels.make_inputs): far from
+# every correctness trial's.
+TIMING_TRIAL_BASE = 1 << 20
+
+
+class TimingFailed(Exception):
+    """The timing phase ended the job: the result already says why."""
+
+
+@dataclass
+class CandidateTiming:
+    stats: TimingStats  # what the result reports for the candidate
+    run: JudgedRun
+    judged_ms: float  # the judge's own median view of a trial's work
+    launch_not_hidden: str = ""
+
+
+def output_like(kernels: JobKernels) -> list[torch.Tensor]:
+    """Meta tensors shaped like the outputs the candidate returns (the reference's, or its
+    own in the correctness trials): the room the regions keep for them."""
+    return [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in kernels.output_specs]
+
+
+class _Outputs:
+    """The regions' output views of a trial (declared buffers, or the places of returned
+    outputs), the poison of those that start empty (an inout buffer starts with its input),
+    and the per-trial count of elements still holding it."""
+
+    def __init__(
+        self,
+        views: list[tuple[str, torch.Tensor]],
+        empty: list[bool],
+        trials: int,
+        device: torch.device,
+    ) -> None:
+        self.views = views
+        self.poison = [poison_value(v.dtype, 1) for _, v in views]
+        self.empty = [i for i, e in enumerate(empty) if e]
+        # 1- and 2-byte integers and bools have no value a real output would not also hold.
+        self.counted = [
+            i
+            for i in self.empty
+            if views[i][1].dtype.is_floating_point or views[i][1].element_size() >= 4
+        ]
+        self.counts = torch.zeros(max(trials, 1), dtype=torch.int64, device=device)
+
+    def poison_all(self) -> None:
+        for i in self.empty:
+            self.views[i][1].fill_(self.poison[i])
+
+    def count(self, trial: int) -> None:
+        if trial >= self.counts.numel():
+            return
+        for i in self.counted:
+            view = self.views[i][1]
+            self.counts[trial] += (view == self.poison[i]).sum()
+
+    def unwritten(self) -> list[tuple[int, int]]:
+        """(trial, elements) of the trials whose outputs kept poison."""
+        counts = self.counts.tolist()
+        return [(t, int(c)) for t, c in enumerate(counts) if c]
+
+
+def time_candidate(
+    kernels: JobKernels, job: JobSpec, device: torch.device, result: JobResult
+) -> CandidateTiming | Failure:
+    """Times the candidate with judged trials; a Failure when its call failed (the caller
+    reports it), raises TimingFailed when a check ended the job (the result says why)."""
+    link = kernels.candidate.link
+    first = kernels.make_inputs(TIMING_TRIAL_BASE)
+    # An evaluate whose inputs come from the candidate's own get_inputs(): its process cannot
+    # make them while it serves the trials, so a few sets are made first and rotate (it knows
+    # them anyway: there is no reference, and no speedup).
+    pool: list[InputSet] = []
+    if kernels.get_inputs is None and kernels.defining_io is None:
+        pool = [first] + [kernels.make_inputs(TIMING_TRIAL_BASE + k) for k in (1, 2, 3)]
+        result.metadata["timing_inputs"] = "rotating 4 sets from the kernel's own get_inputs()"
+    template = kernels.bind_candidate(first.shared())
+    if not link.use_regions(template, output_like(kernels) if not template.outputs else []):
+        result.fail(
+            "worker",
+            "the timing needs memory the judge shares with the candidate process, and none "
+            f"could be made: {link.regions_refused}",
+        )
+        raise TimingFailed
+    regions = link.regions
+    assert regions is not None
+    places = regions.layout.places
+    plan_outputs = _plan_outputs(template)
+    views = [(name, regions.view(places[i])) for name, i in plan_outputs]
+    empty = [a.role == "output" for a in template.outputs]
+    if not views:
+        views = [(f"output[{k}]", v) for k, v in enumerate(regions.returned_views())]
+        empty = [True] * len(views)
+    outputs = _Outputs(views, empty, job.timing.max_trials, device)
+    # The warm-up calls of the candidate run on the first trial's inputs.
+    regions.load(_slot_values(template), outputs=True)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    gpu = device.type == "cuda"
+    flusher = flusher_for(device) if gpu and job.timing.l2_flush else None
+    rng = random.SystemRandom()
+    staged: dict[int, InputSet] = {}
+    chosen: set[int] = set()
+    pending: list[int] = []  # verified trials not compared yet (GPU: at the next prepare)
+    # An evaluate's verified trials, compared after the run with untimed calls (the candidate
+    # process serves the trials until then): their inputs and their outputs' copies.
+    deferred: list[tuple[int, InputSet, list[tuple[str, torch.Tensor]]]] = []
+    failures: list[str] = []
+
+    def stage(i: int) -> None:
+        if gpu:
+            _verify_pending()
+        staged.clear()
+        if pool:
+            staged[i] = pool[i % len(pool)]
+        else:
+            staged[i] = first if i == 0 else kernels.make_inputs(TIMING_TRIAL_BASE + i)
+
+    def prepare(i: int) -> None:
+        if i == 0 or (len(chosen) < MAX_VERIFIED and rng.random() < VERIFY_PROBABILITY):
+            chosen.add(i)
+        inv = kernels.bind_candidate(staged[i].shared())
+        regions.load(_slot_values(inv), outputs=True)
+        outputs.poison_all()
+        if flusher is not None:
+            flusher.flush()
+
+    def after(i: int) -> None:
+        outputs.count(i)
+        if i in chosen:
+            pending.append(i)
+            if not gpu:
+                _verify_pending()
+
+    def _verify_pending() -> None:
+        while pending:
+            i = pending.pop(0)
+            if gpu:
+                torch.cuda.synchronize(device)
+            if kernels.reference is None:
+                deferred.append((i, staged[i], [(n, v.clone()) for n, v in views]))
+            elif not failures:
+                problem = _verify(kernels, job, staged[i], views, device)
+                if problem:
+                    failures.append(f"timed trial {i + 1}: {problem}")
+
+    run = link.time(
+        template,
+        job.timing,
+        stage=stage,
+        prepare=prepare,
+        after=after,
+        stop=lambda: bool(failures),
+        activity=gpu,
+    )
+    if isinstance(run, Failure):
+        return run
+    with contextlib.suppress(KeyError):
+        _verify_pending()
+    for i, inputs, got in deferred:
+        problem = "" if failures else _verify(kernels, job, inputs, got, device)
+        if problem:
+            failures.append(f"timed trial {i + 1}: {problem}")
+    unwritten = outputs.unwritten()
+    if unwritten and not failures:
+        trial, count = unwritten[0]
+        failures.append(
+            f"timed trial {trial + 1}: {count} output element(s) still held the poison when "
+            "the kernel's stream finished (work left running, or outputs written later)"
+        )
+    if failures:
+        message = (
+            "the kernel's outputs while it was being timed are wrong: "
+            + failures[0]
+            + " (a kernel must do the same work in every run, timed or not)"
+        )
+        result.add_check("timed_runs_verified", False, message)
+        result.correctness = False
+        result.fail("mismatch", message)
+        raise TimingFailed
+    result.add_check(
+        "timed_runs_verified",
+        True,
+        f"{len(chosen)} of {len(run.trials)} timed trial(s) verified, every trial's outputs "
+        "complete; fresh inputs in every trial",
+    )
+    return _judge(
+        run, job=job, device=device, result=result, returned=regions.returned_views(), link=link
+    )
+
+
+def _plan_outputs(inv: Any) -> list[tuple[str, int]]:
+    """(name, slot) of the declared outputs, in the order the plan numbers them."""
+    from kforge_worker.link import plan_invocation
+
+    plan, _ = plan_invocation(inv)
+    names = [a.name for a in inv.outputs]
+    return list(zip(names, plan["outputs"], strict=True))
+
+
+def _slot_values(inv: Any) -> list[Any]:
+    from kforge_worker.link import plan_invocation
+
+    return plan_invocation(inv)[1]
+
+
+def _verify(
+    kernels: JobKernels,
+    job: JobSpec,
+    inputs: InputSet,
+    views: list[tuple[str, torch.Tensor]],
+    device: torch.device,
+) -> str:
+    """Compares a timed trial's outputs (still in the regions) with the reference's outputs on
+    its inputs, or, without a reference, with an untimed call of the kernel on them; "" when
+    they agree, else why not."""
+    got = [(name, view.clone()) for name, view in views]
+    if kernels.reference is not None:
+        ref_inv = kernels.bind_reference(inputs.clone())
+        returned = call_kernel(kernels.reference, ref_inv, device)
+        want = [v for _, v in collect_outputs(ref_inv, returned)]
+    else:
+        reply = kernels.candidate.link.call(kernels.bind_candidate(inputs.shared()))
+        if reply.failure is not None:
+            return f"an untimed call on the same inputs failed: {reply.failure.message[:500]}"
+        want = [v for _, v in reply.outputs]
+    if len(want) != len(got):
+        return f"{len(got)} outputs, expected {len(want)}"
+    for (name, g), w in zip(got, want, strict=True):
+        if not isinstance(w, torch.Tensor):
+            return f"output '{name}' has nothing to compare with"
+        tol = resolve_tolerance(w.dtype, job.atol, job.rtol)
+        c = compare_tensors(name, w.to(device), g, tol)
+        if not c.passed:
+            return c.describe()
+    return ""
+
+
+def _copy_ms(returned: list[torch.Tensor], device: torch.device) -> float:
+    """What the candidate's copy of its returned outputs into the regions costs, as the judge
+    measures the same bytes copied on the same GPU (its part of every bracket)."""
+    nbytes = sum(t.numel() * t.element_size() for t in returned)
+    if device.type != "cuda" or nbytes == 0:
+        return 0.0
+    chunk = min(nbytes, 1 << 28)
+    src = torch.empty(chunk, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    spinner = spinner_for(device)
+    copies = 8
+    times = []
+    for _ in range(4):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        spinner.spin(200.0)  # the copies are enqueued before the device reaches them
+        start.record()
+        for _ in range(copies):
+            dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / copies)
+    return statistics.median(times[1:]) * nbytes / chunk
+
+
+def _judge(
+    run: JudgedRun,
+    *,
+    job: JobSpec,
+    device: torch.device,
+    result: JobResult,
+    returned: list[torch.Tensor],
+    link: Any,
+) -> CandidateTiming:
+    """The candidate's statistics from the judged run, and the bound on its claims."""
+    opts = job.timing
+    if device.type != "cuda":
+        assert link.echo is not None
+        null = statistics.median(link.echo.samples) if link.echo.samples else 0.0
+        # The judge's view, or the claim where that is larger (a claim can only add: a kernel
+        # of a few microseconds is below the echo's spread, where the view alone reads 0).
+        times = [max(t.bracket_ms - null, t.claim_ms or 0.0, 0.0) for t in run.trials]
+        stats = compute_stats(
+            times, "cpu_wall_clock", warmup_calls=run.warmup_calls, stop_reason=run.stop_reason
+        )
+        claims = [t.claim_ms for t in run.trials if t.claim_ms is not None]
+        result.metadata["judge_clock"] = {
+            "null_ms": round(null, 6),
+            "claimed_median_ms": round(statistics.median(claims), 6) if claims else None,
+            "source": "the judge's wall clock less its echo's empty trials (a claim counts only "
+            "where it is larger)",
+        }
+        result.add_check("timing_consistent_with_judge_clock", True, "timed by the judge")
+        return CandidateTiming(stats, run, stats.median)
+    clock = link.clock
+    null = clock.null_ms if clock is not None and clock.null_ms is not None else 0.0
+    copy = _copy_ms(returned, device)
+    trials = [t for t in run.trials if math.isfinite(t.bracket_ms) and t.claim_ms is not None]
+    method = "cuda_event"
+    if opts.cuda_graph and not any("CUDA-graph capture failed" in w for w in run.warnings):
+        method = "cuda_graph"
+    views = [t.bracket_ms - null - copy for t in trials]
+    judged_ms = statistics.median(views) if views else math.inf
+    result.metadata["judge_clock"] = {
+        "null_ms": round(null, 6),
+        "copy_ms": round(copy, 6),
+        "judged_median_ms": round(judged_ms, 6),
+        "allowance": {"fraction": ALLOWANCE_FRACTION, "ms": ALLOWANCE_MS},
+        "source": "the judge's CUDA events around each trial, ordered on the device by "
+        "words both processes map (less its empty trial and the copy of returned outputs)",
+    }
+    if len(trials) < max(1, len(run.trials) // 2):
+        message = (
+            f"the kernel's process reported its time for {len(trials)} of "
+            f"{len(run.trials)} timed trials: its timing cannot be checked"
+        )
+        _refuse(result, message)
+        return CandidateTiming(compute_stats([math.inf], method), run, judged_ms)
+    # Each trial's time is its claim, raised to the judge's view less the allowance where the
+    # claim is lower: a claim can only make a trial look slower than the judge saw it.
+    times = [
+        max(t.claim_ms or 0.0, v - max(ALLOWANCE_FRACTION * v, ALLOWANCE_MS))
+        for t, v in zip(trials, views, strict=True)
+    ]
+    stats = compute_stats(
+        times, method, l2_flush=opts.l2_flush, warmup_calls=run.warmup_calls,
+        stop_reason=run.stop_reason,
+    )  # fmt: skip
+    stats = replace(
+        stats,
+        spin_us=run.spin_us,
+        enqueue_ms=run.enqueue_ms,
+        launch_not_hidden_trials=run.unhidden,
+    )
+    # The verdict on the claims, over the trials whose call was enqueued before the device
+    # reached it: in the others (a call that synchronises with the host) the GPU switched
+    # back to the judge's waiting context at every host gap, and the bracket holds those
+    # switches too.
+    hidden = [(t.claim_ms or 0.0, v) for t, v in zip(trials, views, strict=True) if t.hidden]
+    if len(hidden) >= max(1, len(trials) // 2):
+        claimed = statistics.median(c for c, _ in hidden)
+        seen = statistics.median(v for _, v in hidden)
+        ok, allowance = within_bound(claimed, seen)
+        if not ok:
+            message = (
+                f"the kernel's process reported a median of {claimed:.4g} ms per trial, but "
+                f"the judge's clock saw {seen:.4g} ms of work in each (its bracket less an "
+                f"empty trial; allowance {allowance:.3g} ms)"
+            )
+            if claimed < GROSS_FRACTION * seen and seen - claimed > GROSS_MS:
+                _refuse(result, message + ": its timing cannot be trusted")
+            else:
+                # Within what the judge's bracket can hold besides the work (a second stream's
+                # context switch took up to ~2 ms on an H200): not a verdict, but the times
+                # reported are the judge's, so the claim bought nothing.
+                message += ": the times reported are the judge's view, not the claims"
+                result.add_check("timing_consistent_with_judge_clock", False, message, fatal=False)
+                result.warn(message)
+            return CandidateTiming(stats, run, judged_ms, _not_hidden(run))
+    result.add_check(
+        "timing_consistent_with_judge_clock",
+        True,
+        f"{len(hidden)} of {len(trials)} trials bounded by the judge's clock"
+        + ("" if len(hidden) >= max(1, len(trials) // 2) else "; the rest took its view"),
+    )
+    return CandidateTiming(stats, run, judged_ms, _not_hidden(run))
+
+
+def _not_hidden(run: JudgedRun) -> str:
+    trials = len(run.trials)
+    if trials == 0 or run.unhidden <= 0.1 * trials:
+        return ""
+    return (
+        f"launch not hidden: in {run.unhidden} of {trials} trials the candidate had not "
+        f"enqueued its call when the device reached it (median {run.enqueue_ms:.4g} ms from "
+        "the judge's go to its answer), so the time includes host time (the call synchronises "
+        "with the host, or launches faster kernels than the host can enqueue)"
+    )
+
+
+def _refuse(result: JobResult, message: str) -> None:
+    result.add_check("timing_consistent_with_judge_clock", False, message)
+    result.correctness = False
+    result.fail("mismatch", message)
+    result.warn(message)
