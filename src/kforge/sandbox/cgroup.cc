@@ -178,7 +178,7 @@ class HybridTree final : public CgroupTree {
       : memory_(std::move(memory)),
         pids_(std::move(pids)),
         unified_(std::move(unified)),
-        lock_(memory_),
+        locks_{InstanceLock(memory_), InstanceLock(pids_), InstanceLock(unified_)},
         reaper_(std::move(reaper)) {}
   ~HybridTree() override {
     std::vector<fs::path> dirs;
@@ -217,8 +217,8 @@ class HybridTree final : public CgroupTree {
 
  private:
   fs::path memory_, pids_, unified_;
-  InstanceLock lock_;                     // held while this server lives
-  std::shared_ptr<CgroupReaper> reaper_;  // destroyed (drained) before the lock goes
+  InstanceLock locks_[3];                 // held while this server lives
+  std::shared_ptr<CgroupReaper> reaper_;  // destroyed (drained) before the locks go
 };
 
 Status make_dir(const fs::path& dir) {

@@ -129,7 +129,7 @@ void CgroupReaper::loop() {
 }
 
 InstanceLock::InstanceLock(const fs::path& dir)
-    : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    : fd_(dir.empty() ? -1 : ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
   if (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     KF_LOG_WARN("cgroup {}: cannot lock it ({}); a later server may sweep it", dir.string(),
                 std::strerror(errno));

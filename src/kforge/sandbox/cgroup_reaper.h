@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kforge/common/json.h"
@@ -70,10 +71,12 @@ class CgroupReaper {
 };
 
 // An exclusive lock on a server's own cgroup directory, held while it lives (a lock on an
-// open descriptor: it is free as soon as the server is gone, however it ended).
+// open descriptor: it is free as soon as the server is gone, however it ended). An empty
+// path locks nothing.
 class InstanceLock {
  public:
   explicit InstanceLock(const std::filesystem::path& dir);
+  InstanceLock(InstanceLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   ~InstanceLock();
   InstanceLock(const InstanceLock&) = delete;
   InstanceLock& operator=(const InstanceLock&) = delete;
