@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -158,10 +159,9 @@ void sweep_stale(const fs::path& parent, const std::string& own_instance, Cgroup
       continue;
     }
     pid_t pid = 0;
-    try {
-      pid = static_cast<pid_t>(std::stol(name.substr(7)));
-    } catch (...) {
-      continue;
+    const char* digits = name.data() + 7;
+    if (std::from_chars(digits, name.data() + name.size(), pid).ptr != name.data() + name.size()) {
+      continue;  // not kforge-<pid>
     }
     if (owned_by_a_live_server(entry.path(), pid)) continue;
     KF_LOG_INFO("removing the cgroups a kforge server that is gone left in {}",
