@@ -80,6 +80,12 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "Processes and threads one job may have at once (its cgroup's pids.max)")
       ->check(CLI::Range(int64_t{64}, int64_t{1} << 22))
       ->capture_default_str();
+  cmd.add_option("--job-tmp-mb", f.job_tmp_mb,
+                 "Size of each place a jailed job process may write (its /tmp, /dev/shm and "
+                 "scratch directory, private tmpfs counted in its memory; MiB; 0 = a quarter "
+                 "of the job memory limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
   cmd.add_option("--kernel-cache", f.kernel_cache,
                  "Kernel caches of jobs: isolated (each job compiles into its own, nothing it "
                  "compiles is loaded by another job) or shared (one for all candidates, one for "
@@ -173,6 +179,7 @@ app::EngineOptions engine_options(const EngineFlags& f) {
   eo.test_cpu_pipeline_depth = f.test_cpu_pipeline_depth;
   eo.sandbox = f.sandbox;
   eo.job_pids_max = f.job_pids_max;
+  eo.job_tmp_bytes = static_cast<uint64_t>(f.job_tmp_mb) << 20;
   eo.sandbox_uid_base = f.sandbox_uid_base;
   eo.kernel_cache = f.kernel_cache;
   eo.queue = f.queue;

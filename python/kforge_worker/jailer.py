@@ -62,19 +62,10 @@ def _lib() -> ctypes.CDLL:
     return lib
 
 
-def python_paths() -> list[str]:
-    """What a jailed Python must still read: its prefixes, executable and import path."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable)}
-    paths.update(p for p in sys.path if p and os.path.isabs(p) and p != os.getcwd())
-    return sorted(p for p in paths if os.path.exists(p))
-
-
 def enter(jail: dict[str, Any]) -> dict[str, Any]:
     """Enters the jail; returns its report. Raises JailError."""
-    spec = dict(jail)
-    spec["expose"] = sorted({*spec.get("expose", []), *python_paths()})
     lib = _lib()
-    if lib.kforge_sandbox_enter(json.dumps(spec).encode()) != 0:
+    if lib.kforge_sandbox_enter(json.dumps(jail).encode()) != 0:
         raise JailError((lib.kforge_sandbox_last_error() or b"").decode(errors="replace"))
     report = json.loads(lib.kforge_sandbox_last_report() or b"{}")
     return report if isinstance(report, dict) else {}

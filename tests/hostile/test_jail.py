@@ -13,72 +13,29 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import textwrap
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from hostile.jail_probes import (
+    assert_contained,
+    evaluate,
+    host_processes_with,
+    jailed_server,
+    probe_kernel,
+)
 from integration.kforge_server import KforgeServer, kforge_binary
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the jail needs a root server")
 
-PROBE_TEMPLATE = """
-import ctypes, errno, os, signal, socket, subprocess, sys, time, torch
-
-def probe():
-    found = []
-{body}
-    return found
-
-class Model(torch.nn.Module):
-    def forward(self, x):
-        found = probe()
-        if found:
-            raise RuntimeError("NOT CONTAINED: " + " | ".join(found))
-        return x * 2
-
-def get_inputs():
-    return [torch.randn(16)]
-
-def get_init_inputs():
-    return []
-"""
-
-
-def probe_kernel(body: str) -> dict[str, Any]:
-    """A torch kernel whose forward runs `body` (which appends escapes to `found`)."""
-    source = PROBE_TEMPLATE.format(body=textwrap.indent(textwrap.dedent(body), "    "))
-    return {"source_code": source, "kernel_type": "torch"}
-
-
-def evaluate(server: KforgeServer, kernel: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    body = {"kernel": kernel, "num_correct_trials": 1, "measure_performance": False, **extra}
-    with server.client() as c:
-        r = c.post("/evaluate", json=body)
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def assert_contained(out: dict[str, Any]) -> dict[str, Any]:
-    res = out["kernel_exec_result"]
-    assert res["correctness"] is True, (
-        res.get("runtime_error") or res.get("validation_error") or res
-    )
-    return res
-
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[KforgeServer]:
-    srv = KforgeServer(devices="cpu", extra_args=["--sandbox", "required"]).start()
-    try:
-        srv.wait_ready("cpu")
+    with jailed_server() as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def test_health_reports_the_jail(server: KforgeServer) -> None:
@@ -255,19 +212,6 @@ def test_no_secrets_or_server_processes_in_proc(tmp_path: Path) -> None:
         srv.stop()
 
 
-def _host_processes_with(marker: str) -> list[int]:
-    hits = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                hits.append(int(pid))
-        except OSError:
-            continue
-    return hits
-
-
 def test_escaped_daemons_die_with_the_job(server: KforgeServer) -> None:
     # Case 3: a setsid or double-forked child outlived the job, outside the timeout kill and
     # the memory watcher, and copied the next job's source out of scratch/.
@@ -283,9 +227,9 @@ def test_escaped_daemons_die_with_the_job(server: KforgeServer) -> None:
     """)
     assert_contained(evaluate(server, kernel))
     deadline = time.monotonic() + 10
-    while _host_processes_with(marker) and time.monotonic() < deadline:
+    while host_processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _host_processes_with(marker) == [], "a daemon started by the job survived it"
+    assert host_processes_with(marker) == [], "a daemon started by the job survived it"
 
 
 def test_memory_of_detached_processes_counts_and_dies(tmp_path: Path) -> None:
@@ -311,9 +255,9 @@ def test_memory_of_detached_processes_counts_and_dies(tmp_path: Path) -> None:
         # whole job on cgroup v2; the hogs on v1), and nothing of it is left afterwards.
         assert res["process"]["peak_rss_bytes"] <= 1600 << 20, res["process"]
         deadline = time.monotonic() + 10
-        while _host_processes_with(marker) and time.monotonic() < deadline:
+        while host_processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _host_processes_with(marker) == []
+        assert host_processes_with(marker) == []
     finally:
         srv.stop()
 

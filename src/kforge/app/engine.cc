@@ -17,6 +17,7 @@
 #include "kforge/workers/native_cuda_worker.h"
 #include "kforge/workers/python_worker.h"
 #include "kforge/workers/sandbox_policy.h"
+#include "kforge/workers/worker_env.h"
 
 namespace kforge::app {
 namespace {
@@ -203,35 +204,21 @@ workers::SandboxOptions sandbox_options_for(const EngineOptions& options, const 
   sandbox_options.uid_base = options.sandbox_uid_base;
   sandbox_options.kernel_cache = options.kernel_cache;
   sandbox_options.cupy_cache_dir = options.cupy_cache_dir;
-  for (const std::filesystem::path& p :
-       {std::filesystem::path(find_program(paths.python)), paths.worker_path,
-        paths.executable.parent_path(), std::filesystem::path(paths.cuda_abi).parent_path(),
-        std::filesystem::path(paths.sandbox_library).parent_path(),
-        std::filesystem::path(paths.nvrtc_library).parent_path()}) {
-    if (p.empty()) continue;
-    std::error_code canonical_error;
-    auto real = std::filesystem::canonical(p, canonical_error);
-    sandbox_options.expose.push_back((canonical_error ? p : real).string());
-    // A venv's interpreter is a symlink into the base installation: expose the venv too.
-    if (!canonical_error && real != p) {
-      sandbox_options.expose.push_back(p.parent_path().parent_path().string());
-    }
+  sandbox_options.tmp_bytes = options.job_tmp_bytes;
+  // What jailed jobs see of the host (workers/root_plan.h): the workers' Python as the
+  // zygote runs it, the worker package, kforge's own files, CUDA, Nsight Compute.
+  workers::RootPlanOptions& root = sandbox_options.root;
+  root.python = paths.python;
+  root.worker_env = workers::base_worker_env(options.worker_env);
+  root.worker_env["PYTHONPATH"] = paths.worker_path.string();
+  root.worker_env["PYTHONSAFEPATH"] = "1";
+  root.worker_package = paths.worker_path / "kforge_worker";
+  root.kforge_files = {paths.executable};
+  for (const std::string& lib : {paths.cuda_abi, paths.sandbox_library}) {
+    if (!lib.empty()) root.kforge_files.emplace_back(lib);
   }
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; kforge unsets only before any thread starts
-  if (const char* inc = std::getenv("KFORGE_CUDA_INCLUDE"); inc != nullptr && *inc != '\0') {
-    sandbox_options.expose.emplace_back(inc);
-  }
-  // Nsight Compute runs inside the jobs' jails (device metrics): its installation stays
-  // readable there. /usr/local/cuda/bin/ncu is a launcher of <toolkit>/nsight-compute-*/ncu,
-  // so the toolkit directory above bin/ is exposed.
-  if (!paths.ncu.empty()) {
-    std::error_code ncu_error;
-    auto real = std::filesystem::canonical(paths.ncu, ncu_error).parent_path();
-    if (!ncu_error) {
-      sandbox_options.expose.push_back(
-          (real.filename() == "bin" ? real.parent_path() : real).string());
-    }
-  }
+  root.nvrtc_library = paths.nvrtc_library;
+  root.ncu = paths.ncu;
   return sandbox_options;
 }
 

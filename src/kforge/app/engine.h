@@ -57,6 +57,7 @@ struct EngineOptions {
   // Job isolation (workers/sandbox_policy.h): auto | required | off.
   std::string sandbox = "auto";
   int64_t job_pids_max = 1024;
+  uint64_t job_tmp_bytes = 0;  // each private tmpfs of a job process; 0: a quarter of its memory
   uint32_t sandbox_uid_base = 61000;
   std::string kernel_cache = "isolated";  // isolated | shared (SandboxOptions)
   bool device_metrics_default = false;    // see JobServiceImpl::Options

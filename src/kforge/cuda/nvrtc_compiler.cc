@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "kforge/common/log.h"
+#include "kforge/cuda/include_policy.h"
 
 namespace kforge::cuda {
 namespace {
@@ -47,6 +48,8 @@ StatusOr<CompileResult> NvrtcCompiler::compile(const CompileRequest& request) {
     return invalid_argument("bad architecture '" + request.arch +
                             "' (expected sm_XY or compute_XY)");
   }
+  // Before the cache too: a source refused now is refused whatever an older kforge cached.
+  KF_RETURN_IF_ERROR(check_includes(request.source, request.kernel_name + ".cu"));
   const auto start = std::chrono::steady_clock::now();
   auto elapsed_ms = [&] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

@@ -3,8 +3,9 @@
 // A real architecture ("sm_90a") gives a cubin (no JIT at load time); a virtual one
 // ("compute_90") gives PTX. The kernel is found by an NVRTC name expression
 // (`&kernel_name`), so it need not be `extern "C"`. The CUDA headers are on the include
-// path (NvrtcApi::include_dir). Errors in the source or options are kInvalidArgument whose
-// message is NVRTC's log; a missing or broken NVRTC is kUnavailable.
+// path (NvrtcApi::include_dir); an #include of anything else but files beside the source is
+// refused before NVRTC runs (include_policy.h). Errors in the source or options are
+// kInvalidArgument whose message is NVRTC's log; a missing or broken NVRTC is kUnavailable.
 //
 // Thread-safety: one instance per thread.
 //

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "kforge/common/errno_message.h"
-#include "kforge/common/files.h"
-#include "kforge/common/log.h"
+#include "kforge/sandbox/cgroup_io.h"
+#include "kforge/sandbox/cgroup_reaper.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -25,126 +25,32 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-Status write_text(const fs::path& file, std::string_view text) {
-  std::ofstream out(file);
-  if (!out) return errno_error("open " + file.string(), errno);
-  out << text;
-  out.flush();
-  if (!out) return errno_error("write " + file.string(), errno);
-  return Status::ok();
-}
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int64_t read_int(const fs::path& file) {
-  std::ifstream in(file);
-  std::string word;
-  if (!(in >> word) || word == "max") return 0;
-  try {
-    return std::stoll(word);
-  } catch (...) {
-    return 0;
-  }
-}
-
-// "key value" lines (memory.events, pids.events, memory.oom_control).
-int64_t read_keyed(const fs::path& file, std::string_view key) {
-  std::ifstream in(file);
-  std::string k;
-  int64_t v = 0;
-  while (in >> k >> v) {
-    if (k == key) return v;
-  }
-  return 0;
-}
-
-// The server's own cgroup path in hierarchy `controller` ("" = the v2/unified hierarchy).
-std::string own_cgroup(std::string_view controller) {
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto first = line.find(':');
-    auto second = line.find(':', first + 1);
-    if (first == std::string::npos || second == std::string::npos) continue;
-    std::string controllers = line.substr(first + 1, second - first - 1);
-    std::string path = line.substr(second + 1);
-    if (controller.empty()) {
-      if (controllers.empty()) return path;
-      continue;
-    }
-    std::stringstream ss(controllers);
-    std::string c;
-    while (std::getline(ss, c, ',')) {
-      if (c == controller) return path;
-    }
-  }
-  return "/";
-}
-
-std::vector<pid_t> pids_in(const fs::path& procs) {
-  std::vector<pid_t> pids;
-  std::ifstream in(procs);
-  pid_t pid = 0;
-  while (in >> pid) {
-    pids.push_back(pid);
-  }
-  return pids;
-}
-
-// Removes a cgroup directory, retrying briefly while the kernel finishes tearing down its
-// last processes (rmdir is EBUSY until then).
-void remove_cgroup_dir(const fs::path& dir) {
-  for (int i = 0; i < 50; ++i) {
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  KF_LOG_WARN("cgroup {} could not be removed: {}", dir.string(), errno_message(errno));
-}
-
-bool wait_empty(const fs::path& procs, Clock::time_point deadline) {
-  while (!pids_in(procs).empty()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
-}
-
 // cgroup v2: <tree>/<job>.
 class V2Job final : public JobCgroup {
  public:
-  V2Job(fs::path dir, std::string name) : dir_(std::move(dir)), name_(std::move(name)) {}
-  ~V2Job() override {
-    kill_all(std::chrono::milliseconds(2000));
-    remove_cgroup_dir(dir_);
-  }
+  V2Job(fs::path dir, std::string name, std::shared_ptr<CgroupReaper> reaper)
+      : dir_(std::move(dir)), name_(std::move(name)), reaper_(std::move(reaper)) {}
+  // Kills what is left; the directory goes now, or once the kernel has reaped it all.
+  ~V2Job() override { reaper_->remove({dir_}); }
   Status attach(pid_t pid) override {
-    return write_text(dir_ / "cgroup.procs", std::to_string(pid));
+    return cgroup_write(dir_ / "cgroup.procs", std::to_string(pid));
   }
   bool kill_all(std::chrono::milliseconds wait) override {
-    auto deadline = Clock::now() + wait;
-    if (!write_text(dir_ / "cgroup.kill", "1").is_ok()) {
-      // Kernels before 5.14: signal every member until none is left.
-      for (pid_t pid : pids_in(dir_ / "cgroup.procs"))
-        ::kill(pid, SIGKILL);
-    }
-    return wait_empty(dir_ / "cgroup.procs", deadline);
+    const auto deadline = Clock::now() + wait;
+    kill_cgroup_members(dir_);  // before 5.14 (no cgroup.kill): every member listed now
+    return wait_cgroup_empty(dir_, deadline);
   }
   void signal_all(int sig) override {
-    for (pid_t pid : pids_in(dir_ / "cgroup.procs"))
+    for (pid_t pid : cgroup_members(dir_))
       ::kill(pid, sig);
   }
   JobCgroupStats stats() const override {
     JobCgroupStats s;
-    s.memory_peak_bytes = read_int(dir_ / "memory.peak");
-    s.memory_current_bytes = read_int(dir_ / "memory.current");
-    s.oom_kills = read_keyed(dir_ / "memory.events", "oom_kill");
-    s.pids_max_hits = read_keyed(dir_ / "pids.events", "max");
-    s.pids_current = read_int(dir_ / "pids.current");
+    s.memory_peak_bytes = cgroup_read_int(dir_ / "memory.peak");
+    s.memory_current_bytes = cgroup_read_int(dir_ / "memory.current");
+    s.oom_kills = cgroup_read_keyed(dir_ / "memory.events", "oom_kill");
+    s.pids_max_hits = cgroup_read_keyed(dir_ / "pids.events", "max");
+    s.pids_current = cgroup_read_int(dir_ / "pids.current");
     return s;
   }
   std::string name() const override { return name_; }
@@ -152,85 +58,110 @@ class V2Job final : public JobCgroup {
  private:
   fs::path dir_;
   std::string name_;
+  std::shared_ptr<CgroupReaper> reaper_;
 };
+
+// A job's directory under `parent`. A directory of that name left by a server that had this
+// pid before is emptied and removed first (the job must start in an empty cgroup).
+Status make_job_dir(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0755) == 0) return Status::ok();
+  if (errno != EEXIST) return errno_error("mkdir " + dir.string(), errno);
+  kill_cgroup_members(dir);
+  wait_cgroup_empty(dir, Clock::now() + std::chrono::seconds(2));
+  if (!remove_cgroup_once(dir) || ::mkdir(dir.c_str(), 0755) != 0) {
+    return errno_error("mkdir " + dir.string() + " (a stale cgroup of that name stays)", errno);
+  }
+  return Status::ok();
+}
 
 class V2Tree final : public CgroupTree {
  public:
-  explicit V2Tree(fs::path base) : base_(std::move(base)) {}
-  ~V2Tree() override { remove_cgroup_dir(base_); }
+  V2Tree(fs::path base, std::shared_ptr<CgroupReaper> reaper)
+      : base_(std::move(base)), lock_(base_), reaper_(std::move(reaper)) {}
+  ~V2Tree() override {
+    reaper_->remove({base_});  // after every job's (jobs go before the tree)
+    reaper_->drain(CgroupReaper::kFinalWait);
+  }
 
   StatusOr<std::unique_ptr<JobCgroup>> create_job(const std::string& name,
                                                   const CgroupLimits& limits) override {
     fs::path dir = base_ / name;
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return errno_error("mkdir " + dir.string(), errno);
-    }
-    auto job = std::make_unique<V2Job>(dir, name);
+    KF_RETURN_IF_ERROR(make_job_dir(dir));
+    auto job = std::make_unique<V2Job>(dir, name, reaper_);
     if (limits.memory_bytes > 0) {
-      KF_RETURN_IF_ERROR(write_text(dir / "memory.max", std::to_string(limits.memory_bytes)));
-      (void)write_text(dir / "memory.swap.max", "0");
-      (void)write_text(dir / "memory.oom.group", "1");
+      KF_RETURN_IF_ERROR(cgroup_write(dir / "memory.max", std::to_string(limits.memory_bytes)));
+      (void)cgroup_write(dir / "memory.swap.max", "0");
+      (void)cgroup_write(dir / "memory.oom.group", "1");
     }
     if (limits.pids_max > 0) {
-      KF_RETURN_IF_ERROR(write_text(dir / "pids.max", std::to_string(limits.pids_max)));
+      KF_RETURN_IF_ERROR(cgroup_write(dir / "pids.max", std::to_string(limits.pids_max)));
     }
     return std::unique_ptr<JobCgroup>(std::move(job));
   }
   Json describe() const override {
-    return {{"version", "v2"}, {"path", base_.string()}, {"controllers", {"memory", "pids"}}};
+    return {{"version", "v2"},
+            {"path", base_.string()},
+            {"controllers", {"memory", "pids"}},
+            {"removal", reaper_->status()}};
   }
 
  private:
   fs::path base_;
+  InstanceLock lock_;                     // held while this server lives
+  std::shared_ptr<CgroupReaper> reaper_;  // destroyed (drained) before the lock goes
 };
 
 // Hybrid: memory and pids in v1 hierarchies, kill and events in the unified tree.
 class HybridJob final : public JobCgroup {
  public:
-  HybridJob(fs::path memory, fs::path pids, fs::path unified, std::string name)
+  HybridJob(fs::path memory, fs::path pids, fs::path unified, std::string name,
+            std::shared_ptr<CgroupReaper> reaper)
       : memory_(std::move(memory)),
         pids_(std::move(pids)),
         unified_(std::move(unified)),
-        name_(std::move(name)) {}
+        name_(std::move(name)),
+        reaper_(std::move(reaper)) {}
+  // Kills what is left; the directories go now, or once the kernel has reaped it all.
   ~HybridJob() override {
-    kill_all(std::chrono::milliseconds(2000));
+    std::vector<fs::path> dirs;
     for (const auto& d : {unified_, pids_, memory_})
-      if (!d.empty()) remove_cgroup_dir(d);
+      if (!d.empty()) dirs.push_back(d);
+    reaper_->remove(dirs);
   }
   Status attach(pid_t pid) override {
     for (const auto& d : {memory_, pids_, unified_}) {
       if (d.empty()) continue;
-      KF_RETURN_IF_ERROR(write_text(d / "cgroup.procs", std::to_string(pid)));
+      KF_RETURN_IF_ERROR(cgroup_write(d / "cgroup.procs", std::to_string(pid)));
     }
     return Status::ok();
   }
   bool kill_all(std::chrono::milliseconds wait) override {
-    auto deadline = Clock::now() + wait;
-    const fs::path procs = (unified_.empty() ? memory_ : unified_) / "cgroup.procs";
-    if (unified_.empty() || !write_text(unified_ / "cgroup.kill", "1").is_ok()) {
+    const auto deadline = Clock::now() + wait;
+    const fs::path& dir = unified_.empty() ? memory_ : unified_;
+    if (unified_.empty() || !cgroup_write(unified_ / "cgroup.kill", "1").is_ok()) {
       // No cgroup.kill: kill every member until none is left (forks racing the kill are
       // caught by the next pass).
       while (Clock::now() < deadline) {
-        auto pids = pids_in(procs);
+        auto pids = cgroup_members(dir);
         if (pids.empty()) break;
         for (pid_t pid : pids)
           ::kill(pid, SIGKILL);
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
-    return wait_empty(procs, deadline);
+    return wait_cgroup_empty(dir, deadline);
   }
   void signal_all(int sig) override {
-    for (pid_t pid : pids_in((unified_.empty() ? memory_ : unified_) / "cgroup.procs"))
+    for (pid_t pid : cgroup_members(unified_.empty() ? memory_ : unified_))
       ::kill(pid, sig);
   }
   JobCgroupStats stats() const override {
     JobCgroupStats s;
-    s.memory_peak_bytes = read_int(memory_ / "memory.max_usage_in_bytes");
-    s.memory_current_bytes = read_int(memory_ / "memory.usage_in_bytes");
-    s.oom_kills = read_keyed(memory_ / "memory.oom_control", "oom_kill");
-    s.pids_max_hits = read_keyed(pids_ / "pids.events", "max");
-    s.pids_current = read_int(pids_ / "pids.current");
+    s.memory_peak_bytes = cgroup_read_int(memory_ / "memory.max_usage_in_bytes");
+    s.memory_current_bytes = cgroup_read_int(memory_ / "memory.usage_in_bytes");
+    s.oom_kills = cgroup_read_keyed(memory_ / "memory.oom_control", "oom_kill");
+    s.pids_max_hits = cgroup_read_keyed(pids_ / "pids.events", "max");
+    s.pids_current = cgroup_read_int(pids_ / "pids.current");
     return s;
   }
   std::string name() const override { return name_; }
@@ -238,15 +169,23 @@ class HybridJob final : public JobCgroup {
  private:
   fs::path memory_, pids_, unified_;
   std::string name_;
+  std::shared_ptr<CgroupReaper> reaper_;
 };
 
 class HybridTree final : public CgroupTree {
  public:
-  HybridTree(fs::path memory, fs::path pids, fs::path unified)
-      : memory_(std::move(memory)), pids_(std::move(pids)), unified_(std::move(unified)) {}
+  HybridTree(fs::path memory, fs::path pids, fs::path unified, std::shared_ptr<CgroupReaper> reaper)
+      : memory_(std::move(memory)),
+        pids_(std::move(pids)),
+        unified_(std::move(unified)),
+        locks_{InstanceLock(memory_), InstanceLock(pids_), InstanceLock(unified_)},
+        reaper_(std::move(reaper)) {}
   ~HybridTree() override {
+    std::vector<fs::path> dirs;
     for (const auto& d : {unified_, pids_, memory_})
-      if (!d.empty()) remove_cgroup_dir(d);
+      if (!d.empty()) dirs.push_back(d);
+    reaper_->remove(dirs);  // after every job's (jobs go before the tree)
+    reaper_->drain(CgroupReaper::kFinalWait);
   }
   StatusOr<std::unique_ptr<JobCgroup>> create_job(const std::string& name,
                                                   const CgroupLimits& limits) override {
@@ -254,19 +193,16 @@ class HybridTree final : public CgroupTree {
     fs::path pid = pids_ / name;
     fs::path uni = unified_.empty() ? fs::path() : unified_ / name;
     for (const auto& d : {mem, pid, uni}) {
-      if (d.empty()) continue;
-      if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
-        return errno_error("mkdir " + d.string(), errno);
-      }
+      if (!d.empty()) KF_RETURN_IF_ERROR(make_job_dir(d));
     }
-    auto job = std::make_unique<HybridJob>(mem, pid, uni, name);
+    auto job = std::make_unique<HybridJob>(mem, pid, uni, name, reaper_);
     if (limits.memory_bytes > 0) {
       KF_RETURN_IF_ERROR(
-          write_text(mem / "memory.limit_in_bytes", std::to_string(limits.memory_bytes)));
-      (void)write_text(mem / "memory.oom_control", "0");  // the OOM killer acts in the group
+          cgroup_write(mem / "memory.limit_in_bytes", std::to_string(limits.memory_bytes)));
+      (void)cgroup_write(mem / "memory.oom_control", "0");  // the OOM killer acts in the group
     }
     if (limits.pids_max > 0) {
-      KF_RETURN_IF_ERROR(write_text(pid / "pids.max", std::to_string(limits.pids_max)));
+      KF_RETURN_IF_ERROR(cgroup_write(pid / "pids.max", std::to_string(limits.pids_max)));
     }
     return std::unique_ptr<JobCgroup>(std::move(job));
   }
@@ -275,11 +211,14 @@ class HybridTree final : public CgroupTree {
             {"path", memory_.string()},
             {"pids_path", pids_.string()},
             {"unified_path", unified_.string()},
-            {"controllers", {"memory", "pids"}}};
+            {"controllers", {"memory", "pids"}},
+            {"removal", reaper_->status()}};
   }
 
  private:
   fs::path memory_, pids_, unified_;
+  InstanceLock locks_[3];                 // held while this server lives
+  std::shared_ptr<CgroupReaper> reaper_;  // destroyed (drained) before the locks go
 };
 
 Status make_dir(const fs::path& dir) {
@@ -289,49 +228,26 @@ Status make_dir(const fs::path& dir) {
   return Status::ok();
 }
 
-// Removes leftovers of earlier servers (kforge-<pid> whose pid is gone) under `parent`.
-void remove_stale(const fs::path& parent) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(parent, ec)) {
-    std::string name = entry.path().filename().string();
-    if (!name.starts_with("kforge-") || !entry.is_directory()) continue;
-    pid_t pid = 0;
-    try {
-      pid = static_cast<pid_t>(std::stol(name.substr(7)));
-    } catch (...) {
-      continue;
-    }
-    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) continue;
-    for (const auto& job : fs::directory_iterator(entry.path(), ec)) {
-      if (!job.is_directory()) continue;
-      if (fs::exists(job.path() / "cgroup.kill")) (void)write_text(job.path() / "cgroup.kill", "1");
-      for (pid_t p : pids_in(job.path() / "cgroup.procs"))
-        ::kill(p, SIGKILL);
-      remove_cgroup_dir(job.path());
-    }
-    remove_cgroup_dir(entry.path());
-  }
-}
-
 StatusOr<std::unique_ptr<CgroupTree>> make_v2(const CgroupOptions& o) {
   fs::path top = o.mount / "kforge";
   KF_RETURN_IF_ERROR(make_dir(top));
-  std::string controllers = read_text(o.mount / "cgroup.subtree_control");
+  std::string controllers = cgroup_read(o.mount / "cgroup.subtree_control");
   if (controllers.find("memory") == std::string::npos ||
       controllers.find("pids") == std::string::npos) {
     return unavailable("the root cgroup does not delegate the memory and pids controllers");
   }
-  KF_RETURN_IF_ERROR(write_text(top / "cgroup.subtree_control", "+memory +pids"));
-  remove_stale(top);
+  KF_RETURN_IF_ERROR(cgroup_write(top / "cgroup.subtree_control", "+memory +pids"));
+  auto reaper = std::make_shared<CgroupReaper>();
+  sweep_stale(top, o.instance, *reaper);
   fs::path base = top / o.instance;
   KF_RETURN_IF_ERROR(make_dir(base));
-  KF_RETURN_IF_ERROR(write_text(base / "cgroup.subtree_control", "+memory +pids"));
-  return std::unique_ptr<CgroupTree>(std::make_unique<V2Tree>(base));
+  KF_RETURN_IF_ERROR(cgroup_write(base / "cgroup.subtree_control", "+memory +pids"));
+  return std::unique_ptr<CgroupTree>(std::make_unique<V2Tree>(base, std::move(reaper)));
 }
 
 StatusOr<std::unique_ptr<CgroupTree>> make_hybrid(const CgroupOptions& o) {
-  fs::path mem_parent = o.mount / "memory" / own_cgroup("memory").substr(1);
-  fs::path pids_parent = o.mount / "pids" / own_cgroup("pids").substr(1);
+  fs::path mem_parent = o.mount / "memory" / own_cgroup_path("memory").substr(1);
+  fs::path pids_parent = o.mount / "pids" / own_cgroup_path("pids").substr(1);
   if (!fs::exists(mem_parent / "memory.limit_in_bytes")) {
     return unavailable("no cgroup v1 memory controller at " + mem_parent.string());
   }
@@ -340,10 +256,11 @@ StatusOr<std::unique_ptr<CgroupTree>> make_hybrid(const CgroupOptions& o) {
   }
   fs::path uni_parent;
   if (fs::exists(o.mount / "unified" / "cgroup.procs")) {
-    uni_parent = o.mount / "unified" / own_cgroup("").substr(1);
+    uni_parent = o.mount / "unified" / own_cgroup_path("").substr(1);
   }
+  auto reaper = std::make_shared<CgroupReaper>();
   for (const auto& p : {mem_parent, pids_parent, uni_parent}) {
-    if (!p.empty()) remove_stale(p);
+    if (!p.empty()) sweep_stale(p, o.instance, *reaper);
   }
   fs::path mem = mem_parent / o.instance;
   fs::path pids = pids_parent / o.instance;
@@ -351,7 +268,8 @@ StatusOr<std::unique_ptr<CgroupTree>> make_hybrid(const CgroupOptions& o) {
   KF_RETURN_IF_ERROR(make_dir(mem));
   KF_RETURN_IF_ERROR(make_dir(pids));
   if (!uni.empty() && !make_dir(uni).is_ok()) uni.clear();
-  return std::unique_ptr<CgroupTree>(std::make_unique<HybridTree>(mem, pids, uni));
+  return std::unique_ptr<CgroupTree>(
+      std::make_unique<HybridTree>(mem, pids, uni, std::move(reaper)));
 }
 
 }  // namespace
@@ -376,11 +294,11 @@ int64_t default_job_memory_bytes(const fs::path& mount) {
   struct statfs st {};
   if (::statfs(mount.c_str(), &st) == 0 &&
       static_cast<uint64_t>(st.f_type) == CGROUP2_SUPER_MAGIC) {
-    int64_t own = read_int(mount / own_cgroup("").substr(1) / "memory.max");
+    int64_t own = cgroup_read_int(mount / own_cgroup_path("").substr(1) / "memory.max");
     if (own > 0) limit = std::min(limit, own);
   } else {
-    int64_t own =
-        read_int(mount / "memory" / own_cgroup("memory").substr(1) / "memory.limit_in_bytes");
+    int64_t own = cgroup_read_int(mount / "memory" / own_cgroup_path("memory").substr(1) /
+                                  "memory.limit_in_bytes");
     if (own > 0 && own < (int64_t{1} << 60)) limit = std::min(limit, own);
   }
   return limit / 4 * 3;

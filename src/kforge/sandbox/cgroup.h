@@ -14,6 +14,8 @@
 //   made in the v1 memory and pids hierarchies below the server's own cgroup there, and in
 //   the unified tree (for cgroup.kill and cgroup.events).
 //
+// At start, what servers that are gone left behind is removed (cgroup_reaper.h sweep_stale).
+//
 // Thread-safety: a CgroupTree may be used from any thread; a JobCgroup by one thread.
 #pragma once
 
@@ -64,7 +66,8 @@ class CgroupTree {
  public:
   virtual ~CgroupTree() = default;
   // A new, empty job cgroup with the limits applied. Its destructor kills what is left in it
-  // and removes it.
+  // and removes it, at once or, while the kernel still reaps its processes, from the tree's
+  // reaper thread (cgroup_reaper.h): it never waits, and no directory is left behind.
   virtual StatusOr<std::unique_ptr<JobCgroup>> create_job(const std::string& name,
                                                           const CgroupLimits& limits) = 0;
   // {"version": "v2"|"hybrid", "path": ..., "controllers": [...]} for /health.

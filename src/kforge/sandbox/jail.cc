@@ -23,41 +23,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kforge/common/base64.h"
 #include "kforge/common/errno_message.h"
+#include "kforge/sandbox/root_fs.h"
 
 namespace kforge::sandbox {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The fd-backed source of a mount, opened before anything is hidden so that a path under a
-// hidden directory can still be bound back.
-struct OpenedSource {
-  int fd = -1;
-  bool is_dir = false;
-  std::string path;
-  ~OpenedSource() {
-    if (fd >= 0) ::close(fd);
-  }
-  OpenedSource() = default;
-  OpenedSource(const OpenedSource&) = delete;
-  OpenedSource& operator=(const OpenedSource&) = delete;
-  OpenedSource(OpenedSource&& o) noexcept : fd(o.fd), is_dir(o.is_dir), path(std::move(o.path)) {
-    o.fd = -1;
-  }
-  OpenedSource& operator=(OpenedSource&& o) noexcept {
-    if (this != &o) {
-      if (fd >= 0) ::close(fd);
-      fd = o.fd;
-      is_dir = o.is_dir;
-      path = std::move(o.path);
-      o.fd = -1;
-    }
-    return *this;
-  }
-  std::string fd_path() const { return "/proc/self/fd/" + std::to_string(fd); }
-};
 
 Status step_error(std::string_view step, int err, std::string_view detail = {}) {
   std::string what(step);
@@ -67,64 +39,6 @@ Status step_error(std::string_view step, int err, std::string_view detail = {}) 
     what += ")";
   }
   return errno_error("sandbox: " + what, err);
-}
-
-StatusOr<OpenedSource> open_source(const std::string& path) {
-  OpenedSource s;
-  s.path = path;
-  s.fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
-  if (s.fd < 0) return step_error("open", errno, path);
-  struct stat st {};
-  if (::fstat(s.fd, &st) != 0) return step_error("stat", errno, path);
-  s.is_dir = S_ISDIR(st.st_mode);
-  return s;
-}
-
-// mkdir -p that works inside a fresh tmpfs (mode 0755 for created directories).
-Status make_dir_chain(const std::string& path) {
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  if (ec && !fs::is_directory(path)) return step_error("mkdir", ec.value(), path);
-  return Status::ok();
-}
-
-Status make_mount_point(const std::string& target, bool is_dir) {
-  if (is_dir) return make_dir_chain(target);
-  KF_RETURN_IF_ERROR(make_dir_chain(fs::path(target).parent_path().string()));
-  if (::access(target.c_str(), F_OK) == 0) return Status::ok();
-  int fd = ::open(target.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd < 0) return step_error("create mount point", errno, target);
-  ::close(fd);
-  return Status::ok();
-}
-
-Status bind(const OpenedSource& src, const std::string& target, bool writable) {
-  KF_RETURN_IF_ERROR(make_mount_point(target, src.is_dir));
-  std::string from = src.fd_path();
-  if (::mount(from.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-    return step_error("bind mount", errno, src.path + " -> " + target);
-  }
-  unsigned long flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV;
-  if (!writable) flags |= MS_RDONLY;
-  if (::mount(nullptr, target.c_str(), nullptr, flags, nullptr) != 0) {
-    return step_error("remount bind", errno, target);
-  }
-  return Status::ok();
-}
-
-Status mount_tmpfs(const std::string& target, const char* options) {
-  KF_RETURN_IF_ERROR(make_dir_chain(target));
-  if (::mount("tmpfs", target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) {
-    return step_error("mount tmpfs", errno, target);
-  }
-  return Status::ok();
-}
-
-bool is_under(const std::string& path, const std::string& dir) {
-  if (path == dir) return true;
-  std::string prefix = dir;
-  if (prefix.empty() || prefix.back() != '/') prefix += '/';
-  return path.starts_with(prefix);
 }
 
 Status set_loopback_up() {
@@ -180,16 +94,6 @@ Status clear_capabilities() {
   return Status::ok();
 }
 
-StatusOr<int> rlimit_resource(const std::string& name) {
-  static const std::map<std::string, int> kNames = {
-      {"core", RLIMIT_CORE},   {"nofile", RLIMIT_NOFILE},  {"fsize", RLIMIT_FSIZE},
-      {"nproc", RLIMIT_NPROC}, {"as", RLIMIT_AS},          {"cpu", RLIMIT_CPU},
-      {"stack", RLIMIT_STACK}, {"memlock", RLIMIT_MEMLOCK}};
-  auto it = kNames.find(name);
-  if (it == kNames.end()) return invalid_argument("unknown rlimit '" + name + "'", "rlimits");
-  return it->second;
-}
-
 Status apply_rlimits(const std::map<std::string, uint64_t>& limits, Json& report) {
   for (const auto& [name, value] : limits) {
     KF_ASSIGN_OR_RETURN(int resource, rlimit_resource(name));
@@ -220,104 +124,6 @@ Status install_seccomp(const std::string& bpf) {
   return Status::ok();
 }
 
-StatusOr<std::vector<std::string>> string_list(const Json& j, const char* key) {
-  std::vector<std::string> out;
-  if (!j.contains(key) || j[key].is_null()) return out;
-  if (!j[key].is_array()) return invalid_argument("must be an array of strings", key);
-  for (size_t i = 0; i < j[key].size(); ++i) {
-    if (!j[key][i].is_string()) {
-      return invalid_argument("must be a string", std::string(key) + "[" + std::to_string(i) + "]");
-    }
-    out.push_back(j[key][i].get<std::string>());
-  }
-  return out;
-}
-
-Status mount_all(const JailSpec& spec, Json& report) {
-  int mounts = 0;
-  // Mount points made below are searchable by the new uid whatever umask was inherited.
-  ::umask(022);
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    return step_error("make / private", errno);
-  }
-  // Everything that must stay reachable is opened now, before anything is covered.
-  std::vector<std::pair<OpenedSource, BindMount>> binds;
-  for (const auto& b : spec.binds) {
-    KF_ASSIGN_OR_RETURN(OpenedSource src, open_source(b.source));
-    binds.emplace_back(std::move(src), b);
-  }
-  // Directories this jail covers with a fresh tmpfs: the private ones, the hidden ones, and
-  // every ancestor that would block the new uid from an exposed path (e.g. /root).
-  std::vector<std::string> covered;
-  for (const auto& d : spec.tmpfs)
-    covered.push_back(d);
-  for (const auto& d : spec.hide)
-    covered.push_back(d);
-  std::vector<OpenedSource> exposed;
-  std::vector<std::string> ancestors;
-  for (const auto& p : spec.expose) {
-    std::error_code ec;
-    fs::path real = fs::weakly_canonical(p, ec);
-    if (ec || !fs::exists(real)) continue;  // a missing path needs no view
-    // Nothing below a hidden directory is ever re-exposed (the data directory stays hidden even
-    // when a caller's import path names it).
-    bool hidden = std::any_of(spec.hide.begin(), spec.hide.end(), [&](const std::string& h) {
-      return is_under(real, h) || is_under(h, real);
-    });
-    if (hidden) continue;
-    std::string anc = blocking_ancestor(real);
-    bool under_cover = std::any_of(covered.begin(), covered.end(),
-                                   [&](const std::string& c) { return is_under(real, c); });
-    if (anc.empty() && !under_cover) continue;  // already readable, and stays visible
-    if (!anc.empty() && std::find(ancestors.begin(), ancestors.end(), anc) == ancestors.end()) {
-      ancestors.push_back(anc);
-    }
-    bool nested = std::any_of(exposed.begin(), exposed.end(),
-                              [&](const OpenedSource& e) { return is_under(real, e.path); });
-    if (nested) continue;
-    std::erase_if(exposed, [&](const OpenedSource& e) { return is_under(e.path, real); });
-    KF_ASSIGN_OR_RETURN(OpenedSource src, open_source(real.string()));
-    exposed.push_back(std::move(src));
-  }
-  for (const auto& dir : spec.tmpfs) {
-    KF_RETURN_IF_ERROR(mount_tmpfs(dir, "mode=1777"));
-    ++mounts;
-  }
-  for (const auto& dir : spec.hide) {
-    if (!fs::is_directory(dir)) continue;  // already covered (e.g. a data dir under /tmp)
-    KF_RETURN_IF_ERROR(mount_tmpfs(dir, "mode=0755,size=16m,nr_inodes=4096"));
-    ++mounts;
-  }
-  for (const auto& anc : ancestors) {
-    if (!fs::is_directory(anc)) continue;
-    KF_RETURN_IF_ERROR(mount_tmpfs(anc, "mode=0755,size=16m,nr_inodes=4096"));
-    ++mounts;
-  }
-  for (const auto& src : exposed) {
-    KF_RETURN_IF_ERROR(bind(src, src.path, /*writable=*/false));
-    ++mounts;
-  }
-  for (const auto& [src, b] : binds) {
-    KF_RETURN_IF_ERROR(bind(src, b.target, b.writable));
-    ++mounts;
-  }
-  for (const auto& file : spec.mask) {
-    if (::access(file.c_str(), F_OK) != 0) continue;
-    if (::mount("/dev/null", file.c_str(), nullptr, MS_BIND, nullptr) != 0) {
-      return step_error("mask", errno, file);
-    }
-    ++mounts;
-  }
-  if (spec.mount_proc) {
-    if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") != 0) {
-      return step_error("mount /proc", errno);
-    }
-    ++mounts;
-  }
-  report["mounts"] = mounts;
-  return Status::ok();
-}
-
 }  // namespace
 
 // The topmost ancestor of `path` (itself excluded) that a uid other than its owner cannot
@@ -334,88 +140,6 @@ std::string blocking_ancestor(const fs::path& path) {
   return {};
 }
 
-StatusOr<JailSpec> JailSpec::from_json(const Json& j) {
-  if (!j.is_object()) return invalid_argument("must be an object", "jail");
-  JailSpec s;
-  s.role = j.value("role", "");
-  s.new_mount_ns = j.value("new_mount_ns", true);
-  s.new_net_ns = j.value("new_net_ns", true);
-  s.new_ipc_ns = j.value("new_ipc_ns", true);
-  s.new_uts_ns = j.value("new_uts_ns", true);
-  KF_ASSIGN_OR_RETURN(s.hide, string_list(j, "hide"));
-  KF_ASSIGN_OR_RETURN(s.expose, string_list(j, "expose"));
-  KF_ASSIGN_OR_RETURN(s.mask, string_list(j, "mask"));
-  KF_ASSIGN_OR_RETURN(s.tmpfs, string_list(j, "tmpfs"));
-  if (j.contains("binds") && j["binds"].is_array()) {
-    for (const auto& b : j["binds"]) {
-      if (!b.is_object() || !b.contains("source") || !b.contains("target") ||
-          !b["source"].is_string() || !b["target"].is_string()) {
-        return invalid_argument("each bind needs string 'source' and 'target'", "binds");
-      }
-      s.binds.push_back({b["source"].get<std::string>(), b["target"].get<std::string>(),
-                         b.value("writable", false)});
-    }
-  }
-  s.mount_proc = j.value("mount_proc", true);
-  s.hostname = j.value("hostname", "kforge-job");
-  s.loopback_up = j.value("loopback_up", true);
-  s.chdir = j.value("chdir", "");
-  if (j.contains("uid") && j["uid"].is_number_unsigned()) s.uid = j["uid"].get<uid_t>();
-  if (j.contains("gid") && j["gid"].is_number_unsigned()) s.gid = j["gid"].get<gid_t>();
-  if (j.contains("groups") && j["groups"].is_array()) {
-    for (const auto& g : j["groups"]) {
-      if (!g.is_number_unsigned()) return invalid_argument("must be unsigned integers", "groups");
-      s.groups.push_back(g.get<gid_t>());
-    }
-  }
-  if (s.uid && *s.uid == 0) return invalid_argument("a jail never runs as uid 0", "uid");
-  if (j.contains("rlimits") && j["rlimits"].is_object()) {
-    for (const auto& [k, v] : j["rlimits"].items()) {
-      if (!v.is_number_unsigned()) return invalid_argument("must be unsigned", "rlimits." + k);
-      KF_ASSIGN_OR_RETURN(int ignored, rlimit_resource(k));
-      (void)ignored;
-      s.rlimits[k] = v.get<uint64_t>();
-    }
-  }
-  s.umask = j.value("umask", 077U);
-  s.no_new_privs = j.value("no_new_privs", true);
-  if (j.contains("seccomp_bpf_b64") && j["seccomp_bpf_b64"].is_string()) {
-    auto decoded = base64_decode(j["seccomp_bpf_b64"].get<std::string>());
-    if (!decoded.is_ok()) return invalid_argument(decoded.status().message(), "seccomp_bpf_b64");
-    s.seccomp_bpf = std::move(decoded).value();
-  }
-  return s;
-}
-
-Json JailSpec::to_json() const {
-  Json binds_json = Json::array();
-  for (const auto& b : binds) {
-    binds_json.push_back({{"source", b.source}, {"target", b.target}, {"writable", b.writable}});
-  }
-  Json j = {{"role", role},
-            {"new_mount_ns", new_mount_ns},
-            {"new_net_ns", new_net_ns},
-            {"new_ipc_ns", new_ipc_ns},
-            {"new_uts_ns", new_uts_ns},
-            {"hide", hide},
-            {"expose", expose},
-            {"binds", binds_json},
-            {"mask", mask},
-            {"tmpfs", tmpfs},
-            {"mount_proc", mount_proc},
-            {"hostname", hostname},
-            {"loopback_up", loopback_up},
-            {"chdir", chdir},
-            {"groups", groups},
-            {"rlimits", rlimits},
-            {"umask", umask},
-            {"no_new_privs", no_new_privs}};
-  if (uid) j["uid"] = *uid;
-  if (gid) j["gid"] = *gid;
-  if (!seccomp_bpf.empty()) j["seccomp_bpf_b64"] = base64_encode(seccomp_bpf);
-  return j;
-}
-
 StatusOr<Json> enter_jail(const JailSpec& spec) {
   Json report = {{"role", spec.role}};
   Json namespaces = Json::array();
@@ -427,7 +151,7 @@ StatusOr<Json> enter_jail(const JailSpec& spec) {
   if (flags != 0 && ::unshare(flags) != 0) return step_error("unshare", errno);
   report["namespaces"] = namespaces;
 
-  if (spec.new_mount_ns) KF_RETURN_IF_ERROR(mount_all(spec, report));
+  if (spec.new_mount_ns) KF_RETURN_IF_ERROR(build_root(spec, report));
   if (spec.new_uts_ns && !spec.hostname.empty() &&
       ::sethostname(spec.hostname.data(), spec.hostname.size()) != 0) {
     return step_error("sethostname", errno);

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 
 #include "kforge/common/errno_message.h"
@@ -14,7 +15,7 @@
 namespace kforge::sandbox {
 namespace {
 
-// Denied with EPERM (../shared/research/sandbox.md §5.4).
+// Denied with EPERM: no kernel needs them (docs/security.md "Process isolation").
 constexpr const char* kDenied[] = {
     "unshare",
     "setns",
@@ -74,6 +75,35 @@ constexpr const char* kDenied[] = {
     "vm86old",
 };
 
+// Socket families (the `domain` of socket(2)) by number, as <sys/socket.h> names them. A job
+// keeps AF_UNIX (its link to the judge, tools' local sockets), AF_INET/AF_INET6 (loopback
+// only: its network namespace has nothing else) and AF_NETLINK with NETLINK_ROUTE (glibc's
+// getaddrinfo, if_nameindex and getifaddrs); every other family answers EAFNOSUPPORT, as on
+// a kernel built without it, so libraries fall back instead of failing.
+constexpr const char* kFamilyNames[] = {
+    "AF_UNSPEC",     "AF_UNIX",      "AF_INET",     "AF_AX25",  "AF_IPX",     "AF_APPLETALK",
+    "AF_NETROM",     "AF_BRIDGE",    "AF_ATMPVC",   "AF_X25",   "AF_INET6",   "AF_ROSE",
+    "AF_DECnet",     "AF_NETBEUI",   "AF_SECURITY", "AF_KEY",   "AF_NETLINK", "AF_PACKET",
+    "AF_ASH",        "AF_ECONET",    "AF_ATMSVC",   "AF_RDS",   "AF_SNA",     "AF_IRDA",
+    "AF_PPPOX",      "AF_WANPIPE",   "AF_LLC",      "AF_IB",    "AF_MPLS",    "AF_CAN",
+    "AF_TIPC",       "AF_BLUETOOTH", "AF_IUCV",     "AF_RXRPC", "AF_ISDN",    "AF_PHONET",
+    "AF_IEEE802154", "AF_CAIF",      "AF_ALG",      "AF_NFC",   "AF_VSOCK",   "AF_KCM",
+    "AF_QIPCRTR",    "AF_SMC",       "AF_XDP",      "AF_MCTP"};
+constexpr uint64_t kAfUnix = 1;
+constexpr uint64_t kAfNetlink = 16;
+constexpr uint64_t kAllowedFamilies[] = {kAfUnix, 2 /* AF_INET */, 10 /* AF_INET6 */, kAfNetlink};
+// Families at or above this number are refused wholesale (the kernel knows 46 today); each
+// below it that is not allowed has a rule of its own. The comparisons are on all 64 bits of
+// the argument, so a family with high bits set (the kernel reads an int) is refused too.
+constexpr uint64_t kFamilyRuleLimit = 64;
+
+bool allowed_family(uint64_t family) {
+  for (uint64_t f : kAllowedFamilies) {
+    if (f == family) return true;
+  }
+  return false;
+}
+
 constexpr uint64_t kNamespaceFlags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
                                      CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | 0x00000080ULL;
 // 0x80 is CLONE_NEWTIME.
@@ -87,7 +117,41 @@ Status seccomp_error(const char* what, int rc) {
   return internal_error(std::string("seccomp: ") + what + ": " + errno_message(-rc));
 }
 
+// socket(2) and socketpair(2) for the families a job may use (kFamilyNames' comment).
+Status add_socket_rules(scmp_filter_ctx ctx) {
+  const auto refuse = [&](int nr, int err, scmp_arg_cmp cmp) -> Status {
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(static_cast<uint32_t>(err)), nr, 1, cmp);
+    if (rc != 0 && rc != -EEXIST) return seccomp_error("socket families", rc);
+    return Status::ok();
+  };
+  for (uint64_t f = 0; f < kFamilyRuleLimit; ++f) {
+    if (allowed_family(f)) continue;
+    KF_RETURN_IF_ERROR(refuse(SCMP_SYS(socket), EAFNOSUPPORT,
+                              {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = f, .datum_b = 0}));
+  }
+  KF_RETURN_IF_ERROR(
+      refuse(SCMP_SYS(socket), EAFNOSUPPORT,
+             {.arg = 0, .op = SCMP_CMP_GE, .datum_a = kFamilyRuleLimit, .datum_b = 0}));
+  // AF_NETLINK: NETLINK_ROUTE (protocol 0) only.
+  const scmp_arg_cmp netlink{.arg = 0, .op = SCMP_CMP_EQ, .datum_a = kAfNetlink, .datum_b = 0};
+  const scmp_arg_cmp not_route{.arg = 2, .op = SCMP_CMP_NE, .datum_a = 0, .datum_b = 0};
+  int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2, netlink,
+                            not_route);
+  if (rc != 0 && rc != -EEXIST) return seccomp_error("netlink protocols", rc);
+  // socketpair(2) exists only for AF_UNIX.
+  return refuse(SCMP_SYS(socketpair), EAFNOSUPPORT,
+                {.arg = 0, .op = SCMP_CMP_NE, .datum_a = kAfUnix, .datum_b = 0});
+}
+
 }  // namespace
+
+std::vector<std::string> refused_socket_families() {
+  std::vector<std::string> out;
+  for (uint64_t f = 0; f < std::size(kFamilyNames); ++f) {
+    if (!allowed_family(f)) out.emplace_back(kFamilyNames[f]);
+  }
+  return out;
+}
 
 std::vector<std::string> denied_syscalls(const SeccompOptions& options) {
   std::vector<std::string> out;
@@ -120,6 +184,7 @@ StatusOr<std::string> build_seccomp_bpf(const SeccompOptions& options) {
     rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1, flag);
     if (rc != 0 && rc != -EEXIST) return seccomp_error("clone flags", rc);
   }
+  KF_RETURN_IF_ERROR(add_socket_rules(ctx.get()));
   // libseccomp writes the program to a descriptor: an anonymous file, read back.
   int fd = ::memfd_create("kforge-seccomp", MFD_CLOEXEC);
   if (fd < 0) return errno_error("memfd_create", errno);

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <fstream>
-#include <regex>
 
 #include "kforge/common/base64.h"
 #include "kforge/common/files.h"
@@ -23,22 +23,6 @@ Status make_owned_dir(const fs::path& dir, uid_t uid, gid_t gid, mode_t mode) {
   if (::chown(dir.c_str(), uid, gid) != 0) return errno_error("chown " + dir.string(), errno);
   if (::chmod(dir.c_str(), mode) != 0) return errno_error("chmod " + dir.string(), errno);
   return Status::ok();
-}
-
-// The /dev/nvidiaN nodes a process on `gpu_minor` must not open: every GPU for the cpu
-// device (-1), none where the GPU's node is unknown (kUnknownGpuMinor).
-std::vector<std::string> other_gpu_nodes(int gpu_minor) {
-  std::vector<std::string> out;
-  if (gpu_minor == kUnknownGpuMinor) return out;
-  static const std::regex kNode("nvidia([0-9]+)");
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/dev", ec)) {
-    std::string name = entry.path().filename().string();
-    std::smatch m;
-    if (!std::regex_match(name, m, kNode)) continue;
-    if (std::stoi(m[1].str()) != gpu_minor) out.push_back(entry.path().string());
-  }
-  return out;
 }
 
 }  // namespace
@@ -73,8 +57,10 @@ int nvidia_device_minor(const std::string& pci_bus_id) {
 
 namespace {
 
-// Directories every jail mounts a private, empty tmpfs on.
+// Directories every jail mounts a private, empty tmpfs on (with the process's scratch).
 constexpr std::array<const char*, 2> kPrivateTmpfs = {"/tmp", "/dev/shm"};
+// The file systems no job sees, besides the data directory.
+constexpr const char* kCgroupMount = "/sys/fs/cgroup";
 
 // The kernel caches below a process's cache directory: the environment variable pointing a
 // tool at each (the cuda C ABI's cache, "cuda", is the job spec's cache_dir/cuda instead).
@@ -129,6 +115,9 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     sandbox::SeccompOptions seccomp;
     seccomp.allow_perf_events = o.allow_perf_events;
     KF_ASSIGN_OR_RETURN(p.seccomp_bpf_, sandbox::build_seccomp_bpf(seccomp));
+    RootPlanOptions root = o.root;
+    root.data_dir = o.data_dir;
+    KF_ASSIGN_OR_RETURN(p.root_, plan_root(root));
     p.jailing_ = true;
   }
   if (o.mode != "off") {
@@ -147,6 +136,7 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     }
   }
   p.memory_bytes_ = o.memory_bytes > 0 ? o.memory_bytes : sandbox::default_job_memory_bytes();
+  p.tmp_bytes_ = o.tmp_bytes > 0 ? o.tmp_bytes : static_cast<uint64_t>(p.memory_bytes_) / 4;
 
   // Directories: the data directory is searchable but not listable; caches the jobs share
   // belong to their group.
@@ -199,7 +189,20 @@ Json SandboxPolicy::describe() const {
             {"memory_limit_bytes", memory_bytes_},
             {"pids_max", options_.pids_max},
             {"uid_range", {options_.uid_base, options_.uid_base + options_.uid_count - 1}},
-            {"seccomp", jailing_ ? Json(sandbox::denied_syscalls({})) : Json(nullptr)}};
+            {"seccomp", Json(nullptr)}};
+  if (jailing_) {
+    sandbox::SeccompOptions seccomp;
+    seccomp.allow_perf_events = options_.allow_perf_events;
+    Json denied = sandbox::denied_syscalls(seccomp);
+    for (const auto& family : sandbox::refused_socket_families())
+      denied.push_back("socket(" + family + ")");
+    j["seccomp"] = denied;
+    j["socket_families"] = {"AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK (NETLINK_ROUTE)"};
+    Json root = root_.describe();
+    root["writable"] = {{"/tmp", tmp_bytes_}, {"/dev/shm", tmp_bytes_}, {"scratch", tmp_bytes_}};
+    root["hidden"] = {options_.data_dir.string(), kCgroupMount};
+    j["root"] = root;
+  }
   if (!why_not_.empty()) j["why_not"] = why_not_;
   j["cgroups"] = cgroups_ ? cgroups_->describe() : Json{{"error", cgroups_error_}};
   return j;
@@ -210,13 +213,23 @@ uid_t SandboxPolicy::next_uid() const {
   return options_.uid_base + n;
 }
 
-Json SandboxPolicy::base_jail(const std::string& role, int gpu_minor) const {
+Json SandboxPolicy::base_jail(const std::string& role, int gpu_minor, const fs::path& scratch,
+                              uid_t uid, gid_t gid) const {
   sandbox::JailSpec spec;
   spec.role = role;
-  spec.hide = {options_.data_dir.string(), "/sys/fs/cgroup"};
-  spec.expose = options_.expose;
-  spec.mask = other_gpu_nodes(gpu_minor);
-  spec.tmpfs.assign(kPrivateTmpfs.begin(), kPrivateTmpfs.end());
+  spec.read_only = root_.read_only_paths();
+  spec.devices = job_devices(gpu_minor);
+  spec.files = root_files();
+  spec.links = root_links();
+  std::error_code ec;
+  const fs::path data = fs::weakly_canonical(options_.data_dir, ec);
+  spec.hide = {(ec ? options_.data_dir : data).string(), kCgroupMount};
+  for (const char* dir : kPrivateTmpfs)
+    spec.tmpfs.push_back({dir, tmp_bytes_, 01777, std::nullopt, std::nullopt});
+  spec.tmpfs.push_back({scratch.string(), tmp_bytes_, 0700, uid, gid});
+  spec.uid = uid;
+  spec.gid = gid;
+  spec.chdir = scratch.string();
   spec.rlimits = {{"core", 0},
                   {"fsize", options_.file_size_bytes},
                   {"nofile", options_.open_files},
@@ -241,11 +254,9 @@ Status SandboxPolicy::attach(ChildSandbox& child, const std::string& name, pid_t
   return child.cgroup->attach(pid);
 }
 
-namespace {
-
 // The environment that points a process's kernel caches (Triton, torch extensions, CuPy,
 // the CUDA JIT; the cuda C ABI's cache is the job spec's cache_dir/cuda) below `cache`.
-Json cache_env(const fs::path& home, const fs::path& cache) {
+Json SandboxPolicy::cache_env(const fs::path& home, const fs::path& cache) const {
   // Job uids have no passwd entry: getpass.getuser() (torch.compile's inductor) reads USER.
   Json env = {{"HOME", home.string()},
               {"USER", "kforge-job"},
@@ -253,10 +264,14 @@ Json cache_env(const fs::path& home, const fs::path& cache) {
               {"TMPDIR", "/tmp"}};
   for (const auto& [name, sub] : kCacheEnv)
     env[name] = (cache / sub).string();
+  // Triton finds libcuda with /sbin/ldconfig -p unless told where it is; the jail's root has
+  // the directory, and saying so spares a process per launcher build.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only; kforge unsets only before threads start
+  if (!root_.libcuda_dir.empty() && std::getenv("TRITON_LIBCUDA_PATH") == nullptr) {
+    env["TRITON_LIBCUDA_PATH"] = root_.libcuda_dir;
+  }
   return env;
 }
-
-}  // namespace
 
 StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(const std::string& name,
                                                                             pid_t pid,
@@ -290,28 +305,24 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
     const uid_t candidate_uid = next_uid();
     KF_RETURN_IF_ERROR(make_owned_dir(child->judge_dir, judge_uid, options_.judge_gid, 0700));
     KF_RETURN_IF_ERROR(make_owned_dir(child->candidate_dir, candidate_uid, candidate_uid, 0700));
-    Json judge = base_jail("judge", gpu_minor);
-    judge["uid"] = judge_uid;
-    judge["gid"] = options_.judge_gid;
+    // Their scratch directories are private tmpfs in their jails (the host directories stay
+    // empty); what they share with anything else is bound, read-only but for the judges'
+    // batch reference results.
+    Json judge = base_jail("judge", gpu_minor, child->judge_dir, judge_uid, options_.judge_gid);
     judge["groups"] = {options_.judge_gid};
-    judge["chdir"] = child->judge_dir;
     judge["umask"] = 007;  // what it writes to a shared judges' cache, other judges read
     judge["binds"] = {
-        {{"source", child->judge_dir}, {"target", child->judge_dir}, {"writable", true}},
         {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}},
         {{"source", reference_cache_dir()}, {"target", reference_cache_dir()}, {"writable", true}}};
-    Json candidate = base_jail("candidate", gpu_minor);
-    candidate["uid"] = candidate_uid;
-    candidate["gid"] = candidate_uid;
+    const gid_t candidate_gid = shared ? options_.candidate_gid : candidate_uid;
+    Json candidate =
+        base_jail("candidate", gpu_minor, child->candidate_dir, candidate_uid, candidate_gid);
     candidate["groups"] = Json::array();
-    candidate["chdir"] = child->candidate_dir;
     candidate["binds"] = {
-        {{"source", child->candidate_dir}, {"target", child->candidate_dir}, {"writable", true}},
         {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}}};
     if (shared) {
       judge["binds"].push_back(
           {{"source", judge_cache_dir()}, {"target", judge_cache_dir()}, {"writable", true}});
-      candidate["gid"] = options_.candidate_gid;
       candidate["groups"] = {options_.candidate_gid};
       candidate["umask"] = 007;
       candidate["binds"].push_back({{"source", candidate_cache_dir()},
@@ -349,17 +360,13 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_native_child(cons
   if (jailing_) {
     const uid_t uid = next_uid();
     KF_RETURN_IF_ERROR(make_owned_dir(child->scratch, uid, options_.native_gid, 0700));
-    Json jail = base_jail("native", gpu_minor);
-    jail["uid"] = uid;
-    jail["gid"] = options_.native_gid;
+    Json jail = base_jail("native", gpu_minor, child->scratch, uid, options_.native_gid);
     jail["groups"] = {options_.native_gid};
-    jail["chdir"] = child->scratch;
     jail["umask"] = 007;  // its compile-cache entries are read by the next processes
     // The native worker is already pid 1 of its own pid namespace (the supervisor cloned it
     // there), so its /proc shows only itself.
     const auto cache = native_cache_dir();
     jail["binds"] = {
-        {{"source", child->scratch}, {"target", child->scratch}, {"writable", true}},
         {{"source", cache / "cuda"}, {"target", cache / "cuda"}, {"writable", true}},
         {{"source", cache / "cuda_jit"}, {"target", cache / "cuda_jit"}, {"writable", true}}};
     message["jail"] = jail;

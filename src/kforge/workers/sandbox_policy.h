@@ -28,6 +28,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/sandbox/cgroup.h"
+#include "kforge/workers/root_plan.h"
 
 namespace kforge::workers {
 
@@ -55,9 +56,13 @@ struct SandboxOptions {
   int64_t pids_max = 1024;   // per job (cgroup pids.max): processes and threads
   uint64_t file_size_bytes = uint64_t{8} << 30;  // RLIMIT_FSIZE
   uint64_t open_files = 4096;                    // RLIMIT_NOFILE
-  // Paths the jailed processes must still read (the Python installation, the worker
-  // package, libkforge_*.so, NVRTC); the Python side adds its own sys.path.
-  std::vector<std::string> expose;
+  // What of the host the jails show, read-only: planned at create() when jobs are jailed
+  // (root_plan.h; it runs the workers' Python once to ask where it lives).
+  RootPlanOptions root;
+  // The size of each private tmpfs of a process (/tmp, /dev/shm, its scratch directory:
+  // the only places it may write); 0 = a quarter of memory_bytes. Their pages count against
+  // the job's memory as well.
+  uint64_t tmp_bytes = 0;
   bool allow_perf_events = false;  // device metrics under Nsight Compute
 };
 
@@ -88,7 +93,7 @@ class SandboxPolicy {
   bool jailing() const { return jailing_; }
   bool has_cgroups() const { return cgroups_ != nullptr; }
   // For /health: {"mode", "jailing", "why_not", "cgroups": {...}, "uid_range", "seccomp",
-  // "memory_limit_bytes", "pids_max"}.
+  // "socket_families", "root": {...}, "memory_limit_bytes", "pids_max"}.
   Json describe() const;
 
   // Resources for a Python child on a device whose /dev/nvidia minor is `gpu_minor` (see
@@ -115,7 +120,11 @@ class SandboxPolicy {
  private:
   explicit SandboxPolicy(SandboxOptions options) : options_(std::move(options)) {}
   uid_t next_uid() const;
-  Json base_jail(const std::string& role, int gpu_minor) const;
+  // A jail of `role` whose process writes only to private tmpfs, its scratch directory
+  // `scratch` among them (owned by uid:gid).
+  Json base_jail(const std::string& role, int gpu_minor, const std::filesystem::path& scratch,
+                 uid_t uid, gid_t gid) const;
+  Json cache_env(const std::filesystem::path& home, const std::filesystem::path& cache) const;
   StatusOr<std::unique_ptr<ChildSandbox>> make_scratch(const std::string& name) const;
   Status attach(ChildSandbox& child, const std::string& name, pid_t pid) const;
 
@@ -126,11 +135,14 @@ class SandboxPolicy {
   std::unique_ptr<sandbox::CgroupTree> cgroups_;
   std::string cgroups_error_;
   int64_t memory_bytes_ = 0;
+  uint64_t tmp_bytes_ = 0;
+  RootPlan root_;
   mutable std::atomic<uint32_t> next_uid_{0};
 };
 
-// gpu_minor values: N >= 0 is /dev/nvidiaN (every other GPU node is hidden from the job);
-// -1 is the cpu device (every GPU node hidden); kUnknownGpuMinor hides none.
+// gpu_minor values: N >= 0 is /dev/nvidiaN (the only GPU node in the job's root, with the
+// driver's control nodes); -1 is the cpu device (no GPU node at all); kUnknownGpuMinor: every
+// /dev/nvidiaN (root_plan.h job_devices).
 inline constexpr int kUnknownGpuMinor = -2;
 
 // The minor number of the /dev/nvidiaN node of the GPU with PCI bus id `pci_bus_id`

@@ -118,6 +118,16 @@ TEST_F(NvrtcCompilerTest, SyntaxErrorIsInvalidArgumentWithTheLog) {
   EXPECT_NE(r.status().message().find("broken.cu(1)"), std::string::npos);
 }
 
+TEST_F(NvrtcCompilerTest, HostFilesAreNotIncludedSoTheirLinesNeverReachTheLog) {
+  // NVRTC used to compile it and quote /etc/passwd's lines in its error.
+  CompileRequest request{"#include \"/etc/passwd\"\n__global__ void k() {}", "k", {}, "sm_90a"};
+  auto r = compiler()->compile(request);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("k.cu line 1"), std::string::npos) << r.status().message();
+  EXPECT_EQ(r.status().message().find("root:"), std::string::npos) << r.status().message();
+}
+
 TEST_F(NvrtcCompilerTest, UnknownKernelNameSaysWhichFieldIsWrong) {
   CompileRequest request = vector_add();
   request.kernel_name = "vector_sub";
