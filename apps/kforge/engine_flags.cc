@@ -86,6 +86,12 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "of the job memory limit)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
       ->capture_default_str();
+  cmd.add_option("--jail-read-only", f.jail_read_only,
+                 "A host path jailed jobs also see, read-only (repeatable): for a tool the "
+                 "jail's minimal root does not find on its own (/health shows what it shows, "
+                 "sandbox.root; never the data directory)")
+      ->envname("KFORGE_JAIL_READ_ONLY")
+      ->delimiter(':');
   cmd.add_option("--kernel-cache", f.kernel_cache,
                  "Kernel caches of jobs: isolated (each job compiles into its own, nothing it "
                  "compiles is loaded by another job) or shared (one for all candidates, one for "
@@ -180,6 +186,7 @@ app::EngineOptions engine_options(const EngineFlags& f) {
   eo.sandbox = f.sandbox;
   eo.job_pids_max = f.job_pids_max;
   eo.job_tmp_bytes = static_cast<uint64_t>(f.job_tmp_mb) << 20;
+  eo.jail_read_only = f.jail_read_only;
   eo.sandbox_uid_base = f.sandbox_uid_base;
   eo.kernel_cache = f.kernel_cache;
   eo.queue = f.queue;

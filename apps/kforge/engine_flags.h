@@ -33,7 +33,8 @@ struct EngineFlags {
   std::vector<std::string> worker_env;
   std::string sandbox = "auto";  // auto | required | off
   int64_t job_pids_max = 1024;
-  int64_t job_tmp_mb = 0;  // 0: a quarter of the job memory limit
+  int64_t job_tmp_mb = 0;                   // 0: a quarter of the job memory limit
+  std::vector<std::string> jail_read_only;  // more host paths jobs see, read-only
   uint32_t sandbox_uid_base = 61000;
   std::string kernel_cache = "isolated";
   bool device_metrics = false;  // Nsight Compute metrics for requests that do not say

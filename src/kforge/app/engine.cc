@@ -219,6 +219,7 @@ workers::SandboxOptions sandbox_options_for(const EngineOptions& options, const 
   }
   root.nvrtc_library = paths.nvrtc_library;
   root.ncu = paths.ncu;
+  root.extra = options.jail_read_only;
   return sandbox_options;
 }
 

@@ -58,6 +58,7 @@ struct EngineOptions {
   std::string sandbox = "auto";
   int64_t job_pids_max = 1024;
   uint64_t job_tmp_bytes = 0;  // each private tmpfs of a job process; 0: a quarter of its memory
+  std::vector<std::string> jail_read_only;  // --jail-read-only: more host paths jobs see
   uint32_t sandbox_uid_base = 61000;
   std::string kernel_cache = "isolated";  // isolated | shared (SandboxOptions)
   bool device_metrics_default = false;    // see JobServiceImpl::Options

@@ -136,6 +136,37 @@ Status add_cuda(Builder& b, RootPlan& plan, const RootPlanOptions& o) {
   return Status::ok();
 }
 
+Status add_toolchain(Builder& b, const std::string& command, const std::string& from) {
+  // "$CC" may carry flags ("gcc -m64"): the program is its first word.
+  const std::string program = find_program(command.substr(0, command.find(' ')));
+  if (program.empty()) return Status::ok();
+  std::error_code ec;
+  const fs::path real = fs::canonical(program, ec);
+  if (ec) return Status::ok();
+  const fs::path dir = real.parent_path();
+  const fs::path prefix = dir.filename() == "bin" ? dir.parent_path() : dir;
+  if (prefix == "/usr" || prefix == "/" || prefix.empty()) {
+    return b.add(real, "compiler", from);  // in the system directories already
+  }
+  return b.add(prefix, "compiler", from + " (" + real.string() + ")");
+}
+
+// The host's C and C++ compilers (Triton builds its launchers with $CC or cc at a kernel's
+// first launch; torch's load_inline runs $CXX and nvcc's host compiler): a compiler outside
+// the system directories is shown with its whole installation (its prefix above bin/, where
+// its own libexec/, lib/ and include/ are). Seen on an H200 host: CC=/opt/gcc/bin/gcc.
+Status add_compilers(Builder& b, const RootPlanOptions& o) {
+  for (const char* name : {"CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN"}) {
+    const std::string value = env_or(o.worker_env, name);
+    if (value.empty()) continue;
+    KF_RETURN_IF_ERROR(add_toolchain(b, value, std::string("$") + name));
+  }
+  for (const char* program : {"cc", "c++", "gcc", "g++"}) {
+    KF_RETURN_IF_ERROR(add_toolchain(b, program, std::string("the compiler ") + program));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<std::string> RootPlan::read_only_paths() const {
@@ -176,6 +207,17 @@ StatusOr<RootPlan> plan_root(const RootPlanOptions& o) {
     KF_RETURN_IF_ERROR(b.add(file, "kforge", "kforge's own files"));
   }
   KF_RETURN_IF_ERROR(add_cuda(b, plan, o));
+  KF_RETURN_IF_ERROR(add_compilers(b, o));
+  for (const auto& path : o.extra) {
+    if (!fs::path(path).is_absolute()) {
+      return invalid_argument("--jail-read-only " + path + ": must be an absolute path");
+    }
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      return invalid_argument("--jail-read-only " + path + ": no such path");
+    }
+    KF_RETURN_IF_ERROR(b.add(path, "operator", "--jail-read-only"));
+  }
   if (!o.ncu.empty()) {
     // /usr/local/cuda/bin/ncu launches <toolkit>/nsight-compute-*/ncu: the toolkit above bin/.
     std::error_code ec;

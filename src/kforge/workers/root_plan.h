@@ -44,6 +44,7 @@ struct RootPlanOptions {
   std::string nvrtc_library;                        // "": found on the library path
   std::string ncu;                                  // "": none
   std::filesystem::path data_dir;                   // never shown
+  std::vector<std::string> extra;                   // --jail-read-only: the operator's paths
   bool ask_host = true;  // false (tests): no interpreter or loader is run
 };
 

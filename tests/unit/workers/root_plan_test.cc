@@ -44,6 +44,43 @@ TEST(SandboxRootPlanTest, ShowsTheSystemAndKforgesOwnFilesOnly) {
   EXPECT_EQ(described["why"]["/usr/lib"], "system");
 }
 
+TEST(SandboxRootPlanTest, ACompilerOutsideTheSystemIsShownWithItsInstallation) {
+  // As on the GPU host: CC=/opt/gcc/bin/gcc, which Triton and load_inline run in the jail.
+  const fs::path dir = fs::temp_directory_path() / ("kforge-root-cc-" + std::to_string(getpid()));
+  fs::create_directories(dir / "gcc" / "bin");
+  fs::create_directories(dir / "gcc" / "libexec");
+  { std::ofstream(dir / "gcc" / "bin" / "gcc") << "#!/bin/sh\n"; }
+  fs::permissions(dir / "gcc" / "bin" / "gcc", fs::perms::owner_all);
+  RootPlanOptions o = options_in(dir);
+  o.worker_env["CC"] = (dir / "gcc" / "bin" / "gcc").string() + " -m64";
+  auto plan = plan_root(o);
+  fs::remove_all(dir);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const auto paths = plan->read_only_paths();
+  EXPECT_TRUE(
+      has(paths, (fs::canonical(fs::temp_directory_path()) / dir.filename() / "gcc").string()) ||
+      has(paths, (dir / "gcc").string()));
+  EXPECT_FALSE(has(paths, "/usr"));  // a compiler in /usr/bin adds only itself
+}
+
+TEST(SandboxRootPlanTest, TheOperatorsPathsAreShownAndCheckedLikeTheRest) {
+  const fs::path dir = fs::temp_directory_path() / ("kforge-root-op-" + std::to_string(getpid()));
+  fs::create_directories(dir / "data");
+  fs::create_directories(dir / "tools");
+  RootPlanOptions o = options_in(dir);
+  o.extra = {(dir / "tools").string()};
+  auto plan = plan_root(o);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->describe()["why"][(dir / "tools").string()], "operator");
+  o.extra = {"relative/tools"};
+  EXPECT_NE(plan_root(o).status().message().find("absolute"), std::string::npos);
+  o.extra = {(dir / "missing").string()};
+  EXPECT_NE(plan_root(o).status().message().find("no such path"), std::string::npos);
+  o.extra = {dir.string()};  // holds the data directory
+  EXPECT_NE(plan_root(o).status().message().find("data directory"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(SandboxRootPlanTest, APathHoldingTheDataDirectoryIsRefused) {
   const fs::path dir = fs::temp_directory_path() / ("kforge-root-plan-" + std::to_string(getpid()));
   fs::create_directories(dir / "data");
