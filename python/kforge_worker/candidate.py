@@ -53,7 +53,7 @@ from kforge_worker.binding import Invocation, poison_value
 from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
-from kforge_worker.judged import CandidateClock, CandidateTrials
+from kforge_worker.judged import MAX_CPU_CALLS, CandidateClock, CandidateTrials
 from kforge_worker.loaders import (
     DeviceUnavailable,
     LoadError,
@@ -63,7 +63,14 @@ from kforge_worker.loaders import (
     load_module,
 )
 from kforge_worker.protocol import ProtocolError, StreamChannel
-from kforge_worker.regions import CandidateRegions, RegionError, places_from_wire
+from kforge_worker.regions import (
+    CandidateRegions,
+    Place,
+    RegionError,
+    input_spans,
+    places_from_wire,
+    places_in_set,
+)
 from kforge_worker.spec import (
     KernelSpec,
     SpecError,
@@ -335,7 +342,7 @@ class Candidate:
     def null_trials(self, message: dict[str, Any], _: Any) -> None:
         """The judge's empty trials (before any user code is loaded: judged.measure_null_gpu)."""
         del message
-        trials = CandidateTrials(self.channel, self.tdev, self.clock, None, lambda _: None)
+        trials = CandidateTrials(self.channel, self.tdev, self.clock, None, [lambda _: None])
         claims = trials.serve()
         _send(self.channel, {"type": "timed", "ok": True, "claims": claims})
 
@@ -423,23 +430,40 @@ class Candidate:
             return
         try:
             plan = message["plan"]
-            inv = self._invocation(plan, slots, message.get("places"))
             opts = parse_timing(message.get("timing") or {}, "timing")
-            assert self.regions is not None
-            returned = [
-                self.regions.view(p)
-                for p in places_from_wire(message.get("returned") or [], self.regions.sizes)
+            if self.regions is None:
+                raise ProtocolError("time before any regions")
+            sizes = self.regions.sizes
+            places = places_from_wire(message.get("places"), sizes)
+            returned = places_from_wire(message.get("returned") or [], sizes)
+            sets = int(message.get("sets", 1))
+            strides = [int(v) for v in message.get("strides") or sizes]
+            if not 1 <= sets <= MAX_CPU_CALLS or (sets > 1 and self.tdev.type == "cuda"):
+                raise ValueError(f"bad number of sets {sets}")
+            invs = [
+                self._invocation(
+                    plan, slots, _wire_places(places_in_set(places, k, strides, sizes))
+                )
+                for k in range(sets)
             ]
-        except (KeyError, TypeError, ValueError, ProtocolError, SpecError, AssertionError) as e:
+            outs = [
+                [self.regions.view(p.in_set(k, strides, sizes)) for p in returned]
+                for k in range(sets)
+            ]
+        except (KeyError, TypeError, ValueError, ProtocolError, SpecError) as e:
             self._reply_error("time_ready", "worker", f"bad timing request: {e}")
             return
         runnable = self.runnable
+        inv = invs[0]
 
-        def call() -> object:
-            return runnable(inv.args, inv.kwargs)
+        def call_of(one: Invocation) -> Callable[[], object]:
+            return lambda: runnable(one.args, one.kwargs)
 
-        def copy_out(value: object) -> None:
-            _copy_returned(inv, value, returned)
+        def copy_of(one: Invocation, views: list[torch.Tensor]) -> Callable[[object], None]:
+            return lambda value: _copy_returned(one, value, views)
+
+        call = call_of(inv)
+        copy_outs = [copy_of(one, views) for one, views in zip(invs, outs, strict=True)]
 
         warnings: list[str] = []
         try:
@@ -453,7 +477,15 @@ class Candidate:
             self._reply_error("time_ready", kind, format_user_traceback(e))
             return
         _send(self.channel, {"type": "time_ready", "ok": True, "enqueue_ms": enqueue_ms})
-        trials = CandidateTrials(self.channel, self.tdev, self.clock, target, copy_out)
+        calls = [target] + [call_of(one) for one in invs[1:]]
+        touches = None
+        if self.tdev.type != "cuda":
+            regions = self.regions
+            set_spans = [input_spans(places_in_set(places, k, strides, sizes)) for k in range(sets)]
+            touches = [(lambda spans=spans: regions.touch(spans)) for spans in set_spans]
+        trials = CandidateTrials(
+            self.channel, self.tdev, self.clock, calls, copy_outs, touches=touches
+        )
         error: dict[str, str] | None = None
         try:
             with torch.no_grad():
@@ -529,6 +561,19 @@ class Candidate:
         )
         run = device_metrics.collect(request, bundle, self.scratch)
         _send(self.channel, {"type": "device_metrics", "ok": True, "run": run})
+
+
+def _wire_places(places: list[Any]) -> list[Any]:
+    """Checked places back in their wire form (what _invocation reads)."""
+    out: list[Any] = []
+    for p in places:
+        if isinstance(p, Place):
+            out.append(p.to_wire())
+        elif isinstance(p, list):
+            out.append([None if q is None else q.to_wire() for q in p])
+        else:
+            out.append(None)
+    return out
 
 
 def _prepared_call(

@@ -55,7 +55,13 @@ from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable
 from kforge_worker.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, ReferenceTiming
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
-from kforge_worker.timed import CandidateTiming, TimingFailed, time_candidate
+from kforge_worker.timed import (
+    CandidateTiming,
+    TimingFailed,
+    cpu_calls_per_trial,
+    per_call,
+    time_candidate,
+)
 from kforge_worker.timing import (
     TimingReport,
     TimingStats,
@@ -296,10 +302,12 @@ def _time_both(
         result.fail("runtime", f"could not build the timing inputs: {e}")
         return None
     steps = _StepClock(result)
+    # On the cpu both sides are timed a few calls per trial, each on its own inputs (timed.py).
+    sets = cpu_calls_per_trial(kernels, inputs) if tdev.type != "cuda" else 1
     ref_timed: _ReferenceTimed | None = None
     if kernels.reference is not None:
         ref_timed = _reference_timing(
-            job, tdev, kernels, inputs, result, report=report, reuse=reuse
+            job, tdev, kernels, inputs, result, report=report, reuse=reuse, sets=sets
         )
         steps.mark("reference")
         if ref_timed is None:
@@ -319,7 +327,7 @@ def _time_both(
         wire.release_cached(tdev)
     report("timing_candidate", "timing the kernel", result.to_dict())
     try:
-        timed = time_candidate(kernels, job, tdev, result)
+        timed = time_candidate(kernels, job, tdev, result, sets=sets)
     except TimingFailed:
         return None
     except InputError as e:
@@ -384,19 +392,25 @@ def _reference_timing(
     *,
     report: ProgressFn,
     reuse: ReferenceCache,
+    sets: int = 1,
 ) -> _ReferenceTimed | None:
-    """The reference of a compare timed on `inputs`, or taken from the batch's reuse file;
-    sets ref_runtime(_stats). None when the reference failed (the result says why)."""
+    """The reference of a compare timed on `inputs` (on the cpu `sets` calls per trial, the
+    others on more sets of inputs), or taken from the batch's reuse file; sets
+    ref_runtime(_stats). None when the reference failed (the result says why)."""
     report("timing_reference", "timing the reference", result.to_dict())
     timed = _ReferenceTimed(reused=reuse.reference_timing())
     if timed.reused is not None:
         result.ref_runtime_stats = TimingStats(**timed.reused.stats)
     else:
         assert kernels.reference is not None
+        more = [kernels.make_inputs(job.num_correct_trials + k) for k in range(1, sets)]
         ref_report = _time_local(
-            kernels.reference, lambda: kernels.bind_reference(inputs.clone()), job, tdev,
+            kernels.reference,
+            [lambda one=one: kernels.bind_reference(one.clone()) for one in [inputs, *more]],
+            job,
+            tdev,
             result=result,
-        )  # fmt: skip
+        )
         if ref_report is None:
             return None
         timed.report = ref_report
@@ -426,23 +440,30 @@ def _keep_reference_timing(
 
 def _time_local(
     runnable: Runnable,
-    bind: Callable[[], Any],
+    binds: list[Callable[[], Any]],
     job: JobSpec,
     device: torch.device,
     *,
     result: JobResult,
 ) -> TimingReport | None:
-    """The reference timed in this process on the invocation `bind()` makes; None when it
-    raised (the result says why)."""
+    """The reference timed in this process on the invocations `binds` make: one on a GPU; on
+    the cpu one trial calls each in turn and its time per call is reported (as the
+    candidate's judged trials are: timed.cpu_calls_per_trial). None when it raised (the
+    result says why)."""
     try:
-        inv = bind()
+        invs = [bind() for bind in binds]
 
         def call() -> object:
-            return runnable(inv.args, inv.kwargs)
+            out: object = None
+            for inv in invs:
+                out = runnable(inv.args, inv.kwargs)
+            return out
 
         if device.type == "cuda":
             return time_gpu(call, job.timing, device)
-        return time_cpu(call, job.timing)
+        report = time_cpu(call, job.timing)
+        report.stats = per_call(report.stats, len(invs))
+        return report
     except Exception as e:
         report_exception(result, e, "the reference kernel raised while being timed")
         return None

@@ -58,6 +58,7 @@ from kforge_worker.timing import (
     spin_us_for,
     stop_reason,
 )
+from kforge_worker.wire import receive_fds
 
 # Null trials the judge runs at warm-up (GPU), or per timed trial (cpu, through its echo).
 NULL_TRIALS = 21
@@ -70,6 +71,10 @@ ALLOWANCE_MS = 0.010
 # The judge's spin before the first trial: covers one host round trip and an enqueue.
 FIRST_SPIN_US = 200.0
 MAX_CLAIMS = 10_000  # claims one `enqueued`/`timed` message may carry
+# On the cpu a judged trial calls the kernel this many times at most, each on its own inputs
+# (timed.cpu_calls_per_trial), so the judge's clock sees milliseconds, not one call's
+# microseconds beside two messages' wake-ups.
+MAX_CPU_CALLS = 16
 
 
 class TrialsFailed(Exception):
@@ -183,22 +188,30 @@ class CandidateClock:
 
 
 class CandidateTrials:
-    """Runs the judge's trials in the candidate process: `call` (None for a null trial) and
-    `copy_out` (the returned outputs into their places) per `go`, until `end`."""
+    """Runs the judge's trials in the candidate process until `end`. Per `go`: on a GPU the
+    first of `calls` and its `copy_outs` (the returned outputs into their places); on the cpu
+    every call, each on its own set of the regions, each followed by its copy. `calls` None:
+    the judge's empty trials (the copies alone on the cpu: its echo's)."""
 
     def __init__(
         self,
         channel: StreamChannel,
         device: torch.device,
         clock: CandidateClock | None,
-        call: Callable[[], object] | None,
-        copy_out: Callable[[object], None],
+        calls: list[Callable[[], object]] | None,
+        copy_outs: list[Callable[[object], None]],
+        *,
+        touches: list[Callable[[], None]] | None = None,
     ) -> None:
         self.channel = channel
         self.device = device
         self.clock = clock
-        self.call = call
-        self.copy_out = copy_out
+        self.calls = calls
+        self.copy_outs = copy_outs
+        # cpu: each set's inputs read once before its call (outside the claim; the echo reads
+        # the same bytes, so the judge's view is the call's with its inputs in cache, as the
+        # reference's in the judge).
+        self.touches = touches
         self._pending: dict[int, tuple[torch.cuda.Event, torch.cuda.Event]] = {}
         self.pending_go: dict[str, Any] | None = None  # a `go` the caller already received
 
@@ -228,11 +241,11 @@ class CandidateTrials:
         e2 = torch.cuda.Event(enable_timing=True)
         e1.record()
         error: tuple[str, str] | None = None
-        if self.call is not None:
+        if self.calls:
             try:
-                returned = self.call()
+                returned = self.calls[0]()
                 e2.record()
-                self.copy_out(returned)
+                self.copy_outs[0](returned)
             except Exception as e:  # the judge hears of it; `done` still comes
                 error = _error_of(e)
                 e2.record()
@@ -246,20 +259,28 @@ class CandidateTrials:
         self.channel.send(reply)
 
     def _cpu_trial(self, n: int) -> None:
+        """The calls back to back (each on its own inputs), each followed by its copy; the
+        claim is the calls' time per call."""
         error: tuple[str, str] | None = None
-        start = time.perf_counter_ns()
-        returned: object = None
-        if self.call is not None:
+        called = 0.0
+        for k, copy_out in enumerate(self.copy_outs):
+            returned: object = None
+            if self.touches is not None:
+                self.touches[k]()
+            if self.calls is not None:
+                start = time.perf_counter_ns()
+                try:
+                    returned = self.calls[k]()
+                except Exception as e:
+                    error = _error_of(e)
+                    break
+                called += (time.perf_counter_ns() - start) / 1e6
             try:
-                returned = self.call()
+                copy_out(returned)
             except Exception as e:
                 error = _error_of(e)
-        claim = (time.perf_counter_ns() - start) / 1e6
-        if error is None:
-            try:
-                self.copy_out(returned)
-            except Exception as e:
-                error = _error_of(e)
+                break
+        claim = called / max(1, len(self.copy_outs))
         reply: dict[str, Any] = {"type": "done", "n": n, "claims": {str(n): claim}}
         if error is not None:
             reply["error"] = {"kind": error[0], "message": error[1]}
@@ -434,12 +455,15 @@ def _stop(trials: int, claims: list[float], opts: TimingOptions, elapsed_ms: flo
 
 
 def _cpu_trial(side: JudgeSide, index: int, n: int, *, echo: bool = False) -> tuple[float, dict]:
-    """One trial on the cpu, timed by the judge from before its inputs are copied into the
-    regions to the candidate's (or the echo's) `done`: inputs written before the clock ran
-    could be read by a thread of the candidate's before its `go`."""
+    """One trial on the cpu, timed by the judge from its `go` to the candidate's (or the
+    echo's) `done`. Its inputs are in the regions before the clock runs: copying them inside
+    the window made the judge's view of a few-microsecond call the difference of two
+    milliseconds-long brackets. A thread of the candidate's could read them before its `go`
+    and work ahead; the candidate's own threads are counted and flagged
+    (`no_background_threads`), and on the cpu that is the remaining gap (docs/security.md)."""
     channel = side.echo.channel if echo and side.echo is not None else side.channel
-    start = time.perf_counter_ns()
     side.prepare(index)
+    start = time.perf_counter_ns()
     channel.send({"type": "go", "n": n})
     reply = _expect(channel, "done", n)
     elapsed = (time.perf_counter_ns() - start) / 1e6
@@ -560,25 +584,44 @@ def _echo_main(channel: StreamChannel) -> None:
     from kforge_worker import sandbox
 
     sandbox.set_parent_death_signal()
+    from kforge_worker.regions import CandidateRegions
+
     device = torch.device("cpu")
     source = torch.empty(0, dtype=torch.uint8)
     target = torch.empty(0, dtype=torch.uint8)
+    regions: CandidateRegions | None = None
+    spans: list[list[tuple[int, int]]] = [[]]
 
     def copy_out(_: object) -> None:
         target.copy_(source)
+
+    def touch_of(k: int) -> Callable[[], None]:
+        return lambda: regions.touch(spans[k]) if regions is not None else None
 
     while True:
         message = channel.recv()
         if message is None or message.get("type") == "shutdown":
             return
         if message.get("type") == "copy_bytes":
+            # The run's shape: the returned bytes the candidate copies per call, the regions
+            # (two descriptors follow) and each set's input spans, which it reads per call.
             n = _nonnegative_int(message.get("n"))
+            raw = message.get("spans")
+            spans = [[(int(o), int(b)) for o, b in one] for one in raw] if raw else [[]]
+            spans = spans[:MAX_CPU_CALLS]
             source = torch.empty(n, dtype=torch.uint8)
             target = torch.empty(n, dtype=torch.uint8)
+            fds = receive_fds(channel, 2)
+            if regions is not None:
+                regions.close()
+            regions = CandidateRegions(device, fds, [int(v) for v in message["sizes"]])
             continue
         if message.get("type") == "go":
             # The first `go` of a timed run: served, with the rest of the run, by the loop.
-            trials = CandidateTrials(channel, device, None, None, copy_out)
+            touches = [touch_of(k) for k in range(len(spans))]
+            trials = CandidateTrials(
+                channel, device, None, None, [copy_out] * len(spans), touches=touches
+            )
             trials.pending_go = message
             trials.serve()
 

@@ -38,7 +38,7 @@ from kforge_worker.judged import (
     start_echo,
 )
 from kforge_worker.protocol import ProtocolError, StreamChannel
-from kforge_worker.regions import JudgeRegions, Layout, RegionError, strip_tensors
+from kforge_worker.regions import JudgeRegions, Layout, RegionError, input_spans, strip_tensors
 from kforge_worker.spec import TimingOptions
 
 DEFAULT_BUDGET_BYTES = 64 << 30
@@ -361,9 +361,12 @@ class CandidateLink:
         self.clock = clock
         return clock
 
-    def use_regions(self, inv: Invocation, returned: list[torch.Tensor] | None = None) -> bool:
-        """Makes (or keeps) regions for `inv` (and room for `returned` outputs); False, for
-        good, where they cannot be made here (the reason in `regions_refused`)."""
+    def use_regions(
+        self, inv: Invocation, returned: list[torch.Tensor] | None = None, sets: int | None = None
+    ) -> bool:
+        """Makes (or keeps) regions for `inv` (and room for `returned` outputs, `sets` times;
+        both as the current regions have them when not given); False, for good, where they
+        cannot be made here (the reason in `regions_refused`)."""
         if self.regions_refused is not None:
             return False
         plan, values = plan_invocation(inv)
@@ -371,6 +374,9 @@ class CandidateLink:
         if returned is None and self.regions is not None:
             returned = self.regions.returned_views()
         layout.add_returned(list(returned or []))
+        layout.sets = (
+            sets if sets is not None else (self.regions.layout.sets if self.regions else 1)
+        )
         try:
             self.attach_regions(layout)
         except RegionError as e:
@@ -477,6 +483,8 @@ class CandidateLink:
             "plan": plan,
             "places": layout.to_wire(),
             "returned": [p.to_wire() for p in layout.returned],
+            "sets": layout.sets,
+            "strides": layout.strides,
             "timing": dataclasses.asdict(opts),
             "activity": activity,
         }
@@ -491,8 +499,25 @@ class CandidateLink:
         if not gpu and self.echo is None:
             self.echo = start_echo()
         if self.echo is not None:
+            # The echo mirrors the candidate's side of a cpu trial: the same copies of
+            # returned outputs, the same reads of each set's inputs in the same regions.
             returned_bytes = sum(p.nbytes for p in layout.returned)
-            self.echo.channel.send({"type": "copy_bytes", "n": returned_bytes})
+            spans = [input_spans(self.regions.places(k)) for k in range(layout.sets)]
+            fds = self.regions.descriptors()
+            try:
+                wire.send_fds(
+                    self.echo.channel,
+                    {
+                        "type": "copy_bytes",
+                        "n": returned_bytes,
+                        "spans": spans,
+                        "sizes": self.regions.sizes,
+                    },
+                    fds,
+                )
+            finally:
+                for fd in fds:
+                    os.close(fd)
         enqueue_ms = _claimed_ms(reply.get("enqueue_ms"))
         side = JudgeSide(
             self.channel,

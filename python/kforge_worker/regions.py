@@ -69,6 +69,14 @@ class Place:
     def to_wire(self) -> dict[str, Any]:
         return {"r": self.region, "o": self.offset, "d": self.dtype, "s": list(self.shape)}
 
+    def in_set(self, index: int, strides: list[int], sizes: list[int]) -> Place:
+        """The same tensor in set `index` of a layout of several sets (`strides`: one set's
+        bytes per region), checked against the mapped `sizes`."""
+        offset = self.offset + index * strides[self.region]
+        if index < 0 or offset + self.nbytes > sizes[self.region]:
+            raise RegionError(f"set {index} of a place ends past its region")
+        return Place(self.region, offset, self.dtype, self.shape)
+
     @staticmethod
     def from_wire(raw: Any, sizes: list[int]) -> Place:
         """A place the peer sent, checked against the mapped regions' `sizes`."""
@@ -105,13 +113,24 @@ def region_of(role: str) -> int:
 class Layout:
     """Where each slot's tensors go: `places[i]` is a Place (a tensor slot), a list of
     Place-or-None (a list/tuple slot: None for its non-tensor elements), or None (no
-    tensor), and `sizes` the two regions' bytes. `returned` holds places in OUTPUTS for
-    outputs the candidate returns instead of writing (added with `add_returned`)."""
+    tensor), and `sizes` the two regions' bytes for one set. `returned` holds places in
+    OUTPUTS for outputs the candidate returns instead of writing (added with `add_returned`).
+    With `sets` > 1 the regions hold that many such sets one after another (`strides` apart):
+    on the cpu a judged trial calls the kernel once per set (judged.py)."""
 
     def __init__(self) -> None:
         self.places: list[Any] = []
         self.returned: list[Place] = []
         self.sizes = [0, 0]
+        self.sets = 1
+
+    @property
+    def strides(self) -> list[int]:
+        return list(self.sizes)
+
+    @property
+    def total_sizes(self) -> list[int]:
+        return [s * self.sets for s in self.sizes]
 
     def _place(self, region: int, t: torch.Tensor) -> Place:
         if t.dtype not in NAMES:
@@ -145,7 +164,7 @@ class Layout:
 
     def key(self) -> tuple[Any, ...]:
         """Equal for layouts that place the same tensors the same way."""
-        return (repr(self.places), repr(self.returned), tuple(self.sizes))
+        return (repr(self.places), repr(self.returned), tuple(self.sizes), self.sets)
 
     def to_wire(self) -> list[Any]:
         return [_places_to_wire(p) for p in self.places]
@@ -172,6 +191,25 @@ def places_from_wire(raw: Any, sizes: list[int]) -> list[Any]:
         else:
             out.append(Place.from_wire(p, sizes))
     return out
+
+
+def places_in_set(places: list[Any], index: int, strides: list[int], sizes: list[int]) -> list[Any]:
+    """`places` of set 0 moved to set `index` (Place.in_set)."""
+    out: list[Any] = []
+    for p in places:
+        if isinstance(p, Place):
+            out.append(p.in_set(index, strides, sizes))
+        elif isinstance(p, list):
+            out.append([None if q is None else q.in_set(index, strides, sizes) for q in p])
+        else:
+            out.append(None)
+    return out
+
+
+def input_spans(places: list[Any]) -> list[tuple[int, int]]:
+    """(offset, bytes) of every INPUTS place in `places`."""
+    flat = [q for p in places for q in (p if isinstance(p, list) else [p])]
+    return [(q.offset, q.nbytes) for q in flat if isinstance(q, Place) and q.region == INPUTS]
 
 
 def strip_tensors(places: list[Any], values: list[Any]) -> list[Any]:
@@ -201,6 +239,14 @@ class _Mapped:
     def view(self, place: Place) -> torch.Tensor:
         flat = self.flat[place.region][place.offset : place.offset + place.nbytes]
         return flat.view(DTYPES[place.dtype]).reshape(place.shape)
+
+    def touch(self, spans: list[tuple[int, int]]) -> None:
+        """Reads the INPUTS bytes of `spans` ((offset, bytes) pairs) once: the cpu's caches
+        of this process's core then hold a trial's inputs, which another process wrote."""
+        flat = self.flat[INPUTS]
+        for offset, nbytes in spans:
+            if nbytes:
+                flat[offset : offset + nbytes].sum()
 
     def bind(self, places: list[Any], sent: list[Any]) -> list[Any]:
         """The slot values: views where there are places, the sent values elsewhere."""
@@ -240,7 +286,7 @@ class JudgeRegions(_Mapped):
         super().__init__(device)
         self.layout = layout
         try:
-            for size in layout.sizes:
+            for size in layout.total_sizes:
                 self._allocate(max(size, ALIGN))
         except BaseException:
             self.close()
@@ -267,11 +313,17 @@ class JudgeRegions(_Mapped):
             return [block.export() for block in self._blocks]
         return [os.dup(fd) for fd in self._fds]
 
-    def load(self, values: list[Any], *, outputs: bool = False) -> None:
-        """Copies the slot values' tensors into their places: the INPUTS ones, and with
-        `outputs` the OUTPUTS ones too (an inout tensor's starting values)."""
+    def places(self, index: int = 0) -> list[Any]:
+        """The layout's places in set `index`."""
+        if index == 0:
+            return self.layout.places
+        return places_in_set(self.layout.places, index, self.layout.strides, self.sizes)
+
+    def load(self, values: list[Any], *, outputs: bool = False, index: int = 0) -> None:
+        """Copies the slot values' tensors into their places of set `index`: the INPUTS ones,
+        and with `outputs` the OUTPUTS ones too (an inout tensor's starting values)."""
         with torch.no_grad():
-            for p, v in zip(self.layout.places, values, strict=True):
+            for p, v in zip(self.places(index), values, strict=True):
                 pairs = (
                     [(p, v)] if isinstance(p, Place) else list(zip(p or [], v or [], strict=True))
                 )
@@ -279,12 +331,14 @@ class JudgeRegions(_Mapped):
                     if q is not None and (outputs or q.region == INPUTS):
                         self.view(q).copy_(t)
 
-    def bound(self, values: list[Any]) -> list[Any]:
-        """The slot values with the judge's own views in place of placed tensors."""
-        return self.bind(self.layout.places, strip_tensors(self.layout.places, values))
+    def bound(self, values: list[Any], index: int = 0) -> list[Any]:
+        """The slot values with the judge's own views (of set `index`) in place of placed
+        tensors."""
+        return self.bind(self.places(index), strip_tensors(self.layout.places, values))
 
-    def returned_views(self) -> list[torch.Tensor]:
-        return [self.view(p) for p in self.layout.returned]
+    def returned_views(self, index: int = 0) -> list[torch.Tensor]:
+        strides = self.layout.strides
+        return [self.view(p.in_set(index, strides, self.sizes)) for p in self.layout.returned]
 
 
 class CandidateRegions(_Mapped):

@@ -25,6 +25,7 @@ import contextlib
 import math
 import random
 import statistics
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +35,13 @@ from kforge_worker.binding import collect_outputs, poison_value
 from kforge_worker.compare import compare_tensors, resolve_tolerance
 from kforge_worker.correctness import call_kernel
 from kforge_worker.inputs import InputSet
-from kforge_worker.judged import ALLOWANCE_FRACTION, ALLOWANCE_MS, JudgedRun, within_bound
+from kforge_worker.judged import (
+    ALLOWANCE_FRACTION,
+    ALLOWANCE_MS,
+    MAX_CPU_CALLS,
+    JudgedRun,
+    within_bound,
+)
 from kforge_worker.kernels import JobKernels
 from kforge_worker.link import Failure
 from kforge_worker.results import JobResult
@@ -45,6 +52,11 @@ from kforge_worker.timing import TimingStats, compute_stats, flusher_for, spinne
 # probability (decided before it runs), at most MAX_VERIFIED in all.
 VERIFY_PROBABILITY = 0.1
 MAX_VERIFIED = 5
+# On the cpu a judged trial makes enough calls (each on its own inputs) for the judge's clock
+# to see about this long, at most judged.MAX_CPU_CALLS, with at most CPU_SETS_BYTES of
+# inputs and outputs in the regions.
+CPU_TRIAL_MS = 2.0
+CPU_SETS_BYTES = 256 << 20
 # A claim below this fraction of the judge's view, and more than GROSS_MS below it, is a lie
 # no context switch explains: a failed fatal check. Smaller gaps are absorbed (_judge).
 GROSS_FRACTION = 0.5
@@ -112,12 +124,37 @@ class _Outputs:
         return [(t, int(c)) for t, c in enumerate(counts) if c]
 
 
+def cpu_calls_per_trial(kernels: JobKernels, first: InputSet) -> int:
+    """How many calls one judged trial makes on the cpu (each on its own inputs): enough for
+    CPU_TRIAL_MS by the reference's fastest of a few calls here (an evaluate: by the judge's
+    fastest correctness round trip with the candidate, which holds two messages besides the
+    call), within MAX_CPU_CALLS and CPU_SETS_BYTES of regions."""
+    walls = kernels.candidate.link.call_wall_ms
+    call_ms = min(walls) if walls else CPU_TRIAL_MS
+    if kernels.reference is not None:
+        with contextlib.suppress(Exception):  # the reference's own timing reports a failure
+            inv = kernels.bind_reference(first.clone())
+            times = []
+            for _ in range(5):
+                start = time.perf_counter_ns()
+                kernels.reference(inv.args, inv.kwargs)
+                times.append((time.perf_counter_ns() - start) / 1e6)
+            call_ms = min(times)
+    per_set = sum(
+        a.value.numel() * a.value.element_size() for a in first.args if a.is_tensor
+    ) + max(kernels.output_bytes, 1)
+    by_time = math.ceil(CPU_TRIAL_MS / max(call_ms, 1e-3))
+    return max(1, min(MAX_CPU_CALLS, by_time, CPU_SETS_BYTES // per_set))
+
+
 def time_candidate(
-    kernels: JobKernels, job: JobSpec, device: torch.device, result: JobResult
+    kernels: JobKernels, job: JobSpec, device: torch.device, result: JobResult, *, sets: int = 1
 ) -> CandidateTiming | Failure:
-    """Times the candidate with judged trials; a Failure when its call failed (the caller
+    """Times the candidate with judged trials (`sets` calls per trial, each on its own
+    inputs: more than one on the cpu only); a Failure when its call failed (the caller
     reports it), raises TimingFailed when a check ended the job (the result says why)."""
     link = kernels.candidate.link
+    gpu = device.type == "cuda"
     first = kernels.make_inputs(TIMING_TRIAL_BASE)
     # An evaluate whose inputs come from the candidate's own get_inputs(): its process cannot
     # make them while it serves the trials, so a few sets are made first and rotate (it knows
@@ -127,7 +164,8 @@ def time_candidate(
         pool = [first] + [kernels.make_inputs(TIMING_TRIAL_BASE + k) for k in (1, 2, 3)]
         result.metadata["timing_inputs"] = "rotating 4 sets from the kernel's own get_inputs()"
     template = kernels.bind_candidate(first.shared())
-    if not link.use_regions(template, output_like(kernels) if not template.outputs else []):
+    returned_like = output_like(kernels) if not template.outputs else []
+    if not link.use_regions(template, returned_like, sets):
         result.fail(
             "worker",
             "the timing needs memory the judge shares with the candidate process, and none "
@@ -136,43 +174,55 @@ def time_candidate(
         raise TimingFailed
     regions = link.regions
     assert regions is not None
-    places = regions.layout.places
     plan_outputs = _plan_outputs(template)
-    views = [(name, regions.view(places[i])) for name, i in plan_outputs]
-    empty = [a.role == "output" for a in template.outputs]
-    if not views:
-        views = [(f"output[{k}]", v) for k, v in enumerate(regions.returned_views())]
-        empty = [True] * len(views)
-    outputs = _Outputs(views, empty, job.timing.max_trials, device)
+    # Each set's output views (declared buffers, or the places of returned outputs).
+    set_views: list[list[tuple[str, torch.Tensor]]] = []
+    empty: list[bool] = []
+    for k in range(sets):
+        places = regions.places(k)
+        views = [(name, regions.view(places[i])) for name, i in plan_outputs]
+        flags = [a.role == "output" for a in template.outputs]
+        if not views:
+            views = [(f"output[{j}]", v) for j, v in enumerate(regions.returned_views(k))]
+            flags = [True] * len(views)
+        set_views.append(views)
+        empty += flags
+    outputs = _Outputs(
+        [v for views in set_views for v in views], empty, job.timing.max_trials, device
+    )
     # The warm-up calls of the candidate run on the first trial's inputs.
     regions.load(_slot_values(template), outputs=True)
-    if device.type == "cuda":
+    if gpu:
         torch.cuda.synchronize(device)
-    gpu = device.type == "cuda"
     flusher = flusher_for(device) if gpu and job.timing.l2_flush else None
     rng = random.SystemRandom()
-    staged: dict[int, InputSet] = {}
-    chosen: set[int] = set()
+    staged: dict[int, list[InputSet]] = {}
+    chosen: dict[int, int] = {}  # verified trial -> the set whose outputs are compared
     pending: list[int] = []  # verified trials not compared yet (GPU: at the next prepare)
     # An evaluate's verified trials, compared after the run with untimed calls (the candidate
     # process serves the trials until then): their inputs and their outputs' copies.
     deferred: list[tuple[int, InputSet, list[tuple[str, torch.Tensor]]]] = []
     failures: list[str] = []
+    made = [0]
+
+    def fresh() -> InputSet:
+        made[0] += 1
+        if pool:
+            return pool[(made[0] - 1) % len(pool)]
+        return first if made[0] == 1 else kernels.make_inputs(TIMING_TRIAL_BASE + made[0] - 1)
 
     def stage(i: int) -> None:
         if gpu:
             _verify_pending()
         staged.clear()
-        if pool:
-            staged[i] = pool[i % len(pool)]
-        else:
-            staged[i] = first if i == 0 else kernels.make_inputs(TIMING_TRIAL_BASE + i)
+        staged[i] = [fresh() for _ in range(sets)]
 
     def prepare(i: int) -> None:
         if i == 0 or (len(chosen) < MAX_VERIFIED and rng.random() < VERIFY_PROBABILITY):
-            chosen.add(i)
-        inv = kernels.bind_candidate(staged[i].shared())
-        regions.load(_slot_values(inv), outputs=True)
+            chosen[i] = rng.randrange(sets)
+        for k, inputs in enumerate(staged[i]):
+            inv = kernels.bind_candidate(inputs.shared())
+            regions.load(_slot_values(inv), outputs=True, index=k)
         outputs.poison_all()
         if flusher is not None:
             flusher.flush()
@@ -189,10 +239,12 @@ def time_candidate(
             i = pending.pop(0)
             if gpu:
                 torch.cuda.synchronize(device)
+            k = chosen[i]
+            views = set_views[k]
             if kernels.reference is None:
-                deferred.append((i, staged[i], [(n, v.clone()) for n, v in views]))
+                deferred.append((i, staged[i][k], [(n, v.clone()) for n, v in views]))
             elif not failures:
-                problem = _verify(kernels, job, staged[i], views, device)
+                problem = _verify(kernels, job, staged[i][k], views, device)
                 if problem:
                     failures.append(f"timed trial {i + 1}: {problem}")
 
@@ -236,8 +288,34 @@ def time_candidate(
         f"{len(chosen)} of {len(run.trials)} timed trial(s) verified, every trial's outputs "
         "complete; fresh inputs in every trial",
     )
+    if sets > 1:
+        result.metadata["timing_calls_per_trial"] = sets
     return _judge(
-        run, job=job, device=device, result=result, returned=regions.returned_views(), link=link
+        run,
+        job=job,
+        device=device,
+        result=result,
+        returned=regions.returned_views(),
+        link=link,
+        sets=sets,
+    )
+
+
+def per_call(stats: TimingStats, calls: int) -> TimingStats:
+    """`stats` of trials of `calls` calls each, as the statistics of one call."""
+    if calls <= 1:
+        return stats
+    k = 1.0 / calls
+    return replace(
+        stats,
+        mean=stats.mean * k,
+        std=stats.std * k,
+        min=stats.min * k,
+        max=stats.max * k,
+        median=stats.median * k,
+        percentile_5=stats.percentile_5 * k,
+        percentile_95=stats.percentile_95 * k,
+        percentile_99=stats.percentile_99 * k,
     )
 
 
@@ -317,6 +395,7 @@ def _copy_ms(returned: list[torch.Tensor], device: torch.device) -> float:
 def _judge(
     run: JudgedRun,
     *,
+    sets: int = 1,
     job: JobSpec,
     device: torch.device,
     result: JobResult,
@@ -328,9 +407,9 @@ def _judge(
     if device.type != "cuda":
         assert link.echo is not None
         null = statistics.median(link.echo.samples) if link.echo.samples else 0.0
-        # The judge's view, or the claim where that is larger (a claim can only add: a kernel
-        # of a few microseconds is below the echo's spread, where the view alone reads 0).
-        times = [max(t.bracket_ms - null, t.claim_ms or 0.0, 0.0) for t in run.trials]
+        # The judge's view of one call, or the claim where that is larger (a claim can only
+        # add: a kernel of a few microseconds can be below the echo's spread).
+        times = [max((t.bracket_ms - null) / sets, t.claim_ms or 0.0, 0.0) for t in run.trials]
         stats = compute_stats(
             times, "cpu_wall_clock", warmup_calls=run.warmup_calls, stop_reason=run.stop_reason
         )

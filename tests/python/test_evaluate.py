@@ -513,10 +513,11 @@ def test_kernelbench_inputs_are_made_once_per_trial_and_once_for_timing(tmp_path
     result = run(job)
     assert result["correctness"], result.get("validation_error")
     assert result["runtime_stats"]["trials"] >= 3
-    # 3 correctness trials, the reference's timing set, and fresh inputs for every timed
-    # trial of the candidate.
+    # 3 correctness trials, the reference's timing sets, and fresh inputs for every call of
+    # every timed trial of the candidate (on the cpu a trial calls it `calls` times).
     trials = result["runtime_stats"]["trials"]
-    assert calls.read_text().count("call") == 3 + 1 + trials
+    calls_per_trial = result["metadata"].get("timing_calls_per_trial", 1)
+    assert calls.read_text().count("call") == 3 + calls_per_trial * (1 + trials)
     assert result["metadata"]["get_inputs_device"] == "cpu"
     assert "get_inputs_fallback" not in result["metadata"]
 
