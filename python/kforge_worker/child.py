@@ -22,7 +22,6 @@ from kforge_worker import PROTOCOL_VERSION, jailer, sandbox
 from kforge_worker.device_grant import ExclusiveGrant, no_grant
 from kforge_worker.devinfo import WorkerDevice, parse_device
 from kforge_worker.evaluate import run_job
-from kforge_worker.judged import start_echo
 from kforge_worker.link import CandidateGone, CandidateLink
 from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.results import JobResult
@@ -148,10 +147,6 @@ def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
             return 3
     else:
         sandbox.apply_fallback(cpu_device=not device.is_cuda, report=basic)
-    if not device.is_cuda:
-        # The judge's echo (judged.py) is forked now, jailed with the judge and before any
-        # CPU op of the warm-up could start a thread pool.
-        link.echo = start_echo()
     warm, described = warm_child(device)
     try:
         ready = link.wait_ready()

@@ -63,8 +63,12 @@ from kforge_worker.timed import (
     time_candidate,
 )
 from kforge_worker.timing import (
+    EVENT_RESOLUTION_MS,
+    SPEEDUP_SYSTEMATIC,
     TimingReport,
     TimingStats,
+    speedup_interval,
+    speedup_verdict,
     time_cpu,
     time_gpu,
     window_overhead_ms,
@@ -305,10 +309,12 @@ def _time_both(
     # On the cpu both sides are timed a few calls per trial, each on its own inputs (timed.py).
     sets = cpu_calls_per_trial(kernels, inputs) if tdev.type != "cuda" else 1
     ref_timed: _ReferenceTimed | None = None
+    cpu = tdev.type != "cuda"
     if kernels.reference is not None:
         ref_timed = _reference_timing(
-            job, tdev, kernels, inputs, result, report=report, reuse=reuse, sets=sets
-        )
+            job, tdev, kernels, inputs, result, report=report, reuse=reuse, sets=sets,
+            measure=not cpu,
+        )  # fmt: skip
         steps.mark("reference")
         if ref_timed is None:
             return None
@@ -327,7 +333,8 @@ def _time_both(
         wire.release_cached(tdev)
     report("timing_candidate", "timing the kernel", result.to_dict())
     try:
-        timed = time_candidate(kernels, job, tdev, result, sets=sets)
+        beside = cpu and ref_timed is not None and ref_timed.reused is None
+        timed = time_candidate(kernels, job, tdev, result, sets=sets, time_reference=beside)
     except TimingFailed:
         return None
     except InputError as e:
@@ -339,6 +346,10 @@ def _time_both(
             result, _remote(timed.kind, timed.message), "the kernel raised while being timed"
         )
         return None
+    if ref_timed is not None and timed.ref_stats is not None:
+        result.ref_runtime_stats = timed.ref_stats
+        result.ref_runtime = timed.ref_stats.median
+        ref_timed.report = TimingReport(timed.ref_stats, samples=list(timed.ref_samples))
     stats = timed.stats
     result.runtime_stats = stats
     result.runtime = stats.median
@@ -347,17 +358,27 @@ def _time_both(
         result.warn(warning)
     if timed.launch_not_hidden:
         result.warn(timed.launch_not_hidden)
+    cand_samples = list(timed.samples)
+    ref_samples = ref_timed.samples() if ref_timed is not None else []
     if tdev.type == "cuda":
         # The candidate process profiled its own calls after the judged trials.
         report("kernel_activity", "profiling the timed windows", result.to_dict())
         _candidate_activity(result, timed, stats, kernels.candidate.triton_launches)
-        _take_window_overhead(result, job, tdev)
+        overhead = _take_window_overhead(result, job, tdev)
+        cand_samples = _less(cand_samples, overhead)
+        ref_samples = _less(ref_samples, overhead)
         steps.mark("window_overhead")
     if ref_timed is not None:
         _keep_reference_timing(result, ref_timed, reuse)
-    _speedup(result)
+    _speedup(result, ref_samples, cand_samples, seed=job.seed, device_kind=tdev.type)
     _withhold_speedup(result)
     return inputs
+
+
+def _less(samples: list[float], overhead_ms: float) -> list[float]:
+    """Trial times less the event window's own time, as the statistics (never below the
+    events' resolution)."""
+    return [max(EVENT_RESOLUTION_MS, s - overhead_ms) for s in samples]
 
 
 class _StepClock:
@@ -382,6 +403,12 @@ class _ReferenceTimed:
     report: TimingReport | None = None
     reused: ReferenceTiming | None = None
 
+    def samples(self) -> list[float]:
+        """Each timed trial's time (ms) as measured: what the speedup's interval resamples."""
+        if self.report is not None:
+            return list(self.report.samples)
+        return list(self.reused.samples) if self.reused is not None else []
+
 
 def _reference_timing(
     job: JobSpec,
@@ -393,6 +420,7 @@ def _reference_timing(
     report: ProgressFn,
     reuse: ReferenceCache,
     sets: int = 1,
+    measure: bool = True,
 ) -> _ReferenceTimed | None:
     """The reference of a compare timed on `inputs` (on the cpu `sets` calls per trial, the
     others on more sets of inputs), or taken from the batch's reuse file; sets
@@ -401,6 +429,8 @@ def _reference_timing(
     timed = _ReferenceTimed(reused=reuse.reference_timing())
     if timed.reused is not None:
         result.ref_runtime_stats = TimingStats(**timed.reused.stats)
+    elif not measure:
+        return timed  # timed beside the candidate (the cpu: timed.py's echo)
     else:
         assert kernels.reference is not None
         more = [kernels.make_inputs(job.num_correct_trials + k) for k in range(1, sets)]
@@ -434,6 +464,7 @@ def _keep_reference_timing(
                 stats=dataclasses.asdict(timed.report.stats),
                 warnings=list(timed.report.warnings),
                 activity={name: getattr(result, name) for name in ACTIVITY_FIELDS},
+                samples=list(timed.report.samples),
             )
         )
 
@@ -463,6 +494,7 @@ def _time_local(
             return time_gpu(call, job.timing, device)
         report = time_cpu(call, job.timing)
         report.stats = per_call(report.stats, len(invs))
+        report.samples = [s / len(invs) for s in report.samples]
         return report
     except Exception as e:
         report_exception(result, e, "the reference kernel raised while being timed")
@@ -549,7 +581,7 @@ def _device_metrics(
     result.device_metrics_raw = raw
 
 
-def _take_window_overhead(result: JobResult, job: JobSpec, device: torch.device) -> None:
+def _take_window_overhead(result: JobResult, job: JobSpec, device: torch.device) -> float:
     """The headline is the device's time for the call: the event window's own time, measured
     here on empty windows (timing.window_overhead_ms), comes off the candidate's and the
     reference's statistics alike (docs/architecture.md "What the GPU time means")."""
@@ -560,6 +592,7 @@ def _take_window_overhead(result: JobResult, job: JobSpec, device: torch.device)
     if result.ref_runtime_stats is not None:
         result.ref_runtime_stats = without_window_overhead(result.ref_runtime_stats, overhead)
         result.ref_runtime = result.ref_runtime_stats.median
+    return overhead
 
 
 def _withhold_speedup(result: JobResult) -> None:
@@ -570,13 +603,27 @@ def _withhold_speedup(result: JobResult) -> None:
         result.speedup = None
 
 
-def _speedup(result: JobResult) -> None:
+def _speedup(
+    result: JobResult,
+    ref_samples: list[float],
+    cand_samples: list[float],
+    *,
+    seed: int = 0,
+    device_kind: str = "cuda",
+) -> None:
+    """Speedup = reference median / candidate median, with its 95 % interval over both
+    sides' trials and the verdict the interval gives (timing.speedup_interval)."""
     if result.ref_runtime_stats is None or result.runtime_stats is None:
         return
     cand_ms = result.runtime_stats.median
     if cand_ms <= 0:
         return
     result.speedup = result.ref_runtime_stats.median / cand_ms
+    systematic = SPEEDUP_SYSTEMATIC[device_kind]
+    interval = speedup_interval(ref_samples, cand_samples, seed=seed, systematic=systematic)
+    if interval is not None:
+        result.speedup_ci = [interval[0], interval[1]]
+    result.speedup_verdict = speedup_verdict(interval, min(len(ref_samples), len(cand_samples)))
     plausible = result.speedup <= EXCESSIVE_SPEEDUP
     message = ""
     if not plausible:

@@ -58,7 +58,6 @@ from kforge_worker.timing import (
     spin_us_for,
     stop_reason,
 )
-from kforge_worker.wire import receive_fds
 
 # Null trials the judge runs at warm-up (GPU), or per timed trial (cpu, through its echo).
 NULL_TRIALS = 21
@@ -202,6 +201,7 @@ class CandidateTrials:
         copy_outs: list[Callable[[object], None]],
         *,
         touches: list[Callable[[], None]] | None = None,
+        null_copies: list[Callable[[], None]] | None = None,
     ) -> None:
         self.channel = channel
         self.device = device
@@ -212,6 +212,9 @@ class CandidateTrials:
         # the same bytes, so the judge's view is the call's with its inputs in cache, as the
         # reference's in the judge).
         self.touches = touches
+        # cpu, the judge's echo: what an empty trial (`go` with `null`) does per set instead of
+        # the call and its copy.
+        self.null_copies = null_copies
         self._pending: dict[int, tuple[torch.cuda.Event, torch.cuda.Event]] = {}
         self.pending_go: dict[str, Any] | None = None  # a `go` the caller already received
 
@@ -232,7 +235,7 @@ class CandidateTrials:
             if self.device.type == "cuda":
                 self._gpu_trial(n)
             else:
-                self._cpu_trial(n)
+                self._cpu_trial(n, null=message.get("null") is True)
 
     def _gpu_trial(self, n: int) -> None:
         assert self.clock is not None
@@ -258,15 +261,20 @@ class CandidateTrials:
             reply["error"] = {"kind": error[0], "message": error[1]}
         self.channel.send(reply)
 
-    def _cpu_trial(self, n: int) -> None:
+    def _cpu_trial(self, n: int, *, null: bool = False) -> None:
         """The calls back to back (each on its own inputs), each followed by its copy; the
-        claim is the calls' time per call."""
+        claim is the calls' time per call. An empty trial reads the inputs and makes the
+        null copies only."""
         error: tuple[str, str] | None = None
         called = 0.0
         for k, copy_out in enumerate(self.copy_outs):
             returned: object = None
             if self.touches is not None:
                 self.touches[k]()
+            if null or self.calls is None:
+                if self.null_copies is not None:
+                    self.null_copies[k]()
+                continue
             if self.calls is not None:
                 start = time.perf_counter_ns()
                 try:
@@ -325,6 +333,9 @@ class JudgeSide:
     stage: Callable[[int], None] = lambda _: None
     # Whether the judge has its verdict already (a failed check): no more trials then.
     stop: Callable[[], bool] = lambda: False
+    # Trials run first and left out of the statistics (the first after the warm-up calls
+    # read ~50 us for a 3 us kernel on an H200: a cold first trial must not make the mean).
+    warm_trials: int = 1
 
 
 def run_trials(side: JudgeSide) -> JudgedRun:
@@ -372,9 +383,16 @@ def run_trials(side: JudgeSide) -> JudgedRun:
         else:
             assert side.echo is not None
             n = index + 1
+            # The reference's trial (through the echo) before or after the candidate's, in
+            # turn, so neither side is always the one that runs first.
+            ref_first = side.echo.reference and index % 2 == 1
+            if ref_first:
+                side.echo.ref_samples.append(_cpu_trial(side, index, n, echo=True)[0])
             bracket, reply = _cpu_trial(side, index, n)
             trial = JudgedTrial(index, bracket)
-            null, _ = _cpu_trial(side, index, n, echo=True)
+            if side.echo.reference and not ref_first:
+                side.echo.ref_samples.append(_cpu_trial(side, index, n, echo=True)[0])
+            null, _ = _cpu_trial(side, index, n, echo=True, null=True)
             side.echo.samples.append(null)
         run.trials.append(trial)
         numbers.append(n)
@@ -387,8 +405,11 @@ def run_trials(side: JudgeSide) -> JudgedRun:
                 side.clock.unblock(n)
             break
         index += 1
-        known = [claims[m] for m in numbers if m in claims]
-        reason = _stop(index, known, side.opts, (time.perf_counter_ns() - loop_start) / 1e6)
+        counted = numbers[side.warm_trials :]
+        known = [claims[m] for m in counted if m in claims]
+        reason = _stop(
+            index - side.warm_trials, known, side.opts, (time.perf_counter_ns() - loop_start) / 1e6
+        )
         if reason is not None:
             run.stop_reason = reason
             break
@@ -409,6 +430,11 @@ def run_trials(side: JudgeSide) -> JudgedRun:
         _settle(in_flight, block=True)
     for trial, n in zip(run.trials, numbers, strict=True):
         trial.claim_ms = claims.get(n)
+    if len(run.trials) > side.warm_trials:
+        del run.trials[: side.warm_trials]
+        if side.echo is not None:
+            del side.echo.samples[: side.warm_trials]
+            del side.echo.ref_samples[: side.warm_trials]
     run.spin_us = spin
     run.enqueue_ms = statistics.median(gaps) if gaps else 0.0
     run.activity = final.get("activity")
@@ -444,7 +470,8 @@ def _settle(
 
 def _stop(trials: int, claims: list[float], opts: TimingOptions, elapsed_ms: float) -> str | None:
     """timing.stop_reason, with the trial count taken from the trials run (on a GPU the
-    claims of the last trials arrive later than the trials)."""
+    claims of the last trials arrive later than the trials); the budget never ends a run
+    without one counted trial."""
     if trials < max(1, opts.min_trials):
         return None
     if trials >= opts.max_trials:
@@ -454,7 +481,9 @@ def _stop(trials: int, claims: list[float], opts: TimingOptions, elapsed_ms: flo
     return stop_reason(claims, opts, 0.0) if len(claims) >= 2 else None
 
 
-def _cpu_trial(side: JudgeSide, index: int, n: int, *, echo: bool = False) -> tuple[float, dict]:
+def _cpu_trial(
+    side: JudgeSide, index: int, n: int, *, echo: bool = False, null: bool = False
+) -> tuple[float, dict]:
     """One trial on the cpu, timed by the judge from its `go` to the candidate's (or the
     echo's) `done`. Its inputs are in the regions before the clock runs: copying them inside
     the window made the judge's view of a few-microsecond call the difference of two
@@ -464,7 +493,7 @@ def _cpu_trial(side: JudgeSide, index: int, n: int, *, echo: bool = False) -> tu
     channel = side.echo.channel if echo and side.echo is not None else side.channel
     side.prepare(index)
     start = time.perf_counter_ns()
-    channel.send({"type": "go", "n": n})
+    channel.send({"type": "go", "n": n, "null": null})
     reply = _expect(channel, "done", n)
     elapsed = (time.perf_counter_ns() - start) / 1e6
     if not echo:
@@ -537,18 +566,23 @@ def measure_null_gpu(
         prepare=lambda _: flusher.flush(),
         after=lambda _: None,
         clock=clock,
+        warm_trials=0,
     )
     return run_trials(side)
 
 
 @dataclass
 class Echo:
-    """The judge's echo process on the cpu (`start_echo`): answers `go` with `done` after an
-    empty call and a copy of as many bytes as the candidate copies."""
+    """The judge's echo process on the cpu (`start_echo`): a fork of the judge made for one
+    timed run, after the job's reference and regions exist, that runs only trusted code:
+    the candidate's own trial loop (CandidateTrials) with the reference's calls on regions of
+    the reference's own (its `go`), or no call at all (its `go` with `null`)."""
 
     channel: StreamChannel
     pid: int
-    samples: list[float] = field(default_factory=list)
+    reference: bool  # whether it runs the reference's calls
+    samples: list[float] = field(default_factory=list)  # its empty trials (ms)
+    ref_samples: list[float] = field(default_factory=list)  # its reference trials (ms)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -558,8 +592,21 @@ class Echo:
             os.waitpid(self.pid, 0)
 
 
-def start_echo() -> Echo:
-    """Forks the judge's echo (cpu device). It runs only this module's loop."""
+@dataclass
+class EchoPart:
+    """What the echo does per set of a trial: the reference's call (None: no reference), the
+    copy of what it returned, its inputs read first, and the copy an empty trial makes."""
+
+    call: Callable[[], object] | None
+    copy_out: Callable[[object], None]
+    touch: Callable[[], None]
+    null_copy: Callable[[], None]
+
+
+def start_echo(parts: list[EchoPart]) -> Echo:
+    """Forks the judge's echo for one timed run on the cpu: its memory is the judge's at
+    this moment (the reference, the regions' mappings, `parts`); it keeps no descriptor of
+    the judge's but its end of a new socket pair."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:
@@ -569,59 +616,37 @@ def start_echo() -> Echo:
 
             ours.close()
             keep_only_fds([theirs.fileno()])  # not the judge's sockets
-            _echo_main(StreamChannel(theirs))
+            _echo_main(StreamChannel(theirs), parts)
         except BaseException:
             code = 70
         finally:
             os._exit(code)
     theirs.close()
-    return Echo(StreamChannel(ours), pid)
+    return Echo(StreamChannel(ours), pid, reference=all(p.call is not None for p in parts))
 
 
-def _echo_main(channel: StreamChannel) -> None:
-    """The echo's loop: the candidate's own trial code (CandidateTrials) with no call and a
-    copy of as many bytes as the candidate copies of its returned outputs."""
+def _echo_main(channel: StreamChannel, parts: list[EchoPart]) -> None:
     from kforge_worker import sandbox
+    from kforge_worker.warmup import one_cpu_thread
 
     sandbox.set_parent_death_signal()
-    from kforge_worker.regions import CandidateRegions
-
-    device = torch.device("cpu")
-    source = torch.empty(0, dtype=torch.uint8)
-    target = torch.empty(0, dtype=torch.uint8)
-    regions: CandidateRegions | None = None
-    spans: list[list[tuple[int, int]]] = [[]]
-
-    def copy_out(_: object) -> None:
-        target.copy_(source)
-
-    def touch_of(k: int) -> Callable[[], None]:
-        return lambda: regions.touch(spans[k]) if regions is not None else None
-
+    one_cpu_thread()
+    calls = [p.call for p in parts]
+    trials = CandidateTrials(
+        channel,
+        torch.device("cpu"),
+        None,
+        [c for c in calls if c is not None] if all(c is not None for c in calls) else None,
+        [p.copy_out for p in parts],
+        touches=[p.touch for p in parts],
+        null_copies=[p.null_copy for p in parts],
+    )
     while True:
         message = channel.recv()
         if message is None or message.get("type") == "shutdown":
             return
-        if message.get("type") == "copy_bytes":
-            # The run's shape: the returned bytes the candidate copies per call, the regions
-            # (two descriptors follow) and each set's input spans, which it reads per call.
-            n = _nonnegative_int(message.get("n"))
-            raw = message.get("spans")
-            spans = [[(int(o), int(b)) for o, b in one] for one in raw] if raw else [[]]
-            spans = spans[:MAX_CPU_CALLS]
-            source = torch.empty(n, dtype=torch.uint8)
-            target = torch.empty(n, dtype=torch.uint8)
-            fds = receive_fds(channel, 2)
-            if regions is not None:
-                regions.close()
-            regions = CandidateRegions(device, fds, [int(v) for v in message["sizes"]])
-            continue
         if message.get("type") == "go":
             # The first `go` of a timed run: served, with the rest of the run, by the loop.
-            touches = [touch_of(k) for k in range(len(spans))]
-            trials = CandidateTrials(
-                channel, device, None, None, [copy_out] * len(spans), touches=touches
-            )
             trials.pending_go = message
             trials.serve()
 

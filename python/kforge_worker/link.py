@@ -35,10 +35,9 @@ from kforge_worker.judged import (
     measure_null_gpu,
     run_trials,
     spin_for_enqueue,
-    start_echo,
 )
 from kforge_worker.protocol import ProtocolError, StreamChannel
-from kforge_worker.regions import JudgeRegions, Layout, RegionError, input_spans, strip_tensors
+from kforge_worker.regions import JudgeRegions, Layout, RegionError, strip_tensors
 from kforge_worker.spec import TimingOptions
 
 DEFAULT_BUDGET_BYTES = 64 << 30
@@ -162,7 +161,6 @@ class CandidateLink:
         self.regions_refused: str | None = None
         # The GPU clock (judged.py) and its empty trial, from the warm-up.
         self.clock: JudgeClock | None = None
-        self.echo: Echo | None = None  # the judge's echo on the cpu (judged.start_echo)
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -175,9 +173,6 @@ class CandidateLink:
         return message
 
     def close(self) -> None:
-        if self.echo is not None:
-            self.echo.close()
-            self.echo = None
         if self.regions is not None:
             self.regions.close()
             self.regions = None
@@ -470,6 +465,7 @@ class CandidateLink:
         after: Callable[[int], None],
         stop: Callable[[], bool] = lambda: False,
         activity: bool = False,
+        echo: Echo | None = None,
     ) -> JudgedRun | Failure:
         """Judged timing of the candidate (judged.py) on the regions `inv` was placed in
         (use_regions, with room for the returned outputs): `stage(i)` makes trial i's
@@ -496,28 +492,8 @@ class CandidateLink:
         gpu = self.device.type == "cuda"
         if gpu and self.clock is None:
             raise self.gone(ProtocolError("no clock was set up for the GPU"))
-        if not gpu and self.echo is None:
-            self.echo = start_echo()
-        if self.echo is not None:
-            # The echo mirrors the candidate's side of a cpu trial: the same copies of
-            # returned outputs, the same reads of each set's inputs in the same regions.
-            returned_bytes = sum(p.nbytes for p in layout.returned)
-            spans = [input_spans(self.regions.places(k)) for k in range(layout.sets)]
-            fds = self.regions.descriptors()
-            try:
-                wire.send_fds(
-                    self.echo.channel,
-                    {
-                        "type": "copy_bytes",
-                        "n": returned_bytes,
-                        "spans": spans,
-                        "sizes": self.regions.sizes,
-                    },
-                    fds,
-                )
-            finally:
-                for fd in fds:
-                    os.close(fd)
+        if not gpu and echo is None:
+            raise ValueError("a cpu timing needs the judge's echo (judged.start_echo)")
         enqueue_ms = _claimed_ms(reply.get("enqueue_ms"))
         side = JudgeSide(
             self.channel,
@@ -526,7 +502,7 @@ class CandidateLink:
             prepare,
             after,
             clock=self.clock,
-            echo=self.echo,
+            echo=echo,
             first_spin_us=spin_for_enqueue(self.clock.rtt_ms + enqueue_ms) if self.clock else 0.0,
             stage=stage,
             stop=stop,

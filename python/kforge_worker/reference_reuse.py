@@ -62,6 +62,7 @@ class ReferenceTiming:
     stats: dict[str, Any]
     warnings: list[str]
     activity: dict[str, Any]
+    samples: list[float] = field(default_factory=list)  # each trial's time (ms), as measured
 
 
 @dataclass

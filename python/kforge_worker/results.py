@@ -79,6 +79,10 @@ class JobResult:
     ref_runtime: float = -1.0
     ref_runtime_stats: TimingStats | None = None
     speedup: float | None = None
+    # A 95 % interval of the speedup (timing.speedup_interval) and what it says: `faster`,
+    # `slower` or `indistinguishable` (None where a side has fewer than 2 trials).
+    speedup_ci: list[float] | None = None
+    speedup_verdict: str | None = None
     # Kernel activity (docs/architecture.md "What the GPU time means"): the device's own clock for
     # the timed window; kernel_time is the median summed kernel time (ms). `ref_` for the
     # reference. Present in every result; `kernel_activity.measured` says whether it was.

@@ -26,7 +26,8 @@ import math
 import random
 import statistics
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -39,11 +40,15 @@ from kforge_worker.judged import (
     ALLOWANCE_FRACTION,
     ALLOWANCE_MS,
     MAX_CPU_CALLS,
+    Echo,
+    EchoPart,
     JudgedRun,
+    start_echo,
     within_bound,
 )
 from kforge_worker.kernels import JobKernels
 from kforge_worker.link import Failure
+from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
 from kforge_worker.timing import TimingStats, compute_stats, flusher_for, spinner_for
@@ -76,6 +81,10 @@ class CandidateTiming:
     run: JudgedRun
     judged_ms: float  # the judge's own median view of a trial's work
     launch_not_hidden: str = ""
+    samples: list[float] = field(default_factory=list)  # each reported trial's time (ms)
+    # cpu: the reference timed in the same trials through the judge's echo
+    ref_stats: TimingStats | None = None
+    ref_samples: list[float] = field(default_factory=list)
 
 
 def output_like(kernels: JobKernels) -> list[torch.Tensor]:
@@ -148,11 +157,19 @@ def cpu_calls_per_trial(kernels: JobKernels, first: InputSet) -> int:
 
 
 def time_candidate(
-    kernels: JobKernels, job: JobSpec, device: torch.device, result: JobResult, *, sets: int = 1
+    kernels: JobKernels,
+    job: JobSpec,
+    device: torch.device,
+    result: JobResult,
+    *,
+    sets: int = 1,
+    time_reference: bool = False,
 ) -> CandidateTiming | Failure:
     """Times the candidate with judged trials (`sets` calls per trial, each on its own
-    inputs: more than one on the cpu only); a Failure when its call failed (the caller
-    reports it), raises TimingFailed when a check ended the job (the result says why)."""
+    inputs: more than one on the cpu only); on the cpu with `time_reference` the reference in
+    the same trials, through the judge's echo (its `ref_stats`). A Failure when the
+    candidate's call failed (the caller reports it); raises TimingFailed when a check ended
+    the job (the result says why)."""
     link = kernels.candidate.link
     gpu = device.type == "cuda"
     first = kernels.make_inputs(TIMING_TRIAL_BASE)
@@ -194,6 +211,9 @@ def time_candidate(
     regions.load(_slot_values(template), outputs=True)
     if gpu:
         torch.cuda.synchronize(device)
+    echo: CpuEcho | None = None
+    if not gpu:
+        echo = CpuEcho.start(kernels, regions, first, sets, time_reference)
     flusher = flusher_for(device) if gpu and job.timing.l2_flush else None
     rng = random.SystemRandom()
     staged: dict[int, list[InputSet]] = {}
@@ -223,6 +243,8 @@ def time_candidate(
         for k, inputs in enumerate(staged[i]):
             inv = kernels.bind_candidate(inputs.shared())
             regions.load(_slot_values(inv), outputs=True, index=k)
+            if echo is not None:
+                echo.load_reference(k, inputs)
         outputs.poison_all()
         if flusher is not None:
             flusher.flush()
@@ -248,15 +270,20 @@ def time_candidate(
                 if problem:
                     failures.append(f"timed trial {i + 1}: {problem}")
 
-    run = link.time(
-        template,
-        job.timing,
-        stage=stage,
-        prepare=prepare,
-        after=after,
-        stop=lambda: bool(failures),
-        activity=gpu,
-    )
+    try:
+        run = link.time(
+            template,
+            job.timing,
+            stage=stage,
+            prepare=prepare,
+            after=after,
+            stop=lambda: bool(failures),
+            activity=gpu,
+            echo=echo.process if echo is not None else None,
+        )
+    finally:
+        if echo is not None:
+            echo.close()
     if isinstance(run, Failure):
         return run
     with contextlib.suppress(KeyError):
@@ -298,6 +325,7 @@ def time_candidate(
         returned=regions.returned_views(),
         link=link,
         sets=sets,
+        echo=echo.process if echo is not None else None,
     )
 
 
@@ -317,6 +345,93 @@ def per_call(stats: TimingStats, calls: int) -> TimingStats:
         percentile_95=stats.percentile_95 * k,
         percentile_99=stats.percentile_99 * k,
     )
+
+
+class CpuEcho:
+    """The judge's echo for one timed run on the cpu (judged.start_echo), and, with the
+    reference, the regions of its own the reference's calls read in it."""
+
+    def __init__(
+        self,
+        process: Echo,
+        kernels: JobKernels,
+        ref_regions: JudgeRegions | None,
+    ) -> None:
+        self.process = process
+        self._kernels = kernels
+        self._ref_regions = ref_regions
+
+    @staticmethod
+    def start(
+        kernels: JobKernels,
+        regions: JudgeRegions,
+        first: InputSet,
+        sets: int,
+        with_reference: bool,
+    ) -> CpuEcho:
+        """Builds what the echo runs per set (judged.EchoPart), then forks it."""
+        from kforge_worker.candidate import _copy_returned, invocation_from_plan
+        from kforge_worker.link import plan_invocation
+
+        parts: list[EchoPart] = []
+        ref_regions: JudgeRegions | None = None
+        cand_returned = sum(p.nbytes for p in regions.layout.returned)
+        if with_reference and kernels.reference is not None:
+            ref_inv = kernels.bind_reference(first.shared())
+            plan, values = plan_invocation(ref_inv)
+            layout = Layout.of(plan["slots"], values)
+            if not ref_inv.outputs:
+                layout.add_returned(output_like(kernels))
+            layout.sets = sets
+            ref_regions = JudgeRegions(regions.device, layout)
+            runnable = kernels.reference
+            for k in range(sets):
+                ref_regions.load(values, outputs=True, index=k)
+                inv = invocation_from_plan(plan, ref_regions.bound(values, k))
+                views = ref_regions.returned_views(k)
+                spans = input_spans(ref_regions.places(k))
+                parts.append(
+                    EchoPart(
+                        call=lambda inv=inv: runnable(inv.args, inv.kwargs),
+                        copy_out=lambda v, inv=inv, views=views: _copy_returned(inv, v, views),
+                        touch=lambda spans=spans, r=ref_regions: r.touch(spans),
+                        null_copy=_scratch_copy(cand_returned),
+                    )
+                )
+        else:
+            for k in range(sets):
+                spans = input_spans(regions.places(k))
+                parts.append(
+                    EchoPart(
+                        call=None,
+                        copy_out=lambda _: None,
+                        touch=lambda spans=spans: regions.touch(spans),
+                        null_copy=_scratch_copy(cand_returned),
+                    )
+                )
+        return CpuEcho(start_echo(parts), kernels, ref_regions)
+
+    def load_reference(self, index: int, inputs: InputSet) -> None:
+        """Writes a trial's inputs into set `index` of the reference's regions."""
+        if self._ref_regions is None:
+            return
+        from kforge_worker.link import plan_invocation
+
+        inv = self._kernels.bind_reference(inputs.shared())
+        self._ref_regions.load(plan_invocation(inv)[1], outputs=True, index=index)
+
+    def close(self) -> None:
+        self.process.close()
+        if self._ref_regions is not None:
+            self._ref_regions.close()
+
+
+def _scratch_copy(nbytes: int) -> Callable[[], None]:
+    """A copy of `nbytes` (the bytes the candidate copies after each call), for the echo's
+    empty trials."""
+    source = torch.empty(nbytes, dtype=torch.uint8)
+    target = torch.empty_like(source)
+    return lambda: target.copy_(source) if nbytes else None
 
 
 def _plan_outputs(inv: Any) -> list[tuple[str, int]]:
@@ -396,6 +511,7 @@ def _judge(
     run: JudgedRun,
     *,
     sets: int = 1,
+    echo: Echo | None = None,
     job: JobSpec,
     device: torch.device,
     result: JobResult,
@@ -405,11 +521,11 @@ def _judge(
     """The candidate's statistics from the judged run, and the bound on its claims."""
     opts = job.timing
     if device.type != "cuda":
-        assert link.echo is not None
-        null = statistics.median(link.echo.samples) if link.echo.samples else 0.0
-        # The judge's view of one call, or the claim where that is larger (a claim can only
-        # add: a kernel of a few microseconds can be below the echo's spread).
-        times = [max((t.bracket_ms - null) / sets, t.claim_ms or 0.0, 0.0) for t in run.trials]
+        assert echo is not None
+        null = statistics.median(echo.samples) if echo.samples else 0.0
+        # The judge's view of one call (the reference's comes the same way, through its
+        # echo, so identical kernels are measured identically).
+        times = [max((t.bracket_ms - null) / sets, 0.0) for t in run.trials]
         stats = compute_stats(
             times, "cpu_wall_clock", warmup_calls=run.warmup_calls, stop_reason=run.stop_reason
         )
@@ -417,11 +533,17 @@ def _judge(
         result.metadata["judge_clock"] = {
             "null_ms": round(null, 6),
             "claimed_median_ms": round(statistics.median(claims), 6) if claims else None,
-            "source": "the judge's wall clock less its echo's empty trials (a claim counts only "
-            "where it is larger)",
+            "source": "the judge's wall clock less its echo's empty trials, per call; the "
+            "claims are not used",
         }
         result.add_check("timing_consistent_with_judge_clock", True, "timed by the judge")
-        return CandidateTiming(stats, run, stats.median)
+        timing = CandidateTiming(stats, run, stats.median, samples=times)
+        if echo.ref_samples:
+            timing.ref_samples = [max((b - null) / sets, 0.0) for b in echo.ref_samples]
+            timing.ref_stats = compute_stats(
+                timing.ref_samples, "cpu_wall_clock", stop_reason=run.stop_reason
+            )
+        return timing
     clock = link.clock
     null = clock.null_ms if clock is not None and clock.null_ms is not None else 0.0
     copy = _copy_ms(returned, device)
@@ -486,14 +608,14 @@ def _judge(
                 message += ": the times reported are the judge's view, not the claims"
                 result.add_check("timing_consistent_with_judge_clock", False, message, fatal=False)
                 result.warn(message)
-            return CandidateTiming(stats, run, judged_ms, _not_hidden(run))
+            return CandidateTiming(stats, run, judged_ms, _not_hidden(run), samples=times)
     result.add_check(
         "timing_consistent_with_judge_clock",
         True,
         f"{len(hidden)} of {len(trials)} trials bounded by the judge's clock"
         + ("" if len(hidden) >= max(1, len(trials) // 2) else "; the rest took its view"),
     )
-    return CandidateTiming(stats, run, judged_ms, _not_hidden(run))
+    return CandidateTiming(stats, run, judged_ms, _not_hidden(run), samples=times)
 
 
 def _not_hidden(run: JudgedRun) -> str:

@@ -133,6 +133,8 @@ class TimingReport:
     # What was timed (the call, or the replay of its CUDA graph; keeps the graph alive), for
     # activity.py's profiled pass. None on cpu.
     call: Callable[[], object] | None = field(default=None, repr=False, compare=False)
+    # Every timed trial's time (ms), in order: what the speedup's interval resamples.
+    samples: list[float] = field(default_factory=list, repr=False, compare=False)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -233,6 +235,61 @@ def _nothing() -> None:
     return None
 
 
+SPEEDUP_CONFIDENCE = 0.95
+SPEEDUP_RESAMPLES = 2000
+# The bootstrap sees the spread of one run's trials, not what moves between runs (the
+# machine's load, which process ran first): identical kernels through bench/identity.py read
+# up to ~10 % apart on the 2-core cpu machine and ~3 % below 2^20 elements on an H200
+# (docs/benchmarks.md). The interval is widened by this much on each side.
+SPEEDUP_SYSTEMATIC = {"cpu": 0.10, "cuda": 0.03}
+# Fewer trials than this on either side give no `faster`/`slower`, whatever the interval.
+SPEEDUP_MIN_TRIALS = 5
+
+
+def speedup_interval(
+    reference: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    seed: int = 0,
+    systematic: float = 0.0,
+) -> tuple[float, float] | None:
+    """A SPEEDUP_CONFIDENCE interval of reference median / candidate median: the percentile
+    bootstrap over both sides' trials, each resampled on its own (SPEEDUP_RESAMPLES times,
+    with `seed`, so a result can be computed again), widened by `systematic` (a fraction) on
+    each side; None with fewer than 2 trials a side."""
+    import numpy as np
+
+    if len(reference) < 2 or len(candidate) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    ref = np.asarray(reference, dtype=np.float64)
+    cand = np.asarray(candidate, dtype=np.float64)
+    ref_medians = np.median(ref[rng.integers(0, ref.size, (SPEEDUP_RESAMPLES, ref.size))], axis=1)
+    cand_medians = np.median(
+        cand[rng.integers(0, cand.size, (SPEEDUP_RESAMPLES, cand.size))], axis=1
+    )
+    ratio = ref_medians / np.maximum(cand_medians, 1e-12)
+    tail = (1.0 - SPEEDUP_CONFIDENCE) / 2.0
+    low, high = np.quantile(ratio, [tail, 1.0 - tail])
+    return float(low) * (1.0 - systematic), float(high) * (1.0 + systematic)
+
+
+def speedup_verdict(interval: tuple[float, float] | None, trials: int) -> str | None:
+    """`faster` when the whole interval is above 1, `slower` when below, else
+    `indistinguishable` (identical kernels must read so), as it is with fewer than
+    SPEEDUP_MIN_TRIALS `trials` on the smaller side; None without an interval."""
+    if interval is None:
+        return None
+    if trials < SPEEDUP_MIN_TRIALS:
+        return "indistinguishable"
+    low, high = interval
+    if low > 1.0:
+        return "faster"
+    if high < 1.0:
+        return "slower"
+    return "indistinguishable"
+
+
 def stop_reason(samples: Sequence[float], opts: TimingOptions, elapsed_ms: float) -> str | None:
     """Why to stop now, or None to take another trial."""
     n = len(samples)
@@ -314,7 +371,8 @@ def time_cpu(
         if reason is not None:
             break
     return TimingReport(
-        compute_stats(samples, "cpu_wall_clock", warmup_calls=warmups, stop_reason=reason)
+        compute_stats(samples, "cpu_wall_clock", warmup_calls=warmups, stop_reason=reason),
+        samples=samples,
     )
 
 
@@ -584,7 +642,7 @@ def time_gpu(
         device_sync_median=sync_median,
     )
     stats = _with_spin(stats, runner, enqueue_ms, uncovered)
-    report = TimingReport(stats, warnings, call=target)
+    report = TimingReport(stats, warnings, call=target, samples=events)
     report.stream_skew = stream_skew_message(sync_median, stats.median)
     if report.stream_skew:
         warnings.append(report.stream_skew)

@@ -14,6 +14,7 @@ timed and may fail on its own; failures are reported, not fatal.
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -241,6 +242,16 @@ def _fused_compile(arch: int) -> list[Any]:
     return fused_compare.precompile(arch)
 
 
+def one_cpu_thread() -> None:
+    """On the cpu device a job's processes run torch single-threaded, unless OMP_NUM_THREADS
+    says otherwise: the judge, its echo and the candidate take turns on the machine, and an
+    idle process's OpenMP threads spin-waiting beside the one being timed made a 2^16 add
+    read 2-3 times slower in one process than in another (judged.py; the reference and the
+    candidate are timed alike either way)."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+
+
 def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
     """Warms the child; returns the report and the `device` description for `ready`."""
     from kforge_worker.devinfo import describe
@@ -248,6 +259,8 @@ def warm_child(device: WorkerDevice) -> tuple[WarmupReport, dict[str, Any]]:
     report = WarmupReport()
     described: dict[str, Any] = {"kind": device.kind}
     tdev = device.torch_device()
+    if not device.is_cuda:
+        one_cpu_thread()
     if device.is_cuda:
         report.run("cuda_context", lambda: _cuda_context(tdev))
         # A child's first Triton launch took ~1 s on an H100 (2.1-2.5 s warm-ups): its parts

@@ -44,9 +44,8 @@ def test_passing_job(zygote, tmp_path):
     assert box["setsid"] and box["parent_death_signal"] and box["limits"]["core"] == 0
     assert os.getsid(child.pid) == child.pid  # its own session, so a group kill takes it all
     fds = set(os.listdir(f"/proc/{child.pid}/fd"))
-    # stdio, the protocol socket, the links to its candidate process and to its echo
-    # (judged.py: the judge's empty trials on the cpu)
-    assert {"0", "1", "2"} <= fds and len(fds) == 6, fds
+    # stdio, the protocol socket and the link to its candidate process
+    assert {"0", "1", "2"} <= fds and len(fds) == 5, fds
     assert ready["sandbox"]["judge"]["jailed"] is False  # this fake supervisor never jails
     assert ready["candidate"]["warmup_ms"] > 0
 

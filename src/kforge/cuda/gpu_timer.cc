@@ -293,6 +293,7 @@ StatusOr<TimingReport> GpuTimer::time(const LaunchFn& launch, const model::Timin
   }
 
   report.stats = compute_stats(events, method);
+  report.samples = events;
   report.stats.l2_flush = options.l2_flush;
   report.stats.warmup_calls = warmups;
   report.stats.stop_reason = reason;

@@ -55,6 +55,8 @@ struct TimingReport {
   // What was timed (the launch, or the replay of its CUDA graph, which it keeps alive), for
   // profile().
   LaunchFn call;
+  // Every timed trial's event time (ms), in order: what the speedup's interval resamples.
+  std::vector<double> samples;
 
   // The timing loop's own flags (launch_not_hidden, work_outside_launch_stream), then the
   // activity's, as the result's `timing_flags`.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <numeric>
+#include <random>
 
 namespace kforge::cuda {
 
@@ -141,6 +142,54 @@ std::string stream_skew_message(double sync_median_ms, double event_median_ms) {
                 "events)",
                 sync_median_ms, event_median_ms);
   return buf;
+}
+
+namespace {
+
+// The median of `count` values drawn with replacement from `values`.
+double resampled_median(const std::vector<double>& values, std::mt19937_64& rng,
+                        std::vector<double>& scratch) {
+  std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
+  scratch.resize(values.size());
+  for (double& v : scratch)
+    v = values[pick(rng)];
+  std::sort(scratch.begin(), scratch.end());
+  return percentile(scratch, 50);
+}
+
+}  // namespace
+
+std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& reference_ms,
+                                                const std::vector<double>& candidate_ms,
+                                                uint64_t seed) {
+  if (reference_ms.size() < 2 || candidate_ms.size() < 2) return std::nullopt;
+  std::mt19937_64 rng(seed);
+  std::vector<double> ratios;
+  ratios.reserve(kSpeedupResamples);
+  std::vector<double> scratch;
+  for (int i = 0; i < kSpeedupResamples; ++i) {
+    const double ref = resampled_median(reference_ms, rng, scratch);
+    const double cand = resampled_median(candidate_ms, rng, scratch);
+    ratios.push_back(ref / std::max(cand, 1e-12));
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double tail = (1.0 - kSpeedupConfidence) / 2.0 * 100.0;
+  return SpeedupInterval{percentile(ratios, tail) * (1.0 - kSpeedupSystematic),
+                         percentile(ratios, 100.0 - tail) * (1.0 + kSpeedupSystematic)};
+}
+
+std::string speedup_verdict(const std::optional<SpeedupInterval>& interval, size_t trials) {
+  if (!interval) return "";
+  if (trials < static_cast<size_t>(kSpeedupMinTrials)) return "indistinguishable";
+  if (interval->low > 1.0) return "faster";
+  if (interval->high < 1.0) return "slower";
+  return "indistinguishable";
+}
+
+std::vector<double> without_window_overhead(std::vector<double> samples_ms, double overhead_ms) {
+  for (double& v : samples_ms)
+    v = std::max(kEventResolutionMs, v - overhead_ms);
+  return samples_ms;
 }
 
 }  // namespace kforge::cuda

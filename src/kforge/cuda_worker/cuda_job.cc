@@ -1,5 +1,6 @@
 #include "kforge/cuda_worker/cuda_job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -306,6 +307,8 @@ void Pipeline::timing() {
   // both kernels' statistics (after the activity, which compares event times).
   if (auto overhead = rt_.timer()->window_overhead_ms(job_.request.timing); overhead.is_ok()) {
     cand->stats = cuda::without_window_overhead(cand->stats, *overhead);
+    cand->samples = cuda::without_window_overhead(std::move(cand->samples), *overhead);
+    if (ref) ref->samples = cuda::without_window_overhead(std::move(ref->samples), *overhead);
     if (result_.ref_runtime_stats) {
       result_.ref_runtime_stats =
           cuda::without_window_overhead(*result_.ref_runtime_stats, *overhead);
@@ -326,6 +329,12 @@ void Pipeline::timing() {
   if (result_.ref_runtime_stats && cand->stats.median > 0) {
     double speedup = result_.ref_runtime_stats->median / cand->stats.median;
     result_.speedup = speedup;
+    if (ref) {
+      result_.speedup_ci =
+          cuda::speedup_interval(ref->samples, cand->samples, job_.request.seed.value_or(0));
+      result_.speedup_verdict = cuda::speedup_verdict(
+          result_.speedup_ci, std::min(ref->samples.size(), cand->samples.size()));
+    }
     bool plausible = speedup <= kExcessiveSpeedup;
     std::string message;
     if (!plausible) {

@@ -98,6 +98,8 @@ Json JobResult::to_json() const {
       {"ref_runtime", ref_runtime},
       {"ref_runtime_stats", ref_runtime_stats ? ref_runtime_stats->to_json() : Json(nullptr)},
       {"speedup", speedup ? Json(*speedup) : Json(nullptr)},
+      {"speedup_ci", speedup_ci ? Json::array({speedup_ci->low, speedup_ci->high}) : Json(nullptr)},
+      {"speedup_verdict", speedup_verdict.empty() ? Json(nullptr) : Json(speedup_verdict)},
       {"error_kind", error_kind ? Json(model::to_string(*error_kind)) : Json()},
       {"correctness_details",
        correctness_details ? cuda_worker::to_json(*correctness_details) : Json(nullptr)},

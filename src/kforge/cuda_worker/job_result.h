@@ -70,6 +70,9 @@ class JobResult {
   double ref_runtime = -1.0;
   std::optional<cuda::TimingStats> ref_runtime_stats;
   std::optional<double> speedup;
+  // Its 95 % interval and what that says (cuda::speedup_interval, speedup_verdict).
+  std::optional<cuda::SpeedupInterval> speedup_ci;
+  std::string speedup_verdict;  // "" when not measured
   ActivityResult activity;
   ActivityResult ref_activity;
   Json device_metrics_raw;  // ncu's output per role (device_metrics.h); null when not asked

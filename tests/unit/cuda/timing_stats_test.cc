@@ -124,3 +124,37 @@ TEST(TimingStatsTest, JsonCarriesEveryRuntimeStatsField) {
 
 }  // namespace
 }  // namespace kforge::cuda
+
+namespace kforge::cuda {
+namespace {
+
+TEST(SpeedupIntervalTest, IdenticalSamplesAreIndistinguishable) {
+  std::vector<double> a = {1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01};
+  auto interval = speedup_interval(a, a, 7);
+  ASSERT_TRUE(interval.has_value());
+  EXPECT_LT(interval->low, 1.0);
+  EXPECT_GT(interval->high, 1.0);
+  EXPECT_EQ(speedup_verdict(interval, a.size()), "indistinguishable");
+  // The same seed gives the same interval (a result can be computed again).
+  auto again = speedup_interval(a, a, 7);
+  EXPECT_EQ(again->low, interval->low);
+  EXPECT_EQ(again->high, interval->high);
+}
+
+TEST(SpeedupIntervalTest, AClearlyFasterCandidateIsFasterAndFewTrialsAreNot) {
+  std::vector<double> ref = {2.0, 2.02, 1.98, 2.01, 1.99, 2.0};
+  std::vector<double> cand = {1.0, 1.01, 0.99, 1.0, 1.02, 0.98};
+  auto interval = speedup_interval(ref, cand, 1);
+  ASSERT_TRUE(interval.has_value());
+  EXPECT_GT(interval->low, 1.8);
+  EXPECT_EQ(speedup_verdict(interval, ref.size()), "faster");
+  EXPECT_EQ(speedup_verdict(speedup_interval(cand, ref, 1), ref.size()), "slower");
+  // Widened by the systematic 3 % on each side.
+  EXPECT_LT(interval->low, 2.0 * (1 - kSpeedupSystematic) + 0.05);
+  EXPECT_EQ(speedup_verdict(interval, kSpeedupMinTrials - 1), "indistinguishable");
+  EXPECT_FALSE(speedup_interval({1.0}, cand, 1).has_value());
+  EXPECT_EQ(speedup_verdict(std::nullopt, 10), "");
+}
+
+}  // namespace
+}  // namespace kforge::cuda
