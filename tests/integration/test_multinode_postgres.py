@@ -177,7 +177,7 @@ def test_three_nodes_one_killed_mid_batch_every_job_completes_once(postgres: Pos
             list(pool.map(lambda s: s.start(), nodes))
         for s in nodes:
             s.wait_ready()
-        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["1"]]
+        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["2"]]
         victim = nodes[2]
 
         ids: list[str] = []
@@ -366,7 +366,7 @@ def submit_retrying(server: KforgeServer, body: dict[str, object]) -> str:
 def test_a_schema_newer_than_the_binary_is_refused(postgres: Postgres) -> None:
     first = node(postgres, "node-a").start()
     first.stop()
-    assert postgres.rows("SELECT version FROM kforge_schema_version") == [["1"]]
+    assert postgres.rows("SELECT version FROM kforge_schema_version") == [["2"]]
     postgres.rows("UPDATE kforge_schema_version SET version = 99")
     out = subprocess.run(
         [str(kforge_binary()), "serve", "--port", "0", "--devices", "cpu",
