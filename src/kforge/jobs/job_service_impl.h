@@ -85,7 +85,7 @@ class JobServiceImpl final : public JobService {
   // queued stay queued in the store and run after the next start.
   void stop();
 
-  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override;
+  StatusOr<model::JobRecord> submit(model::JobRequest request, const Caller& caller) override;
   StatusOr<model::JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
