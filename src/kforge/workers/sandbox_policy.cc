@@ -159,7 +159,8 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / "triton", 0, 0, 0755));
     KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir(), 0, o.judge_gid, 02770));
     KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir(), 0, o.candidate_gid, 02770));
-    KF_RETURN_IF_ERROR(make_owned_dir(p.reference_cache_dir(), 0, o.judge_gid, 02770));
+    // The server's alone: a judge gets its batch's file staged (reference_staging.h).
+    KF_RETURN_IF_ERROR(make_owned_dir(p.reference_cache_dir(), 0, 0, 0700));
     std::vector<std::string> subs = {"cuda"};
     for (const auto& [env, sub] : kCacheEnv)
       subs.emplace_back(sub);
@@ -298,8 +299,7 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
     judge["umask"] = 007;  // what it writes to a shared judges' cache, other judges read
     judge["binds"] = {
         {{"source", child->judge_dir}, {"target", child->judge_dir}, {"writable", true}},
-        {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}},
-        {{"source", reference_cache_dir()}, {"target", reference_cache_dir()}, {"writable", true}}};
+        {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}}};
     Json candidate = base_jail("candidate", gpu_minor);
     candidate["uid"] = candidate_uid;
     candidate["gid"] = candidate_uid;
