@@ -473,6 +473,13 @@ void JobServiceImpl::finish(const std::string& id, model::JobState state, Json r
   if (result.is_object() && !result.contains("compilation_time") && sample.compile_s >= 0) {
     result["compilation_time"] = sample.compile_s;
   }
+  // A job's texts are its code's to choose: bounded before anyone stores or reads them.
+  if (cap_result(result, options_.result_limits)) {
+    KF_LOG_WARN("job={} result cut to the result limits (result_caps.h)", id);
+  }
+  if (error.size() > options_.result_limits.max_text_bytes) {
+    error = cap_text(error, options_.result_limits.max_text_bytes);
+  }
   Status stored = store_->finish_job(id, state, result, error, now);
   if (shared_ != nullptr) {
     // The shared database may be restarting: try again for a while. A result never recorded

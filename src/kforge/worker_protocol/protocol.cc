@@ -42,8 +42,11 @@ std::optional<StatusOr<Json>> FrameDecoder::next() {
   if (buffered() < 4) return std::nullopt;
   const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
   uint32_t n = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-  if (n == 0 || n > kMaxFrameBytes) {
-    return StatusOr<Json>(io_error("protocol frame of invalid length " + std::to_string(n)));
+  if (n == 0) return StatusOr<Json>(io_error("protocol frame of invalid length 0"));
+  if (n > max_frame_bytes_) {
+    return StatusOr<Json>(io_error("protocol frame of " + std::to_string(n) +
+                                   " bytes, over the limit of " +
+                                   std::to_string(max_frame_bytes_)));
   }
   if (buffered() < 4 + size_t{n}) return std::nullopt;
   std::string_view body(buffer_.data() + offset_ + 4, n);

@@ -16,7 +16,13 @@ namespace kforge::worker_protocol {
 
 inline constexpr int kProtocolMajor = 2;
 inline constexpr int kProtocolMinor = 0;
+// The largest frame: a job spec carries its inline tensor data (up to 256 MiB).
 inline constexpr size_t kMaxFrameBytes = size_t{256} << 20;
+// The largest frame a worker process sends (progress, result): the judge caps each text of a
+// result (64 KiB) and Nsight Compute's output (8 MiB per role), so this is room to spare; a
+// process that sends more broke the protocol (its job fails saying so) and is never buffered
+// past this.
+inline constexpr size_t kMaxChildFrameBytes = size_t{32} << 20;
 inline constexpr size_t kMaxControlBytes = size_t{64} << 10;
 
 // OK when `message["protocol"]` has our major version; kFailedPrecondition otherwise,
@@ -26,16 +32,20 @@ Status check_protocol_version(const Json& message);
 // 4-byte big-endian length + compact JSON.
 std::string encode_frame(const Json& message);
 
-// Incremental decoder for a byte stream of frames.
+// Incremental decoder for a byte stream of frames of at most `max_frame_bytes` each.
 class FrameDecoder {
  public:
+  explicit FrameDecoder(size_t max_frame_bytes = kMaxFrameBytes)
+      : max_frame_bytes_(max_frame_bytes) {}
   void append(std::string_view bytes) { buffer_.append(bytes); }
   // The next complete message; nullopt when more bytes are needed; an error for a bad
-  // length or bad JSON (the stream is then unusable).
+  // length (0, or over the limit: known from the length prefix, before the frame's bytes
+  // arrive) or bad JSON (the stream is then unusable).
   std::optional<StatusOr<Json>> next();
   size_t buffered() const { return buffer_.size() - offset_; }
 
  private:
+  size_t max_frame_bytes_;
   std::string buffer_;
   size_t offset_ = 0;
 };
