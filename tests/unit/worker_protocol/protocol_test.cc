@@ -60,14 +60,27 @@ TEST(ProtocolTest, AChildsFramesHaveTheirOwnLimit) {
   ASSERT_FALSE(m->is_ok());
   EXPECT_NE(m->status().message().find("over the limit of " + std::to_string(kMaxChildFrameBytes)),
             std::string::npos);
+  // Nothing more is kept once the stream has failed, whatever arrives.
+  EXPECT_TRUE(child.saturated());
+  child.append(std::string(size_t{4} << 20, 'x'));
+  EXPECT_EQ(child.buffered(), 0u);
+  EXPECT_FALSE(child.next()->is_ok());
   FrameDecoder supervisor;  // the default: a job spec may be that large
   supervisor.append(prefix);
   EXPECT_FALSE(supervisor.next().has_value());  // waits for the frame's bytes
   FrameDecoder small(kMaxChildFrameBytes);
   small.append(encode_frame(Json{{"type", "result"}, {"result", Json::object()}}));
+  EXPECT_FALSE(small.saturated());
   m = small.next();
   ASSERT_TRUE(m.has_value() && m->is_ok());
   EXPECT_EQ((*m)->value("type", ""), "result");
+  // A reader stops once a whole frame of the largest size may be waiting.
+  FrameDecoder tiny(16);
+  tiny.append(encode_frame(Json{{"a", 1}}));
+  tiny.append(std::string("\0\0\0\x05{}   ", 9));  // 15 + 9 bytes: 16 + 4 or more
+  EXPECT_TRUE(tiny.saturated());
+  EXPECT_TRUE(tiny.next()->is_ok());
+  EXPECT_FALSE(tiny.saturated());
 }
 
 TEST(ProtocolTest, VersionCheck) {
