@@ -161,7 +161,7 @@ class JobResult:
     def to_dict(self) -> dict[str, Any]:
         """The `result` object of the wire protocol (JSON-ready, NaN handled by protocol),
         every text capped to MAX_TEXT_BYTES (but Nsight Compute's, which the server parses)."""
-        out = _capped(dataclasses.asdict(self), skip=("device_metrics_raw",))
+        out = dataclasses.asdict(self)
         for key in (
             "compilation_error",
             "runtime_error",
@@ -177,7 +177,7 @@ class JobResult:
             if not c.passed
         ]
         out["phases_ms"] = self.phases.to_dict()
-        return out
+        return dict(_capped(out, skip=("device_metrics_raw",)))
 
 
 def cap_text(text: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
