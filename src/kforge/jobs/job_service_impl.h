@@ -69,7 +69,7 @@ class JobServiceImpl final : public JobService {
     // Why no job can have device metrics (ncu missing, the GPU's counters closed to the
     // jobs' processes: gpu_counters.h); "" when they can.
     std::string device_metrics_unavailable;
-    // The judges' reference directory (SandboxPolicy::reference_cache_dir): a batch's
+    // The reference directory (SandboxPolicy::reference_cache_dir): a batch's
     // reference results are computed once and reused there (reference_reuse.h). Empty: off.
     std::filesystem::path reference_cache_dir;
     // Shared queue only: how often leases are renewed (a third of the store's lease).
