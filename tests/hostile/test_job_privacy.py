@@ -150,6 +150,14 @@ def test_mcp_tools_and_sessions_are_their_principals(make_server, tmp_path: Path
         mine = mcp_call(alice, alice_session, "get_job_status", {"job_id": job})
         assert mine.json()["result"]["structuredContent"]["job_id"] == job
         assert alice.post(f"/job/{job}/cancel").status_code == 200
+        # Her workbench session (its kernel versions) is hers too.
+        named = mcp_call(alice, alice_session, "set_kernel_name", {"name": "alice_relu"})
+        workbench = named.json()["result"]["structuredContent"]["session"]["id"]
+        listed = mcp_call(bob, bob_session, "list_sessions", {})
+        assert workbench not in listed.text and "alice_relu" not in listed.text, listed.text
+        resumed = mcp_call(bob, bob_session, "resume_session", {"session_id": workbench})
+        assert resumed.json()["result"]["isError"] is True, resumed.text
+        assert "no workbench session" in resumed.text
 
 
 def test_without_tokens_stats_shows_no_job_ids(make_server) -> None:
