@@ -297,6 +297,7 @@ def test_queued_jobs_warm_several_children_at_once() -> None:
             "--max-warm-children-cpu",
             "3",
         ],
+        admin_token=ADMIN,
     )
     srv.start()
     try:
