@@ -94,7 +94,9 @@ CLI::App* add_serve_command(CLI::App& app, ServeConfig& c) {
       ->check(CLI::Range(1, 24 * 365))
       ->capture_default_str();
   add_secret_flags(*cmd, c.secrets,
-                   "API token; when set every request needs 'Authorization: Bearer <token>'");
+                   "API token (the user principal 'default'); with any token every request needs "
+                   "'Authorization: Bearer <token>'");
+  add_principal_flags(*cmd, c.secrets);
   add_network_flags(*cmd, c.network);
   add_json_depth_flag(*cmd);
   cmd->add_option("--log-level", c.log_level,
@@ -141,9 +143,15 @@ int run_serve(const ServeConfig& config) {
     KF_LOG_ERROR("cannot start: {}", token.status().to_string());
     return 2;
   }
+  auto tokens = read_principal_tokens(c.secrets, *token);
+  if (!tokens.is_ok()) {
+    KF_LOG_ERROR("cannot start: {}", tokens.status().to_string());
+    return 2;
+  }
   // The host is resolved and its address checked (127.0.0.0/8 or ::1 needs no token) before
   // anything starts; the server checks the address it binds again.
-  if (Status s = frontends::http::HttpServer::check_bind_policy(c.host, *token); !s) {
+  const bool has_token = !token->empty() || !tokens->empty();
+  if (Status s = frontends::http::HttpServer::check_bind_policy(c.host, has_token); !s) {
     KF_LOG_ERROR("cannot start: {}{}", s.to_string(),
                  s.code() == ErrorCode::kFailedPrecondition
                      ? " (kforge runs arbitrary code by design)"
@@ -185,6 +193,7 @@ int run_serve(const ServeConfig& config) {
   ho.host = c.host;
   ho.port = c.port;
   ho.token = *token;
+  ho.tokens = std::move(tokens).value();
   ho.max_body_bytes = c.max_body_mb << 20;
   ho.io_threads = c.io_threads;
   ho.rest.gpu_type = gpu_type_of(c.gpu_type, service.health());

@@ -4,9 +4,10 @@ The jobs of a batch (`POST /batch`) share one seed, so their references see the 
 The first judge computes the reference's expected outputs (each correctness trial) and
 its timing and kernel activity, and saves them in `dir/key.pt`; the server gives
 the file's SHA-256 (which that judge reported in `result.reference_reuse`) to the next judge of
-the batch, which uses the file only when its bytes have that digest. The directory is bound
-into judges' jails only (docs/security.md): a candidate process never sees it, and a file
-changed by anyone else fails the digest, so the judge then computes everything itself. The
+the batch, which uses the file only when its bytes have that digest. `dir` is in the judge's
+own directory: the supervisor stages the batch's file there and takes back what the judge
+writes (docs/security.md), so no other process sees it, and a file changed by anyone else
+fails the digest, so the judge then computes everything itself. The
 candidate gets what it always gets: copies of the inputs, poisoned output buffers.
 
 The reference's outputs depend on where its model's weights were drawn (kernels.py: on the

@@ -11,6 +11,13 @@ from kforge_worker.compare import Mismatch
 from kforge_worker.phases import PhaseClock
 from kforge_worker.timing import TimingStats
 
+# Each text of a result (an error message, a traceback, a warning, a check's message) is cut
+# to this many bytes of UTF-8 before it leaves the judge, keeping its start and its end: the
+# job's code chooses those texts (an exception may carry 100 MB), and the server bounds a
+# worker's frames (docs/worker-protocol.md). The server applies the same cap again
+# (src/kforge/jobs/result_caps.h). Nsight Compute's output is bounded by device_metrics.py.
+MAX_TEXT_BYTES = 64 * 1024
+
 ERROR_KINDS = (
     "compile",
     "runtime",
@@ -156,7 +163,8 @@ class JobResult:
             self.runtime_error = self.runtime_error or message
 
     def to_dict(self) -> dict[str, Any]:
-        """The `result` object of the wire protocol (JSON-ready, NaN handled by protocol)."""
+        """The `result` object of the wire protocol (JSON-ready, NaN handled by protocol),
+        every text capped to MAX_TEXT_BYTES (but Nsight Compute's, which the server parses)."""
         out = dataclasses.asdict(self)
         for key in (
             "compilation_error",
@@ -173,4 +181,32 @@ class JobResult:
             if not c.passed
         ]
         out["phases_ms"] = self.phases.to_dict()
-        return out
+        return dict(_capped(out, skip=("device_metrics_raw",)))
+
+
+def cap_text(text: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """`text` when its UTF-8 has at most `max_bytes` bytes; else its start and its end around
+    a marker saying how many bytes were cut (the server's cap_text, result_caps.cc)."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= max_bytes:
+        return text
+    room = len(f"\n[... kforge cut {len(data)} of {len(data)} bytes here ...]\n")
+    keep = max(0, max_bytes - room)
+    head = data[: keep // 2].decode("utf-8", "ignore")
+    tail = data[len(data) - (keep - keep // 2) :].decode("utf-8", "ignore")
+    cut = (
+        len(data)
+        - len(head.encode("utf-8", "surrogatepass"))
+        - len(tail.encode("utf-8", "surrogatepass"))
+    )
+    return f"{head}\n[... kforge cut {cut} of {len(data)} bytes here ...]\n{tail}"
+
+
+def _capped(value: Any, skip: tuple[str, ...] = ()) -> Any:
+    if isinstance(value, str):
+        return cap_text(value)
+    if isinstance(value, dict):
+        return {k: v if k in skip else _capped(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_capped(v) for v in value]
+    return value

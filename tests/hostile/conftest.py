@@ -11,7 +11,9 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from integration.kforge_server import KforgeServer
@@ -86,3 +88,23 @@ def wait_until(predicate: Callable[[], bool], timeout_s: float, step_s: float = 
             return True
         time.sleep(step_s)
     return predicate()
+
+
+def mcp_session(c: httpx.Client) -> dict[str, str]:
+    """Opens an MCP session (protocol 2025-06-18, JSON answers) for `c`'s token; the headers
+    of its later requests."""
+    headers = {"Accept": "application/json"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    r = c.post("/mcp", json=init, headers=headers)
+    assert r.status_code == 200, r.text
+    return {**headers, "Mcp-Session-Id": r.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+
+
+def mcp_call(c: httpx.Client, session: dict[str, str], name: str,
+             arguments: dict[str, Any]) -> httpx.Response:  # fmt: skip
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}  # fmt: skip
+    return c.post("/mcp", json=call, headers=session)

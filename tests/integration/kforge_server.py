@@ -43,13 +43,17 @@ class KforgeServer:
         token: str | None = None,
         log_level: str | None = "debug",
         wrapper: list[str] | None = None,
+        admin_token: str | None = None,
     ) -> None:
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kforge-it-"))
         self.devices = devices or device_under_test()
         self.extra_args = extra_args or []
         self.env = env or {}
-        self.token = token
+        # With `admin_token` the server gets it in an --admin-token-file and the client sends it:
+        # /stats then shows job ids (docs/security.md "Who sees which jobs").
+        self.admin_token = admin_token
+        self.token = token or admin_token
         self.log_level = log_level
         self.wrapper = wrapper or []  # a command that execs the rest, e.g. prlimit ... --
         self.proc: subprocess.Popen[bytes] | None = None
@@ -68,6 +72,7 @@ class KforgeServer:
             "--data-dir", str(self.data_dir),
             "--devices", self.devices,
             *(["--log-level", self.log_level] if self.log_level else []),
+            *self._admin_args(),
             *self.extra_args,
         ]  # fmt: skip
         env = {**os.environ, **self.env}
@@ -84,6 +89,14 @@ class KforgeServer:
             time.sleep(0.05)
         self.port = int(port_file.read_text().strip())
         return self
+
+    def _admin_args(self) -> list[str]:
+        if not self.admin_token:
+            return []
+        path = Path(tempfile.mkdtemp(prefix="kforge-admin-")) / "admin-token"
+        path.write_text(self.admin_token + "\n")
+        path.chmod(0o600)
+        return ["--admin-token-file", str(path)]
 
     @property
     def url(self) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 
 from integration.kernels import model_source, torch_kernel
@@ -177,7 +178,7 @@ def test_three_nodes_one_killed_mid_batch_every_job_completes_once(postgres: Pos
             list(pool.map(lambda s: s.start(), nodes))
         for s in nodes:
             s.wait_ready()
-        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["1"]]
+        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["2"]]
         victim = nodes[2]
 
         ids: list[str] = []
@@ -366,7 +367,7 @@ def submit_retrying(server: KforgeServer, body: dict[str, object]) -> str:
 def test_a_schema_newer_than_the_binary_is_refused(postgres: Postgres) -> None:
     first = node(postgres, "node-a").start()
     first.stop()
-    assert postgres.rows("SELECT version FROM kforge_schema_version") == [["1"]]
+    assert postgres.rows("SELECT version FROM kforge_schema_version") == [["2"]]
     postgres.rows("UPDATE kforge_schema_version SET version = 99")
     out = subprocess.run(
         [str(kforge_binary()), "serve", "--port", "0", "--devices", "cpu",
@@ -392,3 +393,63 @@ def test_a_bad_store_is_a_startup_error_naming_store(tmp_path: Path) -> None:
         text = out.stdout + out.stderr
         assert expected in text, text
         assert "mysql://db" not in text  # only the scheme is echoed
+
+
+TOKENS = {
+    "alice": ("user", "alice-token-0123456789"),
+    "bob": ("user", "bob-token-0123456789ab"),
+    "ops": ("admin", "ops-token-0123456789ab"),
+}
+
+
+def test_the_submitter_column_is_migrated_and_jobs_stay_private_across_nodes(
+    postgres: Postgres, tmp_path: Path
+) -> None:
+    """Issue #37: schema 1 -> 2 adds jobs.submitter (a database of the previous version keeps
+    its jobs); a job submitted on one node is its submitter's on every node."""
+    first = node(postgres, "node-a").start()
+    first.stop()
+    # Back to schema 1, as the previous release left it, with a job of that time (finished
+    # now: --job-retention would delete an older one at start).
+    postgres.rows("ALTER TABLE jobs DROP COLUMN submitter")
+    postgres.rows("UPDATE kforge_schema_version SET version = 1")
+    postgres.rows(
+        "INSERT INTO jobs (id, kind, state, request, created_ms, finished_ms) "
+        "VALUES ('0123456789abcdef0123456789abcdef', 'evaluate', 'success', '{}', "
+        "(extract(epoch FROM now()) * 1000)::bigint, (extract(epoch FROM now()) * 1000)::bigint)"
+    )
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{name} {role} {t}\n" for name, (role, t) in TOKENS.items()))
+    tokens.chmod(0o600)
+    args = ["--store", postgres.url, "--lease-seconds", str(LEASE_S), "--tokens-file", str(tokens)]
+    nodes = [
+        KforgeServer(token=TOKENS["ops"][1], extra_args=[*args, "--node-id", name])
+        for name in ("node-a", "node-b")
+    ]
+    try:
+        for s in nodes:
+            s.start()
+            s.wait_ready()
+        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["2"]]
+        assert postgres.rows(
+            "SELECT submitter = '' FROM jobs WHERE id = '0123456789abcdef0123456789abcdef'"
+        ) == [["t"]]
+
+        def as_(srv: KforgeServer, who: str) -> httpx.Client:
+            headers = {"Authorization": f"Bearer {TOKENS[who][1]}"}
+            return httpx.Client(base_url=srv.url, timeout=60, headers=headers)
+
+        with as_(nodes[0], "alice") as alice:
+            r = alice.post("/evaluate", params={"wait": "false"}, json=sleeping_job(0.1))
+            assert r.status_code == 202, r.text
+            job = r.json()["job_id"]
+        assert postgres.rows(f"SELECT submitter FROM jobs WHERE id = '{job}'") == [["alice"]]
+        with as_(nodes[1], "alice") as alice, as_(nodes[1], "bob") as bob:
+            assert alice.get(f"/job/{job}").status_code == 200  # hers on the other node too
+            assert bob.get(f"/job/{job}").status_code == 404
+            assert bob.get("/job/0123456789abcdef0123456789abcdef").status_code == 404
+        with nodes[1].client() as ops:
+            assert ops.get("/job/0123456789abcdef0123456789abcdef").status_code == 200
+    finally:
+        for s in nodes:
+            s.kill(signal.SIGKILL)

@@ -33,12 +33,14 @@ from integration.kforge_server import KforgeServer, device_under_test, kforge_bi
 
 DEVICE = device_under_test()
 ON_GPU = DEVICE != "cpu"
+# The gate's holders are job ids, which /stats shows to admins only.
+ADMIN = "pipeline-test-admin-token"
 gpu_only = pytest.mark.skipif(not ON_GPU, reason="needs a GPU (KFORGE_TEST_DEVICE=cuda:N)")
 
 
 @pytest.fixture(scope="module")
 def pipelined() -> Any:
-    srv = KforgeServer(devices=DEVICE, extra_args=["--pipeline-depth", "3"])
+    srv = KforgeServer(devices=DEVICE, extra_args=["--pipeline-depth", "3"], admin_token=ADMIN)
     srv.start()
     try:
         srv.wait_ready(DEVICE)
@@ -154,7 +156,9 @@ SLOW_CHECK = model_source("time.sleep(1.5)\nreturn x * 2", prelude="import time"
 @pytest.fixture(scope="module")
 def cpu_pipelined() -> Any:
     srv = KforgeServer(
-        devices="cpu", extra_args=["--test-cpu-pipeline-depth", "3", "--warm-children-cpu", "2"]
+        devices="cpu",
+        extra_args=["--test-cpu-pipeline-depth", "3", "--warm-children-cpu", "2"],
+        admin_token=ADMIN,
     )
     srv.start()
     try:
@@ -293,6 +297,7 @@ def test_queued_jobs_warm_several_children_at_once() -> None:
             "--max-warm-children-cpu",
             "3",
         ],
+        admin_token=ADMIN,
     )
     srv.start()
     try:

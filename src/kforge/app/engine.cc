@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -375,6 +376,9 @@ jobs::JobServiceImpl::Options service_options_for(const EngineOptions& options, 
   service_options.device_metrics_default = options.device_metrics_default;
   service_options.ncu = paths.ncu;
   service_options.reference_cache_dir = sandbox.reference_cache_dir();
+  // Captured output keeps what --output-cap-kb allows, even above the default text cap.
+  service_options.result_limits.max_text_bytes =
+      std::max(service_options.result_limits.max_text_bytes, options.output_cap_bytes);
   if (paths.ncu.empty()) {
     service_options.device_metrics_unavailable =
         options.ncu.empty()

@@ -28,6 +28,9 @@ StatusOr<std::vector<std::string>> names(const Json& v, const std::string& field
     if (!v[i].is_string()) {
       return invalid_argument("must be a string", field + "[" + std::to_string(i) + "]");
     }
+    if (v[i].get_ref<const std::string&>().empty()) {
+      return invalid_argument("must not be empty", field + "[" + std::to_string(i) + "]");
+    }
     out.push_back(v[i].get<std::string>());
   }
   return out;
@@ -40,8 +43,10 @@ StatusOr<int> integer(const Json& v, const std::string& field) {
   return static_cast<int>(n);
 }
 
+// A string that must not be empty: a field given is a value (leave it out for the default).
 StatusOr<std::string> text(const Json& v, const std::string& field) {
   if (!v.is_string()) return invalid_argument("must be a string", field);
+  if (v.get_ref<const std::string&>().empty()) return invalid_argument("must not be empty", field);
   return v.get<std::string>();
 }
 
@@ -54,7 +59,6 @@ StatusOr<std::filesystem::path> local_path(const Json& v, const std::string& fie
         field);
   }
   KF_ASSIGN_OR_RETURN(std::string s, text(v, field));
-  if (s.empty()) return invalid_argument("must not be empty", field);
   return std::filesystem::path(s);
 }
 
@@ -74,6 +78,9 @@ Status read_sources(const Json& v, BenchOptions& o) {
       return invalid_argument("must be an object {version: source}", field);
     for (const auto& [name, source] : versions.items()) {
       if (!source.is_string()) return invalid_argument("must be a string", dotted(field, name));
+      if (source.get_ref<const std::string&>().find_first_not_of(" \t\r\n") == std::string::npos) {
+        return invalid_argument("must not be empty", dotted(field, name));
+      }
       if (source.get_ref<const std::string&>().size() > kMaxSourceBytes) {
         return invalid_argument("is larger than 1 MiB", dotted(field, name));
       }

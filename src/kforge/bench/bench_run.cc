@@ -15,12 +15,12 @@ int64_t now_ms() {
 
 }  // namespace
 
-BenchRun::BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, std::string client,
-                   ProgressFn progress, DoneFn done, BenchResume resume)
+BenchRun::BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan,
+                   jobs::Caller caller, ProgressFn progress, DoneFn done, BenchResume resume)
     : service_(service),
       executor_(std::move(executor)),
       plan_(std::move(plan)),
-      client_(std::move(client)),
+      caller_(std::move(caller)),
       progress_(std::move(progress)),
       done_(std::move(done)),
       resume_(std::move(resume)),
@@ -28,10 +28,10 @@ BenchRun::BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan,
       outcomes_(plan_.jobs.size()) {}
 
 std::shared_ptr<BenchRun> BenchRun::start(jobs::JobService& service, Executor executor,
-                                          BenchPlan plan, std::string client, ProgressFn progress,
+                                          BenchPlan plan, jobs::Caller caller, ProgressFn progress,
                                           DoneFn done, BenchResume resume) {
   auto run =
-      std::make_shared<BenchRun>(service, std::move(executor), std::move(plan), std::move(client),
+      std::make_shared<BenchRun>(service, std::move(executor), std::move(plan), std::move(caller),
                                  std::move(progress), std::move(done), std::move(resume));
   run->executor_([run] { run->pump(); });
   return run;
@@ -64,7 +64,7 @@ Status BenchRun::submit(size_t index) {
   const PlannedJob& planned = plan_.jobs[index];
   std::string job_id = index < resume_.job_ids.size() ? resume_.job_ids[index] : std::string();
   if (job_id.empty() || !service_.get(job_id).is_ok()) {
-    auto job = service_.submit(planned.request, client_);
+    auto job = service_.submit(planned.request, caller_);
     if (!job.is_ok()) {
       std::lock_guard lock(mu_);
       --in_flight_;

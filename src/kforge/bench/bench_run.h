@@ -11,8 +11,8 @@
 // Thread-safety: cancel() may be called from any thread; callbacks run without locks held,
 // `progress` strictly in order, `done` exactly once and last.
 //
-// Every job is submitted as `client` (JobService::submit: the key of the per-client queue
-// quota), the identity of whoever asked for the bench.
+// Every job is submitted as `caller` (JobService::submit: the per-client queue quota's key
+// and the principal recorded as the jobs' submitter), whoever asked for the bench.
 //
 // Example:
 //   auto run = BenchRun::start(service, executor, std::move(plan), "kforge bench",
@@ -56,13 +56,13 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
   using DoneFn = std::function<void(StatusOr<Json> report)>;
 
   static std::shared_ptr<BenchRun> start(jobs::JobService& service, Executor executor,
-                                         BenchPlan plan, std::string client, ProgressFn progress,
+                                         BenchPlan plan, jobs::Caller caller, ProgressFn progress,
                                          DoneFn done, BenchResume resume = {});
 
   // Cancels the jobs in flight and ends the run with kCancelled (once they have ended).
   void cancel(const std::string& reason);
 
-  BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, std::string client,
+  BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, jobs::Caller caller,
            ProgressFn progress, DoneFn done, BenchResume resume = {});
 
  private:
@@ -77,7 +77,7 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
   jobs::JobService& service_;
   const Executor executor_;
   const BenchPlan plan_;
-  const std::string client_;
+  const jobs::Caller caller_;
   const ProgressFn progress_;
   const DoneFn done_;
   const BenchResume resume_;

@@ -26,9 +26,10 @@ std::optional<BatchRecord> BatchBook::get(const std::string& id) const {
 }
 
 StatusOr<BatchRecord> submit_batch(JobService& service, BatchBook* book, model::BatchRequest batch,
-                                   const std::string& client) {
+                                   const Caller& caller) {
   BatchRecord record;
   record.id = "batch-" + random_hex(12);
+  record.submitter = caller.principal.name;
   record.created_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
@@ -42,7 +43,7 @@ StatusOr<BatchRecord> submit_batch(JobService& service, BatchBook* book, model::
     job.seed = seed;
     job.batch = model::BatchMembership{record.id, i, size};
     record.timeout_s = std::max(record.timeout_s, job.timeout_s);
-    auto submitted = service.submit(std::move(job), client);
+    auto submitted = service.submit(std::move(job), caller);
     if (!submitted.is_ok()) {
       for (const auto& id : record.job_ids)
         (void)service.cancel(id, "another candidate of the batch was refused");

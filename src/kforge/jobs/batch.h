@@ -31,6 +31,9 @@ struct BatchRecord {
   std::vector<std::string> job_ids;  // in the candidates' order
   int64_t created_ms = 0;
   double timeout_s = 0;  // the longest job timeout (bounds a client's wait)
+  // The principal that submitted it (model/principal.h): GET /batch/{id} shows it to that
+  // principal (and admins) only.
+  std::string submitter;
 };
 
 class BatchBook {
@@ -47,11 +50,11 @@ class BatchBook {
 };
 
 // Submits every job of `batch` (one seed for all: the request's, else one drawn here), in
-// order, and records the batch in `book` (when not null). If a submit is refused (quota, full
-// queue), the jobs already submitted are cancelled and the error is returned, naming the
-// candidate. Blocks.
+// order, as `caller`, and records the batch in `book` (when not null). If a submit is refused
+// (quota, full queue), the jobs already submitted are cancelled and the error is returned,
+// naming the candidate. Blocks.
 StatusOr<BatchRecord> submit_batch(JobService& service, BatchBook* book, model::BatchRequest batch,
-                                   const std::string& client);
+                                   const Caller& caller);
 
 // Watches every job of a batch until the last has finished or end() is called (REST and MCP
 // wait for batches through it). `on_job` runs once per job as it finishes, with its result

@@ -7,7 +7,7 @@
 // quick and must not call back into the JobService while holding their own locks.
 //
 // Example (in a frontend, on a pool thread):
-//   KF_ASSIGN_OR_RETURN(auto job, service.submit(std::move(request), "peer 127.0.0.1"));
+//   KF_ASSIGN_OR_RETURN(auto job, service.submit(std::move(request), {"peer 127.0.0.1"}));
 //   auto sub = service.when_done(job.id, [](const model::JobRecord& done) { ... });
 #pragma once
 
@@ -19,6 +19,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/model/job.h"
+#include "kforge/model/principal.h"
 #include "kforge/model/request.h"
 
 namespace kforge::jobs {
@@ -32,6 +33,21 @@ struct JobProgress {
   double fraction = 0;  // 0..1, monotonically increasing per job
 };
 
+// Who submits a job. `client` keys the per-client queue quota (frontends derive it: "peer
+// 10.0.0.7", "token 1a2b3c4d peer 10.0.0.7", "stdio"); `principal` is recorded as the job's
+// submitter (model/principal.h): the anonymous principal on a server without tokens, and for
+// work the server does on nobody's behalf.
+struct Caller {
+  // A client key alone is an anonymous caller. NOLINTNEXTLINE(google-explicit-constructor)
+  Caller(std::string client_key = {}, model::Principal who = {})
+      : client(std::move(client_key)), principal(std::move(who)) {}
+  // NOLINTNEXTLINE(google-explicit-constructor): a literal client key ("stdio").
+  Caller(const char* client_key) : Caller(std::string(client_key)) {}
+
+  std::string client;
+  model::Principal principal;
+};
+
 class JobService {
  public:
   using DoneCallback = std::function<void(const model::JobRecord&)>;
@@ -40,15 +56,14 @@ class JobService {
   virtual ~JobService() = default;
 
   // Checks the requested device and the queue limits, assigns an id and a seed (when
-  // absent), persists the job and queues it. On return the job is durable. Blocks.
-  // `client` names who submits (frontends derive it: "peer 10.0.0.7", "stdio", ...): the
-  // key of the per-client quota. kInvalidArgument (field "device") for an unknown device;
-  // kResourceExhausted when the client's quota is used up; kUnavailable when the whole
-  // queue is full or the server is shutting down. Queue errors name the limit (the flag).
-  virtual StatusOr<model::JobRecord> submit(model::JobRequest request,
-                                            const std::string& client) = 0;
+  // absent), persists the job (its submitter: `caller.principal.name`) and queues it. On
+  // return the job is durable. Blocks. kInvalidArgument (field "device") for an unknown
+  // device; kResourceExhausted when `caller.client`'s quota is used up; kUnavailable when the
+  // whole queue is full or the server is shutting down. Queue errors name the limit (the flag).
+  virtual StatusOr<model::JobRecord> submit(model::JobRequest request, const Caller& caller) = 0;
 
-  // The job as it is now; kNotFound when unknown. Blocks.
+  // The job as it is now, whoever submitted it (frontends answer clients through
+  // job_access.h, which hides other principals' jobs); kNotFound when unknown. Blocks.
   virtual StatusOr<model::JobRecord> get(const std::string& id) = 0;
 
   // Calls `done` once when the job reaches a terminal state: immediately (on this thread)

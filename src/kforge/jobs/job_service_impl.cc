@@ -4,6 +4,7 @@
 
 #include "kforge/common/log.h"
 #include "kforge/common/random.h"
+#include "kforge/jobs/job_access.h"
 #include "kforge/jobs/ncu_report.h"
 #include "kforge/jobs/result_extras.h"
 #include "kforge/model/batch.h"
@@ -257,8 +258,8 @@ workers::Worker* JobServiceImpl::pick_worker(const std::string& device,
   return nullptr;
 }
 
-StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request,
-                                                  const std::string& client) {
+StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request, const Caller& caller) {
+  const std::string& client = caller.client;
   KF_ASSIGN_OR_RETURN(std::string target, scheduler_->resolve_target(request.device));
   if (!request.seed) request.seed = secure_random_u64() >> 1;  // fits a JSON int64
   model::JobRecord record;
@@ -268,6 +269,7 @@ StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request,
   record.request = model::to_request_json(request);
   record.device = target;
   record.created_ms = clock_.unix_ms();
+  record.submitter = caller.principal.name;
   const size_t request_bytes = record.request.dump().size();
   {
     // Counted before the insert, so concurrent submits cannot overshoot the limits.
@@ -471,6 +473,13 @@ void JobServiceImpl::finish(const std::string& id, model::JobState state, Json r
   if (result.is_object() && !result.contains("compilation_time") && sample.compile_s >= 0) {
     result["compilation_time"] = sample.compile_s;
   }
+  // A job's texts are its code's to choose: bounded before anyone stores or reads them.
+  if (cap_result(result, options_.result_limits)) {
+    KF_LOG_WARN("job={} result cut to the result limits (result_caps.h)", id);
+  }
+  if (error.size() > options_.result_limits.max_text_bytes) {
+    error = cap_text(error, options_.result_limits.max_text_bytes);
+  }
   Status stored = store_->finish_job(id, state, result, error, now);
   if (shared_ != nullptr) {
     // The shared database may be restarting: try again for a while. A result never recorded
@@ -548,7 +557,7 @@ StatusOr<model::JobRecord> JobServiceImpl::get(const std::string& id) {
     if (it != active_.end()) return it->second.record;
   }
   KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
-  if (!stored) return not_found("no job with id '" + id + "'");
+  if (!stored) return unknown_job(id);
   return *stored;
 }
 
@@ -590,12 +599,12 @@ StatusOr<uint64_t> JobServiceImpl::when_done(const std::string& id, DoneCallback
       }
     }
     KF_RETURN_IF_ERROR(stored.status());
-    if (!*stored) return not_found("no job with id '" + id + "'");
+    if (!*stored) return unknown_job(id);
     if (mine) mine(**stored);
     return sub;
   }
   KF_RETURN_IF_ERROR(stored.status());
-  if (!*stored) return not_found("no job with id '" + id + "'");
+  if (!*stored) return unknown_job(id);
   if (!is_terminal((*stored)->state)) {
     return failed_precondition("job '" + id + "' is " + std::string(to_string((*stored)->state)) +
                                " but not scheduled on this server");
@@ -684,7 +693,7 @@ Status JobServiceImpl::cancel(const std::string& id, const std::string& reason) 
   }
   // Finished or unknown.
   KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
-  if (!stored) return not_found("no job with id '" + id + "'");
+  if (!stored) return unknown_job(id);
   return Status::ok();
 }
 

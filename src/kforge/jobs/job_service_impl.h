@@ -33,6 +33,7 @@
 #include "kforge/jobs/legacy_stats.h"
 #include "kforge/jobs/queue_quota.h"
 #include "kforge/jobs/reference_reuse.h"
+#include "kforge/jobs/result_caps.h"
 #include "kforge/scheduler/scheduler.h"
 #include "kforge/store/shared_queue.h"
 #include "kforge/store/store.h"
@@ -68,11 +69,14 @@ class JobServiceImpl final : public JobService {
     // Why no job can have device metrics (ncu missing, the GPU's counters closed to the
     // jobs' processes: gpu_counters.h); "" when they can.
     std::string device_metrics_unavailable;
-    // The judges' reference directory (SandboxPolicy::reference_cache_dir): a batch's
+    // The reference directory (SandboxPolicy::reference_cache_dir): a batch's
     // reference results are computed once and reused there (reference_reuse.h). Empty: off.
     std::filesystem::path reference_cache_dir;
     // Shared queue only: how often leases are renewed (a third of the store's lease).
     std::chrono::milliseconds heartbeat{10000};
+    // What a finished job's result and error may hold (result_caps.h): applied before the
+    // result is stored or sent to anyone.
+    ResultLimits result_limits;
   };
 
   JobServiceImpl(Options options, std::unique_ptr<store::Store> store,
@@ -85,7 +89,7 @@ class JobServiceImpl final : public JobService {
   // queued stay queued in the store and run after the next start.
   void stop();
 
-  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override;
+  StatusOr<model::JobRecord> submit(model::JobRequest request, const Caller& caller) override;
   StatusOr<model::JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
@@ -146,7 +150,8 @@ class JobServiceImpl final : public JobService {
   // Roofline and device metrics (result_extras.h), added to a worker's result.
   void add_extras(Json& result, const model::JobRequest& request, const std::string& device);
   Json peaks_of(const std::string& device);
-  // Writes the terminal state, removes the job from active_ and notifies subscribers.
+  // Caps the result and the error (Options::result_limits), writes the terminal state, removes
+  // the job from active_ and notifies subscribers.
   void finish(const std::string& id, model::JobState state, Json result, std::string error);
   void publish_progress(const std::string& id, JobProgress progress);
   StatusOr<model::JobRequest> parse_stored_request(const model::JobRecord& record) const;

@@ -3,8 +3,9 @@
 //
 // Every job of a batch has the batch's seed, so its reference sees the same inputs: the first
 // job's judge computes the reference's expected outputs (every correctness trial, the timing
-// input sets) and its timing and kernel activity, and saves them in a file under the judges'
-// reference directory (bound into judge jails only: no candidate process can reach it). The
+// input sets) and its timing and kernel activity, and saves them in a file of the batch's
+// directory under the reference directory, which no job process sees: the supervisor stages a
+// judge's file in and out of the judge's own directory (workers/reference_staging.h). The
 // judge reports the file's SHA-256 in its result; the server keeps that digest and gives it to
 // the next judge of the batch with the same key, which uses the file only when its digest
 // matches (else it computes everything itself), so what a job could write there never reaches
@@ -30,7 +31,7 @@ namespace kforge::jobs {
 
 class ReferenceReuse {
  public:
-  // `root`: the judges' reference directory; empty disables reuse.
+  // `root`: the reference directory (one subdirectory per batch); empty disables reuse.
   explicit ReferenceReuse(std::filesystem::path root) : root_(std::move(root)) {}
 
   static std::string key_of(const model::JobRequest& request, const std::string& device);

@@ -202,7 +202,8 @@ StatusOr<std::vector<std::string>> parse_cuda_compile_options(const Json& metada
   for (size_t i = 0; i < tokens.size(); ++i) {
     const JsonPath item = it->is_array() ? path.index(i) : path;
     const std::string& t = tokens[i];
-    if (t.empty() || t.size() > kMaxOptionLength || !printable(t)) {
+    if (t.empty()) return invalid_argument("must not be empty", item.str());
+    if (t.size() > kMaxOptionLength || !printable(t)) {
       return invalid_argument(
           "options must be 1 to " + std::to_string(kMaxOptionLength) + " printable characters",
           item.str());

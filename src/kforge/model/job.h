@@ -40,6 +40,9 @@ struct JobRecord {
   int64_t started_ms = 0;   // 0 until started
   int64_t finished_ms = 0;  // 0 until finished
   std::string phase;        // a running job's progress phase ("loading", ...); not stored
+  // Who submitted it: the name of the submitting principal (model/principal.h); "" when the
+  // server had no tokens. Never a token.
+  std::string submitter;
 };
 
 }  // namespace kforge::model

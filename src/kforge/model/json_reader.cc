@@ -46,6 +46,13 @@ StatusOr<std::string> read_string(const Json& obj, std::string_view key, const J
   return v->get<std::string>();
 }
 
+StatusOr<std::string> read_nonempty_string(const Json& obj, std::string_view key,
+                                           const JsonPath& path) {
+  KF_ASSIGN_OR_RETURN(std::string s, read_string(obj, key, path, true));
+  if (s.empty()) return field_error(path.key(key), "must not be empty");
+  return s;
+}
+
 StatusOr<std::optional<double>> read_number(const Json& obj, std::string_view key,
                                             const JsonPath& path, double min, double max) {
   const Json* v = member(obj, key);

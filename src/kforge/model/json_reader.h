@@ -58,13 +58,23 @@ bool fits_int64(const Json& v);
 StatusOr<std::vector<int64_t>> read_shape(const Json& obj, std::string_view key,
                                           const JsonPath& path, int max_rank);
 
+// A string that must hold a value: required, and "must not be empty" when "" (a field given
+// is a value; leave it out, or send null, for a default).
+StatusOr<std::string> read_nonempty_string(const Json& obj, std::string_view key,
+                                           const JsonPath& path);
+
 // A string naming one value of an enum (`from` maps names to values; `allowed` lists them
-// for the message); `fallback` when absent.
+// for the message); `fallback` when absent or null. "" is refused ("must not be empty"): it
+// names no value, and taking it for the default would hide a client's mistake.
 template <typename E>
 StatusOr<E> read_enum(const Json& obj, std::string_view key, const JsonPath& path, E fallback,
                       std::optional<E> (*from)(std::string_view), std::string_view allowed) {
+  if (member(obj, key) == nullptr) return fallback;
   KF_ASSIGN_OR_RETURN(std::string s, read_string(obj, key, path, false));
-  if (s.empty()) return fallback;
+  if (s.empty()) {
+    return field_error(path.key(key),
+                       "must not be empty (expected one of: " + std::string(allowed) + ")");
+  }
   auto e = from(s);
   if (!e) {
     return field_error(path.key(key),

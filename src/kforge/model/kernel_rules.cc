@@ -117,6 +117,10 @@ Status normalize_metadata(KernelCode& k, const JsonPath& path) {
   }
   if (auto it = meta.find("flops_dtype"); it != meta.end() && !it->is_null()) {
     static const std::set<std::string> kFlopsDtypes = {"fp32", "tf32", "fp16", "bf16"};
+    if (it->is_string() && it->get_ref<const std::string&>().empty()) {
+      return field_error(path.key("flops_dtype"),
+                         "must not be empty (expected one of: fp32, tf32, fp16, bf16)");
+    }
     if (!it->is_string() || !kFlopsDtypes.contains(it->get<std::string>())) {
       return field_error(path.key("flops_dtype"), "must be one of fp32, tf32, fp16, bf16");
     }
@@ -126,6 +130,7 @@ Status normalize_metadata(KernelCode& k, const JsonPath& path) {
     if (it == meta.end() || it->is_null()) continue;
     if (!it->is_string()) return field_error(path.key(key), "must be a string");
     const std::string name = it->get<std::string>();
+    if (name.empty()) return field_error(path.key(key), "must not be empty");
     const bool ok =
         k.kernel_type == KernelType::kCuda ? is_name_expression(name) : is_identifier(name);
     if (!ok) {
@@ -151,6 +156,9 @@ Status normalize_metadata(KernelCode& k, const JsonPath& path) {
     auto it = meta.find(key);
     if (it == meta.end() || it->is_null()) continue;
     any_target = true;
+    if (it->is_string() && it->get_ref<const std::string&>().empty()) {
+      return field_error(path.key(key), "must not be empty");
+    }
     if (!it->is_string() || !is_identifier(it->get<std::string>())) {
       return field_error(path.key(key), "must be a Python identifier, got " + it->dump());
     }

@@ -21,6 +21,7 @@ using reader::member;
 using reader::read_bool;
 using reader::read_enum;
 using reader::read_int;
+using reader::read_nonempty_string;
 using reader::read_number;
 using reader::read_shape;
 using reader::read_string;
@@ -177,7 +178,7 @@ StatusOr<ArgSpec> parse_arg(const Json& j, const JsonPath& path, const RequestLi
                             InlineData inline_data) {
   KF_RETURN_IF_ERROR(expect_object(j, path));
   ArgSpec arg;
-  KF_ASSIGN_OR_RETURN(arg.name, read_string(j, "name", path, true));
+  KF_ASSIGN_OR_RETURN(arg.name, read_nonempty_string(j, "name", path));
   if (!is_identifier(arg.name)) {
     return field_error(path.key("name"), "must be a Python identifier, got '" + arg.name + "'");
   }

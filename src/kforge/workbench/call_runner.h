@@ -53,6 +53,8 @@ class CallRunner : public std::enable_shared_from_this<CallRunner> {
   Reply current_status(const Session& s);
   Reply context_usage(const Session& s);
   Reply list_sessions();
+  // The most recent `limit` workbench sessions the caller's principal may see, newest first.
+  StatusOr<std::vector<store::WorkbenchSessionRecord>> visible_recent_sessions(size_t limit);
   Reply resume(const Session& s);
   Reply set_kernel_name(Session& s);
   Reply write_test_code(Session& s);

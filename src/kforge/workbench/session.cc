@@ -134,10 +134,16 @@ store::WorkbenchSessionRecord Session::record() const {
                   {"calls", context.calls},
                   {"epoch", context.epoch},
                   {"summary_written_ms", context.summary_written_ms}}},
-                {"notes", notes}};
+                {"notes", notes},
+                {"owner", owner}};
   r.created_ms = created_ms;
   r.updated_ms = updated_ms;
   return r;
+}
+
+std::string Session::owner_of(const store::WorkbenchSessionRecord& record) {
+  auto it = record.data.find("owner");
+  return it != record.data.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 store::WorkbenchVersionRecord Session::version_record(const Version& v) const {
@@ -166,6 +172,7 @@ StatusOr<Session> Session::from_records(
     s.context.epoch = context.at("epoch").get<int>();
     s.context.summary_written_ms = context.at("summary_written_ms").get<int64_t>();
     s.notes = r.data.value("notes", Json::object());
+    s.owner = owner_of(r);
   } catch (const Json::exception& e) {
     return internal_error("workbench session " + r.id + ": corrupted data: " + e.what());
   }

@@ -66,6 +66,10 @@ struct Session {
   std::vector<Version> versions;
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
+  // The principal whose call created it (model/principal.h): only that principal (and
+  // admins, and a server without tokens) may list, resume or use it. "" in sessions stored
+  // before owners were recorded.
+  std::string owner;
 
   const Version* latest() const { return versions.empty() ? nullptr : &versions.back(); }
   Version* find(int number);
@@ -81,6 +85,8 @@ struct Session {
   void note_error(const std::string& tool, int version, const std::string& error, int64_t now_ms);
 
   store::WorkbenchSessionRecord record() const;
+  // The owner a stored session records ("" when none, or not a string).
+  static std::string owner_of(const store::WorkbenchSessionRecord& record);
   store::WorkbenchVersionRecord version_record(const Version& v) const;
   static StatusOr<Session> from_records(const store::WorkbenchSessionRecord& session,
                                         const std::vector<store::WorkbenchVersionRecord>& versions);

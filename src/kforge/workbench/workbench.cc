@@ -149,7 +149,11 @@ StatusOr<CallRunner::SlotPtr> CallRunner::resolve_slot() {
     auto bound = wb_.bindings_.find(caller_.client);
     if (bound != wb_.bindings_.end()) {
       auto it = wb_.slots_.find(bound->second);
-      if (it != wb_.slots_.end()) return it->second;
+      // Never another principal's, whatever the binding key (MCP sessions of the stateless
+      // revision share one).
+      if (it != wb_.slots_.end() && caller_.principal.may_access(it->second->session.owner)) {
+        return it->second;
+      }
     }
   }
   if (tool_ == Tool::kListSessions) return SlotPtr();
@@ -157,13 +161,18 @@ StatusOr<CallRunner::SlotPtr> CallRunner::resolve_slot() {
 }
 
 StatusOr<CallRunner::SlotPtr> CallRunner::load_slot(const std::string& id) {
+  // Another principal's session is answered as an unknown one.
+  const Status unknown(ErrorCode::kNotFound,
+                       "no workbench session '" + id + "' (list_sessions() shows the recent ones)",
+                       "session_id");
   std::lock_guard lock(wb_.mu_);
-  if (auto it = wb_.slots_.find(id); it != wb_.slots_.end()) return it->second;
+  if (auto it = wb_.slots_.find(id); it != wb_.slots_.end()) {
+    if (!caller_.principal.may_access(it->second->session.owner)) return unknown;
+    return it->second;
+  }
   KF_ASSIGN_OR_RETURN(auto record, wb_.store_->get_session(id));
-  if (!record) {
-    return Status(ErrorCode::kNotFound,
-                  "no workbench session '" + id + "' (list_sessions() shows the recent ones)",
-                  "session_id");
+  if (!record || !caller_.principal.may_access(Session::owner_of(*record))) {
+    return unknown;
   }
   KF_ASSIGN_OR_RETURN(auto versions, wb_.store_->versions(id));
   KF_ASSIGN_OR_RETURN(Session session, Session::from_records(*record, versions));
@@ -194,6 +203,7 @@ StatusOr<CallRunner::SlotPtr> CallRunner::create_slot() {
   s.settings.context_budget_tokens = wb_.options_.context_budget_tokens;
   s.settings.device = default_device();
   s.created_ms = s.updated_ms = wb_.clock_.unix_ms();
+  s.owner = caller_.principal.name;
   KF_RETURN_IF_ERROR(wb_.store_->insert_session(s.record()));
   created_session_ = true;
   auto slot = std::make_shared<Workbench::Slot>();

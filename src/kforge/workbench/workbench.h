@@ -58,6 +58,8 @@ struct Caller {
   // Who submits the call's jobs (the per-client queue quota's key: "peer <address>",
   // "stdio"); "workbench" when empty.
   std::string submitter;
+  // On whose behalf (model/principal.h): recorded as the jobs' submitter.
+  model::Principal principal;
   // Called for every job an execution tool submits (progress reporting, cancellation).
   std::function<void(const std::string& job_id, const std::string& what)> job_started;
 };

@@ -155,8 +155,10 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
   }
   auto self = shared_from_this();
   for (size_t i = 0; i < planned_.size(); ++i) {
-    auto job = wb_.service_.submit(planned_[i].request,
-                                   caller_.submitter.empty() ? "workbench" : caller_.submitter);
+    auto job = wb_.service_.submit(
+        planned_[i].request,
+        jobs::Caller(caller_.submitter.empty() ? "workbench" : caller_.submitter,
+                     caller_.principal));
     if (!job.is_ok()) {
       model::JobRecord failed;
       failed.state = model::JobState::kFailed;

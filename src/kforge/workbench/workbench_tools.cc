@@ -242,7 +242,7 @@ Reply CallRunner::current_status(const Session& s) {
                       100.0 * static_cast<double>(s.context.tokens) /
                           static_cast<double>(s.settings.context_budget_tokens));
   if (created_session_) {
-    auto recent = wb_.store_->recent_sessions(6);
+    auto recent = visible_recent_sessions(6);
     if (recent.is_ok() && recent->size() > 1) {
       text +=
           "\nThis is a new session. To continue an earlier one, call "
@@ -307,8 +307,19 @@ Reply CallRunner::context_usage(const Session& s) {
                                           {"threshold_percent", 100.0 * kSummaryThreshold}});
 }
 
+StatusOr<std::vector<store::WorkbenchSessionRecord>> CallRunner::visible_recent_sessions(
+    size_t limit) {
+  // The caller's own (model/principal.h), among the last 500 sessions of every principal.
+  KF_ASSIGN_OR_RETURN(auto recent, wb_.store_->recent_sessions(500));
+  std::erase_if(recent, [this](const store::WorkbenchSessionRecord& r) {
+    return !caller_.principal.may_access(Session::owner_of(r));
+  });
+  if (recent.size() > limit) recent.resize(limit);
+  return recent;
+}
+
 Reply CallRunner::list_sessions() {
-  auto recent = wb_.store_->recent_sessions(20);
+  auto recent = visible_recent_sessions(20);
   if (!recent.is_ok()) return error_reply(recent.status());
   std::string text = recent->empty() ? "No workbench sessions yet.\n"
                                      : "Recent workbench sessions (newest first):\n\n"

@@ -22,6 +22,8 @@ void OutputCapture::append(std::string_view bytes) {
 
 std::string OutputCapture::text() const {
   size_t tail_cap = cap_ - cap_ / 2;
+  // Room for the marker, so what a result carries stays within the cap (jobs/result_caps.h).
+  if (truncated() && cap_ >= 4 * kOutputCaptureMarkerBytes) tail_cap -= kOutputCaptureMarkerBytes;
   std::string_view tail(tail_);
   if (tail.size() > tail_cap) tail.remove_prefix(tail.size() - tail_cap);
   uint64_t kept = head_.size() + tail.size();

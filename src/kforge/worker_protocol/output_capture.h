@@ -9,12 +9,17 @@
 
 namespace kforge::worker_protocol {
 
+// Room text() keeps for its "omitted" marker (a 20-digit count at most).
+inline constexpr size_t kOutputCaptureMarkerBytes = 48;
+
 class OutputCapture {
  public:
   explicit OutputCapture(size_t cap_bytes = size_t{64} * 1024) : cap_(cap_bytes) {}
 
   void append(std::string_view bytes);
-  // The captured text: head, then "\n[... N bytes omitted ...]\n", then tail.
+  // The captured text: head, then "\n[... N bytes omitted ...]\n", then tail; at most
+  // cap_bytes bytes in all (the tail gives the marker its room) unless cap_bytes is too small
+  // to hold the marker a few times over.
   std::string text() const;
   uint64_t total_bytes() const { return total_; }
   bool truncated() const { return total_ > cap_; }

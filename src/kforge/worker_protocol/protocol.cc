@@ -38,13 +38,39 @@ std::string encode_frame(const Json& message) {
   return out;
 }
 
-std::optional<StatusOr<Json>> FrameDecoder::next() {
-  if (buffered() < 4) return std::nullopt;
+StatusOr<uint32_t> FrameDecoder::current_length() const {
+  if (buffered() < 4) return uint32_t{0};
   const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data() + offset_);
   uint32_t n = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-  if (n == 0 || n > kMaxFrameBytes) {
-    return StatusOr<Json>(io_error("protocol frame of invalid length " + std::to_string(n)));
+  if (n == 0) return io_error("protocol frame of invalid length 0");
+  if (n > max_frame_bytes_) {
+    return io_error("protocol frame of " + std::to_string(n) + " bytes, over the limit of " +
+                    std::to_string(max_frame_bytes_));
   }
+  return n;
+}
+
+void FrameDecoder::append(std::string_view bytes) {
+  if (!failure_.is_ok()) return;  // the stream is dead: nothing more is kept
+  buffer_.append(bytes);
+  if (auto n = current_length(); !n.is_ok()) {
+    failure_ = n.status();
+    buffer_.clear();
+    offset_ = 0;
+  }
+}
+
+std::optional<StatusOr<Json>> FrameDecoder::next() {
+  if (!failure_.is_ok()) return StatusOr<Json>(failure_);
+  auto length = current_length();
+  if (!length.is_ok()) {
+    failure_ = length.status();
+    buffer_.clear();
+    offset_ = 0;
+    return StatusOr<Json>(failure_);
+  }
+  const uint32_t n = *length;
+  if (n == 0) return std::nullopt;
   if (buffered() < 4 + size_t{n}) return std::nullopt;
   std::string_view body(buffer_.data() + offset_ + 4, n);
   offset_ += 4 + n;
@@ -55,11 +81,14 @@ std::optional<StatusOr<Json>> FrameDecoder::next() {
     buffer_.erase(0, offset_);
     offset_ = 0;
   }
-  if (!message.is_ok()) {
-    return StatusOr<Json>(
-        io_error("protocol frame is not a JSON object: " + message.status().message()));
+  if (!message.is_ok() || !message->is_object()) {
+    failure_ = io_error(message.is_ok()
+                            ? std::string("protocol frame is not a JSON object")
+                            : "protocol frame is not a JSON object: " + message.status().message());
+    buffer_.clear();
+    offset_ = 0;
+    return StatusOr<Json>(failure_);
   }
-  if (!message->is_object()) return StatusOr<Json>(io_error("protocol frame is not a JSON object"));
   return message;
 }
 

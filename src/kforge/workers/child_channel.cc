@@ -25,12 +25,13 @@ constexpr milliseconds kExitStatusWait{2000};
 
 enum class ReadResult { kData, kWouldBlock, kEof };
 
-// Reads what is available from a non-blocking descriptor into `sink`.
-template <typename Sink>
-ReadResult read_available(int fd, Sink&& sink) {
+// Reads what is available from a non-blocking descriptor into `sink`, until `enough()` says
+// the sink must be emptied first (its caller polls again for the rest).
+template <typename Sink, typename Enough>
+ReadResult read_available(int fd, Sink&& sink, Enough&& enough) {
   char buf[65536];
   bool any = false;
-  while (true) {
+  while (!enough()) {
     ssize_t n = ::read(fd, buf, sizeof(buf));
     if (n > 0) {
       sink(std::string_view(buf, static_cast<size_t>(n)));
@@ -43,6 +44,19 @@ ReadResult read_available(int fd, Sink&& sink) {
       return any ? ReadResult::kData : ReadResult::kWouldBlock;
     return ReadResult::kEof;  // treat read errors as a closed stream
   }
+  return ReadResult::kData;
+}
+
+template <typename Sink>
+ReadResult read_available(int fd, Sink&& sink) {
+  return read_available(fd, std::forward<Sink>(sink), [] { return false; });
+}
+
+// Reads a child's protocol frames: never more than its decoder may hold (FrameDecoder).
+ReadResult read_frames(int fd, worker_protocol::FrameDecoder& decoder) {
+  return read_available(
+      fd, [&decoder](std::string_view s) { decoder.append(s); },
+      [&decoder] { return decoder.saturated(); });
 }
 
 int poll_timeout_ms(Clock::time_point until) {
@@ -196,7 +210,7 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_poin
         auto r = read_available(p.fd, [&](std::string_view s) { noise.append(s); });
         if (r == ReadResult::kEof) (p.fd == child.out.get() ? out_open : err_open) = false;
       } else if (p.fd == child.proto.get()) {
-        auto r = read_available(p.fd, [&](std::string_view s) { child.decoder.append(s); });
+        auto r = read_frames(p.fd, child.decoder);
         while (auto msg = child.decoder.next()) {
           if (!msg->is_ok()) return msg->status();
           const Json& m = msg->value();
@@ -321,7 +335,7 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
       } else if (ticket && p.fd == ticket->fd()) {
         if (!grant_sent) send_grant();
       } else if (p.fd == child.proto.get()) {
-        auto r = read_available(p.fd, [&](std::string_view s) { child.decoder.append(s); });
+        auto r = read_frames(p.fd, child.decoder);
         while (auto msg = child.decoder.next()) {
           if (!msg->is_ok()) {
             end.detail = msg->status().message();

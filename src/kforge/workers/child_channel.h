@@ -47,7 +47,8 @@ struct ChildChannel {
   worker_protocol::UniqueFd proto;  // our end of the protocol socket (non-blocking)
   worker_protocol::UniqueFd out;    // read end of the child's stdout pipe (non-blocking)
   worker_protocol::UniqueFd err;    // read end of the child's stderr pipe (non-blocking)
-  worker_protocol::FrameDecoder decoder;
+  // A job process is untrusted: its frames are bounded tighter than the spec sent to it.
+  worker_protocol::FrameDecoder decoder{worker_protocol::kMaxChildFrameBytes};
   bool ready = false;
   Json ready_message;
   std::chrono::steady_clock::time_point started_at;

@@ -11,6 +11,7 @@
 
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
+#include "kforge/workers/reference_staging.h"
 #include "kforge/workers/worker_env.h"
 
 namespace kforge::workers {
@@ -404,6 +405,8 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   Json message = job_message_for(job, *active->sandbox,
                                  options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir()
                                                              : options_.data_dir / "cache");
+  // A batch's reference file, staged into the judge's own directory (reference_staging.h).
+  StagedReference staged_reference = stage_reference(message["job"], active->sandbox->judge_dir);
 
   if (options_.gate) {
     message["job"]["exclusive_timing"] = true;
@@ -420,6 +423,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   ChildJobEnd end = run_job_on_child(*active, message, job.timeout, cancel, progress, *this,
                                      options_.limits, gate, std::move(admitted),
                                      /*defer_teardown=*/true);
+  staged_reference.collect();
   end.device_wait_ms += admission_wait_ms;
   Json worker_info = {{"type", "python"},
                       {"pid", active->pid},

@@ -149,7 +149,8 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache" / "triton", 0, 0, 0755));
     KF_RETURN_IF_ERROR(make_owned_dir(p.judge_cache_dir(), 0, o.judge_gid, 02770));
     KF_RETURN_IF_ERROR(make_owned_dir(p.candidate_cache_dir(), 0, o.candidate_gid, 02770));
-    KF_RETURN_IF_ERROR(make_owned_dir(p.reference_cache_dir(), 0, o.judge_gid, 02770));
+    // The server's alone: a judge gets its batch's file staged (reference_staging.h).
+    KF_RETURN_IF_ERROR(make_owned_dir(p.reference_cache_dir(), 0, 0, 0700));
     std::vector<std::string> subs = {"cuda"};
     for (const auto& [env, sub] : kCacheEnv)
       subs.emplace_back(sub);
@@ -305,15 +306,19 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
     const uid_t candidate_uid = next_uid();
     KF_RETURN_IF_ERROR(make_owned_dir(child->judge_dir, judge_uid, options_.judge_gid, 0700));
     KF_RETURN_IF_ERROR(make_owned_dir(child->candidate_dir, candidate_uid, candidate_uid, 0700));
+    // The one place of its scratch a judge shares with the server: where the supervisor
+    // stages a batch's reference file for its job (reference_staging.h).
+    const auto staging = child->judge_dir / "reference";
+    KF_RETURN_IF_ERROR(make_owned_dir(staging, judge_uid, options_.judge_gid, 0700));
     // Their scratch directories are private tmpfs in their jails (the host directories stay
-    // empty); what they share with anything else is bound, read-only but for the judges'
-    // batch reference results.
+    // empty but for the judge's reference staging); what they share with anything else is
+    // bound, read-only but for that staging directory and the shared kernel caches.
     Json judge = base_jail("judge", gpu_minor, child->judge_dir, judge_uid, options_.judge_gid);
     judge["groups"] = {options_.judge_gid};
     judge["umask"] = 007;  // what it writes to a shared judges' cache, other judges read
     judge["binds"] = {
         {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}},
-        {{"source", reference_cache_dir()}, {"target", reference_cache_dir()}, {"writable", true}}};
+        {{"source", staging}, {"target", staging}, {"writable", true}}};
     const gid_t candidate_gid = shared ? options_.candidate_gid : candidate_uid;
     Json candidate =
         base_jail("candidate", gpu_minor, child->candidate_dir, candidate_uid, candidate_gid);

@@ -107,8 +107,8 @@ class SandboxPolicy {
   // The environment a jailed Python child needs (cache directories); merged into the
   // zygote's environment.
   std::filesystem::path judge_cache_dir() const { return options_.data_dir / "cache" / "judge"; }
-  // Batches' reference results (jobs/reference_reuse.h): bound writable into every judge's
-  // jail, into no candidate's; group judge_gid.
+  // Batches' reference results (jobs/reference_reuse.h): the server's alone (0700); a judge
+  // sees only its batch's file, staged into its own directory (reference_staging.h).
   std::filesystem::path reference_cache_dir() const {
     return options_.data_dir / "cache" / "reference";
   }

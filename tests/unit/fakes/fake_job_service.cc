@@ -17,7 +17,7 @@ void FakeJobService::note_blocking_call() {
 }
 
 StatusOr<model::JobRecord> FakeJobService::submit(model::JobRequest request,
-                                                  const std::string& client) {
+                                                  const jobs::Caller& caller) {
   std::lock_guard lock(mu_);
   note_blocking_call();
   if (!submit_error_.is_ok()) return submit_error_;
@@ -32,8 +32,9 @@ StatusOr<model::JobRecord> FakeJobService::submit(model::JobRequest request,
   job.record.request = model::to_request_json(request);
   job.record.device = request.device.empty() ? "cpu" : request.device;
   job.record.created_ms = now_ms();
+  job.record.submitter = caller.principal.name;
   job.request = std::move(request);
-  job.client = client;
+  job.client = caller.client;
   model::JobRecord record = job.record;
   order_.push_back(record.id);
   jobs_.emplace(record.id, std::move(job));

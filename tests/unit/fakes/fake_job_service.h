@@ -35,7 +35,7 @@ class FakeJobService : public jobs::JobService {
   FakeJobService() = default;
 
   // ---- JobService ----
-  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override;
+  StatusOr<model::JobRecord> submit(model::JobRequest request, const jobs::Caller& caller) override;
   StatusOr<model::JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;

@@ -27,7 +27,8 @@ model::BatchRequest three_candidates(std::optional<uint64_t> seed = std::nullopt
 class RefusingJobService : public testing::FakeJobService {
  public:
   explicit RefusingJobService(int accepted) : accepted_(accepted) {}
-  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override {
+  StatusOr<model::JobRecord> submit(model::JobRequest request,
+                                    const jobs::Caller& client) override {
     if (accepted_-- <= 0) return unavailable("the queue is full (--max-queued-jobs)");
     return FakeJobService::submit(std::move(request), client);
   }
@@ -81,7 +82,7 @@ TEST(BatchTest, ARefusedCandidateCancelsTheOnesBeforeIt) {
 TEST(BatchTest, TheBookKeepsTheMostRecentBatches) {
   BatchBook book(2);
   for (const char* id : {"b1", "b2", "b3"})
-    book.add(BatchRecord{id, {}, 0, 0});
+    book.add(BatchRecord{id, {}, 0, 0, ""});
   EXPECT_FALSE(book.get("b1").has_value());
   EXPECT_TRUE(book.get("b2").has_value());
   EXPECT_TRUE(book.get("b3").has_value());

@@ -119,18 +119,21 @@ class WorkbenchTest : public ::testing::Test {
     wb_ = std::move(wb).value();
   }
 
-  std::future<Reply> start(Tool tool, Json args, const std::string& client = "c1") {
+  std::future<Reply> start(Tool tool, Json args, const std::string& client = "c1",
+                           const model::Principal& principal = {}) {
     auto promise = std::make_shared<std::promise<Reply>>();
     auto future = promise->get_future();
     Caller caller;
     caller.client = client;
+    caller.principal = principal;
     wb_->call(caller, tool, std::move(args),
               [promise](Reply r) { promise->set_value(std::move(r)); });
     return future;
   }
 
-  Reply call(Tool tool, Json args = Json::object(), const std::string& client = "c1") {
-    auto f = start(tool, std::move(args), client);
+  Reply call(Tool tool, Json args = Json::object(), const std::string& client = "c1",
+             const model::Principal& principal = {}) {
+    auto f = start(tool, std::move(args), client, principal);
     EXPECT_EQ(f.wait_for(10s), std::future_status::ready);
     return f.get();
   }
@@ -260,6 +263,34 @@ TEST_F(WorkbenchTest, ASessionSurvivesARestartAndResumesInANewContext) {
   Reply bad = call(Tool::kResumeSession, {{"session_id", "../../etc"}}, "c3");
   EXPECT_TRUE(bad.is_error);
   EXPECT_EQ(bad.structured["argument"], "session_id");
+}
+
+// Issue #37: a workbench session is its creator's principal's: another principal neither
+// lists nor resumes it (the same answer as an unknown id), whatever MCP session it calls from.
+TEST_F(WorkbenchTest, ASessionIsItsPrincipalsOnly) {
+  const model::Principal alice{"alice", model::Role::kUser};
+  const model::Principal bob{"bob", model::Role::kUser};
+  Reply mine = call(Tool::kSetKernelName, {{"name", "relu"}}, "", alice);
+  ASSERT_FALSE(mine.is_error) << mine.text;
+  const std::string id = mine.structured["session"]["id"];
+  // Bob, even from the same binding key (stateless MCP requests share ""), gets a new session
+  // that lists nothing of Alice's.
+  Reply fresh = call(Tool::kGetCurrentStatus, Json::object(), "", bob);
+  EXPECT_NE(fresh.structured["session"]["id"], id);
+  EXPECT_EQ(fresh.text.find(id), std::string::npos);
+  Reply listed = call(Tool::kListSessions, Json::object(), "b2", bob);
+  EXPECT_EQ(listed.text.find(id), std::string::npos);
+  Reply stolen = call(Tool::kResumeSession, {{"session_id", id}}, "b2", bob);
+  Reply unknown = call(Tool::kResumeSession, {{"session_id", "wb_0000000000000000"}}, "b2", bob);
+  ASSERT_TRUE(stolen.is_error);
+  EXPECT_EQ(stolen.text.find("wb_0000000000000000"), std::string::npos);
+  std::string same = unknown.text;
+  same.replace(same.find("wb_0000000000000000"), id.size(), id);
+  EXPECT_EQ(stolen.text, same);
+  // Alice, and an admin, still reach it.
+  EXPECT_FALSE(call(Tool::kResumeSession, {{"session_id", id}}, "a2", alice).is_error);
+  const model::Principal ops{"ops", model::Role::kAdmin};
+  EXPECT_NE(call(Tool::kListSessions, Json::object(), "o1", ops).text.find(id), std::string::npos);
 }
 
 TEST_F(WorkbenchTest, PastSeventyPercentTheSummaryIsWrittenAndEveryAnswerSaysSo) {

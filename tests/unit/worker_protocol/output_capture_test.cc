@@ -22,7 +22,7 @@ TEST(OutputCaptureTest, KeepsHeadAndTailOfHugeOutput) {
   std::string text = c.text();
   EXPECT_TRUE(c.truncated());
   EXPECT_EQ(c.total_bytes(), 500000u * line.size() + 7);
-  EXPECT_LT(text.size(), 1100u);
+  EXPECT_LE(text.size(), 1000u);  // the marker included: what a result may carry
   EXPECT_EQ(text.substr(0, 11), line);
   EXPECT_NE(text.find("bytes omitted"), std::string::npos);
   EXPECT_EQ(text.substr(text.size() - 7), "THE END");

@@ -46,6 +46,43 @@ TEST(ProtocolTest, RejectsBadFrames) {
   EXPECT_FALSE(m->is_ok());
 }
 
+// Issue #37: a job process's frames are bounded tighter than the supervisor's (a 100 MB
+// message got through the 256 MiB limit whole); the length prefix alone decides, before the
+// frame's bytes are buffered.
+TEST(ProtocolTest, AChildsFramesHaveTheirOwnLimit) {
+  FrameDecoder child(kMaxChildFrameBytes);
+  const uint32_t over = static_cast<uint32_t>(kMaxChildFrameBytes) + 1;
+  std::string prefix = {static_cast<char>(over >> 24), static_cast<char>((over >> 16) & 0xff),
+                        static_cast<char>((over >> 8) & 0xff), static_cast<char>(over & 0xff)};
+  child.append(prefix);
+  auto m = child.next();
+  ASSERT_TRUE(m.has_value());
+  ASSERT_FALSE(m->is_ok());
+  EXPECT_NE(m->status().message().find("over the limit of " + std::to_string(kMaxChildFrameBytes)),
+            std::string::npos);
+  // Nothing more is kept once the stream has failed, whatever arrives.
+  EXPECT_TRUE(child.saturated());
+  child.append(std::string(size_t{4} << 20, 'x'));
+  EXPECT_EQ(child.buffered(), 0u);
+  EXPECT_FALSE(child.next()->is_ok());
+  FrameDecoder supervisor;  // the default: a job spec may be that large
+  supervisor.append(prefix);
+  EXPECT_FALSE(supervisor.next().has_value());  // waits for the frame's bytes
+  FrameDecoder small(kMaxChildFrameBytes);
+  small.append(encode_frame(Json{{"type", "result"}, {"result", Json::object()}}));
+  EXPECT_FALSE(small.saturated());
+  m = small.next();
+  ASSERT_TRUE(m.has_value() && m->is_ok());
+  EXPECT_EQ((*m)->value("type", ""), "result");
+  // A reader stops once a whole frame of the largest size may be waiting.
+  FrameDecoder tiny(16);
+  tiny.append(encode_frame(Json{{"a", 1}}));
+  tiny.append(std::string("\0\0\0\x05{}   ", 9));  // 15 + 9 bytes: 16 + 4 or more
+  EXPECT_TRUE(tiny.saturated());
+  EXPECT_TRUE(tiny.next()->is_ok());
+  EXPECT_FALSE(tiny.saturated());
+}
+
 TEST(ProtocolTest, VersionCheck) {
   EXPECT_TRUE(check_protocol_version({{"protocol", {{"major", 2}, {"minor", 7}}}}).is_ok());
   Status s = check_protocol_version({{"protocol", {{"major", 1}, {"minor", 0}}}});

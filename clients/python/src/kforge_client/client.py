@@ -135,7 +135,8 @@ class KernelEvalClient:
     def cleanup_jobs(
         self, max_age_hours: float | None = None, older_than_seconds: int | None = None
     ) -> dict[str, Any]:
-        """Deletes finished jobs older than an age (default: the server's, 300 s)."""
+        """Deletes finished jobs older than an age (default: the server's, 300 s). On a server
+        with tokens, only an admin token may (403 otherwise)."""
         return self._run(op.cleanup(max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
 
     def close(self) -> None:

@@ -36,12 +36,29 @@ std::string_view strip_port(std::string_view host) {
 }  // namespace
 
 AccessPolicy::AccessPolicy(Options options) : options_(std::move(options)) {
-  if (!options_.token.empty()) token_fingerprint_ = sha256_hex(options_.token).substr(0, 8);
+  if (!options_.token.empty()) {
+    model::Principal principal{std::string(kDefaultPrincipal), model::Role::kUser};
+    tokens_.push_back({{options_.token, std::move(principal)}, {}});
+  }
+  for (const ApiToken& t : options_.tokens)
+    tokens_.push_back({t, {}});
+  for (KnownToken& t : tokens_)
+    t.fingerprint = sha256_hex(t.token.secret).substr(0, 8);
 }
 
-std::string AccessPolicy::client_identity(std::string_view peer) const {
-  std::string id = "peer " + std::string(peer);
-  return token_fingerprint_.empty() ? id : "token " + token_fingerprint_ + " " + id;
+AccessPolicy::Identity AccessPolicy::identify(const HttpRequest& request,
+                                              std::string_view peer) const {
+  Identity id{"peer " + std::string(peer), {}};
+  if (!has_tokens()) return id;
+  if (const KnownToken* t = matching_token(request)) {
+    id.client = "token " + t->fingerprint + " " + id.client;
+    id.principal = t->token.principal;
+  } else {
+    // check() refuses such a request; should one ever get further, it sees no job at all (no
+    // job has a submitter of this name, which a token file cannot give).
+    id.principal = {"(unauthenticated)", model::Role::kUser};
+  }
+  return id;
 }
 
 bool AccessPolicy::constant_time_equals(std::string_view given, std::string_view expected) {
@@ -71,7 +88,7 @@ bool AccessPolicy::origin_allowed(std::string_view origin) const {
 }
 
 bool AccessPolicy::host_allowed(std::string_view host) const {
-  if (!options_.loopback_bind || !options_.token.empty()) return true;
+  if (!options_.loopback_bind || has_tokens()) return true;
   if (is_loopback_host(host)) return true;
   for (const std::string& allowed : options_.allowed_origins) {
     if (allowed == "*" || iequals(origin_authority(allowed), host)) return true;
@@ -79,21 +96,26 @@ bool AccessPolicy::host_allowed(std::string_view host) const {
   return false;
 }
 
-bool AccessPolicy::token_ok(const HttpRequest& request) const {
-  if (options_.token.empty()) return true;
+const AccessPolicy::KnownToken* AccessPolicy::matching_token(const HttpRequest& request) const {
+  if (tokens_.empty()) return nullptr;
   const std::string* auth = request.header("authorization");
-  if (auth == nullptr) return false;
+  if (auth == nullptr) return nullptr;
   std::string_view value(*auth);
   constexpr std::string_view kScheme = "bearer ";
   if (value.size() < kScheme.size() || !iequals(value.substr(0, kScheme.size()), kScheme)) {
-    return false;
+    return nullptr;
   }
   value.remove_prefix(kScheme.size());
   while (!value.empty() && value.front() == ' ')
     value.remove_prefix(1);
   while (!value.empty() && value.back() == ' ')
     value.remove_suffix(1);
-  return constant_time_equals(value, options_.token);
+  // Every token is compared, whichever matches: the time says nothing about which one did.
+  const KnownToken* found = nullptr;
+  for (const KnownToken& t : tokens_) {
+    if (constant_time_equals(value, t.token.secret) && found == nullptr) found = &t;
+  }
+  return found;
 }
 
 std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request,
@@ -124,7 +146,7 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request,
     preflight.headers.emplace_back("Access-Control-Max-Age", "600");
     return preflight;
   }
-  if (!token_ok(request)) {
+  if (has_tokens() && matching_token(request) == nullptr) {
     HttpResponse response = HttpResponse::error(
         Status(ErrorCode::kUnauthenticated,
                "missing or wrong API token: send 'Authorization: Bearer <token>'"));

@@ -1,10 +1,11 @@
 // AccessPolicy: who may talk to the server, checked on the request head before the body is
 // read. Shared by every route (REST and MCP).
 //
-// - Token: when a token is configured, every request needs `Authorization: Bearer <token>`
-//   (scheme case-insensitive; compared in constant time), else 401 with
-//   `WWW-Authenticate: Bearer`. CORS preflights (OPTIONS with Access-Control-Request-Method)
-//   are exempt, as browsers send them without credentials.
+// - Token: when tokens are configured (api_tokens.h), every request needs
+//   `Authorization: Bearer <token>` with one of them (scheme case-insensitive; compared in
+//   constant time with every token), else 401 with `WWW-Authenticate: Bearer`. The token
+//   names the request's principal (model/principal.h). CORS preflights (OPTIONS with
+//   Access-Control-Request-Method) are exempt, as browsers send them without credentials.
 // - Origin: a request carrying `Origin` must come from an allowed origin: one listed in
 //   `allowed_origins` ("*" allows all), or a loopback origin (http://localhost:*,
 //   http://127.0.0.1:*, http://[::1]:*). Otherwise 403. Allowed origins get CORS headers.
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kforge/frontends/http/api_tokens.h"
 #include "kforge/frontends/http/http_message.h"
 
 namespace kforge::frontends::http {
@@ -25,9 +27,13 @@ namespace kforge::frontends::http {
 class AccessPolicy {
  public:
   struct Options {
-    std::string token;                         // empty: no authentication
+    // --token / --token-file: the user principal "default"; empty: none.
+    std::string token;
     std::vector<std::string> allowed_origins;  // exact origins ("https://ui.example:8443") or "*"
     bool loopback_bind = true;                 // the server listens on a loopback address
+    // Further tokens with their principals (--admin-token-file, --tokens-file). No tokens at
+    // all (neither `token` nor these): no authentication, every client anonymous.
+    std::vector<ApiToken> tokens;
   };
 
   explicit AccessPolicy(Options options);
@@ -37,11 +43,21 @@ class AccessPolicy {
   // preflights).
   std::optional<HttpResponse> check(const HttpRequest& request, const std::string& allow) const;
 
-  // The client identity of a request that passed check() from the peer address `peer`:
-  // "peer <address>", prefixed with "token <first 8 hex of sha256(token)> " when a token is
-  // configured (so one token's holders on different hosts are different clients, and the
-  // identity never reveals the token).
-  std::string client_identity(std::string_view peer) const;
+  struct Identity {
+    // The key of per-client limits: "peer <address>", prefixed with "token <first 8 hex of
+    // sha256(token)> " when tokens are configured (so one token's holders on different hosts
+    // are different clients, and the identity never reveals the token).
+    std::string client;
+    // The token's principal; anonymous without tokens; a user that owns nothing for a request
+    // without a valid token (one check() refuses).
+    model::Principal principal;
+  };
+
+  // Who sent `request` from the peer address `peer` (meaningful once check() passed it).
+  Identity identify(const HttpRequest& request, std::string_view peer) const;
+
+  // True when requests need a token.
+  bool has_tokens() const { return !tokens_.empty(); }
 
   // CORS headers to add to the response of `request` (empty without an allowed Origin).
   HeaderList cors_headers(const HttpRequest& request) const;
@@ -54,12 +70,18 @@ class AccessPolicy {
   static bool is_loopback_host(std::string_view host);
 
  private:
+  struct KnownToken {
+    ApiToken token;
+    std::string fingerprint;  // first 8 hex of its SHA-256
+  };
+
   bool origin_allowed(std::string_view origin) const;
   bool host_allowed(std::string_view host) const;
-  bool token_ok(const HttpRequest& request) const;
+  // The configured token `request` carries, or null (also when none is configured).
+  const KnownToken* matching_token(const HttpRequest& request) const;
 
   Options options_;
-  std::string token_fingerprint_;  // empty without a token
+  std::vector<KnownToken> tokens_;  // Options::token and Options::tokens
 };
 
 }  // namespace kforge::frontends::http

@@ -97,7 +97,7 @@ void wait_for_batch(const RestContextPtr& ctx, const jobs::BatchRecord& batch,
 }
 
 void submit_batch_blocking(const RestContextPtr& ctx, const std::string& body,
-                           const std::string& client, bool wait, bool stream,
+                           const jobs::Caller& caller, bool wait, bool stream,
                            const Responder& responder) {
   auto json = submit_body_json(body, responder);
   if (!json) return;
@@ -107,7 +107,7 @@ void submit_batch_blocking(const RestContextPtr& ctx, const std::string& body,
     return;
   }
   auto batch =
-      jobs::submit_batch(ctx->service, ctx->batches.get(), std::move(request).value(), client);
+      jobs::submit_batch(ctx->service, ctx->batches.get(), std::move(request).value(), caller);
   if (!batch.is_ok()) {
     responder.send(submit_error_response(batch.status()));
     return;
@@ -140,15 +140,19 @@ void handle_submit_batch(const RestContextPtr& ctx, HttpRequest request, Respond
   const bool sse =
       *stream || (accept != nullptr && accept->find("text/event-stream") != std::string::npos);
   ctx->blocking([ctx, wait = *wait, sse, body = std::move(request.body),
-                 client = std::move(request.client), responder = std::move(responder)] {
-    submit_batch_blocking(ctx, body, client, wait, sse, responder);
+                 caller = jobs::Caller(std::move(request.client), std::move(request.principal)),
+                 responder = std::move(responder)] {
+    submit_batch_blocking(ctx, body, caller, wait, sse, responder);
   });
 }
 
 void handle_get_batch(const RestContextPtr& ctx, const HttpRequest& request, Responder responder) {
   const std::string* id = request.path_param("id");
-  ctx->blocking([ctx, id = id == nullptr ? std::string() : *id, responder = std::move(responder)] {
+  ctx->blocking([ctx, id = id == nullptr ? std::string() : *id, principal = request.principal,
+                 responder = std::move(responder)] {
     auto batch = ctx->batches->get(id);
+    // Another principal's batch is answered as an unknown one.
+    if (batch && !principal.may_access(batch->submitter)) batch.reset();
     if (!batch) {
       responder.send(HttpResponse::error(
           not_found("batch '" + id + "' is unknown (batches are kept in memory: the " +

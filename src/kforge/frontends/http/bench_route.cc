@@ -50,7 +50,7 @@ class BenchReply {
   std::optional<EventStream> stream_;
 };
 
-void run_bench(const BenchContextPtr& ctx, const std::string& body, const std::string& client,
+void run_bench(const BenchContextPtr& ctx, const std::string& body, const jobs::Caller& caller,
                bool stream, const Responder& responder) {
   auto json = parse_json(body);
   if (!json.is_ok()) {
@@ -71,7 +71,7 @@ void run_bench(const BenchContextPtr& ctx, const std::string& body, const std::s
   // is open and carries the outcome.
   auto reply = std::make_shared<BenchReply>(responder, stream);
   auto run = bench::BenchRun::start(
-      ctx->service, ctx->blocking, std::move(plan).value(), client,
+      ctx->service, ctx->blocking, std::move(plan).value(), caller,
       [reply](const bench::BenchProgress& p) { reply->progress(p); },
       [reply, request = std::move(request).value()](StatusOr<Json> report) {
         reply->answer(report.is_ok() ? bench::bench_answer(*report, request)
@@ -93,8 +93,9 @@ Status add_bench_route(Router& router, jobs::JobService& service, BlockingExecut
   return router.add("POST", "/bench", [ctx](HttpRequest request, Responder responder) {
     const bool stream = wants_stream(request);
     ctx->blocking(
-        [ctx, stream, body = std::move(request.body), client = std::move(request.client),
-         responder = std::move(responder)] { run_bench(ctx, body, client, stream, responder); });
+        [ctx, stream, body = std::move(request.body),
+         caller = jobs::Caller(std::move(request.client), std::move(request.principal)),
+         responder = std::move(responder)] { run_bench(ctx, body, caller, stream, responder); });
   });
 }
 

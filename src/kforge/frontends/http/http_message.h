@@ -19,6 +19,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/model/principal.h"
 
 namespace kforge::frontends::http {
 
@@ -38,8 +39,11 @@ struct HttpRequest {
   ParamMap path_params;    // filled by the router from `{name}` segments, percent-decoded
   std::string request_id;  // the X-Request-Id the response will carry
   // Who sent it, the key of per-client limits (queue quota, MCP sessions): "peer <address>",
-  // prefixed with "token <fingerprint> " when the server has a token. Set by the server.
+  // prefixed with "token <fingerprint> " when the server has tokens. Set by the server.
   std::string client;
+  // On whose behalf (model/principal.h): its token's principal, anonymous on a server without
+  // tokens. Set by the server; decides which jobs the request may see.
+  model::Principal principal;
 
   // Value of the first header called `name` (case-insensitive), or nullptr.
   const std::string* header(std::string_view name) const;

@@ -54,7 +54,8 @@ void refuse_connection(tcp::socket& socket) {
 ServerCore::ServerCore(HttpServer::Options options, Router router, bool loopback_bind)
     : options_(std::move(options)),
       router_(std::move(router)),
-      policy_(AccessPolicy::Options{options_.token, options_.allowed_origins, loopback_bind}),
+      policy_(AccessPolicy::Options{options_.token, options_.allowed_origins, loopback_bind,
+                                    options_.tokens}),
       ioc_(std::max(1, options_.io_threads)),
       control_(net::make_strand(ioc_)),
       acceptor_(control_),
@@ -262,12 +263,12 @@ StatusOr<net::ip::address> resolve_address(const std::string& host) {
   return results.begin()->endpoint().address();
 }
 
-Status bind_policy(const std::string& host, const net::ip::address& address,
-                   const std::string& token) {
-  if (address.is_loopback() || !token.empty()) return Status::ok();
+Status bind_policy(const std::string& host, const net::ip::address& address, bool has_token) {
+  if (address.is_loopback() || has_token) return Status::ok();
   std::string what = host == address.to_string() ? host : host + " (" + address.to_string() + ")";
   return failed_precondition("refusing to bind " + what +
-                             " without an API token: set --token-file, --token or KFORGE_TOKEN");
+                             " without an API token: set --token-file, --tokens-file, --token or "
+                             "KFORGE_TOKEN");
 }
 
 }  // namespace
@@ -277,9 +278,9 @@ StatusOr<std::string> HttpServer::resolve_host(const std::string& host) {
   return address.to_string();
 }
 
-Status HttpServer::check_bind_policy(const std::string& host, const std::string& token) {
+Status HttpServer::check_bind_policy(const std::string& host, bool has_token) {
   KF_ASSIGN_OR_RETURN(net::ip::address address, resolve_address(host));
-  return bind_policy(host, address, token);
+  return bind_policy(host, address, has_token);
 }
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(Options options, jobs::JobService& service,
@@ -299,7 +300,8 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::create(Options options, Router
     return invalid_argument("must be positive", "max_connections");
   }
   KF_ASSIGN_OR_RETURN(net::ip::address address, resolve_address(options.host));
-  KF_RETURN_IF_ERROR(bind_policy(options.host, address, options.token));
+  KF_RETURN_IF_ERROR(
+      bind_policy(options.host, address, !options.token.empty() || !options.tokens.empty()));
   tcp::endpoint endpoint(address, options.port);
   auto core =
       std::make_unique<ServerCore>(std::move(options), std::move(router), address.is_loopback());

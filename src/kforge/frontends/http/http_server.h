@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "kforge/common/status.h"
+#include "kforge/frontends/http/api_tokens.h"
 #include "kforge/frontends/http/rest_handlers.h"
 #include "kforge/frontends/http/router.h"
 #include "kforge/jobs/job_service.h"
@@ -62,8 +63,9 @@ class HttpServer {
  public:
   struct Options {
     std::string host = "127.0.0.1";
-    uint16_t port = 8000;  // 0 = an ephemeral port (see bound_port())
-    std::string token;     // API token; required for a non-loopback host
+    uint16_t port = 8000;          // 0 = an ephemeral port (see bound_port())
+    std::string token;             // API token (access_policy.h); a non-loopback host needs a token
+    std::vector<ApiToken> tokens;  // more tokens with their principals (api_tokens.h)
     size_t max_body_bytes = size_t{16} << 20;
     int io_threads = 1;
     std::vector<std::string> allowed_origins;  // see access_policy.h
@@ -99,10 +101,10 @@ class HttpServer {
   static StatusOr<std::string> resolve_host(const std::string& host);
 
   // Checks the bind policy alone: a `host` that is not a loopback address (127.0.0.0/8 or ::1,
-  // after resolution: "127.0.0.1.nip.io" is a name, not an address) needs a `token`.
-  // kInvalidArgument when the host does not resolve, kFailedPrecondition when a token is
-  // needed and missing.
-  static Status check_bind_policy(const std::string& host, const std::string& token);
+  // after resolution: "127.0.0.1.nip.io" is a name, not an address) needs a token
+  // (`has_token`). kInvalidArgument when the host does not resolve, kFailedPrecondition when a
+  // token is needed and missing.
+  static Status check_bind_policy(const std::string& host, bool has_token);
 
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -275,7 +275,9 @@ net::awaitable<bool> Session::serve_one() {
   state_ = State::kReading;
   set_phase(ConnectionPhase::kBusy);
   HttpRequest request = request_from_head(parser);
-  request.client = server_.policy().client_identity(peer_);
+  AccessPolicy::Identity identity = server_.policy().identify(request, peer_);
+  request.client = std::move(identity.client);
+  request.principal = std::move(identity.principal);
   RequestMeta meta = meta_for(request, parser.get().version(), server_.policy(), started);
   const bool keep_alive = parser.get().keep_alive();
   std::optional<HttpResponse> refusal = refusal_for(request, parser, server_, limits);

@@ -7,17 +7,19 @@
 
 #include "kforge/common/json.h"
 #include "kforge/frontends/http/rest_context.h"
+#include "kforge/jobs/job_access.h"
 #include "kforge/jobs/job_view.h"
 #include "kforge/jobs/prometheus_text.h"
 
 namespace kforge::frontends::http {
 namespace {
 
-// GET /job/{id}
+// GET /job/{id}: another principal's job is answered as an unknown one (jobs/job_access.h).
 void handle_get_job(const RestContextPtr& ctx, const HttpRequest& request, Responder responder) {
   const std::string* id = request.path_param("id");
-  ctx->blocking([ctx, id = id == nullptr ? std::string() : *id, responder = std::move(responder)] {
-    auto job = ctx->service.get(id);
+  ctx->blocking([ctx, id = id == nullptr ? std::string() : *id, principal = request.principal,
+                 responder = std::move(responder)] {
+    auto job = jobs::get_visible(ctx->service, id, principal);
     if (!job.is_ok()) {
       responder.send(HttpResponse::error(job.status()));
       return;
@@ -54,7 +56,7 @@ void handle_cancel_job(const RestContextPtr& ctx, HttpRequest request, Responder
         reason = it->get<std::string>();
       }
     }
-    if (Status s = ctx->service.cancel(id, reason); !s.is_ok()) {
+    if (Status s = jobs::cancel_visible(ctx->service, id, reason, request.principal); !s.is_ok()) {
       responder.send(HttpResponse::error(s));
       return;
     }
@@ -67,20 +69,24 @@ void handle_cancel_job(const RestContextPtr& ctx, HttpRequest request, Responder
 }
 
 // GET /health: liveness and devices (JobService::health, no store access) plus the old
-// server's job_stats, a per-state count from the store, read on the pool.
-void handle_health(const RestContextPtr& ctx, const HttpRequest&, Responder responder) {
-  ctx->blocking([ctx, responder = std::move(responder)] {
+// server's job_stats, a per-state count from the store, read on the pool. Job ids only for
+// admins (jobs::hide_job_ids).
+void handle_health(const RestContextPtr& ctx, const HttpRequest& request, Responder responder) {
+  ctx->blocking([ctx, principal = request.principal, responder = std::move(responder)] {
     Json health = ctx->service.health();
     Json stats = ctx->service.stats();
     if (auto it = stats.find("job_stats"); it != stats.end()) health["job_stats"] = *it;
+    jobs::hide_job_ids(health, principal);
     responder.send(HttpResponse::json(200, health));
   });
 }
 
-// GET /stats
-void handle_stats(const RestContextPtr& ctx, const HttpRequest&, Responder responder) {
-  ctx->blocking([ctx, responder = std::move(responder)] {
-    responder.send(HttpResponse::json(200, ctx->service.stats()));
+// GET /stats: counters for everyone; which jobs run (their ids) only for admins.
+void handle_stats(const RestContextPtr& ctx, const HttpRequest& request, Responder responder) {
+  ctx->blocking([ctx, principal = request.principal, responder = std::move(responder)] {
+    Json stats = ctx->service.stats();
+    jobs::hide_job_ids(stats, principal);
+    responder.send(HttpResponse::json(200, stats));
   });
 }
 
@@ -168,8 +174,13 @@ StatusOr<std::chrono::seconds> cleanup_age(const RestContext& ctx, const HttpReq
   return std::chrono::seconds(static_cast<int64_t>(std::floor(*seconds)));
 }
 
-// POST /admin/cleanup-jobs
+// POST /admin/cleanup-jobs: deletes every principal's old jobs, so only admins may (and
+// everyone on a server without tokens).
 void handle_cleanup(const RestContextPtr& ctx, HttpRequest request, Responder responder) {
+  if (Status s = jobs::require_admin(request.principal, "POST /admin/cleanup-jobs"); !s) {
+    responder.send(HttpResponse::error(s));
+    return;
+  }
   ctx->blocking([ctx, request = std::move(request), responder = std::move(responder)] {
     auto age = cleanup_age(*ctx, request);
     if (!age.is_ok()) {

@@ -131,7 +131,7 @@ namespace {
 
 // The part of a submit that runs on the blocking pool.
 void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::string& body,
-                     const std::string& client, bool wait, const Responder& responder) {
+                     const jobs::Caller& caller, bool wait, const Responder& responder) {
   auto json = submit_body_json(body, responder);
   if (!json) return;
   auto request = kind == SubmitKind::kEvaluate
@@ -142,7 +142,7 @@ void submit_blocking(const RestContextPtr& ctx, SubmitKind kind, const std::stri
     return;
   }
   const double timeout_s = request->timeout_s;
-  auto job = ctx->service.submit(std::move(request).value(), client);
+  auto job = ctx->service.submit(std::move(request).value(), caller);
   if (!job.is_ok()) {
     responder.send(submit_error_response(job.status()));
     return;
@@ -197,8 +197,9 @@ void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest reque
     return;
   }
   ctx->blocking([ctx, kind, wait = *wait, body = std::move(request.body),
-                 client = std::move(request.client), responder = std::move(responder)] {
-    submit_blocking(ctx, kind, body, client, wait, responder);
+                 caller = jobs::Caller(std::move(request.client), std::move(request.principal)),
+                 responder = std::move(responder)] {
+    submit_blocking(ctx, kind, body, caller, wait, responder);
   });
 }
 

@@ -113,8 +113,9 @@ StatusOr<std::function<void()>> start_batch_task(const ContextPtr& ctx, const Ta
 // error, its jobs cancelled.
 void answer_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
                       const jobs::BatchRecord& record) {
+  const Session& session = call->context().session();
   TaskRecord task =
-      TaskRecord::fresh(kToolName, call->context().session().client(), call->arguments());
+      TaskRecord::fresh(kToolName, session.client(), session.principal().name, call->arguments());
   for (const auto& id : record.job_ids)
     task.jobs.push_back(id);
   task.state = {{"batch_id", record.id}, {"finished", 0}};
@@ -135,8 +136,9 @@ void run_batch(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
                                    request.status().to_string()));
     return;
   }
+  const Session& session = call->context().session();
   auto batch = jobs::submit_batch(ctx->service, nullptr, std::move(request).value(),
-                                  call->context().session().client());
+                                  jobs::Caller(session.client(), session.principal()));
   if (!batch.is_ok()) {
     call->finish(ToolResult::error(std::string(kToolName) +
                                    ": the batch was not accepted: " + batch.status().to_string()));

@@ -83,7 +83,7 @@ StatusOr<std::function<void()>> start_bench_task(const ContextPtr& ctx, const Ta
       book->ended(task_id);
     });
   };
-  auto run = bench::BenchRun::start(ctx->service, ctx->blocking, std::move(plan), task.client,
+  auto run = bench::BenchRun::start(ctx->service, ctx->blocking, std::move(plan), task.caller(),
                                     std::move(progress), std::move(done), std::move(resume));
   // Held by the book: a weak reference (the run's callbacks hold the book).
   return std::function<void()>([weak = std::weak_ptr<bench::BenchRun>(run)] {
@@ -94,8 +94,9 @@ StatusOr<std::function<void()>> start_bench_task(const ContextPtr& ctx, const Ta
 // Answers a planned bench with a task, or with the error when the task could not be made.
 void answer_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
                       const bench::BenchPlan& plan) {
+  const Session& session = call->context().session();
   TaskRecord task =
-      TaskRecord::fresh(kToolName, call->context().session().client(), call->arguments());
+      TaskRecord::fresh(kToolName, session.client(), session.principal().name, call->arguments());
   task.arguments["device"] = plan.device;  // a resumed run plans on the same device
   task.state = {{"done", 0}};
   task.message = fmt::format("0 of {} job(s) done; bench on {}", plan.jobs.size(), plan.device);
@@ -128,7 +129,8 @@ void run_suite(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   rc.report_progress(0, total,
                      fmt::format("bench: {} job(s) on {}", plan->jobs.size(), plan->device));
   auto run = bench::BenchRun::start(
-      ctx->service, ctx->blocking, std::move(plan).value(), rc.session().client(),
+      ctx->service, ctx->blocking, std::move(plan).value(),
+      jobs::Caller(rc.session().client(), rc.session().principal()),
       [call, total](const bench::BenchProgress& p) {
         call->context().report_progress(p.done, total, p.message);
       },

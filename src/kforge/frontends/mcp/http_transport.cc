@@ -115,7 +115,9 @@ StatusOr<std::shared_ptr<Session>> session_for(Endpoint& ep, const HttpRequest& 
                         "first to get one)");
     return invalid_argument("no session id");
   }
-  auto session = ep.sessions.find(*id);
+  // Another principal's session is answered as an unknown one: its tools act on that
+  // principal's jobs.
+  auto session = ep.sessions.find(*id, &request.principal);
   if (!session.is_ok()) {
     refusal = rpc_error(404, request_id, jsonrpc::kSessionNotFound,
                         "Session not found: " + session.status().message());
@@ -208,8 +210,8 @@ void post_modern(const EndpointPtr& ep, const HttpRequest& request, const Json& 
     responder.send(modern_error(400, id, jsonrpc::kInvalidParams, meta.status().message()));
     return;
   }
-  auto session = Session::stateless(request.client, meta->version, meta->client_capabilities,
-                                    meta->client_info, meta->log_level);
+  auto session = Session::stateless(request.client, request.principal, meta->version,
+                                    meta->client_capabilities, meta->client_info, meta->log_level);
   auto channel = std::make_shared<HttpReplyChannel>(responder, accept.sse, session, false,
                                                     ep->options.keepalive_interval, nullptr);
   // A client that accepts only text/event-stream gets one.
@@ -246,7 +248,7 @@ void post_blocking(const EndpointPtr& ep, const HttpRequest& request, const Resp
   const bool is_initialize = json.is_object() && json.value("method", Json()) == "initialize";
   std::shared_ptr<Session> session;
   if (is_initialize) {
-    auto created = ep->sessions.create(request.client);
+    auto created = ep->sessions.create(request.client, request.principal);
     if (!created.is_ok()) {
       HttpResponse refusal =
           rpc_error(http_status_for(created.status().code()), jsonrpc::readable_id(json),
@@ -363,7 +365,7 @@ void handle_delete(const EndpointPtr& ep, const HttpRequest& request, const Resp
                              "Bad Request: the Mcp-Session-Id header is required"));
     return;
   }
-  if (!ep->sessions.remove(*id)) {
+  if (!ep->sessions.remove(*id, &request.principal)) {
     responder.send(rpc_error(404, nullptr, jsonrpc::kSessionNotFound,
                              "Session not found: MCP session '" + *id + "' is unknown or ended"));
     return;

@@ -321,6 +321,9 @@ Status validate_at(const Json& root, const Json& schema, const Json& value, cons
     for (const auto& allowed : *it) {
       found = found || json_equal(allowed, value);
     }
+    if (!found && value.is_string() && value.get_ref<const std::string&>().empty()) {
+      return fail(path, "must not be empty (expected one of " + join_quoted(*it) + ")");
+    }
     if (!found) return fail(path, "must be one of " + join_quoted(*it) + ", got " + value.dump());
   }
   KF_RETURN_IF_ERROR(check_number(schema, value, path));

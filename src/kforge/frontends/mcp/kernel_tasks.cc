@@ -8,6 +8,7 @@
 #include "kforge/frontends/mcp/jsonrpc.h"
 #include "kforge/frontends/mcp/kernel_tool_results.h"
 #include "kforge/frontends/mcp/modern.h"
+#include "kforge/jobs/job_access.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -65,10 +66,11 @@ const std::string* task_id_or_refuse(RequestContext& ctx, const Json& params) {
   return &id->get_ref<const std::string&>();
 }
 
-// The job of a task, or an answer already sent (-32602 for an unknown id).
+// The job of a task, or an answer already sent (-32602 for an unknown id, and for another
+// principal's job).
 std::optional<model::JobRecord> job_or_refuse(RequestContext& ctx, jobs::JobService& service,
                                               const std::string& task_id) {
-  auto job = service.get(task_id);
+  auto job = jobs::get_visible(service, task_id, ctx.session().principal());
   if (job.is_ok()) return std::move(job).value();
   if (job.status().code() == ErrorCode::kNotFound) {
     ctx.respond_error(jsonrpc::kInvalidParams, "Task not found: " + task_id,
@@ -92,19 +94,20 @@ Json book_task_fields(const TaskRecord& task) {
   return t;
 }
 
-// tasks/get|update|cancel of a book task ("task-..."): answered here.
+// tasks/get|update|cancel of a book task ("task-..."): answered here. Another principal's
+// task is answered as an unknown one.
 void handle_book_task(RequestContext& ctx, TaskBook& book, const std::string& id) {
   const std::string& method = ctx.method();
+  auto task = book.get(id);
+  if (!task.is_ok()) return ctx.respond_status(task.status());
+  if (!*task || !ctx.session().principal().may_access((*task)->submitter)) {
+    return ctx.respond_error(jsonrpc::kInvalidParams, "Task not found: " + id,
+                             Json{{"taskId", id}});
+  }
   if (method == "tasks/cancel") {
     if (Status s = book.cancel(id); !s.is_ok()) {
       KF_LOG_WARN("mcp: tasks/cancel of {}: {}", id, s.to_string());
     }
-  }
-  auto task = book.get(id);
-  if (!task.is_ok()) return ctx.respond_status(task.status());
-  if (!*task) {
-    return ctx.respond_error(jsonrpc::kInvalidParams, "Task not found: " + id,
-                             Json{{"taskId", id}});
   }
   if (method != "tasks/get") return ctx.respond(Json::object());
   // A task still working that no run of this process serves was cut by a restart: resume it.

@@ -10,6 +10,7 @@
 #include "kforge/frontends/mcp/kernel_tool_results.h"
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
 #include "kforge/frontends/mcp/modern.h"
+#include "kforge/jobs/job_access.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -156,8 +157,9 @@ StatusOr<std::function<void()>> start_validate_task(const ContextPtr& ctx, const
 void answer_validate_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call,
                                const model::JobRecord& job,
                                const std::vector<std::string>& warnings) {
-  TaskRecord task = TaskRecord::fresh(tool_name(KernelTool::kValidate),
-                                      call->context().session().client(), call->arguments());
+  const Session& session = call->context().session();
+  TaskRecord task = TaskRecord::fresh(tool_name(KernelTool::kValidate), session.client(),
+                                      session.principal().name, call->arguments());
   task.jobs = Json::array({job.id});
   task.state = {{"warnings", warnings}};
   task.message = "job " + job.id + " queued on " + job.device;
@@ -180,7 +182,9 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
                                    request.status().to_string()));
     return;
   }
-  auto job = ctx->service.submit(std::move(request).value(), call->context().session().client());
+  const Session& session = call->context().session();
+  auto job = ctx->service.submit(std::move(request).value(),
+                                 jobs::Caller(session.client(), session.principal()));
   if (!job.is_ok()) {
     call->finish(ToolResult::error(std::string(name) + ": the job was not accepted: " +
                                    in_argument_terms(tool, job.status()).to_string()));
@@ -205,9 +209,10 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
 
 void get_job_status(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   const std::string id = call->arguments()["job_id"].get<std::string>();
-  auto job = ctx->service.get(id);
+  auto job = jobs::get_visible(ctx->service, id, call->context().session().principal());
   if (!job.is_ok()) {
-    // As the old tool did, an unknown id is a normal result with status "not_found".
+    // As the old tool did, an unknown id is a normal result with status "not_found" (and so
+    // is another principal's job).
     call->finish(job.status().code() == ErrorCode::kNotFound
                      ? job_not_found_result(id)
                      : ToolResult::error("get_job_status: " + job.status().to_string()));
@@ -224,7 +229,11 @@ void get_server_stats(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& ca
     call->finish(ToolResult::error("get_server_stats: " + error->get<std::string>()));
     return;
   }
-  call->finish(server_stats_result(stats, ctx->service.health()));
+  Json health = ctx->service.health();
+  const model::Principal& principal = call->context().session().principal();
+  jobs::hide_job_ids(stats, principal);
+  jobs::hide_job_ids(health, principal);
+  call->finish(server_stats_result(stats, health));
 }
 
 Json read_only_annotations() {

@@ -61,9 +61,10 @@ RemoteJobService::~RemoteJobService() {
   poller_.join();
 }
 
-// The server counts the quota by this process's own identity; `client` stays local.
+// The server counts the quota, and records the submitter, by this process's own token; the
+// local caller stays local.
 StatusOr<model::JobRecord> RemoteJobService::submit(model::JobRequest request,
-                                                    const std::string& /*client*/) {
+                                                    const jobs::Caller& /*caller*/) {
   const Json body = model::to_request_json(request);
   const char* path =
       request.kind == model::JobKind::kCompare ? "/compare?wait=false" : "/evaluate?wait=false";

@@ -29,7 +29,7 @@ class RemoteJobService : public jobs::JobService {
                    std::chrono::milliseconds poll_interval = std::chrono::milliseconds(250));
   ~RemoteJobService() override;
 
-  StatusOr<model::JobRecord> submit(model::JobRequest request, const std::string& client) override;
+  StatusOr<model::JobRecord> submit(model::JobRequest request, const jobs::Caller& caller) override;
   StatusOr<model::JobRecord> get(const std::string& id) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;

@@ -4,9 +4,10 @@
 
 namespace kforge::frontends::mcp {
 
-Session::Session(std::string id, std::string client)
+Session::Session(std::string id, std::string client, model::Principal principal)
     : id_(std::move(id)),
       client_(std::move(client)),
+      principal_(std::move(principal)),
       last_active_(std::chrono::steady_clock::now()) {}
 
 Session::~Session() = default;
@@ -19,10 +20,10 @@ void Session::set_initialized(std::string version, Json client_capabilities, Jso
   client_info_ = std::move(client_info);
 }
 
-std::shared_ptr<Session> Session::stateless(std::string client, std::string version,
-                                            Json client_capabilities, Json client_info,
-                                            std::optional<LogLevel> log_level) {
-  auto session = std::make_shared<Session>(std::string(), std::move(client));
+std::shared_ptr<Session> Session::stateless(std::string client, model::Principal principal,
+                                            std::string version, Json client_capabilities,
+                                            Json client_info, std::optional<LogLevel> log_level) {
+  auto session = std::make_shared<Session>(std::string(), std::move(client), std::move(principal));
   session->stateless_ = true;
   session->set_initialized(std::move(version), std::move(client_capabilities),
                            std::move(client_info));

@@ -21,6 +21,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/frontends/mcp/protocol.h"
+#include "kforge/model/principal.h"
 
 namespace kforge::frontends::mcp {
 
@@ -49,14 +50,17 @@ class Session {
   using ClientResponseCallback = std::function<void(StatusOr<Json>)>;
 
   // `id` is the Mcp-Session-Id (empty for stdio); `client` who opened it (the key of
-  // per-client limits: "peer <address>" over HTTP, "stdio").
-  explicit Session(std::string id, std::string client = {});
+  // per-client limits: "peer <address>" over HTTP, "stdio"); `principal` on whose behalf
+  // (model/principal.h): its token's over HTTP, anonymous on stdio and without tokens. Only
+  // requests of that principal may use the session, and its tools see that principal's jobs.
+  explicit Session(std::string id, std::string client = {}, model::Principal principal = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
   const std::string& client() const { return client_; }
+  const model::Principal& principal() const { return principal_; }
 
   // ---- lifecycle ----
   // Records the outcome of `initialize`.
@@ -73,9 +77,9 @@ class Session {
   // A request of the 2026-07-28 revision carries its context in params._meta: the transport
   // gives it a Session of its own, marked stateless. Such a session sends no server->client
   // requests (request_client fails at once), and logs only when the request set a logLevel.
-  static std::shared_ptr<Session> stateless(std::string client, std::string version,
-                                            Json client_capabilities, Json client_info,
-                                            std::optional<LogLevel> log_level);
+  static std::shared_ptr<Session> stateless(std::string client, model::Principal principal,
+                                            std::string version, Json client_capabilities,
+                                            Json client_info, std::optional<LogLevel> log_level);
   bool is_stateless() const { return stateless_; }
 
   // ---- logging/setLevel ----
@@ -124,6 +128,7 @@ class Session {
  private:
   const std::string id_;
   const std::string client_;
+  const model::Principal principal_;
   bool stateless_ = false;  // set once, before the session is shared
   mutable std::mutex mu_;
   std::optional<std::string> version_;                                 // guarded by mu_

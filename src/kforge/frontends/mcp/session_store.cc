@@ -94,7 +94,8 @@ Status SessionStore::make_room_locked(const std::string& client,
   return Status::ok();
 }
 
-StatusOr<std::shared_ptr<Session>> SessionStore::create(const std::string& client) {
+StatusOr<std::shared_ptr<Session>> SessionStore::create(const std::string& client,
+                                                        const model::Principal& principal) {
   const auto t = now();
   std::vector<std::shared_ptr<Session>> ended;
   std::shared_ptr<Session> session;
@@ -106,7 +107,7 @@ StatusOr<std::shared_ptr<Session>> SessionStore::create(const std::string& clien
       std::string id = random_hex(16);
       while (sessions_.count(id) != 0)
         id = random_hex(16);
-      session = std::make_shared<Session>(id, client);
+      session = std::make_shared<Session>(id, client, principal);
       session->touch(t);
       sessions_.emplace(std::move(id), Entry{session, false, ++created_});
       ++pending_;
@@ -119,12 +120,16 @@ StatusOr<std::shared_ptr<Session>> SessionStore::create(const std::string& clien
   return session;
 }
 
-StatusOr<std::shared_ptr<Session>> SessionStore::find(const std::string& id) {
+StatusOr<std::shared_ptr<Session>> SessionStore::find(const std::string& id,
+                                                      const model::Principal* as) {
   const auto t = now();
   std::shared_ptr<Session> session;
   {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(id);
+    if (it != sessions_.end() && as != nullptr && it->second.session->principal() != *as) {
+      it = sessions_.end();
+    }
     if (it != sessions_.end()) {
       if (expired(it->second, t)) {
         session = erase_locked(it);
@@ -142,12 +147,13 @@ StatusOr<std::shared_ptr<Session>> SessionStore::find(const std::string& id) {
   return not_found("MCP session '" + id + "' is unknown or has ended; send initialize again");
 }
 
-bool SessionStore::remove(const std::string& id) {
+bool SessionStore::remove(const std::string& id, const model::Principal* as) {
   std::shared_ptr<Session> session;
   {
     std::lock_guard lock(mu_);
     auto it = sessions_.find(id);
     if (it == sessions_.end()) return false;
+    if (as != nullptr && it->second.session->principal() != *as) return false;
     session = erase_locked(it);
   }
   session->close();

@@ -52,14 +52,19 @@ class SessionStore {
   explicit SessionStore(Options options);
   ~SessionStore();  // closes every session
 
-  // A new (pending) session for `client` with a fresh id; expired sessions are swept first.
-  // kUnavailable / kResourceExhausted when full (see above), naming the limit.
-  StatusOr<std::shared_ptr<Session>> create(const std::string& client = {});
+  // A new (pending) session for `client` acting as `principal`, with a fresh id; expired
+  // sessions are swept first. kUnavailable / kResourceExhausted when full (see above), naming
+  // the limit.
+  StatusOr<std::shared_ptr<Session>> create(const std::string& client = {},
+                                            const model::Principal& principal = {});
   // The live session with `id`, marked active (and established) now. kNotFound when unknown,
-  // deleted or expired.
-  StatusOr<std::shared_ptr<Session>> find(const std::string& id);
-  // Ends the session (DELETE); false when unknown.
-  bool remove(const std::string& id);
+  // deleted or expired, and (when `as` is given) when it belongs to another principal: that
+  // answer is the same as for an unknown id, and the session is left untouched.
+  StatusOr<std::shared_ptr<Session>> find(const std::string& id,
+                                          const model::Principal* as = nullptr);
+  // Ends the session (DELETE); false when unknown (or, when `as` is given, another
+  // principal's).
+  bool remove(const std::string& id, const model::Principal* as = nullptr);
   size_t size() const;
   size_t pending() const;
 

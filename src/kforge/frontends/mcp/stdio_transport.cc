@@ -186,7 +186,7 @@ void StdioTransport::handle_stateless(const jsonrpc::Message& message,
         jsonrpc::make_error(message.id, jsonrpc::kInvalidParams, meta.status().message()));
     return;
   }
-  auto session = Session::stateless("stdio", meta->version, meta->client_capabilities,
+  auto session = Session::stateless("stdio", {}, meta->version, meta->client_capabilities,
                                     meta->client_info, meta->log_level);
   {
     std::lock_guard lock(stateless_mu_);

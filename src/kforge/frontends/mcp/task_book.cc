@@ -40,6 +40,7 @@ Json TaskRecord::to_json() const {
               {"created_ms", created_ms},
               {"updated_ms", updated_ms},
               {"client", client},
+              {"submitter", submitter},
               {"arguments", arguments},
               {"jobs", jobs},
               {"state", state},
@@ -56,6 +57,10 @@ StatusOr<TaskRecord> TaskRecord::from_json(const Json& j) {
   KF_ASSIGN_OR_RETURN(t.created_ms, int_field(j, "created_ms"));
   KF_ASSIGN_OR_RETURN(t.updated_ms, int_field(j, "updated_ms"));
   KF_ASSIGN_OR_RETURN(t.client, string_field(j, "client"));
+  if (auto it = j.find("submitter"); it != j.end()) {  // absent in records of older servers
+    if (!it->is_string()) return invalid_argument("submitter: must be a string");
+    t.submitter = it->get<std::string>();
+  }
   t.arguments = j.value("arguments", Json::object());
   t.jobs = j.value("jobs", Json::array());
   t.state = j.value("state", Json::object());
@@ -100,14 +105,22 @@ bool TaskBook::is_book_id(std::string_view id) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-TaskRecord TaskRecord::fresh(std::string tool, std::string client, Json arguments) {
+TaskRecord TaskRecord::fresh(std::string tool, std::string client, std::string submitter,
+                             Json arguments) {
   TaskRecord task;
   task.id = TaskBook::new_id();
   task.tool = std::move(tool);
   task.created_ms = task.updated_ms = TaskBook::now_ms();
   task.client = std::move(client);
+  task.submitter = std::move(submitter);
   task.arguments = std::move(arguments);
   return task;
+}
+
+jobs::Caller TaskRecord::caller() const {
+  // Only the name is recorded on jobs; the role matters to readers, not to a submit.
+  return jobs::Caller(
+      client, {submitter, submitter.empty() ? model::Role::kAnonymous : model::Role::kUser});
 }
 
 std::string TaskBook::new_id() {

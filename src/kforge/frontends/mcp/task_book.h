@@ -32,6 +32,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/jobs/job_service.h"
 
 namespace kforge::frontends::mcp {
 
@@ -42,15 +43,22 @@ struct TaskRecord {
   std::string message;             // statusMessage
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
-  std::string client;               // who called the tool (the jobs' quota key)
+  std::string client;  // who called the tool (the jobs' quota key)
+  // On whose behalf (model/principal.h): the jobs' submitter; tasks/* of another principal
+  // answer as for an unknown task. "" (anonymous) in records written before it existed.
+  std::string submitter;
   Json arguments = Json::object();  // the call's normalized arguments (to resume it)
   Json jobs = Json::array();        // the job ids, in plan order ("" = not submitted yet)
   Json state = Json::object();      // the tool's own (batch_id, jobs finished, ...)
   Json result;                      // the CallToolResult once completed, else null
 
-  // A new working task of `tool`, called by `client` with `arguments`: a fresh id, created
-  // and updated now.
-  static TaskRecord fresh(std::string tool, std::string client, Json arguments);
+  // A new working task of `tool`, called by `client` on behalf of `submitter` with
+  // `arguments`: a fresh id, created and updated now.
+  static TaskRecord fresh(std::string tool, std::string client, std::string submitter,
+                          Json arguments);
+
+  // The caller its jobs are submitted as (when it is resumed).
+  jobs::Caller caller() const;
 
   bool terminal() const { return status != "working"; }
   Json to_json() const;

@@ -395,6 +395,7 @@ Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
           workbench::Caller caller;
           caller.client = rc.session().id();
           caller.submitter = rc.session().client();
+          caller.principal = rc.session().principal();
           if (workbench::is_execution_tool(tool)) {
             auto jobs = std::make_shared<CallJobs>();
             auto started = std::make_shared<std::atomic<int>>(0);

@@ -54,16 +54,21 @@ constexpr std::string_view kMigrations[] = {
         PRIMARY KEY (job_id, attempt)
       );
     )sql",
+    // 1 -> 2: who submitted each job (model/principal.h; not `owner`, the node that runs it).
+    // Jobs stored before have no submitter, which only admins (and servers without tokens) see.
+    R"sql(
+      ALTER TABLE jobs ADD COLUMN submitter text NOT NULL DEFAULT '';
+    )sql",
 };
 
 constexpr std::string_view kChannel = "kforge_jobs";
 constexpr std::string_view kColumns =
     "id, kind, state, request, result, device, error, attempts, created_ms, started_ms, "
-    "finished_ms";
+    "finished_ms, submitter";
 // kColumns without the request (a claim does not need it: run_job reads it back).
 constexpr std::string_view kColumnsNoRequest =
     "id, kind, state, NULL, result, device, error, attempts, created_ms, started_ms, "
-    "finished_ms";
+    "finished_ms, submitter";
 
 std::string dump(const Json& value) {
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -104,6 +109,7 @@ StatusOr<JobRecord> decode_job(const Rows& rows, int row) {
   job.created_ms = rows.integer(row, 8);
   job.started_ms = rows.integer(row, 9);
   job.finished_ms = rows.integer(row, 10);
+  job.submitter = rows.text(row, 11);
   return job;
 }
 
@@ -240,7 +246,7 @@ Status PostgresStore::insert_job(const JobRecord& job) {
   std::lock_guard lock(mu_);
   // One statement, so one transaction: the row and its "queued" event commit together.
   const std::string sql = "WITH ins AS (INSERT INTO jobs (" + std::string(kColumns) +
-                          ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                          ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
                           " RETURNING id, state)"
                           " SELECT pg_notify('" +
                           std::string(kChannel) +
@@ -250,7 +256,7 @@ Status PostgresStore::insert_job(const JobRecord& job) {
               {job.id, std::string(model::to_string(job.kind)), state_name(job.state),
                dump(job.request), job.result.is_null() ? Param() : Param(dump(job.result)),
                job.device, job.error, std::to_string(job.attempts), std::to_string(job.created_ms),
-               std::to_string(job.started_ms), std::to_string(job.finished_ms)},
+               std::to_string(job.started_ms), std::to_string(job.finished_ms), job.submitter},
               "insert job " + job.id)
       .status();
 }

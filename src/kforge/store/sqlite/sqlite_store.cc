@@ -85,11 +85,16 @@ constexpr std::string_view kMigrations[] = {
         PRIMARY KEY (session_id, version)
       ) STRICT;
     )sql",
+    // 2 -> 3: who submitted each job (model/principal.h); jobs stored before have no
+    // submitter, which only admins (and servers without tokens) see.
+    R"sql(
+      ALTER TABLE jobs ADD COLUMN submitter TEXT NOT NULL DEFAULT '';
+    )sql",
 };
 
 constexpr std::string_view kSelectJob =
     "SELECT id, kind, state, request, result, device, error, attempts, created_ms, started_ms,"
-    " finished_ms FROM jobs";
+    " finished_ms, submitter FROM jobs";
 
 // Applies the migrations the database lacks; runs inside the caller's transaction.
 Status apply_migrations(sqlite3* db) {
@@ -138,6 +143,7 @@ StatusOr<JobRecord> decode_job(sqlite3_stmt* stmt) {
   job.created_ms = sqlite3_column_int64(stmt, 8);
   job.started_ms = sqlite3_column_int64(stmt, 9);
   job.finished_ms = sqlite3_column_int64(stmt, 10);
+  job.submitter = column_text(stmt, 11);
   return job;
 }
 
@@ -230,7 +236,7 @@ Status SqliteStore::prepare_statements() {
       {Query::kRollback, "ROLLBACK"},
       {Query::kInsert,
        "INSERT INTO jobs (id, kind, state, request, result, device, error, attempts, created_ms,"
-       " started_ms, finished_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+       " started_ms, finished_ms, submitter) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
       {Query::kGet, select + " WHERE id = ?"},
       {Query::kStateOf, "SELECT state FROM jobs WHERE id = ?"},
       {Query::kMarkRunning,
@@ -293,6 +299,7 @@ Status SqliteStore::insert_job(const JobRecord& job) {
       .integer(job.created_ms)
       .integer(job.started_ms)
       .integer(job.finished_ms)
+      .text(job.submitter)
       .run("insert job " + job.id);
 }
 

@@ -312,23 +312,23 @@ TEST_F(HttpServerTest, RefusesNonLoopbackWithoutToken) {
   ASSERT_FALSE(refused.is_ok());
   EXPECT_EQ(refused.status().code(), ErrorCode::kFailedPrecondition);
   EXPECT_EQ(refused.status().message(),
-            "refusing to bind 0.0.0.0 without an API token: set --token-file, --token or "
-            "KFORGE_TOKEN");
+            "refusing to bind 0.0.0.0 without an API token: set --token-file, --tokens-file, "
+            "--token or KFORGE_TOKEN");
   o.token = "t";
   auto allowed = HttpServer::create(o, Router());
   ASSERT_TRUE(allowed.is_ok()) << allowed.status().to_string();
   EXPECT_NE((*allowed)->bound_port(), 0);
   // Loopback addresses and names that resolve to them need no token.
-  EXPECT_TRUE(HttpServer::check_bind_policy("localhost", "").is_ok());
-  EXPECT_TRUE(HttpServer::check_bind_policy("127.3.2.1", "").is_ok());
-  EXPECT_TRUE(HttpServer::check_bind_policy("::1", "").is_ok());
+  EXPECT_TRUE(HttpServer::check_bind_policy("localhost", false).is_ok());
+  EXPECT_TRUE(HttpServer::check_bind_policy("127.3.2.1", false).is_ok());
+  EXPECT_TRUE(HttpServer::check_bind_policy("::1", false).is_ok());
 }
 
 // Issue #8 item 9: the policy looks at the resolved address, not at the text. A name that
 // only starts like a loopback address is resolved like any name (".invalid" never resolves,
 // RFC 6761), and refused clearly when it does not.
 TEST_F(HttpServerTest, BindPolicyResolvesNamesInsteadOfMatchingPrefixes) {
-  Status s = HttpServer::check_bind_policy("127.0.0.1.invalid", "");
+  Status s = HttpServer::check_bind_policy("127.0.0.1.invalid", false);
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
   EXPECT_EQ(s.field_path(), "host");
   EXPECT_NE(s.message().find("cannot resolve '127.0.0.1.invalid'"), std::string::npos)
@@ -336,8 +336,9 @@ TEST_F(HttpServerTest, BindPolicyResolvesNamesInsteadOfMatchingPrefixes) {
   HttpServer::Options o = local_options();
   o.host = "127.0.0.1.invalid";
   EXPECT_EQ(HttpServer::create(o, Router()).status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(HttpServer::check_bind_policy("10.1.2.3", "").code(), ErrorCode::kFailedPrecondition);
-  EXPECT_TRUE(HttpServer::check_bind_policy("10.1.2.3", "t").is_ok());
+  EXPECT_EQ(HttpServer::check_bind_policy("10.1.2.3", false).code(),
+            ErrorCode::kFailedPrecondition);
+  EXPECT_TRUE(HttpServer::check_bind_policy("10.1.2.3", true).is_ok());
 }
 
 TEST_F(HttpServerTest, ForeignHostHeaderIsRefusedOnALoopbackServerWithoutToken) {

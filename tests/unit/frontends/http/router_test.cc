@@ -264,7 +264,8 @@ HttpRequest request_with(HeaderList headers, std::string method = "GET") {
 }
 
 TEST(AccessPolicyTest, TokenIsRequiredAndComparedExactly) {
-  AccessPolicy policy({.token = "s3cret", .allowed_origins = {}, .loopback_bind = true});
+  AccessPolicy policy(
+      {.token = "s3cret", .allowed_origins = {}, .loopback_bind = true, .tokens = {}});
   auto refused = policy.check(request_with({}), "");
   ASSERT_TRUE(refused.has_value());
   EXPECT_EQ(refused->status, 401);
@@ -284,8 +285,10 @@ TEST(AccessPolicyTest, TokenIsRequiredAndComparedExactly) {
 }
 
 TEST(AccessPolicyTest, OriginAndHostChecks) {
-  AccessPolicy policy(
-      {.token = "", .allowed_origins = {"https://ui.example"}, .loopback_bind = true});
+  AccessPolicy policy({.token = "",
+                       .allowed_origins = {"https://ui.example"},
+                       .loopback_bind = true,
+                       .tokens = {}});
   EXPECT_FALSE(policy.check(request_with({{"origin", "http://localhost:5173"}}), "").has_value());
   EXPECT_FALSE(policy.check(request_with({{"origin", "https://ui.example"}}), "").has_value());
   auto evil = policy.check(request_with({{"origin", "https://evil.example"}}), "");
@@ -297,15 +300,59 @@ TEST(AccessPolicyTest, OriginAndHostChecks) {
   EXPECT_FALSE(policy.check(request_with({{"host", "ui.example"}}), "").has_value());
   EXPECT_EQ(policy.check(request_with({{"host", "rebind.evil.example:8000"}}), "")->status, 403);
   // With a token (or a non-loopback bind) the Host is not restricted.
-  AccessPolicy with_token({.token = "t", .allowed_origins = {}, .loopback_bind = true});
+  AccessPolicy with_token(
+      {.token = "t", .allowed_origins = {}, .loopback_bind = true, .tokens = {}});
   EXPECT_FALSE(
       with_token
           .check(request_with({{"host", "kforge.internal"}, {"authorization", "Bearer t"}}), "")
           .has_value());
 }
 
+TEST(AccessPolicyTest, EachTokenNamesItsPrincipal) {
+  AccessPolicy policy({.token = "single-token-of-default",
+                       .allowed_origins = {},
+                       .loopback_bind = true,
+                       .tokens = {{"alice-token-0123456789", {"alice", model::Role::kUser}},
+                                  {"ops-token-0123456789ab", {"ops", model::Role::kAdmin}}}});
+  EXPECT_TRUE(policy.has_tokens());
+  auto who = [&policy](const char* token) {
+    return policy.identify(request_with({{"authorization", std::string("Bearer ") + token}}),
+                           "10.0.0.7");
+  };
+  const auto alice = who("alice-token-0123456789");
+  EXPECT_EQ(alice.principal, (model::Principal{"alice", model::Role::kUser}));
+  EXPECT_EQ(alice.client.rfind("token ", 0), 0u);
+  EXPECT_NE(alice.client.find("peer 10.0.0.7"), std::string::npos);
+  EXPECT_EQ(alice.client.find("alice-token"), std::string::npos);  // never the token
+  EXPECT_EQ(who("ops-token-0123456789ab").principal,
+            (model::Principal{"ops", model::Role::kAdmin}));
+  EXPECT_EQ(who("single-token-of-default").principal,
+            (model::Principal{"default", model::Role::kUser}));
+  EXPECT_NE(who("alice-token-0123456789").client, who("ops-token-0123456789ab").client);
+  EXPECT_FALSE(policy.check(request_with({{"authorization", "Bearer ops-token-0123456789ab"}}), "")
+                   .has_value());
+  // A request without a valid token is refused; were it to get further, it owns nothing.
+  EXPECT_TRUE(policy.check(request_with({{"authorization", "Bearer nope"}}), "").has_value());
+  const auto nobody = who("nope");
+  EXPECT_EQ(nobody.principal.role, model::Role::kUser);
+  EXPECT_FALSE(nobody.principal.may_access(""));
+  EXPECT_FALSE(nobody.principal.may_access("alice"));
+}
+
+TEST(AccessPolicyTest, WithoutTokensEveryClientIsAnonymous) {
+  AccessPolicy policy({.token = "", .allowed_origins = {}, .loopback_bind = true, .tokens = {}});
+  EXPECT_FALSE(policy.has_tokens());
+  const auto id =
+      policy.identify(request_with({{"authorization", "Bearer whatever"}}), "127.0.0.1");
+  EXPECT_EQ(id.client, "peer 127.0.0.1");
+  EXPECT_EQ(id.principal, model::Principal{});
+  EXPECT_TRUE(id.principal.may_access("alice"));
+  EXPECT_FALSE(id.principal.sees_job_ids());
+  EXPECT_TRUE(id.principal.may_administer());
+}
+
 TEST(AccessPolicyTest, PreflightIsAnsweredWithoutToken) {
-  AccessPolicy policy({.token = "t", .allowed_origins = {}, .loopback_bind = true});
+  AccessPolicy policy({.token = "t", .allowed_origins = {}, .loopback_bind = true, .tokens = {}});
   auto r = policy.check(
       request_with({{"origin", "http://127.0.0.1:3000"}, {"access-control-request-method", "POST"}},
                    "OPTIONS"),

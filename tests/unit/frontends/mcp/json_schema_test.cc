@@ -47,6 +47,8 @@ TEST(JsonSchemaTest, ReportsThePathAndTheReason) {
             "ratio: must be greater than 0, got 0");
   EXPECT_EQ(error_of(Json::parse(R"({"name":"x","mode":"warp"})")),
             "mode: must be one of \"fast\", \"slow\", got \"warp\"");
+  EXPECT_EQ(error_of(Json::parse(R"({"name":"x","mode":""})")),
+            "mode: must not be empty (expected one of \"fast\", \"slow\")");
   EXPECT_EQ(error_of(Json::parse(R"({"name":"x","tags":["a",3]})")),
             "tags[1]: must be a string, got integer");
   EXPECT_EQ(error_of(Json::parse(R"({"name":"x","tags":["a","b","c"]})")),
@@ -162,6 +164,28 @@ TEST(JsonSchemaTest, KernelToolSchemaChecksNestedIoContracts) {
   args["custom_kernel_io"]["args"][0]["role"] = "output";
   args["custom_kernel_type"] = "julia";
   EXPECT_EQ(validate_json(schema, args).field_path(), "custom_kernel_type");
+}
+
+// Issue #37: an MCP client's empty strings are refused naming the argument.
+TEST(JsonSchemaTest, KernelToolSchemaRefusesEmptyStrings) {
+  const Json& schema = kernel_tool_input_schema(KernelTool::kEvaluate);
+  Json args = {
+      {"kernel_source", "x"},
+      {"kernel_type", "triton"},
+      {"io_contract",
+       {{"args",
+         Json::array({{{"name", "x"}, {"tensor_spec", {{"shape", {4}}, {"dtype", ""}}}}})}}}};
+  Status s = validate_json(schema, args);
+  EXPECT_EQ(s.field_path(), "io_contract.args[0].tensor_spec.dtype");
+  EXPECT_EQ(s.message().rfind("must not be empty", 0), 0u) << s.to_string();
+  args["io_contract"]["args"][0]["tensor_spec"]["dtype"] = "float32";
+  args["kernel_type"] = "";
+  s = validate_json(schema, args);
+  EXPECT_EQ(s.field_path(), "kernel_type");
+  EXPECT_EQ(s.message().rfind("must not be empty", 0), 0u) << s.to_string();
+  args["kernel_type"] = "triton";
+  args["kernel_source"] = "";
+  EXPECT_EQ(validate_json(schema, args).to_string(), "kernel_source: must not be empty");
 }
 
 }  // namespace

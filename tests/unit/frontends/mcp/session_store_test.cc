@@ -47,6 +47,27 @@ TEST_F(SessionStoreTest, IdsAreRandomVisibleAscii) {
   EXPECT_EQ(store.size(), 50u);
 }
 
+// Issue #37: a session acts for the principal that opened it; another principal's requests
+// get the unknown session's answer and leave it untouched.
+TEST_F(SessionStoreTest, ASessionIsItsPrincipals) {
+  SessionStore store(options());
+  const model::Principal alice{"alice", model::Role::kUser};
+  const model::Principal bob{"bob", model::Role::kUser};
+  auto s = store.create("token 1 peer x", alice);
+  ASSERT_TRUE(s.is_ok());
+  const std::string id = (*s)->id();
+  EXPECT_EQ((*s)->principal(), alice);
+  auto other = store.find(id, &bob);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_EQ(other.status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(other.status().message(),
+            "MCP session '" + id + "' is unknown or has ended; send initialize again");
+  EXPECT_EQ(store.pending(), 1u);  // not marked as used by the other principal
+  EXPECT_FALSE(store.remove(id, &bob));
+  EXPECT_TRUE(store.find(id, &alice).is_ok());
+  EXPECT_TRUE(store.remove(id, &alice));
+}
+
 TEST_F(SessionStoreTest, UnknownAndRemovedSessionsAreNotFound) {
   SessionStore store(options());
   auto s = store.create();

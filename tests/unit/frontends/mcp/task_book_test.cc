@@ -98,6 +98,25 @@ TEST_F(TaskBookTest, ATaskThatCannotRunEndsAsAToolErrorSayingWhy) {
       << (*got)->message;
 }
 
+// Issue #37: a task remembers on whose behalf it runs; records of older servers have none.
+TEST_F(TaskBookTest, ATaskKeepsItsSubmitter) {
+  TaskRecord t = TaskRecord::fresh("batch_compare", "peer x", "alice", Json::object());
+  EXPECT_EQ(t.submitter, "alice");
+  auto back = TaskRecord::from_json(t.to_json());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->submitter, "alice");
+  EXPECT_EQ(back->caller().principal.name, "alice");
+  EXPECT_EQ(back->caller().client, "peer x");
+  Json old = t.to_json();
+  old.erase("submitter");
+  back = TaskRecord::from_json(old);
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->submitter, "");
+  EXPECT_EQ(back->caller().principal, model::Principal{});
+  old["submitter"] = 5;
+  EXPECT_FALSE(TaskRecord::from_json(old).is_ok());
+}
+
 TEST_F(TaskBookTest, ADamagedFileIsAnErrorNamingIt) {
   const std::string id = TaskBook::new_id();
   ASSERT_TRUE(write_file_atomic(dir_ / (id + ".json"), "{\"id\": 3}").is_ok());
