@@ -616,8 +616,8 @@ def _speedup(
     if result.ref_runtime_stats is None or result.runtime_stats is None:
         return
     cand_ms = result.runtime_stats.median
-    if cand_ms <= 0:
-        return
+    if cand_ms <= 0 or result.ref_runtime_stats.median <= 0:
+        return  # below the clock's resolution (timed.py said so in a warning)
     result.speedup = result.ref_runtime_stats.median / cand_ms
     systematic = SPEEDUP_SYSTEMATIC[device_kind]
     interval = speedup_interval(ref_samples, cand_samples, seed=seed, systematic=systematic)

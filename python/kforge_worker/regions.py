@@ -246,7 +246,7 @@ class _Mapped:
         flat = self.flat[INPUTS]
         for offset, nbytes in spans:
             if nbytes:
-                flat[offset : offset + nbytes].sum()
+                _read(flat[offset : offset + nbytes])
 
     def bind(self, places: list[Any], sent: list[Any]) -> list[Any]:
         """The slot values: views where there are places, the sent values elsewhere."""
@@ -379,3 +379,20 @@ class CandidateRegions(_Mapped):
             warnings.simplefilter("ignore", UserWarning)
             self.flat.append(torch.frombuffer(m, dtype=torch.uint8))
         self.sizes.append(size)
+
+
+def _read(data: torch.Tensor) -> None:
+    """Reads every byte of `data` (uint8, 1-d) at about the memory's speed: the 8-byte words
+    summed as int64 (a uint8 sum widens every byte and ran ~25x slower than the call it came
+    before: a 256 KiB input took 118 us to touch, a float add of it 6 us), the ends as bytes."""
+    head = (-data.data_ptr()) % 8
+    words = (data.numel() - head) // 8
+    if words <= 0:
+        data.sum()
+        return
+    if head:
+        data[:head].sum()
+    data[head : head + 8 * words].view(torch.int64).sum()
+    tail = head + 8 * words
+    if tail < data.numel():
+        data[tail:].sum()

@@ -537,12 +537,18 @@ def _judge(
             "claims are not used",
         }
         result.add_check("timing_consistent_with_judge_clock", True, "timed by the judge")
+        unresolved = _unresolved([t.bracket_ms for t in run.trials], null, "the kernel")
+        if unresolved:
+            result.warn(unresolved)
         timing = CandidateTiming(stats, run, stats.median, samples=times)
         if echo.ref_samples:
             timing.ref_samples = [max((b - null) / sets, 0.0) for b in echo.ref_samples]
             timing.ref_stats = compute_stats(
                 timing.ref_samples, "cpu_wall_clock", stop_reason=run.stop_reason
             )
+            unresolved = _unresolved(echo.ref_samples, null, "the reference")
+            if unresolved:
+                result.warn(unresolved)
         return timing
     clock = link.clock
     null = clock.null_ms if clock is not None and clock.null_ms is not None else 0.0
@@ -616,6 +622,20 @@ def _judge(
         + ("" if len(hidden) >= max(1, len(trials) // 2) else "; the rest took its view"),
     )
     return CandidateTiming(stats, run, judged_ms, _not_hidden(run), samples=times)
+
+
+def _unresolved(brackets: list[float], null: float, who: str) -> str:
+    """On the cpu: a warning when most of `who`'s trials (`brackets`, ms) took no longer than
+    the echo's empty trial (`null`), so its time reads 0 and no speedup is given; "" when they
+    took longer."""
+    if not brackets or statistics.median(brackets) > null:
+        return ""
+    return (
+        f"{who} took no measurable time on the judge's clock: its median trial "
+        f"({statistics.median(brackets):.4g} ms) was not longer than an empty one "
+        f"({null:.4g} ms) on this machine now (a busy cpu), so its time reads 0 and no "
+        "speedup is given; time it again, or on larger inputs"
+    )
 
 
 def _not_hidden(run: JudgedRun) -> str:

@@ -403,7 +403,9 @@ def test_excessive_speedup_is_a_warning(tmp_path):
         "import time, torch\nclass Model(torch.nn.Module):\n    def forward(self, x, y):\n"
         "        time.sleep(0.02)\n        return x + y\n"
     )
-    cand = K.triton_wrapper("def triton_add(x, y, alpha=1.0):\n    return x + y\n")
+    # 2^20 elements: the reference's 20 ms call leaves one call per judged trial (timed.py),
+    # and the candidate's must still stand out of the empty trial's jitter on a busy cpu.
+    cand = K.triton_wrapper("def triton_add(x, y, alpha=1.0):\n    return x + y\n", n=1 << 20)
     result = run(make_job(cand, slow_ref, tmp_path=tmp_path, measure_performance=True))
     assert result["correctness"]
     assert checks(result)["speedup_plausible"]["passed"] is False

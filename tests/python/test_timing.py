@@ -176,3 +176,26 @@ def test_window_overhead_comes_off_every_location_statistic_down_to_the_floor():
     assert (s.std, s.rse, s.trials) == (raw.std, raw.rse, raw.trials)
     assert s.event_median == raw.median and s.window_overhead_us == pytest.approx(3.8)
     assert raw.window_overhead_us is None and raw.event_median is None
+
+
+def test_a_cpu_time_under_the_empty_trial_is_said_not_hidden_as_zero():
+    from kforge_worker.timed import _unresolved
+
+    # Brackets no longer than the echo's empty trial: the time reads 0, and a warning says so.
+    said = _unresolved([0.05, 0.04, 0.06], 0.05, "the kernel")
+    assert said.startswith("the kernel took no measurable time on the judge's clock")
+    assert "no speedup is given" in said
+    # Longer than the empty trial: nothing to say.
+    assert _unresolved([0.2, 0.3, 0.25], 0.05, "the reference") == ""
+    assert _unresolved([], 0.05, "the kernel") == ""
+
+
+def test_touching_inputs_reads_spans_of_any_alignment_and_length():
+    import torch
+
+    from kforge_worker.regions import _read
+
+    data = torch.arange(1000, dtype=torch.int32).view(torch.uint8)
+    for offset in range(9):
+        for nbytes in (1, 7, 8, 9, 17, 513, 3000):
+            _read(data[offset : offset + nbytes])  # any alignment, any length
