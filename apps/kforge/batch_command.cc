@@ -1,5 +1,7 @@
 #include "batch_command.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <future>
@@ -90,7 +92,13 @@ std::string one_line(const Json& view) {
   if (exec.value("correctness", false)) {
     std::string line = "correct";
     if (auto s = exec.find("speedup"); s != exec.end() && s->is_number()) {
-      line += ", speedup " + std::to_string(s->get<double>()) + "x";
+      line += fmt::format(", speedup {:.3g}x", s->get<double>());
+      const Json ci = exec.value("speedup_ci", Json());
+      if (ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number()) {
+        line += fmt::format(" (95% {:.3g}-{:.3g}x", ci[0].get<double>(), ci[1].get<double>());
+        const Json verdict = exec.value("speedup_verdict", Json());
+        line += verdict.is_string() ? ", " + verdict.get<std::string>() + ")" : std::string(")");
+      }
     }
     if (auto r = exec.find("runtime_median"); r != exec.end() && r->is_number()) {
       line += ", median " + std::to_string(r->get<double>()) + " ms";

@@ -189,6 +189,9 @@ def test_typed_results_jobs_and_batches(own_server: KforgeServer) -> None:
         result = client.compare_result(REF, add_candidate(), num_trials=5, **FAST)
         assert result.ok and result.status == "success" and result.state == "success"
         assert result.ref_runtime is not None and result.speedup is not None
+        assert result.speedup_ci is not None and result.speedup_ci[0] <= result.speedup_ci[1]
+        assert result.speedup_verdict in ("faster", "slower", "indistinguishable")
+        assert result.kernel_exec_result.speedup_ci == result.speedup_ci
         assert result.kernel_exec_result.runtime_median is not None
         assert result.kernel_exec_result.reason is None
 

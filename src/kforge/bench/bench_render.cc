@@ -56,6 +56,8 @@ struct Words {
   const char* analysis;
   const char* lowest_final;  // kernel, n
   const char* runner_up;     // kernel, ms, pct
+  const char* interval;      // low, high, verdict
+  const char* tie;           // kernels
   const char* at_large;      // achieved {0}, unit {1}, pct {2}, peak name {3}, peak {4}, unit {5}
   const char* copy_peak;
   const char* matmul_peak;    // dtype
@@ -114,6 +116,9 @@ constexpr Words kEnglish = {
     "Analysis",
     "{} has the lowest Final among {} correct version(s)",
     " (runner-up {}: {} ms, {:.1f} % slower)",
+    " (95 % interval {}-{}: {})",
+    "; a tie, not a win: {} cannot be told apart from it (the 95 % interval of their Final "
+    "ratio covers 1x)",
     "At the large size it reaches {} {}, {:.1f} % of the measured {} ({} {}).",
     "device-to-device copy bandwidth",
     "matmul throughput ({})",
@@ -172,6 +177,8 @@ constexpr Words kKorean = {
     "분석",
     "{}이(가) 정확한 버전 {}개 중 Final이 가장 낮습니다",
     " (차순위 {}: {} ms, {:.1f}% 느림)",
+    " (95% 구간 {}-{}: {})",
+    "; 승리가 아닌 동점: {}은(는) 이 커널과 구별되지 않습니다 (Final 비율의 95% 구간이 1x를 포함)",
     "large 크기에서 {0} {1}로, 측정된 {3}({4} {5})의 {2:.1f}%입니다.",
     "장치 내 복사 대역폭",
     "행렬곱 처리량 ({})",
@@ -438,6 +445,11 @@ std::string phase4(const Json& op, const Words& w) {
   md += std::string("- **") + w.selected + "**: " + kernel + "\n";
   std::string speed =
       say(w.speedup_line, times(num(best, "speedup")), ms(num(best, "final_ms")), ms(torch_final));
+  const Json& ci = sub(best, "speedup_ci");
+  if (ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number()) {
+    speed += say(w.interval, times(ci[0].get<double>()), times(ci[1].get<double>()),
+                 str(best, "speedup_verdict"));
+  }
   if (num(best, "speedup_vs_compile"))
     speed += say(w.vs_compile, times(num(best, "speedup_vs_compile")));
   md += std::string("- **") + w.speedup + "**: " + speed + "\n";
@@ -447,6 +459,11 @@ std::string phase4(const Json& op, const Words& w) {
     const double pct = 100.0 * (*num(runner, "final_ms") / *num(best, "final_ms") - 1.0);
     analysis += say(w.runner_up, str(runner, "kernel"), ms(num(runner, "final_ms")), pct);
   }
+  std::string tied;
+  for (const auto& name : sub(best, "tied_with")) {
+    if (name.is_string()) tied += (tied.empty() ? "" : ", ") + name.get<std::string>();
+  }
+  if (!tied.empty()) analysis += say(w.tie, tied);
   analysis += ". ";
   const Json& large = sub(best, "large");
   const std::string unit = str(large, "unit");

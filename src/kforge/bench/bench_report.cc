@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "kforge/common/iso8601.h"
+#include "kforge/model/speedup.h"
 
 namespace kforge::bench {
 namespace {
@@ -85,6 +86,11 @@ Json max_error(const Json& a, const Json& b) {
   return value(b) > value(a) ? b : a;
 }
 
+// What moves between runs beyond their own spread (model/speedup.h): cpu or GPU.
+double systematic(const BenchPlan& plan) {
+  return plan.interpreter ? model::kCpuSystematic : model::kGpuSystematic;
+}
+
 double mean_of(const std::vector<double>& v) {
   double s = 0;
   for (double x : v)
@@ -97,8 +103,18 @@ struct Row {
   Json json;
   std::vector<double> means;
   std::vector<double> medians;
+  std::vector<model::TimeEstimate> estimates;  // of the means, per size
+  std::optional<model::TimeEstimate> final;    // of Final (the mean of the means)
   bool all_timed = true;
 };
+
+// Where a speedup's interval and verdict go: {"speedup_ci": [low, high], "speedup_verdict"}.
+void add_interval(Json& out, const model::TimeEstimate& baseline, const model::TimeEstimate& own,
+                  double systematic) {
+  const model::SpeedupInterval ci = model::ratio_interval(baseline, own, systematic);
+  out["speedup_ci"] = ci.to_json();
+  out["speedup_verdict"] = model::speedup_verdict(ci, std::min(baseline.trials, own.trials));
+}
 
 void add_size(Row& row, const std::string& size, const Measured& m, const JobOutcome& o,
               int64_t bytes, int64_t flops) {
@@ -117,6 +133,8 @@ void add_size(Row& row, const std::string& size, const Measured& m, const JobOut
     }
     row.means.push_back(mean);
     row.medians.push_back(cell["median_ms"].get<double>());
+    row.estimates.push_back(model::TimeEstimate::of_mean(mean, cell["std_ms"].get<double>(),
+                                                         cell["trials"].get<int64_t>()));
   } else {
     row.all_timed = false;
   }
@@ -127,6 +145,7 @@ void add_size(Row& row, const std::string& size, const Measured& m, const JobOut
 
 void close_row(Row& row) {
   row.json["final_ms"] = row.all_timed && !row.means.empty() ? Json(mean_of(row.means)) : Json();
+  if (row.all_timed) row.final = model::arithmetic_mean(row.estimates);
   row.json["final_median_ms"] =
       row.all_timed && !row.medians.empty() ? Json(mean_of(row.medians)) : Json();
 }
@@ -160,8 +179,10 @@ Json peak_report(const BenchPlan& plan, const std::vector<JobOutcome>& outcomes)
   return peaks;
 }
 
-// Phase 4: the correct version with the lowest Final, and how it compares at the large size.
-Json best_of(const BenchPlan& plan, const OpPlan& op, const Json& rows, const Json& peaks) {
+// Phase 4: the correct version with the lowest Final, the versions it cannot be told apart
+// from (`tied_with`), and how it compares at the large size.
+Json best_of(const BenchPlan& plan, const OpPlan& op, const Json& rows,
+             const std::map<std::string, Row>& by_name, const Json& peaks) {
   const Json* best = nullptr;
   const Json* runner_up = nullptr;
   int correct = 0;
@@ -187,6 +208,21 @@ Json best_of(const BenchPlan& plan, const OpPlan& op, const Json& rows, const Js
   out["kernel"] = (*best)["kernel"];
   out["final_ms"] = (*best)["final_ms"];
   out["speedup"] = (*best)["speedup"];
+  out["speedup_ci"] = best->value("speedup_ci", Json());
+  out["speedup_verdict"] = best->value("speedup_verdict", Json());
+  // A tie is reported as a tie: every correct version whose Final cannot be told from the
+  // best's (the interval of their ratio covers 1).
+  Json tied = Json::array();
+  const auto& best_final = by_name.at((*best)["kernel"].get<std::string>()).final;
+  for (const auto& row : rows) {
+    if (&row == best || row["kind"] != "version" || !row["correct"].get<bool>()) continue;
+    const auto& final = by_name.at(row["kernel"].get<std::string>()).final;
+    if (best_final && final &&
+        model::ratio_interval(*final, *best_final, systematic(plan)).covers(1.0)) {
+      tied.push_back(row["kernel"]);
+    }
+  }
+  out["tied_with"] = std::move(tied);
   out["speedup_vs_compile"] = nullptr;
   for (const auto& row : rows) {
     if (row["kernel"] == "torch.compile" && row["final_ms"].is_number()) {
@@ -289,8 +325,9 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
     if (!row.json.contains("sizes")) row.json["sizes"] = Json::object();
     close_row(row);
   }
-  // Speedups against the torch row: per size (means) and final.
+  // Speedups against the torch row, with their intervals: per size (means) and final.
   const Json& torch = rows["torch"].json;
+  const Row& torch_row = rows["torch"];
   Json table = Json::array();
   for (const auto& name : order) {
     Json& row = rows[name].json;
@@ -299,11 +336,18 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
       if (cell.contains("mean_ms") && t.is_object() && t.contains("mean_ms") &&
           cell["mean_ms"].get<double>() > 0) {
         cell["speedup"] = t["mean_ms"].get<double>() / cell["mean_ms"].get<double>();
+        const auto baseline = model::TimeEstimate::from_json(t, "mean_ms");
+        const auto own = model::TimeEstimate::from_json(cell, "mean_ms");
+        if (name != "torch" && baseline && own)
+          add_interval(cell, *baseline, *own, systematic(plan));
       }
     }
     row["speedup"] = row["final_ms"].is_number() && torch["final_ms"].is_number()
                          ? Json(torch["final_ms"].get<double>() / row["final_ms"].get<double>())
                          : Json();
+    if (name != "torch" && rows[name].final && torch_row.final) {
+      add_interval(row, *torch_row.final, *rows[name].final, systematic(plan));
+    }
     table.push_back(row);
   }
   Json out = {{"op", m.op},
@@ -316,7 +360,7 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
               {"tolerance", Json{{"atol", tol.atol}, {"rtol", tol.rtol}}},
               {"sizes", sizes},
               {"rows", table}};
-  out["best"] = best_of(plan, op, table, peaks);
+  out["best"] = best_of(plan, op, table, rows, peaks);
   return out;
 }
 

@@ -173,17 +173,9 @@ std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& refer
     ratios.push_back(ref / std::max(cand, 1e-12));
   }
   std::sort(ratios.begin(), ratios.end());
-  const double tail = (1.0 - kSpeedupConfidence) / 2.0 * 100.0;
-  return SpeedupInterval{percentile(ratios, tail) * (1.0 - kSpeedupSystematic),
-                         percentile(ratios, 100.0 - tail) * (1.0 + kSpeedupSystematic)};
-}
-
-std::string speedup_verdict(const std::optional<SpeedupInterval>& interval, size_t trials) {
-  if (!interval) return "";
-  if (trials < static_cast<size_t>(kSpeedupMinTrials)) return "indistinguishable";
-  if (interval->low > 1.0) return "faster";
-  if (interval->high < 1.0) return "slower";
-  return "indistinguishable";
+  const double tail = (1.0 - model::kSpeedupConfidence) / 2.0 * 100.0;
+  return SpeedupInterval{percentile(ratios, tail) * (1.0 - model::kGpuSystematic),
+                         percentile(ratios, 100.0 - tail) * (1.0 + model::kGpuSystematic)};
 }
 
 std::vector<double> without_window_overhead(std::vector<double> samples_ms, double overhead_ms) {

@@ -9,6 +9,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/model/request.h"
+#include "kforge/model/speedup.h"
 
 namespace kforge::cuda {
 
@@ -64,20 +65,13 @@ TimingStats without_window_overhead(TimingStats stats, double overhead_ms);
 
 // timing.py's speedup_interval: a 95 % interval of reference median / candidate median by
 // the percentile bootstrap over both sides' trials (kSpeedupResamples, each side resampled on
-// its own, with `seed`); nullopt with fewer than 2 trials a side.
+// its own, with `seed`), widened by the GPU's systematic error (model/speedup.h); nullopt
+// with fewer than 2 trials a side. model::speedup_verdict says what it shows.
 inline constexpr int kSpeedupResamples = 2000;
-inline constexpr double kSpeedupConfidence = 0.95;
-inline constexpr double kSpeedupSystematic = 0.03;  // timing.py's SPEEDUP_SYSTEMATIC["cuda"]
-inline constexpr int kSpeedupMinTrials = 5;         // SPEEDUP_MIN_TRIALS
-struct SpeedupInterval {
-  double low = 0, high = 0;
-};
+using model::SpeedupInterval;
 std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& reference_ms,
                                                 const std::vector<double>& candidate_ms,
                                                 uint64_t seed);
-// "faster" (the whole interval above 1), "slower" (below), "indistinguishable" (also with
-// fewer than kSpeedupMinTrials `trials` on the smaller side); "" without an interval.
-std::string speedup_verdict(const std::optional<SpeedupInterval>& interval, size_t trials);
 // Trial times less the event window's own time, none below kEventResolutionMs.
 std::vector<double> without_window_overhead(std::vector<double> samples_ms, double overhead_ms);
 

@@ -97,6 +97,10 @@ Json exec_result_view(const Json& result, bool is_compare) {
     r.erase("ref_runtime");
   }
   if (auto s = r.find("speedup"); s != r.end() && !s->is_number()) r.erase(s);
+  if (!r.contains("speedup")) {
+    r.erase("speedup_ci");
+    r.erase("speedup_verdict");
+  }
   set_error_fields(r);
   set_gpu_id(r);
   return r;

@@ -11,7 +11,8 @@
 //   compilation_error  set when compiled is false
 //   validation_error   set when compiled is true and correctness is false: the reason
 //   metadata.gpu_id    an int (-1 on the cpu device)
-// kforge adds runtime_median, ref_runtime_stats, speedup, error_kind, runtime_error,
+// kforge adds runtime_median, ref_runtime_stats, speedup, speedup_ci, speedup_verdict,
+// error_kind, runtime_error,
 // correctness_details, checks, warnings, metadata.device, ...
 //
 // The transformation is idempotent, so a view read back (`kforge mcp --server`) and shown
@@ -25,6 +26,12 @@ namespace kforge::jobs {
 // The RuntimeStats fields of the old server, in its order.
 inline constexpr const char* kRuntimeStatsFields[] = {
     "mean", "std", "min", "max", "median", "percentile_95", "percentile_99"};
+
+// The result's fields a job view repeats at its top level (beside `kernel_exec_result`), as
+// the old server's compare answer did for ref_runtime; a client of a remote server reads
+// them back from there (kforge mcp --server).
+inline constexpr const char* kTopLevelResultFields[] = {"ref_runtime", "ref_runtime_stats",
+                                                        "speedup", "speedup_ci", "speedup_verdict"};
 
 // {mean: 0, std: 0, ..., percentile_99: 0}: the old server's ref_runtime when nothing was timed.
 Json zero_runtime_stats();

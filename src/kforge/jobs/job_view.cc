@@ -48,7 +48,7 @@ Json common_view(const model::JobRecord& job) {
   const bool is_compare = job.kind == model::JobKind::kCompare;
   if (job.result.is_object()) {
     Json r = exec_result_view(job.result, is_compare);
-    for (const char* key : {"ref_runtime", "ref_runtime_stats", "speedup"}) {
+    for (const char* key : kTopLevelResultFields) {
       auto it = r.find(key);
       if (it != r.end()) j[key] = *it;
     }

@@ -7,10 +7,10 @@ namespace kforge::jobs {
 namespace {
 
 // What a result keeps in step 3: the verdict the old server's clients read.
-constexpr const char* kVerdict[] = {"compiled",          "correctness",       "runtime",
-                                    "error_kind",        "compilation_error", "validation_error",
-                                    "runtime_error",     "speedup",           "runtime_stats",
-                                    "ref_runtime_stats", "ref_runtime"};
+constexpr const char* kVerdict[] = {
+    "compiled",         "correctness",       "runtime",    "error_kind", "compilation_error",
+    "validation_error", "runtime_error",     "speedup",    "speedup_ci", "speedup_verdict",
+    "runtime_stats",    "ref_runtime_stats", "ref_runtime"};
 // Never dropped in step 2 (kVerdict plus the small fields every result has).
 constexpr const char* kKept[] = {"metadata", "warnings",        "checks", "correctness_details",
                                  "honesty",  "result_truncated"};

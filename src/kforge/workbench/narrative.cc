@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "kforge/workbench/outcome.h"
 #include "kforge/workbench/workspace.h"
 
 namespace kforge::workbench {
@@ -72,8 +73,7 @@ void append_cases_table(std::string& out, const Json& result, bool with_speedup)
     if (with_speedup) {
       out += fmt::format("| {} | {} | {} | {} |\n", c.value("label", ""), num(t, "median_ms"),
                          num(c.value("reference_timing", Json::object()), "median_ms"),
-                         c.contains("speedup") ? fmt::format("{:.3g}x", c["speedup"].get<double>())
-                                               : std::string("-"));
+                         case_speedup_cell(c));
     } else {
       out += fmt::format("| {} | {} | {} | {} |\n", c.value("label", ""), num(t, "median_ms"),
                          num(t, "mean_ms"), num(t, "trials"));
@@ -155,9 +155,12 @@ std::string versions_table(const Session& s) {
   std::string out =
       "| version | correct | time (ms) | speedup vs torch | file |\n|---|---|---|---|---|\n";
   const Version* best = s.best();
+  const std::vector<int> tied = s.tied_with_best();
   for (const auto& v : s.versions) {
-    out += fmt::format("| v{}{} | {} | {} | {} | {} |\n", v.number, best == &v ? " (best)" : "",
-                       verdict_cell(v), time_cell(v), speedup_cell(v), v.file);
+    const bool ties = std::find(tied.begin(), tied.end(), v.number) != tied.end();
+    out += fmt::format("| v{}{} | {} | {} | {} | {} |\n", v.number,
+                       best == &v ? " (best)" : (ties ? " (ties best)" : ""), verdict_cell(v),
+                       time_cell(v), speedup_cell(v), v.file);
   }
   return out;
 }

@@ -63,11 +63,28 @@ Json CaseOutcome::to_json() const {
   if (!timing.is_null()) j["timing"] = timing;
   if (!ref_timing.is_null()) j["reference_timing"] = ref_timing;
   if (speedup) j["speedup"] = *speedup;
+  if (!speedup_ci.is_null()) j["speedup_ci"] = speedup_ci;
+  if (!speedup_verdict.empty()) j["speedup_verdict"] = speedup_verdict;
   if (!output.empty()) j["output"] = output;
   if (!flags.empty()) j["flags"] = flags;
   if (!roofline.is_null()) j["roofline"] = roofline;
   if (!timing.is_null()) j["median_ms"] = timing.value("median_ms", Json());
   return j;
+}
+
+std::string case_speedup_cell(const Json& c) {
+  const Json speedup = c.value("speedup", Json());
+  if (!speedup.is_number()) return "-";
+  std::string out = fmt::format("{:.3g}x", speedup.get<double>());
+  const Json ci = c.value("speedup_ci", Json());
+  const std::string verdict = c.value("speedup_verdict", std::string());
+  if (ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number()) {
+    out += fmt::format(" ({:.3g}-{:.3g}{}{})", ci[0].get<double>(), ci[1].get<double>(),
+                       verdict.empty() ? "" : ", ", verdict);
+  } else if (!verdict.empty()) {
+    out += " (" + verdict + ")";
+  }
+  return out;
 }
 
 CaseOutcome interpret_job(const InputCase& input_case, const model::JobRecord& job,
@@ -135,6 +152,10 @@ CaseOutcome interpret_job(const InputCase& input_case, const model::JobRecord& j
     o.ref_timing = stats_view(r["ref_runtime_stats"]);
   }
   if (r.contains("speedup") && r["speedup"].is_number()) o.speedup = r["speedup"].get<double>();
+  if (auto ci = r.find("speedup_ci"); ci != r.end() && ci->is_array() && ci->size() == 2) {
+    o.speedup_ci = *ci;
+  }
+  if (auto v = r.find("speedup_verdict"); v != r.end() && v->is_string()) o.speedup_verdict = *v;
   const Json metadata = r.value("metadata", Json::object());
   for (const auto& in : metadata.value("inputs", Json::array())) {
     Json entry = {{"name", in.value("name", "")}};

@@ -29,6 +29,8 @@ struct CaseOutcome {
   Json timing;       // {median_ms, mean_ms, min_ms, max_ms, std_ms, trials, method} or null
   Json ref_timing;   // the reference's, for a compare
   std::optional<double> speedup;
+  Json speedup_ci;                  // [low, high], the 95 % interval, or null
+  std::string speedup_verdict;      // faster | slower | indistinguishable; "" when not timed
   std::vector<TensorShape> inputs;  // the tensor arguments, in order
   Json input_summary = Json::array();
   std::string output;              // captured stdout + stderr of the kernel (trimmed)
@@ -39,6 +41,10 @@ struct CaseOutcome {
   bool ran() const { return verdict == "ok" || verdict == "mismatch"; }
   Json to_json() const;
 };
+
+// A case's speedup as a table cell, from its JSON form (CaseOutcome::to_json): "1.8x",
+// "1.8x (1.7-1.9, faster)" with the interval and verdict, "-" when not timed.
+std::string case_speedup_cell(const Json& case_json);
 
 // `kernel_file` replaces the job's scratch path of the candidate in tracebacks.
 CaseOutcome interpret_job(const InputCase& input_case, const model::JobRecord& job,

@@ -53,6 +53,21 @@ std::optional<double> Version::time_ms() const {
   return std::exp(log_sum / n);
 }
 
+std::optional<model::TimeEstimate> Version::time_estimate() const {
+  const Json* timing = latest_of(results, "timing", "benchmark");
+  if (timing == nullptr) return std::nullopt;
+  std::vector<model::TimeEstimate> parts;
+  for (const auto& c : timing->value("cases", Json::array())) {
+    Json summary = c.value("timing", Json::object());
+    if (!summary.is_object()) summary = Json::object();
+    if (!summary.contains("median_ms")) summary["median_ms"] = c.value("median_ms", Json());
+    auto part = model::TimeEstimate::from_json(summary, "median_ms");
+    if (!part) return std::nullopt;
+    parts.push_back(*part);
+  }
+  return model::geometric_mean(parts);
+}
+
 std::string Version::time_source() const {
   const Json* timing = latest_of(results, "timing", "benchmark");
   if (timing == nullptr) return "";
@@ -78,6 +93,23 @@ const Version* Session::best() const {
     if (it->correct() == true) return &*it;
   }
   return nullptr;
+}
+
+std::vector<int> Session::tied_with_best() const {
+  std::vector<int> tied;
+  const Version* top = best();
+  if (top == nullptr) return tied;
+  const auto top_time = top->time_estimate();
+  if (!top_time) return tied;
+  const double systematic = model::systematic_error(settings.device);
+  for (const auto& v : versions) {
+    if (&v == top || v.correct() != true) continue;
+    const auto time = v.time_estimate();
+    if (time && model::ratio_interval(*time, *top_time, systematic).covers(1.0)) {
+      tied.push_back(v.number);
+    }
+  }
+  return tied;
 }
 
 std::string Session::end_blocker() const {

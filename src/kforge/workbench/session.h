@@ -18,6 +18,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/model/speedup.h"
 #include "kforge/store/workbench_store.h"
 #include "kforge/workbench/state.h"
 
@@ -49,6 +50,8 @@ struct Version {
   bool evaluated() const { return correct().has_value(); }
   // Geometric mean over input sizes of the latest timing's medians (ms); nullopt if untimed.
   std::optional<double> time_ms() const;
+  // time_ms() with its standard error (from each size's spread and trials).
+  std::optional<model::TimeEstimate> time_estimate() const;
   // "measure_kernel_time" or "benchmark_kernel": where time_ms() comes from.
   std::string time_source() const;
 };
@@ -75,6 +78,9 @@ struct Session {
   Version* find(int number);
   // The fastest correct version with a timing; else the latest correct one; else nullptr.
   const Version* best() const;
+  // The other correct, timed versions whose time cannot be told from best()'s: the 95 %
+  // interval of their ratio (model/speedup.h, the device's systematic error included) covers 1.
+  std::vector<int> tied_with_best() const;
   // Why `end` cannot be reached yet ("" when it can): fewer than min_versions written, a
   // version without a correctness verdict, or no correct version.
   std::string end_blocker() const;

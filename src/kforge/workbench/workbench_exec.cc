@@ -358,14 +358,16 @@ Reply CallRunner::record_results(Session& s, std::vector<CaseOutcome>& outcomes)
         };
         text += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", o.label,
                             ms(t.value("median_ms", Json())), ms(rt.value("median_ms", Json())),
-                            o.speedup ? fmt::format("{:.3g}x", *o.speedup) : "-",
-                            ms(roof.value("achieved_gb_s", Json())), pct("pct_of_peak_bandwidth"),
+                            case_speedup_cell(o.to_json()), ms(roof.value("achieved_gb_s", Json())),
+                            pct("pct_of_peak_bandwidth"),
                             ms(roof.value("achieved_tflop_s", Json())), pct("pct_of_peak_flops"));
       }
       if (!speedups.empty()) {
         text += fmt::format(
             "\nSpeedup = torch median / kernel median (above 1x the kernel is "
-            "faster); geometric mean over the inputs: {:.3g}x.\n",
+            "faster), with its 95% interval and whether that lies above 1x (faster), below "
+            "(slower) or around it (indistinguishable); geometric mean over the inputs: "
+            "{:.3g}x.\n",
             geomean(speedups));
       }
       if (op == nullptr) {

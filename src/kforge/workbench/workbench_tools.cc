@@ -486,6 +486,17 @@ Reply CallRunner::best_kernel(Session& s) {
       "Best kernel: v{} ({}){}.\n\n", best->number, best->file,
       best->time_ms() ? fmt::format(", {:.4g} ms ({})", *best->time_ms(), best->time_source())
                       : ", not timed (no timed correct version)");
+  const std::vector<int> tied = s.tied_with_best();
+  if (!tied.empty()) {
+    std::string names;
+    for (int n : tied)
+      names += (names.empty() ? "v" : ", v") + std::to_string(n);
+    text += fmt::format(
+        "A tie, not a win: {} cannot be told apart from v{} (the 95% interval of their time "
+        "ratio, with the device's systematic error, covers 1x); v{} has the lowest median. "
+        "Prefer the simplest of them, or time them again at larger sizes.\n\n",
+        names, best->number, best->number);
+  }
   text += versions_table(s) + "\n";
   text += fenced(best->source);
   text += fmt::format("\nFiles: {}/{} and the development log {}/log/{}_log.md.", s.workspace,
@@ -495,6 +506,7 @@ Reply CallRunner::best_kernel(Session& s) {
                          {"file", best->file},
                          {"path", s.workspace + "/" + best->file},
                          {"time_ms", best->time_ms() ? Json(*best->time_ms()) : Json()},
+                         {"tied_with", tied},
                          {"results", best->results},
                          {"source", best->source}});
 }

@@ -142,6 +142,36 @@ TEST_F(BenchReportTest, NoCorrectVersionMeansNoSelection) {
   EXPECT_EQ(op["best"]["reason"], "no version is correct at every size");
 }
 
+TEST_F(BenchReportTest, SpeedupsCarryTheirIntervalAndATieIsNotAWin) {
+  fill_typical();
+  const Json op = report()["ops"][0];
+  // v4 is 1.25x torch; 10 trials of std 0.01 ms per size, 3 % systematic: clearly faster.
+  const Json& v4 = row(op, "v4_optimized");
+  ASSERT_TRUE(v4["speedup_ci"].is_array());
+  EXPECT_LT(v4["speedup_ci"][0].get<double>(), 1.25);
+  EXPECT_GT(v4["speedup_ci"][1].get<double>(), 1.25);
+  EXPECT_EQ(v4["speedup_verdict"], "faster");
+  EXPECT_EQ(row(op, "v1_baseline")["speedup_verdict"], "slower");
+  EXPECT_EQ(v4["sizes"]["large"]["speedup_verdict"], "faster");
+  EXPECT_FALSE(row(op, "torch").contains("speedup_ci"));
+  EXPECT_EQ(op["best"]["speedup_verdict"], "faster");
+  EXPECT_EQ(op["best"]["tied_with"], Json::array());  // v3 is 6 % slower: told apart
+
+  // v3 within half a percent of v4: the lowest Final is still picked, the tie is said.
+  set(JobRole::kVersion, "v3_coalesced",
+      [](const std::string& s) { return timed_result(0.01608 * scale(s)); });
+  const Json r = report();
+  const Json& best = r["ops"][0]["best"];
+  EXPECT_EQ(best["kernel"], "v4_optimized");
+  EXPECT_EQ(best["tied_with"], Json::array({"v3_coalesced"}));
+  auto files = render_bench_files(r, LogLang::kEn);
+  ASSERT_TRUE(files.is_ok());
+  const std::string& log = files->at("softmax_log.md");
+  EXPECT_NE(log.find("a tie, not a win: v3_coalesced cannot be told apart"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("(95 % interval "), std::string::npos);
+}
+
 TEST_F(BenchReportTest, LogsHaveTheSkillsStructureInBothLanguages) {
   fill_typical();
   const Json r = report();

@@ -134,7 +134,7 @@ TEST(SpeedupIntervalTest, IdenticalSamplesAreIndistinguishable) {
   ASSERT_TRUE(interval.has_value());
   EXPECT_LT(interval->low, 1.0);
   EXPECT_GT(interval->high, 1.0);
-  EXPECT_EQ(speedup_verdict(interval, a.size()), "indistinguishable");
+  EXPECT_EQ(model::speedup_verdict(interval, static_cast<int64_t>(a.size())), "indistinguishable");
   // The same seed gives the same interval (a result can be computed again).
   auto again = speedup_interval(a, a, 7);
   EXPECT_EQ(again->low, interval->low);
@@ -147,13 +147,15 @@ TEST(SpeedupIntervalTest, AClearlyFasterCandidateIsFasterAndFewTrialsAreNot) {
   auto interval = speedup_interval(ref, cand, 1);
   ASSERT_TRUE(interval.has_value());
   EXPECT_GT(interval->low, 1.8);
-  EXPECT_EQ(speedup_verdict(interval, ref.size()), "faster");
-  EXPECT_EQ(speedup_verdict(speedup_interval(cand, ref, 1), ref.size()), "slower");
+  EXPECT_EQ(model::speedup_verdict(interval, static_cast<int64_t>(ref.size())), "faster");
+  EXPECT_EQ(
+      model::speedup_verdict(speedup_interval(cand, ref, 1), static_cast<int64_t>(ref.size())),
+      "slower");
   // Widened by the systematic 3 % on each side.
-  EXPECT_LT(interval->low, 2.0 * (1 - kSpeedupSystematic) + 0.05);
-  EXPECT_EQ(speedup_verdict(interval, kSpeedupMinTrials - 1), "indistinguishable");
+  EXPECT_LT(interval->low, 2.0 * (1 - model::kGpuSystematic) + 0.05);
+  EXPECT_EQ(model::speedup_verdict(interval, model::kSpeedupMinTrials - 1), "indistinguishable");
   EXPECT_FALSE(speedup_interval({1.0}, cand, 1).has_value());
-  EXPECT_EQ(speedup_verdict(std::nullopt, 10), "");
+  EXPECT_EQ(model::speedup_verdict(std::nullopt, 10), "");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kforge/workbench/session.h"
+
 namespace kforge::workbench {
 namespace {
 
@@ -95,6 +97,59 @@ TEST(Outcome, RooflineUsesTheOpFormulasAndTheMeasuredPeaks) {
   CaseOutcome unnamed = interpret_job(kCase, job(timed(0.002)), "k");
   add_roofline(unnamed, nullptr, peaks);
   EXPECT_TRUE(unnamed.roofline["bytes"].is_null());
+}
+
+}  // namespace
+}  // namespace kforge::workbench
+
+namespace kforge::workbench {
+namespace {
+
+TEST(Outcome, SpeedupsKeepTheirIntervalAndVerdict) {
+  Json r = timed(0.5);
+  r["speedup"] = 1.02;
+  r["speedup_ci"] = {0.97, 1.06};
+  r["speedup_verdict"] = "indistinguishable";
+  const CaseOutcome c = interpret_job(kCase, job(r), "kernel/add_v1.py");
+  const Json j = c.to_json();
+  EXPECT_EQ(j["speedup_ci"], Json::array({0.97, 1.06}));
+  EXPECT_EQ(j["speedup_verdict"], "indistinguishable");
+  EXPECT_EQ(case_speedup_cell(j), "1.02x (0.97-1.06, indistinguishable)");
+  EXPECT_EQ(case_speedup_cell(Json{{"speedup", 2.0}}), "2x");
+  EXPECT_EQ(case_speedup_cell(Json::object()), "-");
+}
+
+// A correct version timed at one size: median `ms`, std `std_ms` over `trials`.
+Version timed_version(int number, double ms, double std_ms, int trials) {
+  Version v;
+  v.number = number;
+  v.results["validation"] = {{"passed", true}, {"at_ms", 1}};
+  v.results["timing"] = {
+      {"ok", true},
+      {"at_ms", 2},
+      {"cases",
+       Json::array({{{"label", "n"},
+                     {"median_ms", ms},
+                     {"timing", {{"median_ms", ms}, {"std_ms", std_ms}, {"trials", trials}}}}})}};
+  return v;
+}
+
+TEST(SessionBest, VersionsWithinTheNoiseTieWithTheBest) {
+  Session s;
+  s.settings.device = "cuda:0";
+  s.versions = {timed_version(1, 1.00, 0.01, 100), timed_version(2, 0.99, 0.01, 100),
+                timed_version(3, 0.80, 0.01, 100)};
+  EXPECT_EQ(s.best()->number, 3);
+  EXPECT_TRUE(s.tied_with_best().empty());  // 20 % apart: a win
+  s.versions[2] = timed_version(3, 0.985, 0.01, 100);
+  EXPECT_EQ(s.best()->number, 3);
+  EXPECT_EQ(s.tied_with_best(), (std::vector<int>{1, 2}));  // within 3 %: ties
+  // On cpu the systematic error is 10 %: 0.8 against 0.99 is still apart, 0.92 is not.
+  s.settings.device = "cpu";
+  s.versions[2] = timed_version(3, 0.92, 0.01, 100);
+  EXPECT_EQ(s.tied_with_best(), (std::vector<int>{1, 2}));
+  s.versions[2] = timed_version(3, 0.80, 0.01, 100);
+  EXPECT_TRUE(s.tied_with_best().empty());
 }
 
 }  // namespace

@@ -28,6 +28,17 @@ def _text(d: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _interval(value: Any) -> tuple[float, float] | None:
+    """speedup_ci, [low, high], as a tuple; None when absent or malformed."""
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(x, (int, float)) for x in value)
+    ):
+        return float(value[0]), float(value[1])
+    return None
+
+
 @dataclass
 class KernelExecResult:
     """kernel_exec_result: did the kernel compile, is it correct, how fast (ms)."""
@@ -42,6 +53,9 @@ class KernelExecResult:
     error_kind: str | None
     runtime_median: float | None
     speedup: float | None
+    # The speedup's 95 % interval and what it says: faster | slower | indistinguishable.
+    speedup_ci: tuple[float, float] | None
+    speedup_verdict: str | None
     compilation_time: float | None
     metadata: dict[str, Any]
     raw: dict[str, Any] = field(repr=False)
@@ -62,6 +76,8 @@ class KernelExecResult:
             error_kind=_text(d, "error_kind"),
             runtime_median=float(median) if isinstance(median, (int, float)) else None,
             speedup=float(speedup) if isinstance(speedup, (int, float)) else None,
+            speedup_ci=_interval(d.get("speedup_ci")),
+            speedup_verdict=_text(d, "speedup_verdict"),
             compilation_time=float(ctime) if isinstance(ctime, (int, float)) else None,
             metadata=dict(d.get("metadata") or {}),
             raw=d,
@@ -87,6 +103,8 @@ class EvaluationResult:
     kernel_exec_result: KernelExecResult
     ref_runtime: RuntimeStats | None  # compares
     speedup: float | None
+    speedup_ci: tuple[float, float] | None  # its 95 % interval
+    speedup_verdict: str | None  # faster | slower | indistinguishable
     error: str | None
     pod_name: str | None
     raw: dict[str, Any] = field(repr=False)
@@ -108,6 +126,8 @@ class EvaluationResult:
             kernel_exec_result=KernelExecResult.from_dict(exec_result),
             ref_runtime=_stats(d.get("ref_runtime")),
             speedup=float(speedup) if isinstance(speedup, (int, float)) else None,
+            speedup_ci=_interval(d.get("speedup_ci")),
+            speedup_verdict=_text(d, "speedup_verdict"),
             error=_text(d, "error"),
             pod_name=_text(d, "pod_name"),
             raw=d,

@@ -51,7 +51,14 @@ std::string verdict(const Json& view, const Json& r) {
   std::string ref = describe_timing(view.value("ref_runtime_stats", Json()));
   if (!ref.empty()) out += "; reference " + ref;
   if (auto s = view.find("speedup"); s != view.end() && s->is_number()) {
-    out += fmt::format("; speedup {:.3g}x (reference median / kernel median)", s->get<double>());
+    out += fmt::format("; speedup {:.3g}x (reference median / kernel median", s->get<double>());
+    const Json ci = view.value("speedup_ci", Json());
+    if (ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number()) {
+      out += fmt::format(", 95% interval {:.3g}-{:.3g}x", ci[0].get<double>(), ci[1].get<double>());
+    }
+    const std::string said = text_of(view, "speedup_verdict");
+    if (!said.empty()) out += ": " + said;
+    out += ")";
   }
   return out;
 }

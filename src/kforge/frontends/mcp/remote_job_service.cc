@@ -5,6 +5,7 @@
 
 #include "kforge/common/iso8601.h"
 #include "kforge/common/log.h"
+#include "kforge/jobs/exec_result_view.h"
 #include "kforge/jobs/job_view.h"
 #include "kforge/model/serialize.h"
 
@@ -40,7 +41,7 @@ StatusOr<model::JobRecord> job_record_from_view(const Json& view) {
   job.finished_ms = view_time_ms(view, "finished_at");
   if (auto r = view.find("kernel_exec_result"); r != view.end() && r->is_object() && !r->empty()) {
     job.result = *r;
-    for (const char* key : {"ref_runtime", "ref_runtime_stats", "speedup"}) {
+    for (const char* key : jobs::kTopLevelResultFields) {
       if (auto it = view.find(key); it != view.end()) job.result[key] = *it;
     }
   }

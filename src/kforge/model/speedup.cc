@@ -1,0 +1,96 @@
+#include "kforge/model/speedup.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kforge::model {
+namespace {
+
+constexpr double kZ95 = 1.959964;             // the normal quantile of kSpeedupConfidence
+constexpr double kMedianEfficiency = 1.2533;  // sqrt(pi / 2)
+
+double relative_se(const TimeEstimate& t) {
+  return t.ms > 0 ? t.se_ms / t.ms : 0.0;
+}
+
+int64_t fewest_trials(const std::vector<TimeEstimate>& parts) {
+  int64_t fewest = parts.front().trials;
+  for (const auto& p : parts)
+    fewest = std::min(fewest, p.trials);
+  return fewest;
+}
+
+bool all_positive(const std::vector<TimeEstimate>& parts) {
+  return !parts.empty() &&
+         std::all_of(parts.begin(), parts.end(), [](const TimeEstimate& p) { return p.ms > 0; });
+}
+
+}  // namespace
+
+double systematic_error(std::string_view device) {
+  return device == "cpu" ? kCpuSystematic : kGpuSystematic;
+}
+
+std::string speedup_verdict(const std::optional<SpeedupInterval>& interval, int64_t trials) {
+  if (!interval) return "";
+  if (trials < kSpeedupMinTrials) return "indistinguishable";
+  if (interval->low > 1.0) return "faster";
+  if (interval->high < 1.0) return "slower";
+  return "indistinguishable";
+}
+
+TimeEstimate TimeEstimate::of_median(double median_ms, double std_ms, int64_t trials) {
+  const double n = static_cast<double>(std::max<int64_t>(trials, 1));
+  return {median_ms, kMedianEfficiency * std::max(std_ms, 0.0) / std::sqrt(n), trials};
+}
+
+TimeEstimate TimeEstimate::of_mean(double mean_ms, double std_ms, int64_t trials) {
+  const double n = static_cast<double>(std::max<int64_t>(trials, 1));
+  return {mean_ms, std::max(std_ms, 0.0) / std::sqrt(n), trials};
+}
+
+std::optional<TimeEstimate> TimeEstimate::from_json(const Json& timing, const char* key) {
+  if (!timing.is_object()) return std::nullopt;
+  const Json time = timing.value(key, Json());
+  if (!time.is_number() || time.get<double>() <= 0) return std::nullopt;
+  const Json std_ms = timing.value("std_ms", Json());
+  const Json trials = timing.value("trials", Json());
+  const double s = std_ms.is_number() ? std_ms.get<double>() : 0.0;
+  const int64_t n = trials.is_number_integer() ? trials.get<int64_t>() : 0;
+  const std::string_view which = key;
+  return which == "mean_ms" ? of_mean(time.get<double>(), s, n)
+                            : of_median(time.get<double>(), s, n);
+}
+
+std::optional<TimeEstimate> geometric_mean(const std::vector<TimeEstimate>& parts) {
+  if (!all_positive(parts)) return std::nullopt;
+  const double n = static_cast<double>(parts.size());
+  double log_sum = 0, log_var = 0;
+  for (const auto& p : parts) {
+    log_sum += std::log(p.ms);
+    log_var += relative_se(p) * relative_se(p);
+  }
+  const double ms = std::exp(log_sum / n);
+  return TimeEstimate{ms, ms * std::sqrt(log_var) / n, fewest_trials(parts)};
+}
+
+std::optional<TimeEstimate> arithmetic_mean(const std::vector<TimeEstimate>& parts) {
+  if (!all_positive(parts)) return std::nullopt;
+  const double n = static_cast<double>(parts.size());
+  double sum = 0, var = 0;
+  for (const auto& p : parts) {
+    sum += p.ms;
+    var += p.se_ms * p.se_ms;
+  }
+  return TimeEstimate{sum / n, std::sqrt(var) / n, fewest_trials(parts)};
+}
+
+SpeedupInterval ratio_interval(const TimeEstimate& numerator, const TimeEstimate& denominator,
+                               double systematic) {
+  const double ratio = numerator.ms / std::max(denominator.ms, 1e-12);
+  const double a = relative_se(numerator), b = relative_se(denominator);
+  const double spread = std::exp(kZ95 * std::sqrt(a * a + b * b));
+  return {ratio / spread * (1.0 - systematic), ratio * spread * (1.0 + systematic)};
+}
+
+}  // namespace kforge::model

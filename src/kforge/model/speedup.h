@@ -1,0 +1,75 @@
+// What a speedup is worth: its 95 % interval and the verdict it supports, the same rules for
+// every place that reports one (both workers' results, the workbench's get_best_kernel and
+// benchmark_kernel, kforge bench's Phase 4, kforge batch).
+//
+// Inside a job the interval comes from both sides' trial times (a bootstrap: the workers'
+// timing code). Across jobs (versions timed one after another, a bench row against torch)
+// only summaries are left, so the interval comes from each side's time and standard error:
+// normal on the log scale, then widened by the device's systematic error, what moves between
+// runs that no run's own spread shows (the machine's load, which process ran first).
+//
+// Example:
+//   auto a = TimeEstimate::of_median(0.52, /*std_ms=*/0.01, /*trials=*/40);
+//   auto b = TimeEstimate::of_median(0.50, 0.01, 40);
+//   SpeedupInterval ci = ratio_interval(a, b, systematic_error("cuda:0"));
+//   speedup_verdict(ci, 40);  // "indistinguishable": 1.04 with 3 % either side covers 1
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kforge/common/json.h"
+
+namespace kforge::model {
+
+inline constexpr double kSpeedupConfidence = 0.95;
+// Fewer trials than this on either side give no `faster`/`slower`, whatever the interval.
+inline constexpr int64_t kSpeedupMinTrials = 5;
+// What identical kernels read apart between runs, beyond the runs' own spread
+// (docs/benchmarks.md, identity): ~10 % on a 2-core cpu machine, ~3 % on an H200.
+inline constexpr double kCpuSystematic = 0.10;
+inline constexpr double kGpuSystematic = 0.03;
+
+// The systematic error of timings on `device` ("cpu", "cuda", "cuda:N").
+double systematic_error(std::string_view device);
+
+struct SpeedupInterval {
+  double low = 0, high = 0;
+  bool covers(double x) const { return low <= x && x <= high; }
+  Json to_json() const { return Json::array({low, high}); }
+};
+
+// "faster" (the whole interval above 1), "slower" (below) or "indistinguishable" (around 1,
+// or fewer than kSpeedupMinTrials `trials` on the smaller side); "" without an interval.
+std::string speedup_verdict(const std::optional<SpeedupInterval>& interval, int64_t trials);
+
+// A time in ms, its standard error and the trials behind it.
+struct TimeEstimate {
+  double ms = 0;
+  double se_ms = 0;
+  int64_t trials = 0;
+
+  // A median of `trials` samples of standard deviation `std_ms` (se ≈ 1.2533 σ/√n).
+  static TimeEstimate of_median(double median_ms, double std_ms, int64_t trials);
+  // A mean of `trials` samples (se = σ/√n).
+  static TimeEstimate of_mean(double mean_ms, double std_ms, int64_t trials);
+  // From a timing summary {median_ms|mean_ms, std_ms, trials} (`key`: which of the two is
+  // the time); nullopt when the time is missing or not positive.
+  static std::optional<TimeEstimate> from_json(const Json& timing, const char* key);
+};
+
+// The geometric mean of per-size estimates (the workbench's version time) and the arithmetic
+// mean (kforge bench's Final); the standard error by the delta method; trials: the fewest.
+// nullopt when `parts` is empty or a time is not positive.
+std::optional<TimeEstimate> geometric_mean(const std::vector<TimeEstimate>& parts);
+std::optional<TimeEstimate> arithmetic_mean(const std::vector<TimeEstimate>& parts);
+
+// The kSpeedupConfidence interval of numerator.ms / denominator.ms, widened by `systematic`
+// (a fraction) on each side.
+SpeedupInterval ratio_interval(const TimeEstimate& numerator, const TimeEstimate& denominator,
+                               double systematic);
+
+}  // namespace kforge::model
