@@ -6,8 +6,10 @@ elements, as `torch`, `triton` and `cuda` kernels; several evaluations per size.
         [--evals 5] [--trials N] [--device cuda:0] [--out DIR]
 
 Prints, per kind and size, the speedups' min / median / max, the share within 1.00 +- 0.03,
-the reported medians (us) of both sides and the judge's view of the candidate (its clock,
-judged.py); a table last, `identity: X/Y within 1.00 +- 0.03` on the last line.
+how many read `indistinguishable` and had a `speedup_ci` covering 1, the reported medians (us)
+of both sides and the judge's view of the candidate (its clock, judged.py); a table last,
+`identity: X/Y within 1.00 +- 0.03, Z/Y indistinguishable, W/Y intervals cover 1` on the last
+line. On the cpu device (`--device cpu --kinds torch,triton`) the target is the verdict.
 KFORGE_BIN names the server binary (default build/gpu/kforge).
 """
 
@@ -60,12 +62,16 @@ def main() -> int:
             for kind in args.kinds.split(","):
                 for size in (int(s) for s in args.sizes.split(",")):
                     speedups, meds, refs, views = [], [], [], []
+                    tied = covers = 0
                     for _ in range(args.evals):
                         r = c.post("/compare", json=body(kind, 1 << size, args.trials))
                         res = r.json().get("kernel_exec_result", {}) if r.status_code == 200 else {}
                         sp = res.get("speedup")
                         if sp is not None:
                             speedups.append(sp)
+                            tied += res.get("speedup_verdict") == "indistinguishable"
+                            ci = res.get("speedup_ci") or [float("inf"), 0.0]
+                            covers += ci[0] <= 1.0 <= ci[1]
                             meds.append(res["runtime_stats"]["median"] * 1e3)
                             refs.append(res["ref_runtime_stats"]["median"] * 1e3)
                             clock = (res.get("metadata") or {}).get("judge_clock") or {}
@@ -80,6 +86,8 @@ def main() -> int:
                         "log2": size,
                         "speedups": speedups,
                         "within": within,
+                        "indistinguishable": tied,
+                        "ci_covers_1": covers,
                         "evals": args.evals,
                         "median_us": statistics.median(meds) if meds else None,
                         "ref_median_us": statistics.median(refs) if refs else None,
@@ -91,23 +99,29 @@ def main() -> int:
         server.stop()
     if args.out:
         Path(args.out, "identity.json").write_text(json.dumps(rows, indent=1))
-    print(f"\n{'kind':<8}{'size':>6}{'min':>8}{'median':>8}{'max':>8}{'within':>8}"
-          f"{'cand us':>10}{'ref us':>10}{'judge us':>10}")  # fmt: skip
-    total = within = 0
+    print(f"\n{'kind':<8}{'size':>6}{'min':>8}{'median':>8}{'max':>8}{'within':>8}{'tied':>7}"
+          f"{'covers':>8}{'cand us':>10}{'ref us':>10}{'judge us':>10}")  # fmt: skip
+    total = within = tied_all = covers_all = 0
     for r in rows:
         s = r["speedups"] or [float("nan")]
         total += r["evals"]
         within += r["within"]
+        tied_all += r["indistinguishable"]
+        covers_all += r["ci_covers_1"]
 
         def us(v: float | None) -> str:
             return f"{v:10.2f}" if v is not None else f"{'-':>10}"
 
         print(
             f"{r['kind']:<8}{'2^' + str(r['log2']):>6}{min(s):8.3f}{statistics.median(s):8.3f}"
-            f"{max(s):8.3f}{r['within']:>5}/{r['evals']:<2}{us(r['median_us'])}"
+            f"{max(s):8.3f}{r['within']:>5}/{r['evals']:<2}{r['indistinguishable']:>5}/"
+            f"{r['evals']:<2}{r['ci_covers_1']:>5}/{r['evals']:<2}{us(r['median_us'])}"
             f"{us(r['ref_median_us'])}{us(r['judge_view_us'])}"
         )
-    print(f"identity: {within}/{total} within 1.00 +- {TOLERANCE}")
+    print(
+        f"identity: {within}/{total} within 1.00 +- {TOLERANCE}, {tied_all}/{total} "
+        f"indistinguishable, {covers_all}/{total} intervals cover 1"
+    )
     return 0
 
 

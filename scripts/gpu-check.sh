@@ -23,6 +23,10 @@
 #   ONLY_TIMING=1        run only the timing / kernel activity / device metrics checks under the
 #                        sandbox: tests/python/test_gpu.py + test_device_metrics.py,
 #                        tests/integration/test_timing_fields.py and the adversarial corpus
+#   ONLY_IDENTITY=1      run only bench/identity.py: identical sources as reference and
+#                        candidate through POST /compare (issue 31's targets: speedups within
+#                        1.00 +- 0.03, `indistinguishable`, intervals covering 1); IDENTITY_ARGS
+#                        (default "--sizes 12,16,20,24 --evals 5")
 #   ONLY_WORKBENCH=1     run only the Triton workbench's tests (tests/integration/test_workbench.py:
 #                        the whole agent session, ~2 min): it prints a line "workbench session
 #                        wb_... on cuda:0: best vN; v2 [size: median ms speedup %BW ...]; v3 [...]"
@@ -107,6 +111,17 @@ timing_fields() {
   record "  driver counters" "$(cat "$out/profiling-params.txt" 2>/dev/null || echo 'no /proc/driver/nvidia/params')"
   record "  device metrics skipped because" "$(grep -o 'device metrics unavailable here: .\{0,60\}' "$out/pytest-timing-fields.log" | head -1)"
 }
+
+if [[ -n "${ONLY_IDENTITY:-}" ]]; then
+  echo "== identical kernels through /compare on $KFORGE_TEST_DEVICE"
+  # shellcheck disable=SC2086  # IDENTITY_ARGS is a list of options
+  "$py" bench/identity.py --device "$KFORGE_TEST_DEVICE" \
+    ${IDENTITY_ARGS:---sizes 12,16,20,24 --evals 5} --out "$out" 2>&1 |
+    tee "$out/identity.log" | tail -16
+  record "identity (bench/identity.py)" "$(tail -1 "$out/identity.log")"
+  summary
+  exit 0
+fi
 
 if [[ -n "${ONLY_TIMING:-}" ]]; then
   echo "== worker GPU tests: timing loop, candidate activity and its cross-checks, ncu runs"
