@@ -316,9 +316,8 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
     Json judge = base_jail("judge", gpu_minor, child->judge_dir, judge_uid, options_.judge_gid);
     judge["groups"] = {options_.judge_gid};
     judge["umask"] = 007;  // what it writes to a shared judges' cache, other judges read
-    judge["binds"] = {
-        {{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}},
-        {{"source", staging}, {"target", staging}, {"writable", true}}};
+    judge["binds"] = {{{"source", zygote_triton}, {"target", zygote_triton}, {"writable", false}},
+                      {{"source", staging}, {"target", staging}, {"writable", true}}};
     const gid_t candidate_gid = shared ? options_.candidate_gid : candidate_uid;
     Json candidate =
         base_jail("candidate", gpu_minor, child->candidate_dir, candidate_uid, candidate_gid);
