@@ -7,11 +7,11 @@
 
 #include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <fstream>
 #include <optional>
 #include <thread>
 
+#include "kforge/common/errno_message.h"
 #include "kforge/common/log.h"
 #include "kforge/sandbox/cgroup_io.h"
 
@@ -133,7 +133,7 @@ InstanceLock::InstanceLock(const fs::path& dir)
     : fd_(dir.empty() ? -1 : ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
   if (fd_ >= 0 && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     KF_LOG_WARN("cgroup {}: cannot lock it ({}); a later server may sweep it", dir.string(),
-                std::strerror(errno));
+                errno_message(errno));
   }
 }
 

@@ -108,7 +108,9 @@ std::string resolve(const std::string& path, std::map<std::string, std::string>&
       if (current == "/") current.clear();
       continue;
     }
-    const std::string next = current + "/" + part;
+    std::string next = current;
+    next += '/';
+    next += part;
     struct stat st {};
     if (::lstat(next.c_str(), &st) != 0) return {};
     if (!S_ISLNK(st.st_mode)) {

@@ -25,7 +25,7 @@ constexpr const char* kSystemPaths[] = {
 
 // Library file name prefixes of the CUDA driver (libcuda.so.1, libnvidia-ml.so.1,
 // libnvidia-ptxjitcompiler.so.1, ...).
-const std::vector<std::string> kDriverLibraries = {"libcuda.so", "libnvidia-"};
+constexpr const char* kDriverLibraries[] = {"libcuda.so", "libnvidia-"};
 
 bool is_under(const fs::path& path, const fs::path& dir) {
   auto [d, p] = std::mismatch(dir.begin(), dir.end(), path.begin(), path.end());
@@ -110,7 +110,8 @@ Status add_python(Builder& b, RootPlan& plan, const RootPlanOptions& o) {
 Status add_cuda(Builder& b, RootPlan& plan, const RootPlanOptions& o) {
   const std::string library_path = env_or(o.worker_env, "LD_LIBRARY_PATH");
   if (o.ask_host) {
-    for (const auto& dir : loader_directories(kDriverLibraries, library_path)) {
+    for (const auto& dir : loader_directories(
+             {std::begin(kDriverLibraries), std::end(kDriverLibraries)}, library_path)) {
       KF_RETURN_IF_ERROR(b.add(dir, "cuda", "the CUDA driver's libraries"));
       std::error_code ec;
       if (plan.libcuda_dir.empty() && fs::exists(fs::path(dir) / "libcuda.so.1", ec)) {
