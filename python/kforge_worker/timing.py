@@ -407,10 +407,10 @@ def _persisting_l2_reset() -> Callable[[], int] | None:
 
 
 # A spin on the device's %globaltimer (ns), the same kernel as the native worker's
-# kforge_spin (src/kforge/cuda/gpu_timer.cc): unlike torch.cuda._sleep, which counts SM
-# cycles and so depends on the clock the GPU runs at when it is calibrated (an H200 measured
-# 345 MHz idle and 1980 MHz busy: a spin calibrated idle ran 5.7 times short), it waits a
-# fixed time.
+# kforge_spin (src/kforge/cuda/gpu_timer.cc; tests/python/test_timing.py checks the PTX is
+# the same): unlike torch.cuda._sleep, which counts SM cycles and so depends on the clock the
+# GPU runs at when it is calibrated (an H200 measured 345 MHz idle and 1980 MHz busy: a spin
+# calibrated idle ran 5.7 times short), it waits a fixed time.
 _SPIN_PTX = b"""
 .version 7.0
 .target sm_70

@@ -199,3 +199,20 @@ def test_touching_inputs_reads_spans_of_any_alignment_and_length():
     for offset in range(9):
         for nbytes in (1, 7, 8, 9, 17, 513, 3000):
             _read(data[offset : offset + nbytes])  # any alignment, any length
+
+
+def test_the_spin_kernel_is_the_native_workers_own():
+    """timing.py's %globaltimer spin and src/kforge/cuda/gpu_timer.cc's are one kernel: the
+    same PTX entry, instruction for instruction (both processes' empty windows must match)."""
+    import re
+    from pathlib import Path
+
+    from kforge_worker import timing
+
+    def entry(text: str) -> list[str]:
+        body = re.search(r"\.visible \.entry kforge_spin\(.*?\n\}", text, re.S)
+        assert body is not None
+        return body.group(0).split()
+
+    native = (Path(__file__).parents[2] / "src/kforge/cuda/gpu_timer.cc").read_text()
+    assert entry(timing._SPIN_PTX.decode()) == entry(native)
