@@ -29,7 +29,12 @@ from integration.kernels import (
     torch_kernel,
     triton_add,
 )
-from integration.kforge_server import KforgeServer, device_under_test, kforge_binary
+from integration.kforge_server import (
+    KforgeServer,
+    assert_speedup_given,
+    device_under_test,
+    kforge_binary,
+)
 
 DEVICE = device_under_test()
 ON_GPU = DEVICE != "cpu"
@@ -130,7 +135,8 @@ def test_python_jobs_in_flight_together_are_correct_and_their_timed_regions_neve
     for job in jobs:
         res = job["kernel_exec_result"]
         assert job["state"] == "success" and res["correctness"], job
-        assert res["runtime"] > 0 and res["ref_runtime_stats"]["median"] > 0, res
+        assert res["runtime"] > 0, res
+        assert_speedup_given(res.get("speedup"), res)  # a speedup > 0: both sides timed
         process = res["process"]
         assert process["device_wait_ms"] >= 0
         grants = process["device_grants"]
@@ -222,7 +228,8 @@ def test_pipelined_cpu_python_jobs_are_correct_and_time_one_at_a_time(
     for job in cpu_pipelined.wait_jobs(ids):
         res = job["kernel_exec_result"]
         assert job["state"] == "success" and res["correctness"], job
-        assert res["runtime"] > 0 and res["ref_runtime_stats"]["median"] > 0, res
+        assert res["runtime"] > 0, res
+        assert_speedup_given(res.get("speedup"), res)  # a speedup > 0: both sides timed
         grants = res["process"]["device_grants"]
         assert len(grants) == 1, grants
         windows.append((grants[0]["granted_at_ms"], grants[0]["released_at_ms"]))

@@ -54,8 +54,11 @@ CLIENT = REPO / "clients" / "python"
 EXAMPLES = sorted((CLIENT / "examples").glob("*.py"))
 
 REF = KernelCode(source_code=TORCH_ADD_REF, kernel_type=KernelType.TORCH)
-ADD_IO = IOContractBuilder().add_input_tensor("x", create_randn_spec([64])).build()
-ADD_IO.args.append(ArgSpec(name="y", tensor_spec=create_randn_spec([64])))
+# 2^16 elements: large enough that the add takes measurable time on a busy cpu, so the
+# typed speedup fields below are always given.
+ADD_N = 1 << 16
+ADD_IO = IOContractBuilder().add_input_tensor("x", create_randn_spec([ADD_N])).build()
+ADD_IO.args.append(ArgSpec(name="y", tensor_spec=create_randn_spec([ADD_N])))
 
 
 def add_candidate(expression: str = "x + y") -> KernelCode:

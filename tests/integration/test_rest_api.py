@@ -16,7 +16,7 @@ from integration.kernels import (
     torch_kernel,
     triton_add,
 )
-from integration.kforge_server import KforgeServer
+from integration.kforge_server import KforgeServer, assert_speedup_given, device_under_test
 
 
 def evaluate(srv: KforgeServer, kernel: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -35,9 +35,12 @@ def compare(srv: KforgeServer, ref: dict[str, Any], custom: dict[str, Any], **ex
     return r.json()
 
 
-def assert_sane_stats(stats: dict[str, Any]) -> None:
+def assert_sane_stats(stats: dict[str, Any], *, zero_ok: bool = False) -> None:
+    """`zero_ok`: trials may read 0 (a cpu reference of a few microseconds, timed through the
+    judge's echo, can take no longer than its empty trial on a busy machine)."""
     assert stats["trials"] >= 1
-    assert 0 < stats["min"] <= stats["median"] <= stats["max"]
+    assert stats["min"] >= (0 if zero_ok else 1e-12), stats
+    assert stats["min"] <= stats["median"] <= stats["max"]
     assert stats["min"] <= stats["mean"] <= stats["max"]
     assert stats["std"] >= 0
     assert stats["percentile_95"] <= stats["max"]
@@ -83,9 +86,9 @@ def test_correct_triton_kernel_matches_torch_reference(server: KforgeServer) -> 
     assert res["compiled"] is True, res
     assert res["correctness"] is True, res
     assert_sane_stats(res["runtime_stats"])
-    assert_sane_stats(out["ref_runtime"])  # a RuntimeStats object, as the old server's
-    assert out["ref_runtime"]["mean"] > 0
-    assert out["speedup"] > 0
+    # A RuntimeStats object, as the old server's.
+    assert_sane_stats(out["ref_runtime"], zero_ok=device_under_test() == "cpu")
+    assert_speedup_given(out.get("speedup"), res)
     assert res["correctness_details"]["trials_passed"] == res["correctness_details"]["trials"]
 
 
