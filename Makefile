@@ -1,7 +1,7 @@
 # kforge — the two commands a fresh machine needs:
 #   make serve   install what is missing, build, start the server on 127.0.0.1:8000
 #   make test    install what is missing, build, run every test
-# Other targets: make setup | build | build-server (what serve needs) | lint | format | bench | bench-mcp | gpu-check | clean |
+# Other targets: make setup | build | build-server (what serve needs) | install (PREFIX=/usr/local) | dist | lint | format | bench | bench-mcp | gpu-check | clean |
 #                adversarial | hostile (tests/hostile) | fuzz (libFuzzer targets, FUZZ_SECONDS each) |
 #                sanitize (asan-test: unit tests under ASan+UBSan; tsan-test: engine/HTTP tests under
 #                TSan) | tidy (all sources) | tidy-ci (what CI checks) | tidy-changed | tidy-layer
@@ -21,7 +21,7 @@ CXX_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.cc' '*.h' 2>/dev
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := request_parser jsonrpc_dispatcher http_reader worker_protocol
 
-.PHONY: setup build build-server serve test unit-test py-test hostile fuzz lint format bench bench-mcp gpu-check clean tidy adversarial \
+.PHONY: setup build build-server install dist serve test unit-test py-test hostile fuzz lint format bench bench-mcp gpu-check clean tidy adversarial \
 	sanitize asan-test tsan-test tidy-config tidy-ci tidy-changed tidy-layer
 
 setup:
@@ -36,10 +36,22 @@ build: setup
 # of torch_cuda/multi_kernel jobs, the jail's preload); no test targets.
 SERVE_TARGETS := kforge kforge_cuda_abi kforge_sandbox_abi
 
-build-server: setup
+build-server:
+	@scripts/setup.sh serve
 	@cmake --preset $(PRESET) >/dev/null
 	@cmake --build --preset $(PRESET) -j $(JOBS) --target $(SERVE_TARGETS)
 	@echo "built $(KFORGE)"
+
+# The server, its two libraries, the Python worker and the skills under $(PREFIX) (bin, lib,
+# share/kforge); the installed kforge finds its parts relative to itself.
+PREFIX ?= /usr/local
+install: build-server
+	@cmake --install $(BUILD) --prefix $(PREFIX) >/dev/null
+	@echo "installed $(PREFIX)/bin/kforge (worker and skills in $(PREFIX)/share/kforge)"
+
+# A versioned tarball of the install tree, the client as a wheel, and their checksums in dist/.
+dist: build-server
+	@scripts/dist.sh $(BUILD) dist $(PY)
 
 serve: build-server
 	$(KFORGE) serve --host 127.0.0.1 --port $(PORT) --data-dir $(DATA_DIR) --python $(PY)

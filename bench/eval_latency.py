@@ -94,12 +94,16 @@ def run_kforge(
         srv.stop()
 
 
-def run_baseline(device: str, jobs: int, python: str) -> list[float]:
-    spec = {
+def baseline_spec(
+    device: str, kernel: dict[str, Any], reference: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The job spec a fresh `python -m kforge_worker run-job` process runs: the benches' small
+    job (1 correctness trial, a 20 ms timing budget); a compare with `reference`."""
+    return {
         "job_id": "baseline",
-        "kind": "evaluate",
-        "kernel": triton_add(),
-        "reference": None,
+        "kind": "compare" if reference is not None else "evaluate",
+        "kernel": kernel,
+        "reference": reference,
         "num_correct_trials": 1,
         "measure_performance": True,
         "timing": {
@@ -118,6 +122,10 @@ def run_baseline(device: str, jobs: int, python: str) -> list[float]:
         "device": device,
         "timeout_s": 600,
     }
+
+
+def run_baseline(device: str, jobs: int, python: str) -> list[float]:
+    spec = baseline_spec(device, triton_add())
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     latencies = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Validates the Kubernetes manifests (deploy/k8s/) with kubeconform, strict, offline, against
 # the Kubernetes JSON schemas. Both are pinned and cached under ~/.cache/kforge:
-#   - kubeconform, built with Go from the Go module proxy (`go install`) into bin/;
+#   - kubeconform, built with Go from the Go module proxy (`go install`) into bin/; with no Go on
+#     the machine (Debian 12's golang is 1.19, too old), Go $go_version itself comes from the
+#     same proxy (its golang.org/toolchain module, the zip `go` fetches for GOTOOLCHAIN),
+#     checked against a pinned SHA-256, into go-$go_version/;
 #   - the schemas, from the kubernetes-validate wheel on PyPI (downloaded with pip, not
 #     installed; only its schema directory for $k8s_version is kept) into k8s-schemas/.
 # An argument names another directory of manifests (the default: deploy/k8s).
@@ -11,6 +14,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/kforge"
 venv="${KFORGE_VENV:-$HOME/.cache/kforge/venv}"
 kubeconform_version="v0.8.0"
+go_version="1.26.8"
+go_zip_sha256="30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7"  # linux-amd64
 validate_version="1.37.0"  # kubernetes-validate: schemas of Kubernetes up to this version
 k8s_version="1.37.0"       # what the manifests are validated for
 
@@ -18,13 +23,40 @@ bin="$cache/bin/kubeconform-$kubeconform_version"
 if [[ ! -x "$bin" ]]; then
   go_bin="$(command -v go || true)"
   [[ -z "$go_bin" && -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go
+  # kubeconform needs Go 1.22 or newer; an older one (Debian 12's 1.19) is passed over.
+  if [[ -n "$go_bin" ]]; then
+    minor="$(GOTOOLCHAIN=local "$go_bin" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')"
+    [[ -n "$minor" && "$minor" -ge 22 ]] || go_bin=""
+  fi
   if [[ -z "$go_bin" ]]; then
-    echo "check-k8s: Go is needed to build kubeconform (install golang)" >&2
-    exit 1
+    go_root="$cache/go-$go_version"
+    if [[ ! -x "$go_root/bin/go" ]]; then
+      [[ "$(uname -m)" == x86_64 ]] || { echo "check-k8s: no Go, and no pinned Go for $(uname -m) (install Go 1.22 or newer)" >&2; exit 1; }
+      echo "check-k8s: fetching Go $go_version from the Go module proxy (about 70 MB)"
+      tmp="$(mktemp -d)"
+      curl -fsSL -o "$tmp/go.zip" \
+        "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$go_version.linux-amd64.zip"
+      echo "$go_zip_sha256  $tmp/go.zip" | sha256sum -c --quiet -
+      "$venv/bin/python" - "$tmp/go.zip" "$tmp/x" <<'PY'
+import os, sys, zipfile
+
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for info in z.infolist():
+        path = z.extract(info, sys.argv[2])
+        mode = (info.external_attr >> 16) & 0o777
+        if mode and not info.is_dir():
+            os.chmod(path, mode)
+PY
+      mkdir -p "$cache"
+      rm -rf "$go_root"
+      mv "$tmp/x/golang.org/toolchain@v0.0.1-go$go_version.linux-amd64" "$go_root"
+      rm -rf "$tmp"
+    fi
+    go_bin="$go_root/bin/go"
   fi
   echo "check-k8s: building kubeconform $kubeconform_version with $("$go_bin" version)"
   tmp="$(mktemp -d)"
-  GOBIN="$tmp" GOFLAGS=-mod=mod "$go_bin" install \
+  GOBIN="$tmp" GOFLAGS=-mod=mod GOTOOLCHAIN=local "$go_bin" install \
     "github.com/yannh/kubeconform/cmd/kubeconform@$kubeconform_version"
   mkdir -p "$cache/bin"
   mv "$tmp/kubeconform" "$bin"

@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
-# Installs what kforge needs on a fresh Debian 12 machine, idempotently:
-#   1. Debian packages (compiler tool chain and C++ libraries; libpq and the PostgreSQL server
-#      for the shared store and its multi-node test),
-#   2. a Python venv with torch, triton and the test tools (outside the checkout, so
-#      every clone reuses it): $KFORGE_VENV, default ~/.cache/kforge/venv,
-#   3. the Node tooling of the MCP tests in tests/mcp-node (npm ci, pinned by its lockfile).
+# Installs what kforge needs on a fresh Debian 12 machine, idempotently.
+#   scripts/setup.sh serve   what building and serving need (`make serve`, `make install`):
+#     1. Debian packages: the compiler tool chain and the C++ libraries (libpq for the
+#        PostgreSQL store; not the server),
+#     2. a Python venv with torch, triton and the worker's packages (outside the checkout, so
+#        every clone reuses it): $KFORGE_VENV, default ~/.cache/kforge/venv, and the client.
+#   scripts/setup.sh [test]  that, plus what every `make test` stage needs: the PostgreSQL
+#     server (multi-node test), GoogleTest and Google Benchmark, clang (format, tidy,
+#     libFuzzer), promtool, and 3. the Node tooling of the MCP tests in tests/mcp-node (npm
+#     ci, pinned by its lockfile). Go for kubeconform comes with scripts/check-k8s.sh.
 # Re-running it when everything is present takes about a second.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${KFORGE_VENV:-$HOME/.cache/kforge/venv}"
+mode="${1:-test}"
+[[ "$mode" == serve || "$mode" == test ]] || { echo "setup: the mode is serve or test, not '$mode'" >&2; exit 2; }
 
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
-  libsqlite3-dev zlib1g-dev libssl-dev libxxhash-dev
-  libpq-dev postgresql
-  libgtest-dev libgmock-dev libbenchmark-dev
-  clang-format clang-tidy clang libclang-rt-14-dev libseccomp-dev
+  libsqlite3-dev zlib1g-dev libssl-dev libxxhash-dev libpq-dev libseccomp-dev
   python3 python3-venv curl
-  prometheus  # for promtool (`promtool check metrics` on GET /metrics, tests/integration/test_metrics.py)
 )
+if [[ "$mode" == test ]]; then
+  apt_packages+=(
+    postgresql
+    libgtest-dev libgmock-dev libbenchmark-dev
+    clang-format clang-tidy clang libclang-rt-14-dev
+    prometheus  # for promtool (`promtool check metrics` on GET /metrics, tests/integration/test_metrics.py)
+  )
+fi
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -59,6 +69,7 @@ if [[ "$client_at" != "$client_src" ]]; then
   echo "setup: installing the Python client (clients/python) into $venv, editable"
   "$venv/bin/python" -m pip install -q --no-deps -e "$here/clients/python"
 fi
+[[ "$mode" == serve ]] && exit 0
 # Node: the MCP conformance suite and the TypeScript SDK client, reinstalled only when
 # tests/mcp-node/package-lock.json changes.
 node_dir="$here/tests/mcp-node"

@@ -68,11 +68,24 @@ int run_mcp(const McpConfig& c) {
     std::cerr << "kforge mcp: " << s.to_string() << '\n';
     return 2;
   }
-  auto token = protect_process_and_read_token(c.secrets);
-  if (!token.is_ok()) {
-    KF_LOG_ERROR("kforge mcp: {}", token.status().to_string());
+  // A configuration that cannot serve still answers the client: every request gets a
+  // JSON-RPC error with the reason (an MCP client shows it; a closed pipe says nothing).
+  // A terminal gets the log line alone; SIGINT and SIGTERM end the wait as they would.
+  auto cannot_serve = [](const std::string& why) {
+    KF_LOG_ERROR("kforge mcp: {}", why);
+    if (::isatty(STDIN_FILENO) == 0) {
+      sigset_t termination;
+      sigemptyset(&termination);
+      sigaddset(&termination, SIGINT);
+      sigaddset(&termination, SIGTERM);
+      pthread_sigmask(SIG_UNBLOCK, &termination, nullptr);
+      (void)mcp::answer_requests_with_error(STDIN_FILENO, STDOUT_FILENO,
+                                            "kforge mcp cannot start: " + why);
+    }
     return 2;
-  }
+  };
+  auto token = protect_process_and_read_token(c.secrets);
+  if (!token.is_ok()) return cannot_serve(token.status().to_string());
   const sigset_t signals = block_termination_signals();
 
   std::unique_ptr<jobs::JobService> remote;
@@ -84,10 +97,7 @@ int run_mcp(const McpConfig& c) {
   std::filesystem::path workbench_db;
   if (!c.server.empty()) {
     auto client = mcp::RestClient::create({c.server, *token, std::chrono::seconds(30)});
-    if (!client.is_ok()) {
-      KF_LOG_ERROR("kforge mcp: {}", client.status().to_string());
-      return 2;
-    }
+    if (!client.is_ok()) return cannot_serve(client.status().to_string());
     remote = std::make_unique<mcp::RemoteJobService>(std::move(client).value());
     service = remote.get();
     KF_LOG_INFO("kforge mcp: forwarding tool calls to {}", c.server);
@@ -96,16 +106,12 @@ int run_mcp(const McpConfig& c) {
     workbench_db = workspace_root(c.workbench, data_dir) / "workbench.db";
   } else {
     auto started = start_embedded_engine(c.engine, c.data_dir, "mcp-data");
-    if (!started.is_ok()) {
-      KF_LOG_ERROR("kforge mcp: cannot start the engine: {}", started.status().to_string());
-      return 2;
-    }
+    if (!started.is_ok()) return cannot_serve("the engine: " + started.status().to_string());
     data_dir = started->data_dir;
     workbench_db = data_dir / "kforge.db";  // the engine's store (app/engine.cc)
     engine = std::move(started->engine);
     if (Status s = engine->service->start(); !s) {
-      KF_LOG_ERROR("kforge mcp: cannot start the job service: {}", s.to_string());
-      return 2;
+      return cannot_serve("the job service: " + s.to_string());
     }
     service = engine->service.get();
   }
@@ -113,9 +119,8 @@ int run_mcp(const McpConfig& c) {
   if (engine) {
     auto started = start_retention(c.engine, *engine->service);
     if (!started.is_ok()) {
-      KF_LOG_ERROR("kforge mcp: {}", started.status().to_string());
       engine->service->stop();
-      return 2;
+      return cannot_serve(started.status().to_string());
     }
     retention = std::move(started).value();
   }
@@ -142,8 +147,9 @@ int run_mcp(const McpConfig& c) {
     auto catalog = ready.is_ok() ? mcp::build_server_catalog(*service, blocking, options)
                                  : StatusOr<std::unique_ptr<mcp::Catalog>>(ready);
     if (!catalog.is_ok()) {
-      KF_LOG_ERROR("kforge mcp: {}", catalog.status().to_string());
-      code = 2;
+      if (engine) engine->service->stop();
+      pool.join();
+      code = cannot_serve(catalog.status().to_string());
     } else {
       mcp::Dispatcher dispatcher(**catalog, blocking);
       mcp::StdioTransport transport(dispatcher, STDIN_FILENO, STDOUT_FILENO,

@@ -623,7 +623,7 @@ def _speedup(
     interval = speedup_interval(ref_samples, cand_samples, seed=seed, systematic=systematic)
     if interval is not None:
         result.speedup_ci = [interval[0], interval[1]]
-    result.speedup_verdict = speedup_verdict(interval, min(len(ref_samples), len(cand_samples)))
+    result.speedup_verdict = speedup_verdict(interval)
     plausible = result.speedup <= EXCESSIVE_SPEEDUP
     message = ""
     if not plausible:

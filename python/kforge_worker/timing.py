@@ -242,7 +242,9 @@ SPEEDUP_RESAMPLES = 2000
 # up to ~10 % apart on the 2-core cpu machine and ~3 % below 2^20 elements on an H200
 # (docs/benchmarks.md). The interval is widened by this much on each side.
 SPEEDUP_SYSTEMATIC = {"cpu": 0.10, "cuda": 0.03}
-# Fewer trials than this on either side give no `faster`/`slower`, whatever the interval.
+# With fewer trials than this on either side a bootstrap has too few values to resample (its
+# interval collapses onto a few ratios), so the interval is the range of the ratios of any
+# reference trial to any candidate trial instead: a verdict from it holds for every pairing.
 SPEEDUP_MIN_TRIALS = 5
 
 
@@ -255,12 +257,17 @@ def speedup_interval(
 ) -> tuple[float, float] | None:
     """A SPEEDUP_CONFIDENCE interval of reference median / candidate median: the percentile
     bootstrap over both sides' trials, each resampled on its own (SPEEDUP_RESAMPLES times,
-    with `seed`, so a result can be computed again), widened by `systematic` (a fraction) on
-    each side; None with fewer than 2 trials a side."""
+    with `seed`, so a result can be computed again); with fewer than SPEEDUP_MIN_TRIALS on a
+    side, the range of trial-to-trial ratios. Widened by `systematic` (a fraction) on each
+    side; None with fewer than 2 trials a side."""
     import numpy as np
 
     if len(reference) < 2 or len(candidate) < 2:
         return None
+    if min(len(reference), len(candidate)) < SPEEDUP_MIN_TRIALS:
+        low = min(reference) / max(*candidate, 1e-12)
+        high = max(reference) / max(min(candidate), 1e-12)
+        return low * (1.0 - systematic), high * (1.0 + systematic)
     rng = np.random.default_rng(seed)
     ref = np.asarray(reference, dtype=np.float64)
     cand = np.asarray(candidate, dtype=np.float64)
@@ -274,14 +281,11 @@ def speedup_interval(
     return float(low) * (1.0 - systematic), float(high) * (1.0 + systematic)
 
 
-def speedup_verdict(interval: tuple[float, float] | None, trials: int) -> str | None:
+def speedup_verdict(interval: tuple[float, float] | None) -> str | None:
     """`faster` when the whole interval is above 1, `slower` when below, else
-    `indistinguishable` (identical kernels must read so), as it is with fewer than
-    SPEEDUP_MIN_TRIALS `trials` on the smaller side; None without an interval."""
+    `indistinguishable` (identical kernels must read so); None without an interval."""
     if interval is None:
         return None
-    if trials < SPEEDUP_MIN_TRIALS:
-        return "indistinguishable"
     low, high = interval
     if low > 1.0:
         return "faster"

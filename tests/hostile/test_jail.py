@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 import uuid
@@ -22,12 +21,13 @@ import pytest
 
 from hostile.jail_probes import (
     assert_contained,
+    compare,
     evaluate,
     host_processes_with,
     jailed_server,
     probe_kernel,
 )
-from integration.kforge_server import KforgeServer, kforge_binary
+from integration.kforge_server import KforgeServer
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the jail needs a root server")
 
@@ -385,17 +385,31 @@ def test_killed_zygote_is_not_charged_to_the_kernel(tmp_path: Path) -> None:
         srv.stop()
 
 
-def test_a_data_dir_jobs_cannot_reach_is_refused_at_start() -> None:
-    # Jobs run as uids of their own: a data directory below a 0700 directory (such as /root)
-    # left every job without its scratch directory ("Permission denied", job by job). Under
-    # /tmp the jail rebuilds the path in its own tmpfs, so the case needs another place.
+def test_a_data_dir_below_a_locked_directory_serves_jailed_jobs() -> None:
+    # A data directory below a 0700 directory (root's home: every default path of `kforge
+    # bench` and `kforge mcp` when run as root) was refused at start, because jobs, running as
+    # uids of their own, could not pass it. The jails reach what they use of the data
+    # directory only through their minimal root's binds and tmpfs mounts, so it must serve
+    # jailed jobs (judge and candidate) and still show them nothing of the locked directory.
+    # Under /tmp the jail rebuilds the path in its own tmpfs, so the case needs another place.
     locked = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="kforge-locked-"))
     locked.chmod(0o700)
-    r = subprocess.run(
-        [str(kforge_binary()), "serve", "--devices", "cpu", "--port", "0",
-         "--sandbox", "required", "--data-dir", str(locked / "data")],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    shutil.rmtree(locked)
-    assert r.returncode != 0
-    assert f"its parent {locked} is not searchable by other users" in r.stdout + r.stderr
+    (locked / "data").mkdir()
+    srv = KforgeServer(
+        data_dir=locked / "data", devices="cpu", extra_args=["--sandbox", "required"]
+    ).start()
+    try:
+        srv.wait_ready("cpu")
+        listing = f"""
+        for path in ("{locked}", "{locked}/data", "{locked}/data/scratch"):
+            try:
+                found.append(f"listed {{path}}: {{os.listdir(path)}}")
+            except OSError:
+                pass
+        """
+        res = assert_contained(compare(srv, probe_kernel(listing), probe_kernel(listing)))
+        jail = res["worker"]["sandbox"]
+        assert jail["candidate"]["jailed"] and jail["judge"]["jailed"], jail
+    finally:
+        srv.stop()
+        shutil.rmtree(locked, ignore_errors=True)

@@ -56,7 +56,9 @@ class KforgeServer:
         log_level: str | None = "debug",
         wrapper: list[str] | None = None,
         admin_token: str | None = None,
+        binary: Path | None = None,
     ) -> None:
+        self.binary = binary or kforge_binary()  # an installed copy, say
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kforge-it-"))
         self.devices = devices or device_under_test()
@@ -77,7 +79,7 @@ class KforgeServer:
         port_file.unlink(missing_ok=True)
         args = [
             *self.wrapper,
-            str(kforge_binary()),
+            str(self.binary),
             "serve",
             "--port", "0",
             "--port-file", str(port_file),

@@ -5,100 +5,10 @@ served concurrently (a running tool never blocks the reader), cancellation, batc
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from integration.kforge_server import device_under_test, kforge_binary
-from integration.mcp_support import sleepy_args, stdio_command, worker_env
-
-
-class StdioPeer:
-    """A `kforge mcp` child with a reader thread collecting every stdout line."""
-
-    def __init__(
-        self, data_dir: Path | None, *extra: str, env: dict[str, str] | None = None
-    ) -> None:
-        """`kforge mcp --data-dir DATA_DIR EXTRA...`; with no data_dir, the default one."""
-        if data_dir is not None:
-            command, args = stdio_command(data_dir, *extra)
-        else:
-            command, args = str(kforge_binary()), ["mcp", "--devices", device_under_test(), *extra]
-        self.proc = subprocess.Popen(
-            [command, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**os.environ, **worker_env(), **(env or {})},
-        )
-        self.lines: queue.Queue[bytes] = queue.Queue()
-        self.raw: list[bytes] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        self.stderr: list[bytes] = []
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout
-        for line in self.proc.stdout:
-            self.raw.append(line)
-            self.lines.put(line)
-
-    def _drain_stderr(self) -> None:
-        assert self.proc.stderr
-        for line in self.proc.stderr:
-            self.stderr.append(line)
-
-    def send_raw(self, data: bytes) -> None:
-        assert self.proc.stdin
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def send(self, message: Any) -> None:
-        self.send_raw(json.dumps(message).encode() + b"\n")
-
-    def next_message(self, timeout_s: float = 60) -> Any:
-        return json.loads(self.lines.get(timeout=timeout_s))
-
-    def answer_to(self, request_id: Any, timeout_s: float = 60) -> dict[str, Any]:
-        """The response to `request_id`, skipping notifications."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            m = self.next_message(max(0.1, deadline - time.monotonic()))
-            if isinstance(m, dict) and m.get("id") == request_id and "method" not in m:
-                return m
-
-    def initialize(self, version: str = "2025-11-25") -> dict[str, Any]:
-        self.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": version,
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "1"},
-                },
-            }
-        )
-        answer = self.answer_to(0)
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return answer
-
-    def close_and_wait(self, timeout_s: float = 60) -> int:
-        assert self.proc.stdin
-        self.proc.stdin.close()
-        return self.proc.wait(timeout=timeout_s)
-
-
-def call(peer: StdioPeer, request_id: Any, name: str, args: dict[str, Any], **meta: Any) -> None:
-    params: dict[str, Any] = {"name": name, "arguments": args}
-    if meta:
-        params["_meta"] = meta
-    peer.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+from integration.mcp_support import StdioPeer, call, sleepy_args
 
 
 def test_stdio_protocol(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -359,3 +360,43 @@ def test_runtime_stats_reads_as_attributes_and_as_a_mapping() -> None:
     assert stats.get("nope", 1) == 1 and stats.keys()[-1] == "method"
     with pytest.raises(KeyError):
         stats["nope"]
+
+
+# --- retries and batches -------------------------------------------------------------------
+
+
+def test_a_full_queue_is_retried_after_retry_after() -> None:
+    # One job at a time: a second submit gets 503 with Retry-After (5 s) while the first runs.
+    srv = KforgeServer(extra_args=["--max-queued-jobs", "1"]).start()
+    try:
+        srv.wait_ready()
+        sleeper = torch_kernel(model_source("time.sleep(4)\nreturn x", prelude="import time"))
+        body = {"kernel": sleeper, "num_correct_trials": 1, "measure_performance": False}
+        with srv.client() as c:
+            r = c.post("/evaluate", params={"wait": "false"}, json=body)
+            assert r.status_code == 202, r.text
+            full = c.post("/evaluate", params={"wait": "false"}, json=body)
+            assert full.status_code == 503 and full.headers["Retry-After"] == "5", full.text
+        with KernelEvalClient(srv.url, retries=0) as impatient:
+            with pytest.raises(KernelEvalError) as refused:
+                impatient.evaluate_result(add_candidate(), **FAST)
+            assert refused.value.status_code == 503
+        with KernelEvalClient(srv.url, poll_interval=0.1, retries=30, max_retry_wait=0.5) as c2:
+            t0 = time.monotonic()
+            result = c2.evaluate_result(add_candidate(), **FAST)
+            assert result.ok, result
+            assert time.monotonic() - t0 >= 0.5  # it waited for the sleeper, retrying
+    finally:
+        srv.stop()
+
+
+def test_one_problems_compares_go_in_one_batch(own_server: KforgeServer) -> None:
+    items = [CompareJob(REF, add_candidate(e), num_trials=5, options=FAST)
+             for e in ("x + y", "y + x", "x * y")]  # fmt: skip
+    with KernelEvalClient(own_server.url, poll_interval=0.1) as client:
+        results = client.run_batch(items)
+    assert [r.ok for r in results] == [True, True, False]
+    # The server computed the reference once: the later candidates reused it.
+    reuse = [r.kernel_exec_result.raw.get("reference_reuse") for r in results]
+    assert all(r is not None for r in reuse), reuse
+    assert len({r["key"] for r in reuse}) == 1 and any(r["reused"] for r in reuse), reuse

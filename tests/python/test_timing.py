@@ -216,3 +216,21 @@ def test_the_spin_kernel_is_the_native_workers_own():
 
     native = (Path(__file__).parents[2] / "src/kforge/cuda/gpu_timer.cc").read_text()
     assert entry(timing._SPIN_PTX.decode()) == entry(native)
+
+
+def test_speedup_interval_of_few_trials_is_the_range_of_trial_ratios():
+    from kforge_worker.timing import SPEEDUP_MIN_TRIALS, speedup_interval, speedup_verdict
+
+    ref, cand = [0.09, 0.10, 0.12], [44.0, 45.0, 46.0]
+    assert len(ref) < SPEEDUP_MIN_TRIALS
+    low, high = speedup_interval(ref, cand, systematic=0.1)
+    assert low == pytest.approx(0.09 / 46.0 * 0.9) and high == pytest.approx(0.12 / 44.0 * 1.1)
+    # 500x slower reads slower with three trials (it read "indistinguishable" before).
+    assert speedup_verdict((low, high)) == "slower"
+    # Overlapping trials of identical kernels cover 1: a tie.
+    tie = speedup_interval([1.0, 1.02, 0.99], [1.01, 0.98, 1.0], systematic=0.03)
+    assert speedup_verdict(tie) == "indistinguishable"
+    # Enough trials: the bootstrap, seeded (the same interval again).
+    many = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
+    assert speedup_interval(many, many, seed=3) == speedup_interval(many, many, seed=3)
+    assert speedup_verdict(None) is None

@@ -78,10 +78,13 @@ StatusOr<std::filesystem::path> find_worker_path() {
     return std::filesystem::path(p);
   }
   KF_ASSIGN_OR_RETURN(auto exe, self_executable());
+  // The build tree (<checkout>/build/<preset>/bin/kforge: <checkout>/python) or an install
+  // (<prefix>/bin/kforge: <prefix>/share/kforge/python).
   for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
        dir = dir.parent_path()) {
-    auto candidate = dir / "python";
-    if (std::filesystem::exists(candidate / "kforge_worker" / "__init__.py")) return candidate;
+    for (auto candidate : {dir / "python", dir / "share" / "kforge" / "python"}) {
+      if (std::filesystem::exists(candidate / "kforge_worker" / "__init__.py")) return candidate;
+    }
   }
   return not_found("cannot find python/kforge_worker next to " + exe.string() +
                    "; set --worker-path or KFORGE_WORKER_PATH");

@@ -113,7 +113,7 @@ void add_interval(Json& out, const model::TimeEstimate& baseline, const model::T
                   double systematic) {
   const model::SpeedupInterval ci = model::ratio_interval(baseline, own, systematic);
   out["speedup_ci"] = ci.to_json();
-  out["speedup_verdict"] = model::speedup_verdict(ci, std::min(baseline.trials, own.trials));
+  out["speedup_verdict"] = model::speedup_verdict(ci);
 }
 
 void add_size(Row& row, const std::string& size, const Measured& m, const JobOutcome& o,

@@ -163,6 +163,14 @@ std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& refer
                                                 const std::vector<double>& candidate_ms,
                                                 uint64_t seed) {
   if (reference_ms.size() < 2 || candidate_ms.size() < 2) return std::nullopt;
+  constexpr double lo = 1.0 - model::kGpuSystematic, hi = 1.0 + model::kGpuSystematic;
+  if (static_cast<int64_t>(std::min(reference_ms.size(), candidate_ms.size())) <
+      model::kSpeedupMinTrials) {
+    const auto [ref_min, ref_max] = std::minmax_element(reference_ms.begin(), reference_ms.end());
+    const auto [cand_min, cand_max] = std::minmax_element(candidate_ms.begin(), candidate_ms.end());
+    return SpeedupInterval{*ref_min / std::max(*cand_max, 1e-12) * lo,
+                           *ref_max / std::max(*cand_min, 1e-12) * hi};
+  }
   std::mt19937_64 rng(seed);
   std::vector<double> ratios;
   ratios.reserve(kSpeedupResamples);
@@ -174,8 +182,7 @@ std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& refer
   }
   std::sort(ratios.begin(), ratios.end());
   const double tail = (1.0 - model::kSpeedupConfidence) / 2.0 * 100.0;
-  return SpeedupInterval{percentile(ratios, tail) * (1.0 - model::kGpuSystematic),
-                         percentile(ratios, 100.0 - tail) * (1.0 + model::kGpuSystematic)};
+  return SpeedupInterval{percentile(ratios, tail) * lo, percentile(ratios, 100.0 - tail) * hi};
 }
 
 std::vector<double> without_window_overhead(std::vector<double> samples_ms, double overhead_ms) {

@@ -65,7 +65,8 @@ TimingStats without_window_overhead(TimingStats stats, double overhead_ms);
 
 // timing.py's speedup_interval: a 95 % interval of reference median / candidate median by
 // the percentile bootstrap over both sides' trials (kSpeedupResamples, each side resampled on
-// its own, with `seed`), widened by the GPU's systematic error (model/speedup.h); nullopt
+// its own, with `seed`), or with fewer than model::kSpeedupMinTrials on a side the range of
+// trial-to-trial ratios, widened by the GPU's systematic error (model/speedup.h); nullopt
 // with fewer than 2 trials a side. model::speedup_verdict says what it shows.
 inline constexpr int kSpeedupResamples = 2000;
 using model::SpeedupInterval;

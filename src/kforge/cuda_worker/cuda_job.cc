@@ -332,9 +332,7 @@ void Pipeline::timing() {
     if (ref) {
       result_.speedup_ci =
           cuda::speedup_interval(ref->samples, cand->samples, job_.request.seed.value_or(0));
-      result_.speedup_verdict = model::speedup_verdict(
-          result_.speedup_ci,
-          static_cast<int64_t>(std::min(ref->samples.size(), cand->samples.size())));
+      result_.speedup_verdict = model::speedup_verdict(result_.speedup_ci);
     }
     bool plausible = speedup <= kExcessiveSpeedup;
     std::string message;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace kforge::model {
 namespace {
@@ -20,6 +21,17 @@ int64_t fewest_trials(const std::vector<TimeEstimate>& parts) {
   return fewest;
 }
 
+// The two-sided 95 % quantile of Student's t for the standard error of `trials` trials (the
+// normal one from 30 on).
+double t95(int64_t trials) {
+  static constexpr double kT[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+                                  2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+                                  2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                                  2.060,  2.056, 2.052, 2.048, 2.045};
+  const int64_t df = std::max<int64_t>(trials - 1, 1);
+  return df <= 29 ? kT[df - 1] : kZ95;
+}
+
 bool all_positive(const std::vector<TimeEstimate>& parts) {
   return !parts.empty() &&
          std::all_of(parts.begin(), parts.end(), [](const TimeEstimate& p) { return p.ms > 0; });
@@ -31,9 +43,8 @@ double systematic_error(std::string_view device) {
   return device == "cpu" ? kCpuSystematic : kGpuSystematic;
 }
 
-std::string speedup_verdict(const std::optional<SpeedupInterval>& interval, int64_t trials) {
+std::string speedup_verdict(const std::optional<SpeedupInterval>& interval) {
   if (!interval) return "";
-  if (trials < kSpeedupMinTrials) return "indistinguishable";
   if (interval->low > 1.0) return "faster";
   if (interval->high < 1.0) return "slower";
   return "indistinguishable";
@@ -87,9 +98,13 @@ std::optional<TimeEstimate> arithmetic_mean(const std::vector<TimeEstimate>& par
 
 SpeedupInterval ratio_interval(const TimeEstimate& numerator, const TimeEstimate& denominator,
                                double systematic) {
+  if (std::min(numerator.trials, denominator.trials) < 2) {
+    return {0.0, std::numeric_limits<double>::infinity()};
+  }
   const double ratio = numerator.ms / std::max(denominator.ms, 1e-12);
   const double a = relative_se(numerator), b = relative_se(denominator);
-  const double spread = std::exp(kZ95 * std::sqrt(a * a + b * b));
+  const double q = t95(std::min(numerator.trials, denominator.trials));
+  const double spread = std::exp(q * std::sqrt(a * a + b * b));
   return {ratio / spread * (1.0 - systematic), ratio * spread * (1.0 + systematic)};
 }
 

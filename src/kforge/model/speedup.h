@@ -12,9 +12,10 @@
 //   auto a = TimeEstimate::of_median(0.52, /*std_ms=*/0.01, /*trials=*/40);
 //   auto b = TimeEstimate::of_median(0.50, 0.01, 40);
 //   SpeedupInterval ci = ratio_interval(a, b, systematic_error("cuda:0"));
-//   speedup_verdict(ci, 40);  // "indistinguishable": 1.04 with 3 % either side covers 1
+//   speedup_verdict(ci);  // "indistinguishable": 1.04 with 3 % either side covers 1
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,7 +27,9 @@
 namespace kforge::model {
 
 inline constexpr double kSpeedupConfidence = 0.95;
-// Fewer trials than this on either side give no `faster`/`slower`, whatever the interval.
+// With fewer trials than this on either side, an interval over trials is the range of the
+// ratios of any reference trial to any candidate trial (a bootstrap has too few values to
+// resample); over estimates, ratio_interval uses Student's t for the fewer trials.
 inline constexpr int64_t kSpeedupMinTrials = 5;
 // What identical kernels read apart between runs, beyond the runs' own spread
 // (docs/benchmarks.md, identity): ~10 % on a 2-core cpu machine, ~3 % on an H200.
@@ -39,12 +42,13 @@ double systematic_error(std::string_view device);
 struct SpeedupInterval {
   double low = 0, high = 0;
   bool covers(double x) const { return low <= x && x <= high; }
-  Json to_json() const { return Json::array({low, high}); }
+  // [low, high]; null when unbounded (no spread known: fewer than 2 trials).
+  Json to_json() const { return std::isfinite(high) ? Json::array({low, high}) : Json(nullptr); }
 };
 
-// "faster" (the whole interval above 1), "slower" (below) or "indistinguishable" (around 1,
-// or fewer than kSpeedupMinTrials `trials` on the smaller side); "" without an interval.
-std::string speedup_verdict(const std::optional<SpeedupInterval>& interval, int64_t trials);
+// "faster" (the whole interval above 1), "slower" (below) or "indistinguishable" (around
+// 1); "" without an interval.
+std::string speedup_verdict(const std::optional<SpeedupInterval>& interval);
 
 // A time in ms, its standard error and the trials behind it.
 struct TimeEstimate {
@@ -67,8 +71,10 @@ struct TimeEstimate {
 std::optional<TimeEstimate> geometric_mean(const std::vector<TimeEstimate>& parts);
 std::optional<TimeEstimate> arithmetic_mean(const std::vector<TimeEstimate>& parts);
 
-// The kSpeedupConfidence interval of numerator.ms / denominator.ms, widened by `systematic`
-// (a fraction) on each side.
+// The kSpeedupConfidence interval of numerator.ms / denominator.ms (normal in the logs, with
+// Student's t quantile for the fewer trials of the two), widened by `systematic` (a
+// fraction) on each side; [0, inf) when either side has fewer than 2 trials (a point
+// estimate: no spread to go by, so never faster or slower).
 SpeedupInterval ratio_interval(const TimeEstimate& numerator, const TimeEstimate& denominator,
                                double systematic);
 

@@ -126,20 +126,6 @@ Status install_seccomp(const std::string& bpf) {
 
 }  // namespace
 
-// The topmost ancestor of `path` (itself excluded) that a uid other than its owner cannot
-// search, or "" when every ancestor is searchable by others.
-std::string blocking_ancestor(const fs::path& path) {
-  fs::path current = "/";
-  for (const auto& part : path.relative_path()) {
-    if (current != "/") {
-      struct stat st {};
-      if (::stat(current.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) return current;
-    }
-    current /= part;
-  }
-  return {};
-}
-
 StatusOr<Json> enter_jail(const JailSpec& spec) {
   Json report = {{"role", spec.role}};
   Json namespaces = Json::array();

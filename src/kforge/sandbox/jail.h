@@ -46,8 +46,4 @@ pid_t clone_into_namespaces(bool new_pid_ns, bool new_mount_ns, bool new_net_ns)
 // CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID); `why` says what is missing.
 bool can_jail(std::string* why);
 
-// The topmost ancestor of `path` (itself excluded) that a uid other than its owner cannot
-// search, or "" when every ancestor is searchable by others.
-std::string blocking_ancestor(const std::filesystem::path& path);
-
 }  // namespace kforge::sandbox

@@ -72,26 +72,6 @@ constexpr std::array<std::pair<const char*, const char*>, 5> kCacheEnv = {{
     {"CUDA_CACHE_PATH", "cuda_jit"},
 }};
 
-// Jailed processes run as uids of their own: every directory above the data directory must
-// let them pass (o+x), or no job can reach its scratch directory.
-Status searchable_by_jobs(const fs::path& data_dir) {
-  std::error_code ec;
-  const fs::path absolute = fs::absolute(data_dir, ec).lexically_normal();
-  // Below a directory the jail mounts a private tmpfs on, the path is rebuilt inside the jail.
-  for (const char* fresh : kPrivateTmpfs) {
-    if (absolute.string().starts_with(std::string(fresh) + "/")) return Status::ok();
-  }
-  if (const std::string dir = sandbox::blocking_ancestor(absolute); !dir.empty()) {
-    return invalid_argument(
-        "--data-dir " + data_dir.string() + ": its parent " + dir +
-        " is not searchable by other users, so jailed jobs (which run as uids of their own) "
-        "cannot reach their scratch directories; choose a data directory under /tmp or "
-        "/var/lib, or chmod o+x " +
-        dir);
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions options) {
@@ -139,10 +119,11 @@ StatusOr<std::shared_ptr<SandboxPolicy>> SandboxPolicy::create(SandboxOptions op
   p.tmp_bytes_ = o.tmp_bytes > 0 ? o.tmp_bytes : static_cast<uint64_t>(p.memory_bytes_) / 4;
 
   // Directories: the data directory is searchable but not listable; caches the jobs share
-  // belong to their group.
+  // belong to their group. Its ancestors need not let job uids pass (a data directory under
+  // root's 0700 home is fine): a jail reaches what it uses of it only through the binds and
+  // private tmpfs mounts of its minimal root, made as root before its uid changes.
   KF_RETURN_IF_ERROR(make_dirs(o.data_dir / "scratch"));
   if (p.jailing_) {
-    KF_RETURN_IF_ERROR(searchable_by_jobs(o.data_dir));
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir, 0, 0, 0711));
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "scratch", 0, 0, 0711));
     KF_RETURN_IF_ERROR(make_owned_dir(o.data_dir / "cache", 0, 0, 0711));

@@ -18,7 +18,7 @@ TEST(SpeedupModelTest, IdenticalTimesAreIndistinguishableEvenWithNoSpread) {
   const SpeedupInterval ci = ratio_interval(t, t, systematic_error("cuda:0"));
   EXPECT_NEAR(ci.low, 0.97, 1e-9);
   EXPECT_NEAR(ci.high, 1.03, 1e-9);
-  EXPECT_EQ(speedup_verdict(ci, 40), "indistinguishable");
+  EXPECT_EQ(speedup_verdict(ci), "indistinguishable");
 }
 
 TEST(SpeedupModelTest, TheSpreadOfBothSidesWidensTheInterval) {
@@ -28,12 +28,28 @@ TEST(SpeedupModelTest, TheSpreadOfBothSidesWidensTheInterval) {
   const SpeedupInterval wide = ratio_interval(a, b, 0.0);
   EXPECT_LT(wide.low, 2.0);
   EXPECT_GT(wide.high, 2.0);
-  EXPECT_NEAR(std::log(wide.high / 2.0), 1.959964 * 0.12533 / 2.0, 1e-4);
-  EXPECT_EQ(speedup_verdict(wide, 16), "faster");
-  EXPECT_EQ(speedup_verdict(ratio_interval(b, a, 0.0), 16), "slower");
-  // Too few trials: no verdict either way.
-  EXPECT_EQ(speedup_verdict(wide, kSpeedupMinTrials - 1), "indistinguishable");
-  EXPECT_EQ(speedup_verdict(std::nullopt, 40), "");
+  // 16 trials: Student's t for 15 degrees of freedom, not the normal quantile.
+  EXPECT_NEAR(std::log(wide.high / 2.0), 2.131 * 0.12533 / 2.0, 1e-4);
+  EXPECT_EQ(speedup_verdict(wide), "faster");
+  EXPECT_EQ(speedup_verdict(ratio_interval(b, a, 0.0)), "slower");
+  EXPECT_EQ(speedup_verdict(std::nullopt), "");
+}
+
+TEST(SpeedupModelTest, FewTrialsWidenTheIntervalAndOneTrialBoundsNothing) {
+  // Three trials a side: t = 4.303 for 2 degrees of freedom, more than twice the normal 1.96.
+  const auto a = TimeEstimate::of_mean(1.2, 0.1, 3);
+  const auto b = TimeEstimate::of_mean(1.0, 0.0, 3);
+  const SpeedupInterval few = ratio_interval(a, b, 0.0);
+  EXPECT_NEAR(std::log(1.2 / few.low), 4.303 * (0.1 / std::sqrt(3.0)) / 1.2, 1e-4);
+  EXPECT_EQ(speedup_verdict(few), "indistinguishable");  // 1.2 within its wide interval
+  // A difference far beyond the spread still reads as one with few trials.
+  EXPECT_EQ(speedup_verdict(ratio_interval(TimeEstimate::of_mean(500.0, 1.0, 3), b, 0.1)),
+            "faster");
+  // One trial: no spread known, an unbounded interval, never faster or slower.
+  const SpeedupInterval one = ratio_interval(TimeEstimate::of_mean(500.0, 0.0, 1), b, 0.0);
+  EXPECT_TRUE(one.covers(1.0));
+  EXPECT_EQ(speedup_verdict(one), "indistinguishable");
+  EXPECT_TRUE(one.to_json().is_null());
 }
 
 TEST(SpeedupModelTest, MeansCarryTheirPartsErrorsAndFewestTrials) {

@@ -8,6 +8,7 @@ asyncio, so the logic (request bodies, answers, polling, batches) exists once.
 
 from __future__ import annotations
 
+import email.utils
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ DEFAULT_URL = "http://localhost:8000"
 # The server waits up to the job's timeout plus this allowance for queueing before it
 # answers 202 (docs/rest-api.md "Waiting and polling").
 SERVER_QUEUE_ALLOWANCE_S = 600.0
+# The most candidates one POST /batch takes (the server's RequestLimits::max_batch_candidates).
+MAX_BATCH_CANDIDATES = 64
 
 KernelLike = Union[KernelCode, dict]
 T = TypeVar("T")
@@ -92,19 +95,39 @@ class CompareJob:
 BatchItem = Union[EvaluateJob, CompareJob]
 
 
+# Statuses that mean "not now" without accepting the request (rate limited; overloaded,
+# draining or starting): sent again after the server's Retry-After, else with backoff.
+RETRY_STATUSES = (429, 503)
+FIRST_BACKOFF_S = 0.5
+MAX_BACKOFF_S = 30.0
+
+
 class Config:
     """A client's settings."""
 
     def __init__(
-        self, base_url: str, timeout: float, token: str | None, poll_interval: float
+        self,
+        base_url: str,
+        timeout: float,
+        token: str | None,
+        poll_interval: float,
+        *,
+        retries: int = 5,
+        max_retry_wait: float = 60.0,
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        if retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {retries}")
+        if max_retry_wait <= 0:
+            raise ValueError(f"max_retry_wait must be positive, got {max_retry_wait}")
         self.base_url = base_url.rstrip("/")
         self.timeout = float(timeout)
         self.poll_interval = float(poll_interval)
+        self.retries = int(retries)
+        self.max_retry_wait = float(max_retry_wait)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def job_timeout(self, timeout: float | None) -> float:
@@ -193,14 +216,40 @@ def check(response: httpx.Response) -> Any:
 # -- operations ---------------------------------------------------------------------------
 
 
-def request_json(call: Call) -> Operation[Any]:
-    response = yield call
-    return check(response)
+def retry_after_s(response: httpx.Response, attempt: int) -> float:
+    """How long to wait before sending again: the server's Retry-After (seconds, or an HTTP
+    date), else FIRST_BACKOFF_S doubled per attempt, at most MAX_BACKOFF_S."""
+    header = response.headers.get("Retry-After", "").strip()
+    if header:
+        try:
+            return max(0.0, float(header))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(header) if header else None
+            if when is not None:
+                return max(0.0, when.timestamp() - time.time())
+    return min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt)
 
 
-def submit(path: str, body: dict[str, Any]) -> Operation[str]:
+def send(config: Config, call: Call) -> Operation[httpx.Response]:
+    """The response to `call`, sent again (at most config.retries times) while the server
+    answers 429 or 503, after its Retry-After (at most config.max_retry_wait) or backoff. The
+    last answer is returned as it is (an error status raises in `check`)."""
+    attempt = 0
+    while True:
+        response = yield call
+        if response.status_code not in RETRY_STATUSES or attempt >= config.retries:
+            return response  # type: ignore[no-any-return]
+        yield Sleep(min(retry_after_s(response, attempt), config.max_retry_wait))
+        attempt += 1
+
+
+def request_json(config: Config, call: Call) -> Operation[Any]:
+    return check((yield from send(config, call)))
+
+
+def submit(config: Config, path: str, body: dict[str, Any]) -> Operation[str]:
     """Queues a job without waiting; its id."""
-    answer = yield from request_json(Call("POST", path, body, params={"wait": "false"}))
+    answer = yield from request_json(config, Call("POST", path, body, params={"wait": "false"}))
     return str(answer["job_id"])
 
 
@@ -208,7 +257,7 @@ def poll(config: Config, job_id: str, timeout: float | None) -> Operation[dict[s
     """GET /job/{id} until the job finishes; the finished job as a submit's answer."""
     deadline = time.monotonic() + (timeout or config.wait_bound())
     while True:
-        view = yield from request_json(Call("GET", f"/job/{job_id}", timeout=10))
+        view = yield from request_json(config, Call("GET", f"/job/{job_id}", timeout=10))
         if JobStatus.from_dict(view).done:
             return finished_answer(view)
         if time.monotonic() > deadline:
@@ -222,18 +271,42 @@ def submit_and_wait(
     """Submits and waits for the answer; a 202 (still queued after the server's wait bound)
     is polled to the end."""
     http_timeout = httpx.Timeout(10.0, read=config.wait_bound(timeout))
-    response = yield Call("POST", path, body, timeout=http_timeout)
+    response = yield from send(config, Call("POST", path, body, timeout=http_timeout))
     answer = check(response)
     if response.status_code == 202:
         return (yield from poll(config, str(answer["job_id"]), None))
     return answer  # type: ignore[no-any-return]
 
 
+def one_problem_body(config: Config, items: Sequence[BatchItem]) -> dict[str, Any] | None:
+    """The POST /batch body when `items` are compares of one reference with the same settings
+    (one problem's candidates: the server computes the reference once for all); else None."""
+    if not items or not all(isinstance(i, CompareJob) for i in items):
+        return None
+    first = items[0]
+    assert isinstance(first, CompareJob)
+    bodies = [batch_request(i, config)[1] for i in items]
+    shared = {k: v for k, v in bodies[0].items() if k != "custom_kernel"}
+    if any({k: v for k, v in b.items() if k != "custom_kernel"} != shared for b in bodies):
+        return None
+    if len(items) > MAX_BATCH_CANDIDATES:
+        return None
+    return {**shared, "candidates": [b["custom_kernel"] for b in bodies]}
+
+
 def submit_batch(config: Config, items: Sequence[BatchItem]) -> Operation[list[str]]:
+    """Queues every item without waiting; their job ids in order. One problem's compares go
+    in one POST /batch; anything else as one request per item."""
+    body = one_problem_body(config, items)
+    if body is not None:
+        answer = yield from request_json(
+            config, Call("POST", "/batch", body, params={"wait": "false"})
+        )
+        return [str(j) for j in answer["jobs"]]
     ids = []
     for item in items:
         path, body, _ = batch_request(item, config)
-        ids.append((yield from submit(path, body)))
+        ids.append((yield from submit(config, path, body)))
     return ids
 
 
@@ -247,7 +320,7 @@ def run_batch(
     while True:
         for job_id in ids:
             if job_id not in done:
-                view = yield from request_json(Call("GET", f"/job/{job_id}", timeout=10))
+                view = yield from request_json(config, Call("GET", f"/job/{job_id}", timeout=10))
                 if JobStatus.from_dict(view).done:
                     done[job_id] = finished_answer(view)
         if len(done) == len(ids):
@@ -257,12 +330,15 @@ def run_batch(
         yield Sleep(config.poll_interval)
 
 
-def cleanup(max_age_hours: float | None, older_than_seconds: int | None) -> Operation[Any]:
+def cleanup(
+    config: Config, max_age_hours: float | None, older_than_seconds: int | None
+) -> Operation[Any]:
     body = {"max_age_hours": max_age_hours, "older_than_seconds": older_than_seconds}
     body = {k: v for k, v in body.items() if v is not None}
-    return (yield from request_json(Call("POST", "/admin/cleanup-jobs", body or None)))
+    return (yield from request_json(config, Call("POST", "/admin/cleanup-jobs", body or None)))
 
 
-def cancel(job_id: str, reason: str | None) -> Operation[Any]:
+def cancel(config: Config, job_id: str, reason: str | None) -> Operation[Any]:
     body = {"reason": reason} if reason else None
-    return (yield from request_json(Call("POST", f"/job/{job_id}/cancel", body, timeout=60)))
+    call = Call("POST", f"/job/{job_id}/cancel", body, timeout=60)
+    return (yield from request_json(config, call))

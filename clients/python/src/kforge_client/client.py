@@ -59,10 +59,17 @@ class KernelEvalClient:
         timeout: float = 120,
         token: str | None = None,
         poll_interval: float = 0.5,
+        *,
+        retries: int = 5,
+        max_retry_wait: float = 60.0,
     ) -> None:
         """timeout: the default job timeout in seconds (sent as `timeout`); token: the
-        server's API token (sent as a Bearer token); poll_interval: seconds between polls."""
-        self._config = op.Config(base_url, timeout, token, poll_interval)
+        server's API token (sent as a Bearer token); poll_interval: seconds between polls;
+        retries: how many times a request the server answers 429 or 503 is sent again, after
+        its Retry-After (at most max_retry_wait seconds) or a backoff from 0.5 s doubling."""
+        self._config = op.Config(
+            base_url, timeout, token, poll_interval, retries=retries, max_retry_wait=max_retry_wait
+        )
         self.base_url = self._config.base_url
         self.timeout = self._config.timeout
         self.session = httpx.Client(base_url=self.base_url, headers=self._config.headers)
@@ -88,7 +95,7 @@ class KernelEvalClient:
             return done.value  # type: ignore[no-any-return]
 
     def _get(self, path: str, timeout: float = 30) -> Any:
-        return self._run(op.request_json(Call("GET", path, timeout=timeout)))
+        return self._run(op.request_json(self._config, Call("GET", path, timeout=timeout)))
 
     # -- the old client's API ------------------------------------------------------------
 
@@ -137,7 +144,7 @@ class KernelEvalClient:
     ) -> dict[str, Any]:
         """Deletes finished jobs older than an age (default: the server's, 300 s). On a server
         with tokens, only an admin token may (403 otherwise)."""
-        return self._run(op.cleanup(max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
+        return self._run(op.cleanup(self._config, max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self.session.close()
@@ -182,7 +189,7 @@ class KernelEvalClient:
     ) -> str:
         """Queues an evaluate and returns its job id at once (wait=false)."""
         body = op.evaluate_body(kernel, num_trials, self._config.job_timeout(timeout), options)
-        return self._run(op.submit("/evaluate", body))
+        return self._run(op.submit(self._config, "/evaluate", body))
 
     def submit_compare(
         self,
@@ -196,7 +203,9 @@ class KernelEvalClient:
         t = self._config.job_timeout(timeout)
         return self._run(
             op.submit(
-                "/compare", op.compare_body(ref_kernel, custom_kernel, num_trials, t, options)
+                self._config,
+                "/compare",
+                op.compare_body(ref_kernel, custom_kernel, num_trials, t, options),
             )
         )
 
@@ -211,7 +220,7 @@ class KernelEvalClient:
 
     def cancel_job(self, job_id: str, reason: str | None = None) -> JobStatus:
         """Cancels a queued or running job; returns it once it has ended."""
-        return JobStatus.from_dict(self._run(op.cancel(job_id, reason)))
+        return JobStatus.from_dict(self._run(op.cancel(self._config, job_id, reason)))
 
     def submit_batch(self, items: Sequence[BatchItem]) -> list[str]:
         """Queues every item without waiting; returns their job ids in order."""
@@ -244,8 +253,14 @@ class AsyncKernelEvalClient:
         timeout: float = 120,
         token: str | None = None,
         poll_interval: float = 0.5,
+        *,
+        retries: int = 5,
+        max_retry_wait: float = 60.0,
     ) -> None:
-        self._config = op.Config(base_url, timeout, token, poll_interval)
+        """The arguments of KernelEvalClient."""
+        self._config = op.Config(
+            base_url, timeout, token, poll_interval, retries=retries, max_retry_wait=max_retry_wait
+        )
         self.base_url = self._config.base_url
         self.timeout = self._config.timeout
         self.session = httpx.AsyncClient(base_url=self.base_url, headers=self._config.headers)
@@ -271,7 +286,7 @@ class AsyncKernelEvalClient:
             return done.value  # type: ignore[no-any-return]
 
     async def _get(self, path: str, timeout: float = 30) -> Any:
-        return await self._run(op.request_json(Call("GET", path, timeout=timeout)))
+        return await self._run(op.request_json(self._config, Call("GET", path, timeout=timeout)))
 
     async def compare(
         self,
@@ -312,7 +327,7 @@ class AsyncKernelEvalClient:
     async def cleanup_jobs(
         self, max_age_hours: float | None = None, older_than_seconds: int | None = None
     ) -> dict[str, Any]:
-        return await self._run(op.cleanup(max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
+        return await self._run(op.cleanup(self._config, max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
 
     async def aclose(self) -> None:
         await self.session.aclose()
@@ -357,7 +372,7 @@ class AsyncKernelEvalClient:
         **options: Any,
     ) -> str:
         body = op.evaluate_body(kernel, num_trials, self._config.job_timeout(timeout), options)
-        return await self._run(op.submit("/evaluate", body))
+        return await self._run(op.submit(self._config, "/evaluate", body))
 
     async def submit_compare(
         self,
@@ -370,7 +385,9 @@ class AsyncKernelEvalClient:
         t = self._config.job_timeout(timeout)
         return await self._run(
             op.submit(
-                "/compare", op.compare_body(ref_kernel, custom_kernel, num_trials, t, options)
+                self._config,
+                "/compare",
+                op.compare_body(ref_kernel, custom_kernel, num_trials, t, options),
             )
         )
 
@@ -381,7 +398,7 @@ class AsyncKernelEvalClient:
         return EvaluationResult.from_dict(await self._run(op.poll(self._config, job_id, timeout)))
 
     async def cancel_job(self, job_id: str, reason: str | None = None) -> JobStatus:
-        return JobStatus.from_dict(await self._run(op.cancel(job_id, reason)))
+        return JobStatus.from_dict(await self._run(op.cancel(self._config, job_id, reason)))
 
     async def submit_batch(self, items: Sequence[BatchItem]) -> list[str]:
         return await self._run(op.submit_batch(self._config, items))

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string_view>
+#include <vector>
 
 #include "kforge/common/log.h"
 #include "kforge/frontends/http/http_message.h"
@@ -26,7 +28,51 @@ class StdioReplyChannel : public ReplyChannel {
   std::shared_ptr<LineWriter> writer_;
 };
 
+// The requests of one line (an object, or a batch array of them); nothing for a line that
+// is not JSON or holds no request.
+std::vector<Json> request_ids(std::string_view line) {
+  std::vector<Json> ids;
+  auto json = parse_json(line);
+  if (!json.is_ok()) return ids;
+  auto take = [&](const Json& m) {
+    if (m.is_object() && m.contains("method") && m.contains("id") && !m["id"].is_null()) {
+      ids.push_back(m["id"]);
+    }
+  };
+  if (json->is_array()) {
+    for (const auto& m : *json)
+      take(m);
+  } else {
+    take(*json);
+  }
+  return ids;
+}
+
 }  // namespace
+
+Status answer_requests_with_error(int in_fd, int out_fd, const std::string& why) {
+  LineWriter writer(out_fd);
+  std::string buffer;
+  char chunk[65536];
+  auto answer = [&](std::string_view line) {
+    for (const Json& id : request_ids(line))
+      writer.send(jsonrpc::make_error(id, jsonrpc::kInternalError, why));
+  };
+  while (true) {
+    ssize_t n = ::read(in_fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error("reading MCP messages from stdin", errno);
+    if (n == 0) break;
+    buffer.append(chunk, static_cast<size_t>(n));
+    for (size_t newline; (newline = buffer.find('\n')) != std::string::npos;) {
+      answer(std::string_view(buffer).substr(0, newline));
+      buffer.erase(0, newline + 1);
+    }
+    if (buffer.size() > (size_t{64} << 20)) buffer.clear();  // no request is that long
+  }
+  answer(buffer);
+  return Status::ok();
+}
 
 bool LineWriter::send(const Json& message) {
   std::string line = http::dump_json(message);  // compact: no raw newline can appear

@@ -44,6 +44,12 @@ class LineWriter : public MessageSink {
   bool broken_ = false;  // guarded by mu_
 };
 
+// For a server that cannot serve (its engine or configuration failed at start): answers
+// every request read from `in_fd` (each line one message; a batch array's requests too) with
+// a JSON-RPC internal error whose message is `why`, so the client shows the reason instead
+// of "connection closed"; notifications and responses get nothing. Returns at end of input.
+Status answer_requests_with_error(int in_fd, int out_fd, const std::string& why);
+
 class StdioTransport {
  public:
   struct Options {

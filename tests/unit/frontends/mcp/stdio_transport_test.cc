@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "frontends/mcp/mcp_test_support.h"
 
@@ -126,6 +128,46 @@ TEST_F(StdioTransportTest, StopEndsRunWhileInputIsOpen) {
   io.transport().stop();
   io.join();
   EXPECT_TRUE(io.status().is_ok());
+}
+
+// A server that cannot serve answers each request (a batch's too) with the reason, ignores
+// notifications, responses and lines that are not JSON, and returns at end of input.
+TEST(AnswerRequestsWithError, EveryRequestGetsTheReason) {
+  int in[2];
+  int out[2];
+  ASSERT_EQ(pipe(in), 0);
+  ASSERT_EQ(pipe(out), 0);
+  const std::string text =
+      R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{}})"
+      "\n"
+      R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+      "\n"
+      "not json\n"
+      R"([{"jsonrpc":"2.0","id":"a","method":"tools/list"},{"jsonrpc":"2.0","id":1,"result":{}}])"
+      "\n"
+      R"({"jsonrpc":"2.0","id":7,"method":"tools/call"})";  // the last line has no newline
+  ASSERT_EQ(write(in[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(in[1]);
+  ASSERT_TRUE(
+      answer_requests_with_error(in[0], out[1], "kforge mcp cannot start: no disk").is_ok());
+  close(out[1]);
+  std::string output;
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof(buf))) > 0;)
+    output.append(buf, static_cast<size_t>(n));
+  close(in[0]);
+  close(out[0]);
+  std::vector<Json> answers;
+  for (size_t start = 0, nl; (nl = output.find('\n', start)) != std::string::npos; start = nl + 1)
+    answers.push_back(Json::parse(output.substr(start, nl - start)));
+  ASSERT_EQ(answers.size(), 3u) << output;
+  EXPECT_EQ(answers[0]["id"], 0);
+  EXPECT_EQ(answers[1]["id"], "a");
+  EXPECT_EQ(answers[2]["id"], 7);
+  for (const Json& a : answers) {
+    EXPECT_EQ(a["error"]["code"], -32603);
+    EXPECT_EQ(a["error"]["message"], "kforge mcp cannot start: no disk");
+  }
 }
 
 }  // namespace
