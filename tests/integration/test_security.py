@@ -27,6 +27,12 @@ def test_token_is_required_when_set(tmp_path: Path) -> None:
             assert bad.status_code == 401
             ok = c.get("/health", headers={"Authorization": "Bearer t0ps3cret"})
             assert ok.status_code == 200
+            # The probes an orchestrator sends without a token: a status word, nothing else.
+            live = c.get("/livez")
+            assert live.status_code == 200 and live.json() == {"status": "alive"}
+            ready = c.get("/readyz")
+            assert ready.status_code == 200 and ready.json() == {"status": "ready"}
+            assert c.post("/livez").status_code == 401
     finally:
         srv.stop()
 

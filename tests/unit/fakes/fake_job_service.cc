@@ -156,10 +156,15 @@ Json FakeJobService::stats() {
   return Json{{"jobs", by_state}, {"total_jobs", jobs_.size()}, {"waiters", waiters_.size()}};
 }
 
+void FakeJobService::set_health_status(std::string status) {
+  std::lock_guard lock(mu_);
+  health_status_ = std::move(status);
+}
+
 Json FakeJobService::health() {
   std::lock_guard lock(mu_);
   ++health_calls_;
-  return Json{{"status", "ok"}, {"devices", Json::array({Json{{"device", "cpu"}}})}};
+  return Json{{"status", health_status_}, {"devices", Json::array({Json{{"device", "cpu"}}})}};
 }
 
 StatusOr<int64_t> FakeJobService::cleanup(std::chrono::seconds older_than) {

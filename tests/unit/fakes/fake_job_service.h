@@ -74,6 +74,8 @@ class FakeJobService : public jobs::JobService {
   // Threads on which methods that "block" were called.
   std::set<std::thread::id> blocking_call_threads() const;
   int health_calls() const;
+  // What health() says in "status" ("healthy" or "degraded", as the real service).
+  void set_health_status(std::string status);
 
  private:
   struct Job {
@@ -106,6 +108,7 @@ class FakeJobService : public jobs::JobService {
   Status submit_error_;                           // guarded by mu_
   std::set<std::thread::id> blocking_threads_;    // guarded by mu_
   int health_calls_ = 0;                          // guarded by mu_
+  std::string health_status_ = "healthy";         // guarded by mu_
 };
 
 }  // namespace kforge::testing

@@ -146,7 +146,7 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request,
     preflight.headers.emplace_back("Access-Control-Max-Age", "600");
     return preflight;
   }
-  if (has_tokens() && matching_token(request) == nullptr) {
+  if (has_tokens() && !is_probe(request) && matching_token(request) == nullptr) {
     HttpResponse response = HttpResponse::error(
         Status(ErrorCode::kUnauthenticated,
                "missing or wrong API token: send 'Authorization: Bearer <token>'"));
@@ -154,6 +154,10 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request,
     return response;
   }
   return std::nullopt;
+}
+
+bool AccessPolicy::is_probe(const HttpRequest& request) {
+  return request.method == "GET" && (request.path == "/livez" || request.path == "/readyz");
 }
 
 HeaderList AccessPolicy::cors_headers(const HttpRequest& request) const {

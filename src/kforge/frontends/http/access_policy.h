@@ -5,7 +5,9 @@
 //   `Authorization: Bearer <token>` with one of them (scheme case-insensitive; compared in
 //   constant time with every token), else 401 with `WWW-Authenticate: Bearer`. The token
 //   names the request's principal (model/principal.h). CORS preflights (OPTIONS with
-//   Access-Control-Request-Method) are exempt, as browsers send them without credentials.
+//   Access-Control-Request-Method) are exempt, as browsers send them without credentials,
+//   and so are the probes `GET /livez` and `GET /readyz` (is_probe), which an orchestrator
+//   sends without one and which answer only a status word.
 // - Origin: a request carrying `Origin` must come from an allowed origin: one listed in
 //   `allowed_origins` ("*" allows all), or a loopback origin (http://localhost:*,
 //   http://127.0.0.1:*, http://[::1]:*). Otherwise 403. Allowed origins get CORS headers.
@@ -58,6 +60,9 @@ class AccessPolicy {
 
   // True when requests need a token.
   bool has_tokens() const { return !tokens_.empty(); }
+
+  // GET /livez or GET /readyz: the probes, answered without a token.
+  static bool is_probe(const HttpRequest& request);
 
   // CORS headers to add to the response of `request` (empty without an allowed Origin).
   HeaderList cors_headers(const HttpRequest& request) const;

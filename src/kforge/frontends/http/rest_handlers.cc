@@ -81,6 +81,17 @@ void handle_health(const RestContextPtr& ctx, const HttpRequest& request, Respon
   });
 }
 
+// GET /readyz (no token: AccessPolicy::is_probe): 200 {"status":"ready"} while every worker is
+// up (jobs are taken; they queue while processes warm), 503 {"status":"not ready"} once one
+// has failed. Nothing else: a probe sees no devices, jobs or versions.
+void handle_readyz(const RestContextPtr& ctx, Responder responder) {
+  ctx->blocking([ctx, responder = std::move(responder)] {
+    const bool ready = ctx->service.health().value("status", "") == "healthy";
+    responder.send(
+        HttpResponse::json(ready ? 200 : 503, Json{{"status", ready ? "ready" : "not ready"}}));
+  });
+}
+
 // GET /stats: counters for everyone; which jobs run (their ids) only for admins.
 void handle_stats(const RestContextPtr& ctx, const HttpRequest& request, Responder responder) {
   ctx->blocking([ctx, principal = request.principal, responder = std::move(responder)] {
@@ -226,6 +237,13 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
   }));
   KF_RETURN_IF_ERROR(router.add("GET", "/health", [ctx](const HttpRequest& r, Responder s) {
     handle_health(ctx, r, std::move(s));
+  }));
+  // The probes (no token): /livez answers while the server's HTTP loop does; /readyz above.
+  KF_RETURN_IF_ERROR(router.add("GET", "/livez", [](const HttpRequest&, Responder s) {
+    s.send(HttpResponse::json(200, Json{{"status", "alive"}}));
+  }));
+  KF_RETURN_IF_ERROR(router.add("GET", "/readyz", [ctx](const HttpRequest&, Responder s) {
+    handle_readyz(ctx, std::move(s));
   }));
   KF_RETURN_IF_ERROR(router.add("GET", "/stats", [ctx](const HttpRequest& r, Responder s) {
     handle_stats(ctx, r, std::move(s));

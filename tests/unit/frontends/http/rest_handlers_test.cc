@@ -295,7 +295,7 @@ TEST_F(RestHandlersTest, HealthAndStats) {
   auto r = get("/health");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  EXPECT_EQ(Json::parse(r->body)["status"], "ok");
+  EXPECT_EQ(Json::parse(r->body)["status"], "healthy");
   EXPECT_EQ(jobs_.health_calls(), 1);
   ASSERT_TRUE(post("/evaluate?wait=false", evaluate_body()));
   r = get("/stats");
@@ -451,6 +451,35 @@ TEST_F(RestHandlersTest, TokenProtectsTheApi) {
                 "Authorization: Bearer tok\r\n");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 202);
+}
+
+// The probes answer without the token, with a status word only; nothing else does.
+TEST_F(RestHandlersTest, ProbesAnswerWithoutTheToken) {
+  HttpServer::Options options;
+  options.token = "tok";
+  start(options);
+  auto r = get("/livez");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Json::parse(r->body), (Json{{"status", "alive"}}));
+  r = get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Json::parse(r->body), (Json{{"status", "ready"}}));
+  jobs_.set_health_status("degraded");  // a worker failed
+  r = get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(Json::parse(r->body), (Json{{"status", "not ready"}}));
+  // Only GET of exactly those paths: the rest still needs the token.
+  for (const char* path : {"/health", "/livez/x", "/readyz/", "/stats"}) {
+    r = get(path);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << path;
+  }
+  r = post("/livez", Json::object());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
 }
 
 }  // namespace
