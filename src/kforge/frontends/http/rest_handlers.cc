@@ -239,7 +239,7 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
     handle_health(ctx, r, std::move(s));
   }));
   // The probes (no token): /livez answers while the server's HTTP loop does; /readyz above.
-  KF_RETURN_IF_ERROR(router.add("GET", "/livez", [](const HttpRequest&, Responder s) {
+  KF_RETURN_IF_ERROR(router.add("GET", "/livez", [](const HttpRequest&, const Responder& s) {
     s.send(HttpResponse::json(200, Json{{"status", "alive"}}));
   }));
   KF_RETURN_IF_ERROR(router.add("GET", "/readyz", [ctx](const HttpRequest&, Responder s) {
