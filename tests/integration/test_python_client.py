@@ -5,6 +5,8 @@ additions, blocking and async, does what it says."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import importlib
 import json
 import os
@@ -16,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import kernel_eval_client
@@ -400,3 +403,19 @@ def test_one_problems_compares_go_in_one_batch(own_server: KforgeServer) -> None
     reuse = [r.kernel_exec_result.raw.get("reference_reuse") for r in results]
     assert all(r is not None for r in reuse), reuse
     assert len({r["key"] for r in reuse}) == 1 and any(r["reused"] for r in reuse), reuse
+
+
+def test_retry_after_is_seconds_or_a_date_else_a_doubling_backoff() -> None:
+    from kforge_client._protocol import MAX_BACKOFF_S, retry_after_s
+
+    def refusal(headers: dict[str, str]) -> httpx.Response:
+        return httpx.Response(503, headers=headers)
+
+    assert retry_after_s(refusal({"Retry-After": "5"}), 0) == 5.0
+    assert retry_after_s(refusal({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}), 0) == 0.0
+    later = email.utils.format_datetime(
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30)
+    )
+    assert 25 <= retry_after_s(refusal({"Retry-After": later}), 0) <= 30
+    assert [retry_after_s(refusal({}), k) for k in range(3)] == [0.5, 1.0, 2.0]
+    assert retry_after_s(refusal({"Retry-After": "soon"}), 20) == MAX_BACKOFF_S

@@ -220,14 +220,14 @@ def retry_after_s(response: httpx.Response, attempt: int) -> float:
     """How long to wait before sending again: the server's Retry-After (seconds, or an HTTP
     date), else FIRST_BACKOFF_S doubled per attempt, at most MAX_BACKOFF_S."""
     header = response.headers.get("Retry-After", "").strip()
-    if header:
-        try:
-            return max(0.0, float(header))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(header) if header else None
-            if when is not None:
-                return max(0.0, when.timestamp() - time.time())
-    return min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt)
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(header).timestamp() - time.time())
+    except (TypeError, ValueError):  # absent, or neither seconds nor an HTTP date
+        return min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt)
 
 
 def send(config: Config, call: Call) -> Operation[httpx.Response]:
