@@ -69,7 +69,10 @@ if [[ "$client_at" != "$client_src" ]]; then
   echo "setup: installing the Python client (clients/python) into $venv, editable"
   "$venv/bin/python" -m pip install -q --no-deps -e "$here/clients/python"
 fi
-[[ "$mode" == serve ]] && exit 0
+if [[ "$mode" == serve ]]; then
+  echo "setup: ok for serving (venv $venv)"
+  exit 0
+fi
 # Node: the MCP conformance suite and the TypeScript SDK client, reinstalled only when
 # tests/mcp-node/package-lock.json changes.
 node_dir="$here/tests/mcp-node"
