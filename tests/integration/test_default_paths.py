@@ -3,8 +3,8 @@ cloud VM's default shell): `kforge mcp` and `kforge bench` keep their data under
 ~/.cache/kforge, and root's home is 0700. Jailed jobs run as uids of their own, and these
 commands used to refuse such a data directory at start (`kforge mcp` by closing the pipe
 before the handshake). `kforge serve`'s default (.kforge in the working directory, below
-root's home) is the same case: tests/hostile/test_jail.py serves jailed jobs from a data
-directory below a 0700 directory."""
+root's home) is the same case (tests/hostile/test_jail.py also checks that such a data
+directory shows the jailed processes nothing)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from integration.kernels import TORCH_ADD_REF, torch_kernel
 from integration.kforge_server import device_under_test, kforge_binary
 from integration.mcp_support import StdioPeer, call, evaluate_args, worker_env
 
@@ -87,3 +90,35 @@ def test_mcp_that_cannot_start_answers_requests_with_the_reason(tmp_path: Path) 
     finally:
         if peer.proc.poll() is None:
             peer.proc.kill()
+
+
+def test_serve_with_its_default_data_dir_serves_a_job(locked_home: Path) -> None:
+    # `kforge serve` keeps its data in ./.kforge: from a project below root's 0700 home.
+    project = locked_home / "project"
+    project.mkdir()
+    port_file = locked_home / "port"
+    log = (locked_home / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [str(kforge_binary()), "serve", "--port", "0", "--port-file", str(port_file),
+         "--devices", device_under_test()],
+        cwd=project, stdout=log, stderr=log, env={**os.environ, **worker_env()},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not port_file.exists():
+            assert proc.poll() is None, (locked_home / "server.log").read_text()
+            assert time.monotonic() < deadline, (locked_home / "server.log").read_text()
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+        body = {"kernel": torch_kernel(TORCH_ADD_REF), "num_correct_trials": 1,
+                "measure_performance": False}  # fmt: skip
+        with httpx.Client(base_url=url, timeout=600) as c:
+            r = c.post("/evaluate", json=body)
+            assert r.status_code == 200, r.text
+            assert r.json()["kernel_exec_result"]["correctness"] is True, r.text
+            assert c.get("/health").json()["sandbox"]["jailing"] == (os.geteuid() == 0)
+        assert (project / ".kforge" / "kforge.db").exists()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
