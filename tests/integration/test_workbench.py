@@ -19,7 +19,12 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from integration.kforge_server import KforgeServer, device_under_test, kforge_binary
+from integration.kforge_server import (
+    KforgeServer,
+    assert_speedup_given,
+    device_under_test,
+    kforge_binary,
+)
 from integration.mcp_support import worker_env
 from integration.workbench_session import check_files, run_session, summary_line
 
@@ -134,7 +139,8 @@ def test_stdio_reference_argument_forms_and_gating(tmp_path: Path) -> None:
                  "reference_code": reference, "warmup": 1, "rep": 3},
             )  # fmt: skip
             assert not r.is_error, r.content[0].text
-            assert r.structured_content["cases"][0]["speedup"] > 0
+            case = r.structured_content["cases"][0]
+            assert_speedup_given(case.get("speedup"), case, notes="flags")
             # The stateful form needs a version first, and a state that allows it.
             r = await client.call_tool(
                 "validate_correctness",

@@ -323,6 +323,13 @@ void PythonWorker::after_job(const WorkerJob& /*job*/) {
   if (options_.gate) replenish();
 }
 
+namespace {
+// How long the warmer waits for a queue count to stop changing before it acts, and how many
+// such waits at most (10 ms each: a burst is gathered within 100 ms, far below a warm-up).
+constexpr std::chrono::milliseconds kDemandSettle{10};
+constexpr int kDemandSettleRounds = 10;
+}  // namespace
+
 void PythonWorker::expect_jobs(int queued) {
   if (!options_.gate) return;
   {
@@ -336,7 +343,15 @@ void PythonWorker::expect_jobs(int queued) {
 void PythonWorker::warmer_loop() {
   std::unique_lock lock(warmer_mu_);
   for (;;) {
-    warmer_cv_.wait(lock, [this] { return warmer_stop_ || demand_changed_; });
+    const auto changed = [this] { return warmer_stop_ || demand_changed_; };
+    warmer_cv_.wait(lock, changed);
+    // A batch's jobs are queued one by one (each stored first): gather the burst, while the
+    // count keeps changing within kDemandSettle (at most kDemandSettleRounds times), so its
+    // missing children start together instead of one round per job.
+    for (int round = 0; round < kDemandSettleRounds && !warmer_stop_; ++round) {
+      demand_changed_ = false;
+      if (!warmer_cv_.wait_for(lock, kDemandSettle, changed)) break;
+    }
     if (warmer_stop_) return;
     demand_changed_ = false;
     const int queued = demand_;
