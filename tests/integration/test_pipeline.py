@@ -145,7 +145,11 @@ def test_python_jobs_in_flight_together_are_correct_and_their_timed_regions_neve
     windows.sort()
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start, windows  # one timed region at a time
-    gate = device_stats(pipelined)["device_gate"]
+    # Idle once the teardowns that run after the answers (shared tickets) are done too.
+    deadline = time.monotonic() + 60
+    while (gate := device_stats(pipelined)["device_gate"])["shared_holders"] or gate["waiting"]:
+        assert time.monotonic() < deadline, gate
+        time.sleep(0.05)
     assert gate["max_shared"] == 3
     assert gate["holder"] is None and gate["shared_holders"] == [] and gate["waiting"] == 0
     assert gate["exclusive_grants"] >= 6
@@ -236,7 +240,12 @@ def test_pipelined_cpu_python_jobs_are_correct_and_time_one_at_a_time(
     windows.sort()
     for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start, windows
-    gate = wait_gate(cpu_pipelined, lambda g: g["waiting"] == 0, "idle")
+    # Idle: a job's teardown runs after its answer (holding a shared ticket), so wait for it too.
+    gate = wait_gate(
+        cpu_pipelined,
+        lambda g: g["waiting"] == 0 and g["holder"] is None and g["shared_holders"] == [],
+        "idle",
+    )
     assert gate["holder"] is None and gate["shared_holders"] == []
     # Each job's replacement child warmed after its answer (Worker::after_job), registered
     # with the gate while it warmed: the pool is full again and no warm-up is left there.
