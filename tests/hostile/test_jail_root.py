@@ -110,6 +110,15 @@ def test_what_jobs_need_still_works_in_the_minimal_root(server: KforgeServer) ->
                            text=True)
         if r.returncode != 0:
             found.append("a new interpreter cannot import torch: " + r.stderr[-600:])
+        # ncu's replay: a new interpreter finds the worker package on PYTHONPATH (its parent,
+        # a directory made on the way, must be listable; an H200 run read "No module named
+        # kforge_worker").
+        import kforge_worker
+        package_parent = os.path.dirname(os.path.dirname(os.path.realpath(kforge_worker.__file__)))
+        r = subprocess.run([sys.executable, "-m", "kforge_worker", "--help"], capture_output=True,
+                           text=True, env=dict(os.environ, PYTHONPATH=package_parent))
+        if r.returncode != 0:
+            found.append("a new interpreter cannot find kforge_worker: " + r.stderr[-600:])
         r = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True)
         if "libc.so.6" not in r.stdout:
             found.append("ldconfig -p: " + r.stderr[-300:])

@@ -75,6 +75,7 @@ StatusOr<JailSpec> JailSpec::from_json(const Json& j) {
   s.new_ipc_ns = j.value("new_ipc_ns", true);
   s.new_uts_ns = j.value("new_uts_ns", true);
   KF_ASSIGN_OR_RETURN(s.read_only, string_list(j, "read_only"));
+  KF_ASSIGN_OR_RETURN(s.listable, string_list(j, "listable"));
   KF_ASSIGN_OR_RETURN(s.devices, string_list(j, "devices"));
   KF_ASSIGN_OR_RETURN(s.hide, string_list(j, "hide"));
   KF_ASSIGN_OR_RETURN(s.tmpfs, tmpfs_list(j));
@@ -145,6 +146,7 @@ Json JailSpec::to_json() const {
             {"new_ipc_ns", new_ipc_ns},
             {"new_uts_ns", new_uts_ns},
             {"read_only", read_only},
+            {"listable", listable},
             {"devices", devices},
             {"binds", binds_json},
             {"tmpfs", tmpfs_json},

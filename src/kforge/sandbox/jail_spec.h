@@ -54,6 +54,9 @@ struct JailSpec {
   // (/lib -> usr/lib, a venv's bin/python) is made again in the root, and its target bound.
   // Paths missing on this host are skipped.
   std::vector<std::string> read_only;
+  // Directories made on the way to a read_only path are searchable, not listable (0711);
+  // these are listable (0755), for a sys.path entry above a bound package.
+  std::vector<std::string> listable;
   // Device nodes (or a directory of them) bound at the same path, usable (not nodev).
   std::vector<std::string> devices;
   std::vector<BindMount> binds;

@@ -370,6 +370,13 @@ Status build_root(const JailSpec& spec, Json& report) {
       listable.insert(fs::path(op.target).parent_path().string());
     }
   }
+  for (const auto& dir : spec.listable) {
+    struct stat st {};
+    if (!dir.empty() && dir.front() == '/' && ::lstat((staging + dir).c_str(), &st) == 0 &&
+        S_ISDIR(st.st_mode)) {
+      listable.insert(dir);
+    }
+  }
   for (const auto& dir : listable) {
     (void)::chmod((staging + dir).c_str(), 0755);  // may be a read-only bind: then it is as is
   }

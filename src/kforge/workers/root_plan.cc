@@ -168,6 +168,24 @@ Status add_compilers(Builder& b, const RootPlanOptions& o) {
   return Status::ok();
 }
 
+// /usr/local/cuda/bin/ncu is a script that launches <toolkit>/nsight-compute-*/ncu, or one
+// under /opt/nvidia/nsight-compute: the toolkit above bin/, and where each nsight-compute entry
+// of it leads (a package install links it to /opt/nvidia/nsight-compute/<version>).
+Status add_ncu(Builder& b, const std::string& ncu) {
+  if (ncu.empty()) return Status::ok();
+  std::error_code ec;
+  const fs::path dir = fs::canonical(ncu, ec).parent_path();
+  if (ec) return Status::ok();
+  const fs::path prefix = dir.filename() == "bin" ? dir.parent_path() : dir;
+  const std::string from = "--ncu " + ncu;
+  KF_RETURN_IF_ERROR(b.add(prefix, "ncu", from));
+  for (const auto& entry : fs::directory_iterator(prefix, ec)) {
+    if (!entry.path().filename().string().starts_with("nsight-compute")) continue;
+    KF_RETURN_IF_ERROR(b.add(canonical_or_self(entry.path()), "ncu", from));
+  }
+  return b.add("/opt/nvidia/nsight-compute", "ncu", from);
+}
+
 }  // namespace
 
 std::vector<std::string> RootPlan::read_only_paths() const {
@@ -204,6 +222,9 @@ StatusOr<RootPlan> plan_root(const RootPlanOptions& o) {
   }
   KF_RETURN_IF_ERROR(add_python(b, plan, o));
   KF_RETURN_IF_ERROR(b.add(o.worker_package, "kforge", "the worker package"));
+  if (!o.worker_package.empty()) {
+    plan.listable.push_back(o.worker_package.lexically_normal().parent_path().string());
+  }
   for (const auto& file : o.kforge_files) {
     KF_RETURN_IF_ERROR(b.add(file, "kforge", "kforge's own files"));
   }
@@ -219,15 +240,7 @@ StatusOr<RootPlan> plan_root(const RootPlanOptions& o) {
     }
     KF_RETURN_IF_ERROR(b.add(path, "operator", "--jail-read-only"));
   }
-  if (!o.ncu.empty()) {
-    // /usr/local/cuda/bin/ncu launches <toolkit>/nsight-compute-*/ncu: the toolkit above bin/.
-    std::error_code ec;
-    const fs::path dir = fs::canonical(o.ncu, ec).parent_path();
-    if (!ec) {
-      KF_RETURN_IF_ERROR(
-          b.add(dir.filename() == "bin" ? dir.parent_path() : dir, "ncu", "--ncu " + o.ncu));
-    }
-  }
+  KF_RETURN_IF_ERROR(add_ncu(b, o.ncu));
   return plan;
 }
 

@@ -55,6 +55,10 @@ struct RootEntry {
 
 struct RootPlan {
   std::vector<RootEntry> read_only;
+  // Directories made on the way to a read-only path that a job may list: the worker
+  // package's parent, a sys.path entry where a new interpreter in the jail (ncu's replay)
+  // looks for kforge_worker; it shows that package alone.
+  std::vector<std::string> listable;
   std::string libcuda_dir;   // where the loader finds libcuda.so.1; "" on a host without
   std::string python_error;  // why the interpreter could not say where its files are
 

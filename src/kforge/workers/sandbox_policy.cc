@@ -200,6 +200,7 @@ Json SandboxPolicy::base_jail(const std::string& role, int gpu_minor, const fs::
   sandbox::JailSpec spec;
   spec.role = role;
   spec.read_only = root_.read_only_paths();
+  spec.listable = root_.listable;
   spec.devices = job_devices(gpu_minor);
   spec.files = root_files();
   spec.links = root_links();

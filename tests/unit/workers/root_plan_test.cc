@@ -95,6 +95,27 @@ TEST(SandboxRootPlanTest, APathHoldingTheDataDirectoryIsRefused) {
   EXPECT_NE(plan.status().message().find("data directory"), std::string::npos);
 }
 
+TEST(SandboxRootPlanTest, NcuIsShownWithTheNsightComputeItsScriptLaunches) {
+  // As a package install lays it out: <toolkit>/bin/ncu runs <toolkit>/nsight-compute-<v>/ncu,
+  // a link to /opt/nvidia/nsight-compute/<v>.
+  const fs::path dir = fs::temp_directory_path() / ("kforge-root-ncu-" + std::to_string(getpid()));
+  fs::create_directories(dir / "toolkit" / "bin");
+  fs::create_directories(dir / "nsight" / "2025.3.1");
+  { std::ofstream(dir / "toolkit" / "bin" / "ncu") << "#!/bin/sh\n"; }
+  fs::create_directory_symlink(dir / "nsight" / "2025.3.1",
+                               dir / "toolkit" / "nsight-compute-2025.3.1");
+  RootPlanOptions o = options_in(dir);
+  o.ncu = (dir / "toolkit" / "bin" / "ncu").string();
+  auto plan = plan_root(o);
+  const fs::path real = fs::canonical(dir);
+  fs::remove_all(dir);
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const auto paths = plan->read_only_paths();
+  EXPECT_TRUE(has(paths, (real / "toolkit").string()));
+  EXPECT_TRUE(has(paths, (real / "nsight" / "2025.3.1").string()));
+  EXPECT_FALSE(has(paths, (real / "nsight").string()));
+}
+
 TEST(SandboxRootPlanTest, AJobSeesOnlyItsOwnGpu) {
   const auto cpu = job_devices(-1);
   EXPECT_TRUE(has(cpu, "/dev/null") && has(cpu, "/dev/urandom"));
