@@ -204,14 +204,22 @@ std::string failure_reason(const Json& run) {
   const Json exit_code = run.value("exit_code", Json());
   const bool has_code = exit_code.is_number_integer();
   std::string errors;
+  std::string program;  // what the profiled program printed itself (ncu's lines start "==")
   for (std::string_view line : lines_of(both)) {
     if (line.starts_with("==ERROR==") || line.starts_with("cannot run ncu") ||
         line.starts_with("ncu did not finish")) {
       errors += (errors.empty() ? "" : "; ") + std::string(line);
     }
   }
+  for (std::string_view line : lines_of(err)) {  // the CSV table is on stdout
+    if (!line.starts_with("==") && !line.empty()) program += std::string(line) + "\n";
+  }
   if (errors.empty()) {
     errors = err.size() > 2000 ? err.substr(err.size() - 2000) : err;
+  } else if (!program.empty() && errors.find("returned an error code") != std::string::npos) {
+    // "The application returned an error code (1)" says nothing of why: its last words do.
+    errors += " The profiled program's last output: " +
+              (program.size() > 2000 ? program.substr(program.size() - 2000) : program);
   }
   return "ncu produced no metrics (exit code " +
          (has_code ? std::to_string(exit_code.get<int64_t>()) : std::string("none")) +

@@ -110,6 +110,16 @@ TEST(NcuReportTest, FailuresSayWhatToDo) {
   const std::string why = device_metrics_of_run(missing)["error"];
   EXPECT_NE(why.find("exit code none"), std::string::npos) << why;
   EXPECT_NE(why.find("cannot run ncu"), std::string::npos) << why;
+  // The profiled program failed: its own last words say why.
+  const std::string crashed = device_metrics_of_run(
+      run_with("==PROF== Connected to process 7\n", 1,
+               "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+               "ModuleNotFoundError: No module named 'kforge_worker'\n"
+               "==ERROR== The application returned an error code (1).\n"))["error"];
+  EXPECT_NE(crashed.find("returned an error code (1). The profiled program's last output"),
+            std::string::npos)
+      << crashed;
+  EXPECT_NE(crashed.find("No module named 'kforge_worker'"), std::string::npos) << crashed;
   EXPECT_FALSE(parse_ncu_csv("").is_ok());
   EXPECT_FALSE(parse_ncu_csv("\"ID\",\"Kernel Name\"\n").is_ok());  // a header, no rows
 }
