@@ -53,9 +53,10 @@ from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
 from kforge_worker.timing import TimingStats, compute_stats, flusher_for, spinner_for
 
-# Timed trials whose outputs the judge verifies: the first, then each later one with this
-# probability (decided before it runs), at most MAX_VERIFIED in all.
-VERIFY_PROBABILITY = 0.1
+# Timed trials whose outputs the judge verifies: the first, each later one with this
+# probability (decided before it runs), at most MAX_VERIFIED so, and the last one (known only
+# once the run has ended; a kernel that turns stale after a number of calls is caught there).
+VERIFY_PROBABILITY = 0.25
 MAX_VERIFIED = 5
 # On the cpu a judged trial makes enough calls (each on its own inputs) for the judge's clock
 # to see about this long, at most judged.MAX_CPU_CALLS, with at most CPU_SETS_BYTES of
@@ -224,6 +225,10 @@ def time_candidate(
     deferred: list[tuple[int, InputSet, list[tuple[str, torch.Tensor]]]] = []
     failures: list[str] = []
     made = [0]
+    last = [-1]  # the last trial that ran
+    # cpu: a copy of the latest unverified trial's outputs (one set), with its inputs: the
+    # regions are poisoned again before the trial ends (the echo's trials prepare them).
+    latest: list[tuple[int, int, InputSet, list[tuple[str, torch.Tensor]]]] = []
 
     def fresh() -> InputSet:
         made[0] += 1
@@ -251,10 +256,14 @@ def time_candidate(
 
     def after(i: int) -> None:
         outputs.count(i)
+        last[0] = max(last[0], i)
         if i in chosen:
             pending.append(i)
             if not gpu:
                 _verify_pending()
+        elif not gpu:
+            k = rng.randrange(sets)
+            latest[:] = [(i, k, staged[i][k], [(n, v.clone()) for n, v in set_views[k]])]
 
     def _verify_pending() -> None:
         while pending:
@@ -288,6 +297,16 @@ def time_candidate(
         return run
     with contextlib.suppress(KeyError):
         _verify_pending()
+    if not failures and last[0] not in chosen:
+        if gpu and last[0] in staged:
+            # Its inputs are still staged and its outputs still in the regions.
+            chosen[last[0]] = rng.randrange(sets)
+            pending.append(last[0])
+            _verify_pending()
+        elif latest and latest[0][0] == last[0]:
+            i, k, inputs, got = latest.pop()
+            chosen[i] = k
+            deferred.append((i, inputs, got))
     for i, inputs, got in deferred:
         problem = "" if failures else _verify(kernels, job, inputs, got, device)
         if problem:
