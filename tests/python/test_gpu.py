@@ -278,7 +278,8 @@ def test_kernel_activity_of_a_triton_vadd_compare(tmp_path):
     assert result["correctness"], result
     stats = result["runtime_stats"]
     assert stats["spin_us"] > 0 and stats["enqueue_ms"] > 0, stats
-    assert stats["launch_not_hidden_trials"] <= 0.1 * stats["trials"], stats
+    # One trial in a few may catch the host late (a page fault, a context switch).
+    assert stats["launch_not_hidden_trials"] <= max(1, 0.1 * stats["trials"]), stats
     # The judge took the event window's own time (about 1.25 us on an H200) off the headline.
     assert 0 < stats["window_overhead_us"] < 20, stats
     assert stats["median"] == pytest.approx(
