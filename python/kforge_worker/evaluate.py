@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import tempfile
 import time
 import traceback
@@ -65,6 +66,7 @@ from kforge_worker.timed import (
 from kforge_worker.timing import (
     EVENT_RESOLUTION_MS,
     SPEEDUP_SYSTEMATIC,
+    SPEEDUP_SYSTEMATIC_MS,
     TimingReport,
     TimingStats,
     speedup_interval,
@@ -619,9 +621,14 @@ def _speedup(
     if cand_ms <= 0 or result.ref_runtime_stats.median <= 0:
         return  # below the clock's resolution (timed.py said so in a warning)
     result.speedup = result.ref_runtime_stats.median / cand_ms
-    systematic = SPEEDUP_SYSTEMATIC[device_kind]
-    interval = speedup_interval(ref_samples, cand_samples, seed=seed, systematic=systematic)
-    if interval is not None:
+    interval = speedup_interval(
+        ref_samples,
+        cand_samples,
+        seed=seed,
+        systematic=SPEEDUP_SYSTEMATIC[device_kind],
+        systematic_ms=SPEEDUP_SYSTEMATIC_MS[device_kind],
+    )
+    if interval is not None and math.isfinite(interval[1]):  # JSON has no infinity
         result.speedup_ci = [interval[0], interval[1]]
     result.speedup_verdict = speedup_verdict(interval)
     plausible = result.speedup <= EXCESSIVE_SPEEDUP

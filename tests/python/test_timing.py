@@ -234,3 +234,27 @@ def test_speedup_interval_of_few_trials_is_the_range_of_trial_ratios():
     many = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
     assert speedup_interval(many, many, seed=3) == speedup_interval(many, many, seed=3)
     assert speedup_verdict(None) is None
+
+
+def test_speedup_interval_covers_the_gpu_paths_absolute_bias():
+    from kforge_worker.timing import SPEEDUP_SYSTEMATIC_MS, speedup_interval, speedup_verdict
+
+    # An H200 read one 2^20-element Triton add as candidate and reference 5.82 us vs 5.44 us
+    # (timed by different paths), each side's trials tight: 3 % alone reads "slower".
+    cand = [0.00580, 0.00582, 0.00583, 0.00581, 0.00584, 0.00582]
+    ref = [0.00543, 0.00544, 0.00545, 0.00544, 0.00543, 0.00545]
+    narrow = speedup_interval(ref, cand, seed=1, systematic=0.03)
+    assert speedup_verdict(narrow) == "slower"
+    wide = speedup_interval(
+        ref, cand, seed=1, systematic=0.03, systematic_ms=SPEEDUP_SYSTEMATIC_MS["cuda"]
+    )
+    assert speedup_verdict(wide) == "indistinguishable"
+    # The same bias is nothing at 100x the time: a real 7 % difference stays "slower".
+    big = speedup_interval(
+        [v * 100 for v in ref],
+        [v * 100 for v in cand],
+        seed=1,
+        systematic=0.03,
+        systematic_ms=SPEEDUP_SYSTEMATIC_MS["cuda"],
+    )
+    assert speedup_verdict(big) == "slower"

@@ -157,6 +157,11 @@ double resampled_median(const std::vector<double>& values, std::mt19937_64& rng,
   return percentile(scratch, 50);
 }
 
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return percentile(values, 50);
+}
+
 }  // namespace
 
 std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& reference_ms,
@@ -168,8 +173,9 @@ std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& refer
       model::kSpeedupMinTrials) {
     const auto [ref_min, ref_max] = std::minmax_element(reference_ms.begin(), reference_ms.end());
     const auto [cand_min, cand_max] = std::minmax_element(candidate_ms.begin(), candidate_ms.end());
-    return SpeedupInterval{*ref_min / std::max(*cand_max, 1e-12) * lo,
-                           *ref_max / std::max(*cand_min, 1e-12) * hi};
+    return model::widened_by_time(
+        {*ref_min / std::max(*cand_max, 1e-12) * lo, *ref_max / std::max(*cand_min, 1e-12) * hi},
+        median_of(reference_ms), median_of(candidate_ms), model::kGpuSystematicMs);
   }
   std::mt19937_64 rng(seed);
   std::vector<double> ratios;
@@ -182,7 +188,9 @@ std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& refer
   }
   std::sort(ratios.begin(), ratios.end());
   const double tail = (1.0 - model::kSpeedupConfidence) / 2.0 * 100.0;
-  return SpeedupInterval{percentile(ratios, tail) * lo, percentile(ratios, 100.0 - tail) * hi};
+  return model::widened_by_time(
+      {percentile(ratios, tail) * lo, percentile(ratios, 100.0 - tail) * hi},
+      median_of(reference_ms), median_of(candidate_ms), model::kGpuSystematicMs);
 }
 
 std::vector<double> without_window_overhead(std::vector<double> samples_ms, double overhead_ms) {

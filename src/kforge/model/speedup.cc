@@ -96,6 +96,17 @@ std::optional<TimeEstimate> arithmetic_mean(const std::vector<TimeEstimate>& par
   return TimeEstimate{sum / n, std::sqrt(var) / n, fewest_trials(parts)};
 }
 
+SpeedupInterval widened_by_time(SpeedupInterval interval, double numerator_ms,
+                                double denominator_ms, double absolute_ms) {
+  if (absolute_ms <= 0) return interval;
+  const double num = std::max(numerator_ms, 1e-12), den = std::max(denominator_ms, 1e-12);
+  interval.low *= std::max(0.0, 1.0 - absolute_ms / num) / (1.0 + absolute_ms / den);
+  interval.high = absolute_ms < den
+                      ? interval.high * (1.0 + absolute_ms / num) / (1.0 - absolute_ms / den)
+                      : std::numeric_limits<double>::infinity();
+  return interval;
+}
+
 SpeedupInterval ratio_interval(const TimeEstimate& numerator, const TimeEstimate& denominator,
                                double systematic) {
   if (std::min(numerator.trials, denominator.trials) < 2) {

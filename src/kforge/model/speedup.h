@@ -35,6 +35,11 @@ inline constexpr int64_t kSpeedupMinTrials = 5;
 // (docs/benchmarks.md, identity): ~10 % on a 2-core cpu machine, ~3 % on an H200.
 inline constexpr double kCpuSystematic = 0.10;
 inline constexpr double kGpuSystematic = 0.03;
+// Within one job on a GPU the candidate is timed through the judge's clock from its own
+// process and the reference in the judge: the two paths read identical kernels of 2-6 us up
+// to ~0.4 us apart on an H200 (docs/benchmarks.md, identity), which no fraction covers at
+// every size. Each side's median is taken as uncertain by this much as well.
+inline constexpr double kGpuSystematicMs = 0.00025;
 
 // The systematic error of timings on `device` ("cpu", "cuda", "cuda:N").
 double systematic_error(std::string_view device);
@@ -77,5 +82,11 @@ std::optional<TimeEstimate> arithmetic_mean(const std::vector<TimeEstimate>& par
 // estimate: no spread to go by, so never faster or slower).
 SpeedupInterval ratio_interval(const TimeEstimate& numerator, const TimeEstimate& denominator,
                                double systematic);
+
+// `interval`, of a ratio of medians numerator_ms / denominator_ms, widened for `absolute_ms`
+// of uncertainty in each median: low by (1 - a/numerator) / (1 + a/denominator), high by
+// (1 + a/numerator) / (1 - a/denominator), infinite when the denominator is not above a.
+SpeedupInterval widened_by_time(SpeedupInterval interval, double numerator_ms,
+                                double denominator_ms, double absolute_ms);
 
 }  // namespace kforge::model

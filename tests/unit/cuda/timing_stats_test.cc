@@ -155,14 +155,41 @@ TEST(SpeedupIntervalTest, AClearlyFasterCandidateIsFaster) {
   EXPECT_EQ(model::speedup_verdict(std::nullopt), "");
 }
 
+TEST(SpeedupIntervalTest, IdenticalFewMicrosecondKernelsCoverOneThroughTheirPathsBias) {
+  // As an H200 read one Triton add of 2^20 elements as candidate and reference: 5.82 us
+  // against 5.44, each side's trials tight. Three percent would not cover 1; the paths'
+  // absolute bias does. At 500 us the same bias is nothing.
+  const std::vector<double> cand = {0.00580, 0.00582, 0.00583, 0.00581, 0.00584, 0.00582};
+  const std::vector<double> ref = {0.00543, 0.00544, 0.00545, 0.00544, 0.00543, 0.00545};
+  const auto small = speedup_interval(ref, cand, 3);
+  ASSERT_TRUE(small.has_value());
+  EXPECT_TRUE(small->covers(1.0)) << small->low << " " << small->high;
+  EXPECT_LT(small->low, 0.95 * (1 - model::kGpuSystematic));
+  std::vector<double> big_cand, big_ref;
+  for (double v : cand)
+    big_cand.push_back(v * 100);
+  for (double v : ref)
+    big_ref.push_back(v * 100);
+  EXPECT_EQ(model::speedup_verdict(speedup_interval(big_ref, big_cand, 3)), "slower");
+  const auto unbounded = model::widened_by_time({0.9, 1.1}, 1.0, 0.0002, 0.00025);
+  EXPECT_TRUE(std::isinf(unbounded.high));
+  EXPECT_EQ(model::widened_by_time({0.9, 1.1}, 1.0, 1.0, 0.0).low, 0.9);
+}
+
 TEST(SpeedupIntervalTest, FewTrialsGiveTheRangeOfTrialRatios) {
   // Three trials a side: the interval is [min ref / max cand, max ref / min cand], widened.
   const std::vector<double> ref = {0.09, 0.10, 0.12};
   const std::vector<double> cand = {44.0, 45.0, 46.0};
   const auto slow = speedup_interval(ref, cand, 1);
   ASSERT_TRUE(slow.has_value());
-  EXPECT_NEAR(slow->low, 0.09 / 46.0 * (1 - model::kGpuSystematic), 1e-12);
-  EXPECT_NEAR(slow->high, 0.12 / 44.0 * (1 + model::kGpuSystematic), 1e-12);
+  // ... and by kGpuSystematicMs in each side's median (0.10 and 45.0 ms).
+  constexpr double a_ms = model::kGpuSystematicMs;
+  EXPECT_NEAR(slow->low,
+              0.09 / 46.0 * (1 - model::kGpuSystematic) * (1 - a_ms / 0.10) / (1 + a_ms / 45.0),
+              1e-12);
+  EXPECT_NEAR(slow->high,
+              0.12 / 44.0 * (1 + model::kGpuSystematic) * (1 + a_ms / 0.10) / (1 - a_ms / 45.0),
+              1e-12);
   EXPECT_EQ(model::speedup_verdict(slow), "slower");  // 500x slower is slower at any count
   // Overlapping trials cover 1: identical kernels with few trials are a tie.
   const std::vector<double> a = {1.0, 1.02, 0.99};
