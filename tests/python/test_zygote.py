@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import worker_kernels as K
 from fake_supervisor import FakeSupervisor
-from worker_jobs import make_job
+from worker_jobs import assert_speedup_consistent, make_job
 
 from kforge_worker import PROTOCOL_VERSION
 from kforge_worker.protocol import send_control
@@ -56,7 +56,8 @@ def test_passing_job(zygote, tmp_path):
     assert message["job_id"] == "job-pass"
     result = message["result"]
     assert result["compiled"] and result["correctness"], result
-    assert result["runtime"] > 0 and result["ref_runtime"] > 0
+    assert result["runtime"] > 0
+    assert_speedup_consistent(result)  # a busy cpu may read the tiny reference as 0
     phases = [m["phase"] for m in child.messages if m["type"] == "progress"]
     assert phases == ["loading", "correctness", "timing_reference", "timing_candidate"]
     exited = zygote.exited(child.pid)
