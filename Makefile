@@ -1,7 +1,8 @@
 # kforge — the two commands a fresh machine needs:
 #   make serve   install what is missing, build, start the server on 127.0.0.1:8000
 #   make test    install what is missing, build, run every test
-# Other targets: make setup | build | build-server (what serve needs) | install (PREFIX=/usr/local) | dist | lint | format | bench | bench-mcp | gpu-check | clean |
+# Other targets: make setup | build | build-server (what serve needs) | install (PREFIX=/usr/local) | dist |
+#                image (the container image, as root) | image-test (run it, get answers) | lint | format | bench | bench-mcp | gpu-check | clean |
 #                adversarial | hostile (tests/hostile) | fuzz (libFuzzer targets, FUZZ_SECONDS each) |
 #                sanitize (asan-test: unit tests under ASan+UBSan; tsan-test: engine/HTTP tests under
 #                TSan) | tidy (all sources) | tidy-ci (what CI checks) | tidy-changed | tidy-layer
@@ -21,7 +22,7 @@ CXX_SOURCES = $(shell git ls-files -co --exclude-standard -- '*.cc' '*.h' 2>/dev
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := request_parser jsonrpc_dispatcher http_reader worker_protocol
 
-.PHONY: setup build build-server install dist serve test unit-test py-test hostile fuzz lint format bench bench-mcp gpu-check clean tidy adversarial \
+.PHONY: setup build build-server install dist image image-test serve test unit-test py-test hostile fuzz lint format bench bench-mcp gpu-check clean tidy adversarial \
 	sanitize asan-test tsan-test tidy-config tidy-ci tidy-changed tidy-layer
 
 setup:
@@ -52,6 +53,15 @@ install: build-server
 # A versioned tarball of the install tree, the client as a wheel, and their checksums in dist/.
 dist: build-server
 	@scripts/dist.sh $(BUILD) dist $(PY)
+
+# The container image (scripts/image.sh: Debian's packages, the worker's wheels, the install
+# tree; OCI layout in build/image), and its smoke test (podman, the manifests' privileges).
+image: build-server
+	@scripts/setup.sh image >/dev/null
+	@scripts/image.sh $(BUILD) build/image
+
+image-test: image
+	@scripts/image-smoke.sh build/image
 
 serve: build-server
 	$(KFORGE) serve --host 127.0.0.1 --port $(PORT) --data-dir $(DATA_DIR) --python $(PY)

@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
-# Validates the Kubernetes manifests (deploy/k8s/) with kubeconform, strict, offline, against
-# the Kubernetes JSON schemas. Both are pinned and cached under ~/.cache/kforge:
-#   - kubeconform, built with Go from the Go module proxy (`go install`) into bin/; with no Go on
+# Validates the Kubernetes manifests (deploy/k8s/): each kustomization (the fleet, each GPU
+# type's node set, the cpu node) rendered by kustomize, and secret.yaml, with kubeconform,
+# strict, offline, against the Kubernetes JSON schemas. All are pinned and cached under
+# ~/.cache/kforge:
+#   - kustomize and kubeconform, built with Go from the Go module proxy (`go install`) into bin/; with no Go on
 #     the machine (Debian 12's golang is 1.19, too old), Go $go_version itself comes from the
 #     same proxy (its golang.org/toolchain module, the zip `go` fetches for GOTOOLCHAIN),
 #     checked against a pinned SHA-256, into go-$go_version/;
 #   - the schemas, from the kubernetes-validate wheel on PyPI (downloaded with pip, not
 #     installed; only its schema directory for $k8s_version is kept) into k8s-schemas/.
 # An argument names another directory of manifests (the default: deploy/k8s).
-# Re-running it when both are cached takes well under a second. Prints "k8s manifests: ok".
+# Re-running it when all are cached takes about a second. Prints "k8s manifests: ok".
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/kforge"
 venv="${KFORGE_VENV:-$HOME/.cache/kforge/venv}"
 kubeconform_version="v0.8.0"
+kustomize_version="v5.7.1"
 go_version="1.26.8"
 go_zip_sha256="30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7"  # linux-amd64
 validate_version="1.37.0"  # kubernetes-validate: schemas of Kubernetes up to this version
 k8s_version="1.37.0"       # what the manifests are validated for
 
 bin="$cache/bin/kubeconform-$kubeconform_version"
-if [[ ! -x "$bin" ]]; then
+kustomize="$cache/bin/kustomize-$kustomize_version"
+if [[ ! -x "$bin" || ! -x "$kustomize" ]]; then
   go_bin="$(command -v go || true)"
   [[ -z "$go_bin" && -x /usr/local/go/bin/go ]] && go_bin=/usr/local/go/bin/go
   # kubeconform needs Go 1.22 or newer; an older one (Debian 12's 1.19) is passed over.
@@ -54,12 +58,15 @@ PY
     fi
     go_bin="$go_root/bin/go"
   fi
-  echo "check-k8s: building kubeconform $kubeconform_version with $("$go_bin" version)"
+  echo "check-k8s: building kubeconform $kubeconform_version and kustomize $kustomize_version with $("$go_bin" version)"
   tmp="$(mktemp -d)"
-  GOBIN="$tmp" GOFLAGS=-mod=mod GOTOOLCHAIN=local "$go_bin" install \
-    "github.com/yannh/kubeconform/cmd/kubeconform@$kubeconform_version"
+  for module in "github.com/yannh/kubeconform/cmd/kubeconform@$kubeconform_version" \
+    "sigs.k8s.io/kustomize/kustomize/v5@$kustomize_version"; do
+    GOBIN="$tmp" GOFLAGS=-mod=mod GOTOOLCHAIN=local "$go_bin" install "$module"
+  done
   mkdir -p "$cache/bin"
   mv "$tmp/kubeconform" "$bin"
+  mv "$tmp/kustomize" "$kustomize"
   rm -rf "$tmp"
 fi
 
@@ -92,7 +99,22 @@ PY
   rm -rf "$tmp"
 fi
 
+# Every kustomization, rendered; the top directory's manifests that no kustomization lists
+# (secret.yaml, applied by hand) as they are.
+manifests="${1:-$here/deploy/k8s}"
+rendered="$(mktemp -d)"
+trap 'rm -rf "$rendered"' EXIT
+while IFS= read -r kustomization; do
+  dir="$(dirname "$kustomization")"
+  name="$(realpath --relative-to="$manifests" "$dir" | tr / _)"
+  "$kustomize" build "$dir" >"$rendered/$name.yaml" || { echo "check-k8s: kustomize build $dir failed" >&2; exit 1; }
+done < <(find "$manifests" -name kustomization.yaml | sort)
+plain=()
+for f in "$manifests"/*.yaml; do
+  [[ "$(basename "$f")" == kustomization.yaml ]] && continue
+  grep -qx "  - $(basename "$f")" "$manifests/kustomization.yaml" 2>/dev/null || plain+=("$f")
+done
 "$bin" -strict -summary -kubernetes-version "$k8s_version" \
   -schema-location "$schemas/{{ .NormalizedKubernetesVersion }}-local{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
-  "${1:-$here/deploy/k8s}"
+  "$rendered" "${plain[@]}"
 echo "k8s manifests: ok"

@@ -5,7 +5,10 @@
 #        PostgreSQL store; not the server),
 #     2. a Python venv with torch, triton and the worker's packages (outside the checkout, so
 #        every clone reuses it): $KFORGE_VENV, default ~/.cache/kforge/venv, and the client.
-#   scripts/setup.sh [test]  that, plus what every `make test` stage needs: the PostgreSQL
+#   scripts/setup.sh image   what serving needs, plus what `make image` and `make image-test`
+#     need: mmdebstrap and umoci (the image from Debian's packages), podman and runc (its
+#     smoke test).
+#   scripts/setup.sh [test]  what serving needs, plus what every `make test` stage needs: the PostgreSQL
 #     server (multi-node test), GoogleTest and Google Benchmark, clang (format, tidy,
 #     libFuzzer), promtool, and 3. the Node tooling of the MCP tests in tests/mcp-node (npm
 #     ci, pinned by its lockfile). Go for kubeconform comes with scripts/check-k8s.sh.
@@ -15,7 +18,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${KFORGE_VENV:-$HOME/.cache/kforge/venv}"
 mode="${1:-test}"
-[[ "$mode" == serve || "$mode" == test ]] || { echo "setup: the mode is serve or test, not '$mode'" >&2; exit 2; }
+[[ "$mode" == serve || "$mode" == image || "$mode" == test ]] ||
+  { echo "setup: the mode is serve, image or test, not '$mode'" >&2; exit 2; }
 
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
@@ -23,6 +27,9 @@ apt_packages=(
   libsqlite3-dev zlib1g-dev libssl-dev libxxhash-dev libpq-dev libseccomp-dev
   python3 python3-venv curl
 )
+if [[ "$mode" == image ]]; then
+  apt_packages+=(mmdebstrap umoci podman runc uidmap)
+fi
 if [[ "$mode" == test ]]; then
   apt_packages+=(
     postgresql
@@ -69,8 +76,8 @@ if [[ "$client_at" != "$client_src" ]]; then
   echo "setup: installing the Python client (clients/python) into $venv, editable"
   "$venv/bin/python" -m pip install -q --no-deps -e "$here/clients/python"
 fi
-if [[ "$mode" == serve ]]; then
-  echo "setup: ok for serving (venv $venv)"
+if [[ "$mode" == serve || "$mode" == image ]]; then
+  echo "setup: ok for ${mode/image/serving and images} (venv $venv)"
   exit 0
 fi
 # Node: the MCP conformance suite and the TypeScript SDK client, reinstalled only when

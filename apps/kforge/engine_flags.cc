@@ -237,11 +237,16 @@ StatusOr<std::unique_ptr<jobs::RetentionSweeper>> start_retention(const EngineFl
   return std::make_unique<jobs::RetentionSweeper>(service, options);
 }
 
-sigset_t block_termination_signals() {
+sigset_t termination_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  return signals;
+}
+
+sigset_t block_termination_signals() {
+  const sigset_t signals = termination_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   return signals;

@@ -85,6 +85,8 @@ StatusOr<std::unique_ptr<jobs::RetentionSweeper>> start_retention(const EngineFl
 // takes them with sigwait on the returned set), and ignores SIGPIPE, so a client that goes
 // away makes writes fail instead of killing the process. Call before starting threads.
 sigset_t block_termination_signals();
+// SIGINT and SIGTERM, the set the function above blocks.
+sigset_t termination_signals();
 
 // Runs on_signal(signal) on a thread of its own when one of `signals` (blocked in every thread:
 // block_termination_signals) arrives. Destroying it ends that thread, after on_signal if a

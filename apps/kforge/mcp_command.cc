@@ -74,10 +74,7 @@ int run_mcp(const McpConfig& c) {
   auto cannot_serve = [](const std::string& why) {
     KF_LOG_ERROR("kforge mcp: {}", why);
     if (::isatty(STDIN_FILENO) == 0) {
-      sigset_t termination;
-      sigemptyset(&termination);
-      sigaddset(&termination, SIGINT);
-      sigaddset(&termination, SIGTERM);
+      const sigset_t termination = termination_signals();
       pthread_sigmask(SIG_UNBLOCK, &termination, nullptr);
       (void)mcp::answer_requests_with_error(STDIN_FILENO, STDOUT_FILENO,
                                             "kforge mcp cannot start: " + why);

@@ -199,15 +199,24 @@ bool can_jail(std::string* why) {
   auto has = [&](int cap) { return (data[cap / 32].effective & (1U << (cap % 32))) != 0; };
   std::vector<std::string> missing;
   if (!has(CAP_SYS_ADMIN)) missing.emplace_back("CAP_SYS_ADMIN");
+  // Bringing up the loopback interface of the job's own network namespace (a container
+  // without it started, then lost every warm process: "bring lo up: Operation not permitted").
+  if (!has(CAP_NET_ADMIN)) missing.emplace_back("CAP_NET_ADMIN");
   if (!has(CAP_SETUID)) missing.emplace_back("CAP_SETUID");
   if (!has(CAP_SETGID)) missing.emplace_back("CAP_SETGID");
   if (!has(CAP_SETPCAP)) missing.emplace_back("CAP_SETPCAP");
+  // The jobs' scratch directories and caches, owned by their users; the cgroup tree; ending
+  // a job's processes (other users') where its cgroup cannot.
+  if (!has(CAP_CHOWN)) missing.emplace_back("CAP_CHOWN");
+  if (!has(CAP_FOWNER)) missing.emplace_back("CAP_FOWNER");
+  if (!has(CAP_DAC_OVERRIDE)) missing.emplace_back("CAP_DAC_OVERRIDE");
+  if (!has(CAP_KILL)) missing.emplace_back("CAP_KILL");
   if (missing.empty()) return true;
   if (why != nullptr) {
     std::string text = "missing capabilities:";
     for (const auto& m : missing)
       text += " " + m;
-    text += " (run kforge as root to jail jobs)";
+    text += " (run kforge as root; in a container, grant them: docs/deployment.md)";
     *why = text;
   }
   return false;

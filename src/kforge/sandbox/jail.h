@@ -42,8 +42,10 @@ StatusOr<Json> enter_jail(const JailSpec& spec);
 // fork hooks of its runtime (Python: PyOS_BeforeFork/AfterFork_*).
 pid_t clone_into_namespaces(bool new_pid_ns, bool new_mount_ns, bool new_net_ns);
 
-// Whether this process may build a full jail (root in the initial user namespace with
-// CAP_SYS_ADMIN, CAP_SETUID and CAP_SETGID); `why` says what is missing.
+// Whether this process may build a full jail and run jobs in it (CAP_SYS_ADMIN, CAP_NET_ADMIN,
+// CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE and CAP_KILL
+// in its effective set: docs/deployment.md "The container's privileges"); `why` says what is
+// missing.
 bool can_jail(std::string* why);
 
 }  // namespace kforge::sandbox
