@@ -35,10 +35,11 @@ def create_tensor_spec(
 
     init_kwargs: mean, std (randn), low, high (uniform), fill_value (full), start, step (arange).
     """
+    # TensorSpec checks the shape (a str is not a list of chars, an int is not a shape).
     if init_kind is None:
-        return TensorSpec(shape=list(shape), dtype=dtype)
+        return TensorSpec(shape=shape, dtype=dtype)
     return TensorSpec(
-        shape=list(shape), dtype=dtype, init=TensorInit(kind=init_kind, seed=seed, **init_kwargs)
+        shape=shape, dtype=dtype, init=TensorInit(kind=init_kind, seed=seed, **init_kwargs)
     )
 
 
