@@ -124,14 +124,18 @@ class Config:
         if max_retry_wait <= 0:
             raise ValueError(f"max_retry_wait must be positive, got {max_retry_wait}")
         self.base_url = base_url.rstrip("/")
-        self.timeout = float(timeout)
+        # Kept as given (an int stays an int), so the request's "timeout" is written as the
+        # old client wrote it: 120, not 120.0.
+        self.timeout = timeout
         self.poll_interval = float(poll_interval)
         self.retries = int(retries)
         self.max_retry_wait = float(max_retry_wait)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def job_timeout(self, timeout: float | None) -> float:
-        return float(timeout) if timeout else self.timeout
+        """The job's timeout: the call's, else the client's (a timeout of 0 too, as the old
+        client's `timeout or self.timeout`)."""
+        return timeout if timeout else self.timeout
 
     def wait_bound(self, timeout: float | None = None) -> float:
         """How long a client waits for a job: its timeout, the server's queueing allowance

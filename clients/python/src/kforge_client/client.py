@@ -152,7 +152,7 @@ class KernelEvalClient:
     def __enter__(self) -> KernelEvalClient:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:
         self.close()
 
     # -- kforge: typed results, jobs, batches --------------------------------------------
@@ -338,7 +338,7 @@ class AsyncKernelEvalClient:
     async def __aenter__(self) -> AsyncKernelEvalClient:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:
         await self.aclose()
 
     async def compare_result(
