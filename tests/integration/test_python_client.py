@@ -188,6 +188,44 @@ def test_bad_requests_raise_naming_the_field(own_server: KforgeServer) -> None:
     client.close()
 
 
+SCALE_TRITON = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, BLOCK_SIZE: tl.constexpr):
+    offsets = tl.program_id(axis=0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(y_ptr + offsets, tl.load(x_ptr + offsets) * 2)
+"""
+
+
+def test_the_old_docs_keyword_forms_run(server: KforgeServer) -> None:
+    # The old server's docs (its CLAUDE.md) wrote the builder's calls by keyword, which its own
+    # client refused; the contract they build here is one kforge runs (test_client_compat.py
+    # checks it equals the old positional forms' contract).
+    io = (
+        IOContractBuilder()
+        .add_input_tensor("x", shape=[1024], dtype="float32", init_kind="randn")
+        .add_output_tensor("y", shape=[1024], dtype="float32")
+        .add_meta_param("BLOCK_SIZE", value=256)
+        .set_launch_config(grid=(4, 1, 1), num_warps=4)
+        .build()
+    )
+    kernel = KernelCode(source_code=SCALE_TRITON, kernel_type="triton", io=io)
+    ref = KernelCode(
+        source_code="def scale(x, **meta):\n    return x * 2\n",
+        kernel_type="torch",
+        io=io,
+        metadata={"function_name": "scale"},
+    )
+    with KernelEvalClient(server.url) as client:
+        out = client.compare(ref, kernel, num_trials=5, **FAST)
+    assert out["status"] == "success", out
+    res = out["kernel_exec_result"]
+    assert res["correctness"] is True, (res.get("validation_error"), res.get("runtime_error"))
+
+
 # --- kforge's additions ---------------------------------------------------------------------
 
 
