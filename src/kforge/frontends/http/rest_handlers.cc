@@ -131,7 +131,13 @@ StatusOr<std::optional<double>> read_age(const Json* value, const std::string& f
   if (!std::isfinite(v) || v < 0 || seconds > kMaxSeconds) {
     return invalid_argument("must be between 0 and 100 years, got " + value->dump(), field);
   }
-  return std::optional<double>(seconds);
+  // An age of 0 deletes every finished job: only older_than_seconds, an exact count, may ask
+  // for that. A fraction of an hour rounds up to whole seconds (0.0001 h is 1 s, never 0).
+  if (!integral && v == 0) {
+    return invalid_argument(
+        "0 would delete every finished job; give older_than_seconds 0 to mean that", field);
+  }
+  return std::optional<double>(std::ceil(seconds));
 }
 
 // A query parameter as a JSON number (so it goes through the same checks as the body).
@@ -182,7 +188,7 @@ StatusOr<std::chrono::seconds> cleanup_age(const RestContext& ctx, const HttpReq
     seconds = age;
   }
   if (!seconds) return ctx.options.default_cleanup_age;
-  return std::chrono::seconds(static_cast<int64_t>(std::floor(*seconds)));
+  return std::chrono::seconds(static_cast<int64_t>(*seconds));
 }
 
 // POST /admin/cleanup-jobs: deletes every principal's old jobs, so only admins may (and

@@ -335,6 +335,10 @@ TEST_F(RestHandlersTest, CleanupDeletesOldFinishedJobs) {
   EXPECT_EQ(Json::parse(r->body)["older_than_seconds"], 300);
   EXPECT_EQ(Json::parse(r->body)["status"], "cleanup_completed");
   EXPECT_EQ(jobs_.job_ids().size(), 1u);  // the queued job is never deleted
+  // A tiny fraction of an hour rounds up to a second; it read 0 s and deleted every job.
+  r = post("/admin/cleanup-jobs", Json{{"max_age_hours", 0.0001}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Json::parse(r->body)["older_than_seconds"], 1) << r->body;
 
   struct Bad {
     std::string target;
@@ -344,6 +348,8 @@ TEST_F(RestHandlersTest, CleanupDeletesOldFinishedJobs) {
   for (const Bad& bad :
        {Bad{"/admin/cleanup-jobs?max_age_hours=abc", "", "query.max_age_hours"},
         Bad{"/admin/cleanup-jobs", R"({"max_age_hours": -1})", "max_age_hours"},
+        Bad{"/admin/cleanup-jobs", R"({"max_age_hours": 0})", "max_age_hours"},
+        Bad{"/admin/cleanup-jobs?max_age_hours=0", "", "query.max_age_hours"},
         Bad{"/admin/cleanup-jobs", R"({"older_than_seconds": 1.5})", "older_than_seconds"},
         Bad{"/admin/cleanup-jobs", R"({"max_age_hours": 1, "older_than_seconds": 5})",
             "older_than_seconds"},
