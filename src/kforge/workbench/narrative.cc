@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 
+#include "kforge/workbench/context_meter.h"
 #include "kforge/workbench/outcome.h"
 #include "kforge/workbench/workspace.h"
 
@@ -218,14 +220,23 @@ std::string render_dev_log(const Session& s, const Knowledge& knowledge) {
   return out;
 }
 
-std::string render_summary(const Session& s) {
+std::string render_summary(const Session& s, SummaryReason why) {
   std::string out = "# Workbench session summary\n\n";
-  out += fmt::format(
-      "Written {} because the session's context passed {} % of its {}-token budget ({} tokens "
-      "estimated). Continue in a new session: open a new chat (a new MCP session) and call "
-      "`resume_session(session_id=\"{}\")`. Every file stays where it is.\n\n",
-      format_time(s.context.summary_written_ms > 0 ? s.context.summary_written_ms : s.updated_ms),
-      70, s.settings.context_budget_tokens, s.context.tokens, s.id);
+  if (why == SummaryReason::kContextBudget) {
+    out += fmt::format(
+        "Written {} because the session's context passed {} % of its {}-token budget ({} tokens "
+        "estimated). Continue in a new session: open a new chat (a new MCP session) and call "
+        "`resume_session(session_id=\"{}\")`. Every file stays where it is.\n\n",
+        format_time(s.context.summary_written_ms > 0 ? s.context.summary_written_ms : s.updated_ms),
+        std::lround(kSummaryThreshold * 100), s.settings.context_budget_tokens, s.context.tokens,
+        s.id);
+  } else {
+    // A resume starts a new context: nothing of the old one's budget is claimed here.
+    out += fmt::format(
+        "The session as it stands {}, resumed in this conversation (context #{}). Every file "
+        "stays where it is.\n\n",
+        format_time(s.updated_ms), s.context.epoch);
+  }
   out += fmt::format(
       "## Session\n\n- id: `{}`\n- kernel: {}\n- state: {}\n- device: {}\n- workspace: `{}`\n"
       "- versions: {} written, at least {} needed\n\n",

@@ -23,8 +23,12 @@ std::string format_time(int64_t unix_ms);
 // or comment), correctness, timings per size, and the best so far.
 std::string render_dev_log(const Session& session, const Knowledge& knowledge);
 
-// docs/summarization.md: kernel, state, versions and results, best, last errors, next steps,
-// and how to resume in a new session.
-std::string render_summary(const Session& session);
+// Why a summary is rendered: the context passed 70 % of its budget (docs/summarization.md is
+// written), or a session was resumed (its state, told to the new conversation).
+enum class SummaryReason { kContextBudget, kResume };
+
+// Kernel, state, versions and results, best, last errors, next steps, and how to resume in a
+// new session; its opening says why it was written.
+std::string render_summary(const Session& session, SummaryReason why);
 
 }  // namespace kforge::workbench

@@ -280,7 +280,8 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
   if (summarized) {
     s.context.summary_written_ms = now;
     if (ws.is_ok()) {
-      if (Status w = ws->write_summary(render_summary(s)); !w.is_ok()) {
+      if (Status w = ws->write_summary(render_summary(s, SummaryReason::kContextBudget));
+          !w.is_ok()) {
         warnings.push_back(w.message());
       }
     }
@@ -307,7 +308,8 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
     Json line = {{"at", format_time(now)},
                  {"at_ms", now},
                  {"tool", std::string(tool_name(tool_))},
-                 {"client", caller_.client},
+                 {"client", caller_.client_name},
+                 {"mcp_session", caller_.client},
                  {"arguments", log_arguments(args_)},
                  {"result", {{"is_error", reply.is_error}, {"summary", first_line(reply.text)}}},
                  {"duration_ms", elapsed},

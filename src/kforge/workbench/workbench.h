@@ -55,6 +55,8 @@ struct Reply {
 
 struct Caller {
   std::string client;  // the MCP session's key ("" for stdio)
+  // What the client calls itself (its clientInfo: "claude-code 2.1.3"), for the JSONL log.
+  std::string client_name;
   // Who submits the call's jobs (the per-client queue quota's key: "peer <address>",
   // "stdio"); "workbench" when empty.
   std::string submitter;

@@ -343,7 +343,7 @@ Reply CallRunner::list_sessions() {
 Reply CallRunner::resume(const Session& s) {
   std::string text = fmt::format("Resumed session {} in this conversation (context #{}).\n\n", s.id,
                                  s.context.epoch);
-  text += render_summary(s);
+  text += render_summary(s, SummaryReason::kResume);
   return text_reply(std::move(text), Json{{"resumed", s.id}, {"epoch", s.context.epoch}});
 }
 

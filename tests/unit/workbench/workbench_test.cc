@@ -125,6 +125,7 @@ class WorkbenchTest : public ::testing::Test {
     auto future = promise->get_future();
     Caller caller;
     caller.client = client;
+    caller.client_name = "test-agent 1.0";
     caller.principal = principal;
     wb_->call(caller, tool, std::move(args),
               [promise](Reply r) { promise->set_value(std::move(r)); });
@@ -234,6 +235,9 @@ TEST_F(WorkbenchTest, AWholeSessionFromStartToEnd) {
   const std::string jsonl = read_file(ws / "log" / (id + ".jsonl")).value();
   EXPECT_NE(jsonl.find("\"tool\":\"get_best_kernel\""), std::string::npos);
   EXPECT_NE(jsonl.find("\"state_after\":\"end\""), std::string::npos);
+  // The client's own name (it was always empty), and the MCP session apart.
+  EXPECT_NE(jsonl.find("\"client\":\"test-agent 1.0\""), std::string::npos);
+  EXPECT_NE(jsonl.find("\"mcp_session\":\"c1\""), std::string::npos);
 }
 
 TEST_F(WorkbenchTest, ASessionSurvivesARestartAndResumesInANewContext) {
@@ -255,6 +259,11 @@ TEST_F(WorkbenchTest, ASessionSurvivesARestartAndResumesInANewContext) {
   EXPECT_EQ(resumed.structured["session"]["versions"], 1);
   EXPECT_EQ(resumed.structured["epoch"], 2);
   EXPECT_LT(resumed.structured["context"]["used_tokens"].get<int64_t>(), used + 5000);
+  // Its summary says it was resumed; it claimed the context had passed 70 % ("0 tokens
+  // estimated") at any use.
+  EXPECT_EQ(resumed.text.find("passed 70 %"), std::string::npos) << resumed.text;
+  EXPECT_NE(resumed.text.find("resumed in this conversation (context #2)"), std::string::npos)
+      << resumed.text;
   Reply status = call(Tool::kGetCurrentStatus, Json::object(), "c2");
   EXPECT_EQ(status.structured["session"]["id"], id);
 
@@ -310,6 +319,7 @@ TEST_F(WorkbenchTest, PastSeventyPercentTheSummaryIsWrittenAndEveryAnswerSaysSo)
   EXPECT_NE(summary.find("resume_session"), std::string::npos);
   EXPECT_NE(summary.find("softmax"), std::string::npos);
   EXPECT_NE(summary.find("## Next steps"), std::string::npos);
+  EXPECT_NE(summary.find("passed 70 % of its 4000-token budget"), std::string::npos) << summary;
   Reply usage = call(Tool::kCheckContextUsage);
   EXPECT_NE(usage.text.find("Over 70 %"), std::string::npos) << usage.text;
 }

@@ -47,6 +47,18 @@ bool Session::client_has_capability(std::string_view name) const {
   return it != client_capabilities_.end() && it->is_object();
 }
 
+std::string Session::client_name() const {
+  std::lock_guard lock(mu_);
+  if (!client_info_.is_object()) return "";
+  auto text = [&](const char* key) {
+    auto it = client_info_.find(key);
+    return it != client_info_.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const std::string name = text("name");
+  const std::string version = text("version");
+  return version.empty() || name.empty() ? name : name + " " + version;
+}
+
 void Session::mark_initialized_notification() {
   std::lock_guard lock(mu_);
   initialized_notification_ = true;

@@ -71,6 +71,9 @@ class Session {
   std::string effective_version() const;
   // True when the client declared capability `name` (e.g. "sampling", "elicitation").
   bool client_has_capability(std::string_view name) const;
+  // The client's clientInfo as "name version" ("name" without a version; "" before
+  // initialize or when it sent none), for logs.
+  std::string client_name() const;
   void mark_initialized_notification();
 
   // ---- stateless (2026-07-28) requests ----

@@ -394,6 +394,7 @@ Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
           RequestContext& rc = call->context();
           workbench::Caller caller;
           caller.client = rc.session().id();
+          caller.client_name = rc.session().client_name();
           caller.submitter = rc.session().client();
           caller.principal = rc.session().principal();
           if (workbench::is_execution_tool(tool)) {

@@ -235,3 +235,20 @@ TEST_F(SessionStoreTest, DestroyingTheStoreClosesSessionsAndTheirStreams) {
 
 }  // namespace
 }  // namespace kforge::frontends::mcp
+
+namespace kforge::frontends::mcp {
+namespace {
+
+TEST(SessionClientNameTest, IsTheClientInfosNameAndVersion) {
+  Session s("id", "peer", model::Principal{});
+  EXPECT_EQ(s.client_name(), "");  // before initialize
+  s.set_initialized("2025-11-25", Json::object(), {{"name", "claude-code"}, {"version", "2.1"}});
+  EXPECT_EQ(s.client_name(), "claude-code 2.1");
+  s.set_initialized("2025-11-25", Json::object(), {{"name", "cursor"}});
+  EXPECT_EQ(s.client_name(), "cursor");
+  s.set_initialized("2025-11-25", Json::object(), {{"name", 7}});  // not a string: nothing
+  EXPECT_EQ(s.client_name(), "");
+}
+
+}  // namespace
+}  // namespace kforge::frontends::mcp
