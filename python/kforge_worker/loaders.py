@@ -267,15 +267,14 @@ def find_entry(kernel: KernelSpec, module: ModuleType) -> tuple[str, Any]:
     if name:
         entry = getattr(module, name, None)
         if entry is None:
-            defined = sorted(
-                k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
-            )
+            # The kernel evaluation server's wording ("Entry point 'run' not found"), which
+            # its clients and tests look for.
             raise LoadError(
-                f"entry point {name!r} is not defined in the source "
-                f"(it defines: {', '.join(defined) or 'nothing callable'})"
+                f"Entry point '{name}' not found in the source "
+                f"(it defines: {_defined_names(module)})"
             )
         if not callable(entry) and not _is_triton_kernel(entry):
-            raise LoadError(f"entry point {name!r} is a {type(entry).__name__}, not callable")
+            raise LoadError(f"Entry point '{name}' is a {type(entry).__name__}, not callable")
         return name, entry
     if kernel.kernel_type == "multi_kernel":
         raise LoadError("kernel_type 'multi_kernel' needs metadata.entry_point")

@@ -1,5 +1,5 @@
 """What the kernel evaluation server's own integration tests and its users expect of it, through
-kforge's REST API: the wording of its errors (`io_contract`).
+kforge's REST API: the wording of its errors (`io_contract`, "Entry point 'run' not found").
 
 The requests are shaped as the old tests sent them (`io`, `metadata`, `launch.grid` as
 {x, y, z}); the kernels are kforge's own.
@@ -108,3 +108,21 @@ def test_a_triton_kernel_without_an_io_contract_is_refused_naming_io_contract(
     assert error["field"] == field
     # The old server's test looks for "io_contract" in the body; its wording was this.
     assert "Triton kernels require io_contract to be specified" in error["error"], error
+
+
+# --- a multi_kernel entry point that is not there --------------------------------------------
+
+
+def test_a_missing_multi_kernel_entry_point_is_named(server: KforgeServer) -> None:
+    kernel = {
+        "source_code": "import torch\n\ndef wrong_name(x, y):\n    return x + y\n",
+        "kernel_type": "multi_kernel",
+        "metadata": {"entry_point": "run", "description": "adds x and y"},
+        "io": {"args": [tensor("x", [N], seed=42)]},
+    }
+    status, out = post(server, "/evaluate", {"kernel": kernel})
+    assert status == 200, out
+    result = out["kernel_exec_result"]
+    assert result["compiled"] is False
+    assert "Entry point 'run' not found" in result["compilation_error"], result
+    assert "wrong_name" in result["compilation_error"]

@@ -66,13 +66,24 @@ def test_entry_point_errors(tmp_path):
     with pytest.raises(LoadError, match=r"several @triton\.jit"):
         entry_runnable(two, load_module(two, "candidate", str(tmp_path), ""))
     missing = kernel(K.triton_vadd(entry_point="nope"))
-    with pytest.raises(LoadError, match="'nope' is not defined"):
+    with pytest.raises(LoadError, match=r"Entry point 'nope' not found .*\(it defines: add_kernel"):
         entry_runnable(missing, load_module(missing, "candidate", str(tmp_path), ""))
     no_grid = K.triton_vadd()
     del no_grid["io"]["launch"]
     no_grid_spec = kernel(no_grid)
     with pytest.raises(LoadError, match=r"io.launch.grid is required"):
         entry_runnable(no_grid_spec, load_module(no_grid_spec, "candidate", str(tmp_path), ""))
+
+
+def test_a_missing_multi_kernel_entry_point_is_named_as_the_old_server_named_it(tmp_path):
+    # The kernel evaluation server's own test looks for "Entry point 'run' not found" in
+    # compilation_error.
+    source = "import torch\n\ndef wrong_name(x, y):\n    return x + y\n"
+    cand = {**K.multi_kernel(), "source_code": source, "metadata": {"entry_point": "run"}}
+    result = run(make_job(cand, tmp_path=tmp_path))
+    assert result["compiled"] is False and result["error_kind"] == "compile"
+    assert "Entry point 'run' not found" in result["compilation_error"]
+    assert "wrong_name" in result["compilation_error"]  # what the source does define
 
 
 def test_cuda_source_is_compiled_not_imported(tmp_path):
