@@ -58,8 +58,8 @@ from kforge_worker.loaders import (
     DeviceUnavailable,
     LoadError,
     Runnable,
+    describe_call_failure,
     format_user_traceback,
-    is_build_failure,
     load_module,
 )
 from kforge_worker.protocol import ProtocolError, StreamChannel
@@ -392,8 +392,7 @@ class Candidate:
             with counting_launches():
                 returned = self._run_once(inv)
         except Exception as e:
-            kind = "compile" if is_build_failure(e) else "runtime"
-            self._reply_error("called", kind, format_user_traceback(e))
+            self._reply_error("called", *describe_call_failure(e))
             return
         threads_after = _active_count()
         described, values = self._outputs(inv, returned)
@@ -473,8 +472,7 @@ class Candidate:
                     measure_enqueue_ms(target, self.tdev) if self.tdev.type == "cuda" else 0.0
                 )
         except Exception as e:
-            kind = "compile" if is_build_failure(e) else "runtime"
-            self._reply_error("time_ready", kind, format_user_traceback(e))
+            self._reply_error("time_ready", *describe_call_failure(e))
             return
         _send(self.channel, {"type": "time_ready", "ok": True, "enqueue_ms": enqueue_ms})
         calls = [target] + [call_of(one) for one in invs[1:]]

@@ -1,8 +1,11 @@
 """What the kernel evaluation server's own integration tests and its users expect of it, through
-kforge's REST API: the wording of its errors (`io_contract`, "Entry point 'run' not found").
+kforge's REST API: the wording of its errors (`io_contract`, "Entry point 'run' not found"),
+the violated Triton constraint named in `validation_error` and Triton front-end errors
+reported as compile errors.
 
 The requests are shaped as the old tests sent them (`io`, `metadata`, `launch.grid` as
-{x, y, z}); the kernels are kforge's own.
+{x, y, z}); the kernels are kforge's own. On the cpu device Triton runs in its interpreter,
+which has no minimum size for tl.dot: the old test's 8x8 dot compiles only there.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from integration.kforge_server import KforgeServer
+from integration.kforge_server import KforgeServer, device_under_test
 
 FAST = {"num_trials": 5, "num_correct_trials": 2}
 
@@ -126,3 +129,109 @@ def test_a_missing_multi_kernel_entry_point_is_named(server: KforgeServer) -> No
     assert result["compiled"] is False
     assert "Entry point 'run' not found" in result["compilation_error"], result
     assert "wrong_name" in result["compilation_error"]
+
+
+# --- a violated Triton constraint, named in validation_error ---------------------------------
+
+# tl.dot's operands must agree on their inner dimension: a rule of triton.language that the
+# compiler (on a GPU) and the interpreter (on the cpu) both enforce.
+MISMATCHED_DOT = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def dot_kernel(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + rows[:, None] * BLOCK + rows[None, :])
+    b = tl.load(b_ptr + tl.arange(0, BLOCK // 2)[:, None] * BLOCK + rows[None, :])
+    c = tl.dot(a, b)
+    tl.store(c_ptr + rows[:, None] * BLOCK + rows[None, :], c)
+"""
+
+DOT_IO = {
+    "args": [
+        tensor("a_ptr", [16, 16], seed=42),
+        tensor("b_ptr", [16, 16], seed=43),
+        tensor("c_ptr", [16, 16], role="output"),
+        scalar("BLOCK", 16, is_meta=True),
+    ],
+    "launch": {"grid": {"x": 1, "y": 1, "z": 1}, "num_warps": 1, "num_stages": 1},
+}
+
+
+def test_a_violated_triton_constraint_is_named_in_validation_error(server: KforgeServer) -> None:
+    kernel = {"source_code": MISMATCHED_DOT, "kernel_type": "triton", "io": DOT_IO}
+    status, out = post(
+        server, "/evaluate", {"kernel": kernel, "num_trials": 10, "collect_device_metrics": False}
+    )
+    assert status == 200, out
+    result = out["kernel_exec_result"]
+    # What the old test asserts: a failed kernel says why in validation_error...
+    assert result["correctness"] is False
+    validation_error = result["validation_error"]
+    assert "error" in validation_error.lower() or "failed" in validation_error.lower()
+    # ...naming the rule the kernel broke, on its first line.
+    assert "must have equal reduction dimensions" in validation_error.splitlines()[0], result
+    # And it is a compile error.
+    assert result["compiled"] is False and result["error_kind"] == "compile"
+    assert "must have equal reduction dimensions" in result["compilation_error"]
+
+
+# The old test's kernel multiplied 8x8 tiles: Triton's compiler needs K >= 16 for tl.dot on
+# NVIDIA GPUs.
+SMALL_DOT = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_dot(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)
+    tile = rows[:, None] * BLOCK + rows[None, :]
+    tl.store(c_ptr + tile, tl.dot(tl.load(a_ptr + tile), tl.load(b_ptr + tile)))
+"""
+
+
+def test_a_small_dot_names_its_constraint_on_a_gpu(server: KforgeServer) -> None:
+    io = {
+        "args": [
+            tensor("a_ptr", [8, 8], seed=42),
+            tensor("b_ptr", [8, 8], seed=43),
+            tensor("c_ptr", [8, 8], role="output"),
+            scalar("BLOCK", 8, is_meta=True),
+        ],
+        "launch": {"grid": {"x": 1, "y": 1, "z": 1}, "num_warps": 1, "num_stages": 1},
+    }
+    kernel = {"source_code": SMALL_DOT, "kernel_type": "triton", "io": io}
+    status, out = post(server, "/evaluate", {"kernel": kernel, "num_trials": 10})
+    assert status == 200, out
+    result = out["kernel_exec_result"]
+    if device_under_test() == "cpu":
+        # The interpreter has no minimum tl.dot size: the kernel runs, and is consistent.
+        assert result["compiled"] is True and result["correctness"] is True, result
+        return
+    assert result["compiled"] is False and result["correctness"] is False, result
+    assert "K >= 16" in result["validation_error"].splitlines()[0], result["validation_error"]
+
+
+# --- Triton front-end errors are compile errors ----------------------------------------------
+
+TRITON_TYPO = TRITON_ADD.replace("x = tl.load(", "x = tl.lod(")
+
+
+@pytest.mark.parametrize("path", ["/evaluate", "/compare"])
+def test_an_undefined_triton_attribute_is_a_compile_error(server: KforgeServer, path: str) -> None:
+    reference = torch_function("def add(x, y):\n    return x + y\n", "add")
+    body = (
+        {"kernel": triton_add(TRITON_TYPO)}
+        if path == "/evaluate"
+        else {"ref_kernel": reference, "custom_kernel": triton_add(TRITON_TYPO)}
+    )
+    status, out = post(server, path, body)
+    assert status == 200, out
+    result = out["kernel_exec_result"]
+    assert result["compiled"] is False and result["correctness"] is False, result
+    assert result["error_kind"] == "compile"
+    assert "lod" in result["compilation_error"], result["compilation_error"]
+    assert "lod" in result["validation_error"].splitlines()[0]
