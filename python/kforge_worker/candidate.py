@@ -49,7 +49,7 @@ import torch
 
 from kforge_worker import device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
-from kforge_worker.binding import Invocation, poison_value
+from kforge_worker.binding import Invocation, poison_value, takes_io_positionally
 from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
@@ -245,6 +245,9 @@ class Candidate:
                 "inputs_fallback": self.problem_calls.fallback,
                 "model_on_device": self.loaded_as["model_on_device"],
                 "model_fallback": self.model_fallback,
+                "io_positional": takes_io_positionally(
+                    self.runnable.signature, kernel.io, tensors_only=False
+                ),
             },
         )
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 import sysconfig
@@ -69,6 +70,9 @@ class Runnable:
     passes_outputs: bool  # output tensors are arguments (Triton style), not return values
     module: ModuleType
     warnings: list[str] = field(default_factory=list)
+    # A torch kernel's callable's signature (None when it has none to inspect): how it takes
+    # an IOContract's arguments (binding.takes_io_positionally).
+    signature: inspect.Signature | None = None
 
     def __call__(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         return self.invoke(args, kwargs)
@@ -303,6 +307,14 @@ def named_function(module: ModuleType, name: str) -> Callable[..., Any]:
     return fn
 
 
+def signature_of(fn: Callable[..., Any]) -> inspect.Signature | None:
+    """inspect.signature(fn), or None for a callable that has none (a builtin, say)."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
 def function_runnable(kernel: KernelSpec, module: ModuleType, name: str) -> Runnable:
     """A torch kernel whose callable is a module-level function. Raises LoadError."""
     fn = named_function(module, name)
@@ -310,7 +322,14 @@ def function_runnable(kernel: KernelSpec, module: ModuleType, name: str) -> Runn
     def invoke(args: list[Any], kwargs: dict[str, Any]) -> Any:
         return fn(*args, **kwargs)
 
-    return Runnable(kernel.kernel_type, name, invoke, passes_outputs=False, module=module)
+    return Runnable(
+        kernel.kernel_type,
+        name,
+        invoke,
+        passes_outputs=False,
+        module=module,
+        signature=signature_of(fn),
+    )
 
 
 def target_class(module: ModuleType, target: TorchTarget, prefer_new: bool) -> type:
@@ -345,7 +364,14 @@ def torch_runnable(
 
     name = type(model).__name__ + ("" if method_name == "forward" else f".{method_name}")
     name = kernel.entry_point or name
-    return Runnable(kernel.kernel_type, name, invoke, passes_outputs=False, module=module)
+    return Runnable(
+        kernel.kernel_type,
+        name,
+        invoke,
+        passes_outputs=False,
+        module=module,
+        signature=signature_of(method),
+    )
 
 
 def _base_function(obj: Any) -> Any:

@@ -1,7 +1,7 @@
 """What the kernel evaluation server's own integration tests and its users expect of it, through
 kforge's REST API: the wording of its errors (`io_contract`, "Entry point 'run' not found"),
-the violated Triton constraint named in `validation_error` and Triton front-end errors
-reported as compile errors.
+the violated Triton constraint named in `validation_error`, Triton front-end errors reported as
+compile errors, and torch callables written for its calling convention.
 
 The requests are shaped as the old tests sent them (`io`, `metadata`, `launch.grid` as
 {x, y, z}); the kernels are kforge's own. On the cpu device Triton runs in its interpreter,
@@ -235,3 +235,66 @@ def test_an_undefined_triton_attribute_is_a_compile_error(server: KforgeServer, 
     assert result["error_kind"] == "compile"
     assert "lod" in result["compilation_error"], result["compilation_error"]
     assert "lod" in result["validation_error"].splitlines()[0]
+
+
+# --- torch callables written for the old server's calling convention -------------------------
+
+# The old server passed a named torch callable every argument of its IOContract positionally.
+OLD_CONVENTION = """
+import torch
+
+
+def torch_add(x, y, output, n_elements, BLOCK_SIZE):
+    return x + y
+
+
+def torch_add_into(x, y, output, n_elements, BLOCK_SIZE):
+    output.copy_(x + y)
+    return output
+
+
+class Ops(torch.nn.Module):
+    def add(self, x, y, output, n_elements, BLOCK_SIZE):
+        return x + y
+"""
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"function_name": "torch_add"},
+        {"function_name": "torch_add_into"},
+        {"class_name": "Ops", "method_name": "add"},
+    ],
+)
+def test_a_torch_callable_written_for_the_old_servers_convention_runs(
+    server: KforgeServer, metadata: dict[str, str]
+) -> None:
+    torch_kernel = {
+        "source_code": OLD_CONVENTION,
+        "kernel_type": "torch",
+        "io": ADD_IO,
+        "metadata": metadata,
+    }
+    for path, body in [
+        ("/compare", {"ref_kernel": torch_kernel, "custom_kernel": triton_add()}),
+        ("/compare", {"ref_kernel": triton_add(), "custom_kernel": torch_kernel}),
+        ("/evaluate", {"kernel": triton_add(), "reference_kernel": torch_kernel}),
+        ("/evaluate", {"kernel": torch_kernel}),
+    ]:
+        status, out = post(server, path, body)
+        assert status == 200, out
+        result = out["kernel_exec_result"]
+        assert result["compiled"] is True and result["correctness"] is True, (
+            path,
+            sorted(body),
+            result.get("validation_error"),
+        )
+
+
+def test_a_function_that_takes_the_input_tensors_still_gets_them(server: KforgeServer) -> None:
+    # The old client's own example: `optimized_add(x, y)` with the Triton kernel's whole
+    # contract (the old server passed it five arguments and failed); kforge passes x and y.
+    reference = torch_function("def optimized_add(x, y):\n    return x + y\n", "optimized_add")
+    status, out = post(server, "/compare", {"ref_kernel": reference, "custom_kernel": triton_add()})
+    assert status == 200 and out["kernel_exec_result"]["correctness"] is True, out
