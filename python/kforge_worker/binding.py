@@ -9,6 +9,10 @@ Calling conventions (REFERENCE.md §4):
 - A torch Model called with an IOContract receives the non-output, non-meta arguments
   positionally and the meta ones as keywords; a torch reference of a candidate's IOContract
   receives only the input/inout tensors. Its outputs are its return value(s).
+- A torch callable with an IOContract of its own whose signature cannot take those, but
+  takes every argument of its IOContract positionally in declared order (outputs, scalars
+  and meta ones too), is called that way: the kernel evaluation server's convention
+  (takes_io_positionally). Its outputs are still its return value(s).
 
 Output buffers are poisoned before a run (NaN for floats, a bit pattern for integers) so
 elements a kernel never writes cannot pass.
@@ -16,6 +20,7 @@ elements a kernel never writes cannot pass.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +38,9 @@ class Invocation:
     kwargs: dict[str, Any]
     outputs: list[BoundArg] = field(default_factory=list)  # written in place; [] = return value
     read_only: list[BoundArg] = field(default_factory=list)  # must be unchanged afterwards
+    # Output buffers passed as arguments that the kernel may write but whose contents are not
+    # its outputs (bind_all_positional: its outputs are its return value).
+    writable: list[BoundArg] = field(default_factory=list)
 
     @property
     def output_only(self) -> list[BoundArg]:
@@ -65,8 +73,49 @@ def bind_read_tensors(inputs: InputSet) -> Invocation:
     return Invocation([a.value for a in tensors], {}, read_only=inputs.tensors(("input",)))
 
 
-def bind_foreign(inputs: InputSet, io: IOContract, device: torch.device) -> Invocation:
-    """Triton style, for a kernel whose own IOContract differs from the one that defined the
+def bind_all_positional(inputs: InputSet) -> Invocation:
+    """The kernel evaluation server's convention for a torch callable with an IOContract:
+    every argument positionally, in declared order (outputs, scalars and meta ones too). Its
+    outputs are its return value(s); the output buffers it is passed are only its to write."""
+    return Invocation(
+        [a.value for a in inputs.args],
+        {},
+        read_only=inputs.tensors(("input",)),
+        writable=inputs.tensors(("output", "inout")),
+    )
+
+
+def _binds(signature: inspect.Signature, positional: int, keywords: list[str]) -> bool:
+    try:
+        signature.bind(*range(positional), **dict.fromkeys(keywords))
+    except TypeError:
+        return False
+    return True
+
+
+def takes_io_positionally(
+    signature: inspect.Signature | None, io: IOContract | None, *, tensors_only: bool
+) -> bool:
+    """Whether a torch callable with the IOContract `io` of its own is to be called as the
+    kernel evaluation server called it (bind_all_positional): its signature cannot take what
+    kforge passes (bind_values, or with `tensors_only` bind_read_tensors: a reference of the
+    candidate's IOContract) but takes every argument of `io` positionally. A callable that
+    takes kforge's arguments is called as before; one that takes neither fails as it would."""
+    if signature is None or io is None or not io.args:
+        return False
+    if tensors_only:
+        usual = sum(1 for a in io.args if a.is_tensor and a.role in ("input", "inout"))
+        keywords: list[str] = []
+    else:
+        usual = sum(1 for a in io.args if not a.is_meta and a.role != "output")
+        keywords = [a.name for a in io.args if a.is_meta]
+    if _binds(signature, usual, keywords):
+        return False
+    return _binds(signature, len(io.args), [])
+
+
+def foreign_inputs(inputs: InputSet, io: IOContract, device: torch.device) -> InputSet:
+    """The arguments of a kernel whose own IOContract differs from the one that defined the
     inputs: its input/inout tensors take the defining tensors in order, its scalars come from
     its own contract and its output-only tensors are fresh zeros."""
     source = iter(inputs.tensors(("input", "inout")))
@@ -87,7 +136,13 @@ def bind_foreign(inputs: InputSet, io: IOContract, device: torch.device) -> Invo
                     "the candidate's IOContract provides"
                 )
             bound.append(BoundArg(spec.name, taken.value, spec.role))
-    return bind_own(InputSet(tuple(bound), from_io=True))
+    return InputSet(tuple(bound), from_io=True)
+
+
+def bind_foreign(inputs: InputSet, io: IOContract, device: torch.device) -> Invocation:
+    """Triton style, for a kernel whose own IOContract differs from the one that defined the
+    inputs (foreign_inputs)."""
+    return bind_own(foreign_inputs(inputs, io, device))
 
 
 def collect_outputs(inv: Invocation, returned: Any) -> list[tuple[str, Any]]:

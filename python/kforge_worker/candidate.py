@@ -49,7 +49,7 @@ import torch
 
 from kforge_worker import device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
-from kforge_worker.binding import Invocation, poison_value
+from kforge_worker.binding import Invocation, poison_value, takes_io_positionally
 from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
@@ -58,8 +58,8 @@ from kforge_worker.loaders import (
     DeviceUnavailable,
     LoadError,
     Runnable,
+    describe_call_failure,
     format_user_traceback,
-    is_build_failure,
     load_module,
 )
 from kforge_worker.protocol import ProtocolError, StreamChannel
@@ -245,6 +245,9 @@ class Candidate:
                 "inputs_fallback": self.problem_calls.fallback,
                 "model_on_device": self.loaded_as["model_on_device"],
                 "model_fallback": self.model_fallback,
+                "io_positional": takes_io_positionally(
+                    self.runnable.signature, kernel.io, tensors_only=False
+                ),
             },
         )
 
@@ -392,8 +395,7 @@ class Candidate:
             with counting_launches():
                 returned = self._run_once(inv)
         except Exception as e:
-            kind = "compile" if is_build_failure(e) else "runtime"
-            self._reply_error("called", kind, format_user_traceback(e))
+            self._reply_error("called", *describe_call_failure(e))
             return
         threads_after = _active_count()
         described, values = self._outputs(inv, returned)
@@ -473,8 +475,7 @@ class Candidate:
                     measure_enqueue_ms(target, self.tdev) if self.tdev.type == "cuda" else 0.0
                 )
         except Exception as e:
-            kind = "compile" if is_build_failure(e) else "runtime"
-            self._reply_error("time_ready", kind, format_user_traceback(e))
+            self._reply_error("time_ready", *describe_call_failure(e))
             return
         _send(self.channel, {"type": "time_ready", "ok": True, "enqueue_ms": enqueue_ms})
         calls = [target] + [call_of(one) for one in invs[1:]]

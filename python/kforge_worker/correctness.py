@@ -44,7 +44,7 @@ from kforge_worker.devinfo import synchronize
 from kforge_worker.inputs import InputSet, derive_seed, summarize
 from kforge_worker.kernels import JobKernels, RemoteError
 from kforge_worker.link import CallReply
-from kforge_worker.loaders import Runnable, format_user_traceback, is_build_failure
+from kforge_worker.loaders import Runnable, describe_call_failure, format_user_traceback
 from kforge_worker.reference_reuse import ReferenceCache
 from kforge_worker.results import CorrectnessDetails, FirstMismatch, JobResult, TrialResult
 from kforge_worker.spec import JobSpec
@@ -61,22 +61,31 @@ def call_kernel(runnable: Runnable, inv: Invocation, device: torch.device) -> An
     return returned
 
 
-def report_exception(result: JobResult, exc: BaseException, where: str) -> None:
-    """A kernel raised: compile errors surfacing at first launch vs runtime errors."""
+def report_exception(result: JobResult, exc: BaseException, trial: str) -> None:
+    """A kernel raised: compile errors surfacing at first launch vs runtime errors.
+
+    A kernel that failed to compile when first launched (Triton compiles at the first call)
+    did not compile: `compiled` false and the error in `compilation_error`. The kernel
+    evaluation server found these while validating and reported them in validation_error,
+    where its clients look, so validation_error names the error too (the first line of the
+    text: describe_call_failure's summary)."""
     if isinstance(exc, RemoteError):
-        detail, build = exc.text, getattr(exc, "kind", "") == "compile"
+        kind, detail = getattr(exc, "kind", "runtime"), exc.text
     else:
-        detail, build = format_user_traceback(exc), is_build_failure(exc)
-    text = f"{where}:\n{detail}"
+        kind, detail = describe_call_failure(exc)
+    if kind == "compile":
+        where = f"the kernel failed to compile at its first launch, in {trial}"
+        summary = detail.strip().splitlines()[0] if detail.strip() else "no message"
+        result.compiled = False
+        result.fail("compile", f"{where}:\n{detail}")
+        result.validation_error = result.validation_error or f"{where}: {summary}"
+        return
+    text = f"the kernel raised in {trial}:\n{detail}"
     if "illegal memory access" in detail:
         from kforge_worker.link import READ_ONLY_HINT
 
         text += f"\n(kforge: {READ_ONLY_HINT})"
-    if build:
-        result.compiled = False
-        result.fail("compile", text)
-    else:
-        result.fail("runtime", text)
+    result.fail("runtime", text)
 
 
 # An fp32 output whose largest error exceeds this fraction of its largest value was most
@@ -248,7 +257,7 @@ def _remote_failure(trial: _Trial, reply: CallReply) -> bool:
     report_exception(
         trial.result,
         _RemoteCallError(reply.failure.kind, reply.failure.message),
-        f"the kernel raised in {trial.label}",
+        trial.label,
     )
     return False
 

@@ -307,9 +307,9 @@ class CandidateTrials:
 
 
 def _error_of(e: BaseException) -> tuple[str, str]:
-    from kforge_worker.loaders import format_user_traceback, is_build_failure
+    from kforge_worker.loaders import describe_call_failure
 
-    return ("compile" if is_build_failure(e) else "runtime", format_user_traceback(e))
+    return describe_call_failure(e)
 
 
 # -- the judge's side of a timed run -------------------------------------------------------

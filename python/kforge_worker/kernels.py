@@ -87,6 +87,9 @@ class RemoteCandidate:
     # Triton launches per correctness call as the candidate process counted them (the most
     # seen; -1: none counted), for the judge's cross-check of its kernel activity.
     triton_launches: int = -1
+    # Its torch callable takes its IOContract as the kernel evaluation server passed it
+    # (binding.takes_io_positionally, decided by the candidate process at its load).
+    io_positional: bool = False
 
 
 @dataclass
@@ -146,23 +149,43 @@ class JobKernels:
 
     def bind_candidate(self, inputs: InputSet) -> Invocation:
         return self._bind(
-            self.candidate.passes_outputs, self.candidate_spec, inputs, "candidate_io"
+            self.candidate.passes_outputs,
+            self.candidate_spec,
+            inputs,
+            "candidate_io",
+            positional=self.candidate.io_positional,
         )
 
     def bind_reference(self, inputs: InputSet) -> Invocation:
-        assert self.reference is not None and self.reference_spec is not None
-        if not self.reference.passes_outputs and self.input_source == "candidate_io":
+        reference, spec = self.reference, self.reference_spec
+        assert reference is not None and spec is not None
+        if not reference.passes_outputs and self.input_source == "candidate_io":
+            if spec.io is not None and binding.takes_io_positionally(
+                reference.signature, spec.io, tensors_only=True
+            ):
+                # Its own IOContract's arguments, its input tensors the candidate's.
+                foreign = binding.foreign_inputs(inputs, spec.io, self.device)
+                return binding.bind_all_positional(foreign)
             return binding.bind_read_tensors(inputs)
+        positional = binding.takes_io_positionally(reference.signature, spec.io, tensors_only=False)
         return self._bind(
-            self.reference.passes_outputs, self.reference_spec, inputs, "reference_io"
+            reference.passes_outputs, spec, inputs, "reference_io", positional=positional
         )
 
     def _bind(
-        self, passes_outputs: bool, spec: KernelSpec, inputs: InputSet, own: str
+        self,
+        passes_outputs: bool,
+        spec: KernelSpec,
+        inputs: InputSet,
+        own: str,
+        *,
+        positional: bool = False,
     ) -> Invocation:
         if not inputs.from_io:
             return binding.bind_positional(inputs)
         if not passes_outputs:
+            if positional and self.input_source == own:
+                return binding.bind_all_positional(inputs)
             return binding.bind_values(inputs)
         if self.input_source == own:
             return binding.bind_own(inputs)
@@ -404,7 +427,12 @@ def _load_kernels(
             raise DeviceUnavailable(f.message)
         raise SetupError(f.message.split("\n", 1)[0], RemoteError(f.message))
     candidate = RemoteCandidate(
-        link, job.kernel.kernel_type, loaded.name, loaded.passes_outputs, loaded.warnings
+        link,
+        job.kernel.kernel_type,
+        loaded.name,
+        loaded.passes_outputs,
+        loaded.warnings,
+        io_positional=loaded.io_positional,
     )
     if source == "get_inputs" and get_inputs is None and not loaded.has_get_inputs:
         who = "the reference" if ref_mod is not None else "the kernel"

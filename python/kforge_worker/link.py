@@ -70,6 +70,9 @@ class LoadReply:
     # Whether its torch model was built on the device as asked, and why not if it was not.
     model_on_device: bool = False
     model_fallback: str | None = None
+    # Its torch callable takes its IOContract as the kernel evaluation server passed it
+    # (binding.takes_io_positionally).
+    io_positional: bool = False
 
 
 @dataclass
@@ -101,7 +104,7 @@ def plan_invocation(inv: Invocation, *, fills: bool = False) -> tuple[dict[str, 
             values.append(value)
         return by_id[key]
 
-    named = {id(a.value): a for a in [*inv.outputs, *inv.read_only]}
+    named = {id(a.value): a for a in [*inv.outputs, *inv.read_only, *inv.writable]}
 
     def ref(value: Any, fallback: str) -> dict[str, Any]:
         if isinstance(value, torch.Tensor | list | tuple):
@@ -279,6 +282,7 @@ class CandidateLink:
             inputs_fallback=_claimed_text(reply.get("inputs_fallback")),
             model_on_device=reply.get("model_on_device") is True,
             model_fallback=_claimed_text(reply.get("model_fallback")),
+            io_positional=reply.get("io_positional") is True,
         )
 
     def gen_inputs(self, seed: int) -> tuple[list[Any] | None, Failure | None, str | None]:

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import os
 import sys
+import sysconfig
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +70,9 @@ class Runnable:
     passes_outputs: bool  # output tensors are arguments (Triton style), not return values
     module: ModuleType
     warnings: list[str] = field(default_factory=list)
+    # A torch kernel's callable's signature (None when it has none to inspect): how it takes
+    # an IOContract's arguments (binding.takes_io_positionally).
+    signature: inspect.Signature | None = None
 
     def __call__(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         return self.invoke(args, kwargs)
@@ -86,12 +91,120 @@ def format_user_traceback(exc: BaseException) -> str:
 
 
 def is_build_failure(exc: BaseException) -> bool:
-    """True for compiler errors surfacing at call time (Triton JIT, cpp_extension builds)."""
+    """True for compiler errors surfacing at call time: Triton's (a kernel is compiled at its
+    first launch: CompilationError and its kin, ptxas failures, a compiled kernel that does
+    not fit the device, anything raised inside triton.compile), their counterpart under the
+    Triton interpreter (the cpu device: an error in the kernel's body that Triton's compiler
+    would have reported), and cpp_extension builds."""
     from triton.compiler.errors import CompilationError
+    from triton.runtime import errors
 
-    if isinstance(exc, CompilationError):
+    # PTXASError is Triton 3.2's; OutOfResources: the compiled kernel's shared memory,
+    # tensor memory or threads exceed what the device has (it was never launched).
+    kinds = (CompilationError, errors.OutOfResources, getattr(errors, "PTXASError", None))
+    if isinstance(exc, tuple(k for k in kinds if k is not None)):
+        return True
+    if isinstance(exc, errors.InterpreterError):
+        return _interpreted_front_end_error(exc)
+    if _raised_while_compiling(exc):
         return True
     return isinstance(exc, RuntimeError) and "Error building extension" in str(exc)
+
+
+def _raised_while_compiling(exc: BaseException) -> bool:
+    """Raised inside triton.compile (an MLIR pass or a backend tool failed), not while the
+    compiled kernel was loaded or launched."""
+    from triton.compiler import compiler
+
+    return any(
+        frame.name == "compile" and frame.filename == compiler.__file__
+        for frame in traceback.extract_tb(exc.__traceback__)
+    )
+
+
+def _interpreted_cause(exc: BaseException) -> BaseException:
+    """What the Triton interpreter's InterpreterError (nested once per @triton.jit call)
+    wraps: the exception the kernel's body raised."""
+    from triton.runtime.errors import InterpreterError
+
+    while isinstance(exc, InterpreterError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _innermost_kernel_frame(
+    exc: BaseException, *, in_triton: bool = True
+) -> traceback.FrameSummary | None:
+    """The innermost frame of `exc` in the kernel's own source or (`in_triton`) in Triton;
+    not in the libraries an operation calls (numpy, say) or the standard library."""
+    triton_dir = str(Path(triton.__file__).parent)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename
+        if name.startswith(triton_dir):
+            if in_triton:
+                return frame
+            continue
+        if "-packages" in name or name.startswith((stdlib, "<")):
+            continue
+        return frame
+    return None
+
+
+def _interpreted_front_end_error(exc: BaseException) -> bool:
+    """Under the interpreter a kernel's body runs as Python, so what Triton's compiler reports
+    (an undefined name or attribute such as `tl.lod`, a type or shape rule of triton.language,
+    a failed tl.static_assert) is raised while it runs: in the kernel's own lines or in
+    triton.language. Those are compile errors. A failure inside an operation the interpreter
+    executes (a tl.device_assert, a memory access) is the kernel's runtime error, and a
+    feature the interpreter lacks (NotImplementedError) is not the kernel's fault at all."""
+    from triton.runtime import interpreter
+
+    cause = _interpreted_cause(exc)
+    if cause is exc or isinstance(cause, NotImplementedError):
+        return False
+    frame = _innermost_kernel_frame(cause)
+    if frame is None:
+        return False
+    if frame.filename == interpreter.__file__:
+        return frame.name == "_new_static_assert"  # the interpreter's tl.static_assert
+    return True
+
+
+def build_failure_summary(exc: BaseException) -> str:
+    """One line naming what did not compile and why: the rule the kernel broke (Triton's own
+    message, e.g. "Input shapes should have M >= 1, N >= 1 and K >= 16") and where."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import InterpreterError
+
+    if isinstance(exc, CompilationError):
+        node = getattr(exc, "node", None)
+        where = f" at {node.lineno}:{node.col_offset}" if hasattr(node, "lineno") else ""
+        # The message ends with what the compiler raised (after the source excerpt).
+        why = getattr(exc, "error_message", None) or _lines(str(exc))[-1:]
+        return f"{type(exc).__name__}{where} of the @triton.jit function: {_one_line(why)}"
+    if isinstance(exc, InterpreterError):
+        cause = _interpreted_cause(exc)
+        own = _innermost_kernel_frame(cause, in_triton=False)
+        where = f" (line {own.lineno} of the source: {own.line})" if own is not None else ""
+        return f"{type(cause).__name__}: {_one_line(str(cause))}{where}"
+    return f"{type(exc).__name__}: {_one_line(_lines(str(exc))[:1])}".rstrip(": ")
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _one_line(text: str | list[str]) -> str:
+    return " ".join(_lines(text if isinstance(text, str) else "\n".join(text)))
+
+
+def describe_call_failure(exc: BaseException) -> tuple[str, str]:
+    """(error kind, text) of an exception a kernel's call raised: `compile` with a one-line
+    summary (build_failure_summary) before the traceback, or `runtime` with the traceback."""
+    if is_build_failure(exc):
+        return "compile", f"{build_failure_summary(exc)}\n{format_user_traceback(exc)}"
+    return "runtime", format_user_traceback(exc)
 
 
 def import_source(source: str, role: str, scratch_dir: str) -> ModuleType:
@@ -194,6 +307,14 @@ def named_function(module: ModuleType, name: str) -> Callable[..., Any]:
     return fn
 
 
+def signature_of(fn: Callable[..., Any]) -> inspect.Signature | None:
+    """inspect.signature(fn), or None for a callable that has none (a builtin, say)."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
 def function_runnable(kernel: KernelSpec, module: ModuleType, name: str) -> Runnable:
     """A torch kernel whose callable is a module-level function. Raises LoadError."""
     fn = named_function(module, name)
@@ -201,7 +322,14 @@ def function_runnable(kernel: KernelSpec, module: ModuleType, name: str) -> Runn
     def invoke(args: list[Any], kwargs: dict[str, Any]) -> Any:
         return fn(*args, **kwargs)
 
-    return Runnable(kernel.kernel_type, name, invoke, passes_outputs=False, module=module)
+    return Runnable(
+        kernel.kernel_type,
+        name,
+        invoke,
+        passes_outputs=False,
+        module=module,
+        signature=signature_of(fn),
+    )
 
 
 def target_class(module: ModuleType, target: TorchTarget, prefer_new: bool) -> type:
@@ -236,7 +364,14 @@ def torch_runnable(
 
     name = type(model).__name__ + ("" if method_name == "forward" else f".{method_name}")
     name = kernel.entry_point or name
-    return Runnable(kernel.kernel_type, name, invoke, passes_outputs=False, module=module)
+    return Runnable(
+        kernel.kernel_type,
+        name,
+        invoke,
+        passes_outputs=False,
+        module=module,
+        signature=signature_of(method),
+    )
 
 
 def _base_function(obj: Any) -> Any:
@@ -267,15 +402,14 @@ def find_entry(kernel: KernelSpec, module: ModuleType) -> tuple[str, Any]:
     if name:
         entry = getattr(module, name, None)
         if entry is None:
-            defined = sorted(
-                k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
-            )
+            # The kernel evaluation server's wording ("Entry point 'run' not found"), which
+            # its clients and tests look for.
             raise LoadError(
-                f"entry point {name!r} is not defined in the source "
-                f"(it defines: {', '.join(defined) or 'nothing callable'})"
+                f"Entry point '{name}' not found in the source "
+                f"(it defines: {_defined_names(module)})"
             )
         if not callable(entry) and not _is_triton_kernel(entry):
-            raise LoadError(f"entry point {name!r} is a {type(entry).__name__}, not callable")
+            raise LoadError(f"Entry point '{name}' is a {type(entry).__name__}, not callable")
         return name, entry
     if kernel.kernel_type == "multi_kernel":
         raise LoadError("kernel_type 'multi_kernel' needs metadata.entry_point")

@@ -66,13 +66,24 @@ def test_entry_point_errors(tmp_path):
     with pytest.raises(LoadError, match=r"several @triton\.jit"):
         entry_runnable(two, load_module(two, "candidate", str(tmp_path), ""))
     missing = kernel(K.triton_vadd(entry_point="nope"))
-    with pytest.raises(LoadError, match="'nope' is not defined"):
+    with pytest.raises(LoadError, match=r"Entry point 'nope' not found .*\(it defines: add_kernel"):
         entry_runnable(missing, load_module(missing, "candidate", str(tmp_path), ""))
     no_grid = K.triton_vadd()
     del no_grid["io"]["launch"]
     no_grid_spec = kernel(no_grid)
     with pytest.raises(LoadError, match=r"io.launch.grid is required"):
         entry_runnable(no_grid_spec, load_module(no_grid_spec, "candidate", str(tmp_path), ""))
+
+
+def test_a_missing_multi_kernel_entry_point_is_named_as_the_old_server_named_it(tmp_path):
+    # The kernel evaluation server's own test looks for "Entry point 'run' not found" in
+    # compilation_error.
+    source = "import torch\n\ndef wrong_name(x, y):\n    return x + y\n"
+    cand = {**K.multi_kernel(), "source_code": source, "metadata": {"entry_point": "run"}}
+    result = run(make_job(cand, tmp_path=tmp_path))
+    assert result["compiled"] is False and result["error_kind"] == "compile"
+    assert "Entry point 'run' not found" in result["compilation_error"]
+    assert "wrong_name" in result["compilation_error"]  # what the source does define
 
 
 def test_cuda_source_is_compiled_not_imported(tmp_path):
@@ -160,9 +171,143 @@ def test_triton_compilation_error_at_launch_is_a_compile_error(tmp_path):
     assert not is_build_failure(ValueError("x"))
     assert is_build_failure(RuntimeError("Error building extension 'ext': nvcc failed"))
     result = JobResult(compiled=True)
-    report_exception(result, error, "the kernel raised in trial 1/1")
+    report_exception(result, error, "trial 1/1")
     assert result.compiled is False and result.error_kind == "compile"
     assert "no_such_function" in result.compilation_error
+    # Where the kernel evaluation server reported it (found while validating), too.
+    assert "failed to compile at its first launch, in trial 1/1" in result.validation_error
+
+
+# Compiles `SOURCE`'s function for an H100 in a fresh interpreter (this process runs Triton's
+# interpreter, whose patches of triton.language a compile must not meet) and prints what
+# report_exception makes of the error.
+_COMPILE_AND_REPORT = """
+import json
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+from kforge_worker.correctness import report_exception
+from kforge_worker.loaders import import_source
+from kforge_worker.results import JobResult
+
+module = import_source(SOURCE, "kernel", SCRATCH)
+src = ASTSource(JITFunction(module.kernel), SIGNATURE, constexprs=CONSTEXPRS)
+try:
+    triton.compile(src, target=GPUTarget("cuda", 90, 32))
+except Exception as e:
+    result = JobResult(compiled=True)
+    report_exception(result, e, "trial 1/5")
+    print(json.dumps(result.to_dict()))
+"""
+
+
+def _compile_for_a_gpu(source: str, signature: dict, constexprs: dict, tmp_path) -> dict:
+    import json
+
+    from worker_jobs import run_python_compiled
+
+    code = (
+        f"SOURCE = {source!r}\nSCRATCH = {str(tmp_path)!r}\n"
+        f"SIGNATURE = {signature!r}\nCONSTEXPRS = {constexprs!r}\n{_COMPILE_AND_REPORT}"
+    )
+    done = run_python_compiled(code)
+    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# The kernel evaluation server's test_triton_constraint_error_reporting multiplies 8x8 tiles,
+# which Triton's compiler refuses (tl.dot needs K >= 16 on NVIDIA GPUs).
+SMALL_DOT = """
+import triton.language as tl
+
+
+def kernel(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)
+    tile = rows[:, None] * BLOCK + rows[None, :]
+    tl.store(c_ptr + tile, tl.dot(tl.load(a_ptr + tile), tl.load(b_ptr + tile)))
+"""
+
+
+def test_a_violated_triton_constraint_is_named_in_validation_error(tmp_path):
+    signature = {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32", "BLOCK": "constexpr"}
+    result = _compile_for_a_gpu(SMALL_DOT, signature, {"BLOCK": 8}, tmp_path)
+    assert result["compiled"] is False and result["error_kind"] == "compile"
+    # The rule the kernel broke, on the first line of validation_error (and of the compile
+    # error's text after its heading), as the old server's clients read it.
+    constraint = "Input shapes should have M >= 1, N >= 1 and K >= 16"
+    first = result["validation_error"].splitlines()[0]
+    assert constraint in first and "failed" in first, result["validation_error"]
+    assert "at 4:" in first  # the tl.store line, counted from the def of the function
+    assert constraint in result["compilation_error"].splitlines()[1]
+
+
+TRITON_TYPO = K.VADD.replace("x = tl.load(", "x = tl.lod(")
+
+
+def test_an_undefined_triton_attribute_is_a_compile_error_on_the_interpreter(tmp_path):
+    # On a GPU Triton's compiler refuses tl.lod (a CompilationError at the first launch); the
+    # interpreter (the cpu device) raises it while the kernel runs. Both are compile errors.
+    result = run(make_job(K.triton_vadd(TRITON_TYPO), tmp_path=tmp_path))
+    assert result["compiled"] is False and result["error_kind"] == "compile", result
+    first = result["compilation_error"].splitlines()[1]
+    assert "AttributeError" in first and "'lod'" in first and "tl.lod(" in first, first
+    assert "'lod'" in result["validation_error"]
+    assert "runtime_error" not in result
+
+
+ASSERTS = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def device_assert(x_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.device_assert(x < 0, "x must be negative")
+
+
+@triton.jit
+def static_assert(x_ptr, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK >= 64, "BLOCK must be at least 64")
+"""
+
+
+def test_the_interpreters_asserts_are_told_apart(tmp_path, monkeypatch):
+    # A failed tl.device_assert is the kernel failing at run time (a device-side assert on a
+    # GPU); a failed tl.static_assert is Triton's compiler refusing it.
+    import dataclasses
+
+    from triton.runtime import interpreter
+
+    from kforge_worker.loaders import describe_call_failure
+
+    builder = interpreter.interpreter_builder
+    monkeypatch.setattr(builder, "options", dataclasses.replace(builder.options, debug=True))
+    module = import_source(ASSERTS, "asserts", str(tmp_path))
+    kinds = {}
+    for name in ("device_assert", "static_assert"):
+        with pytest.raises(Exception) as caught:
+            getattr(module, name)[(1,)](torch.ones(16), BLOCK=16)
+        kinds[name], text = describe_call_failure(caught.value)
+    assert kinds == {"device_assert": "runtime", "static_assert": "compile"}
+    assert text.startswith("AssertionError: BLOCK must be at least 64 (line 14 of the source")
+
+
+def test_interpreter_errors_that_are_not_the_compilers_stay_runtime_errors(tmp_path):
+    # tl.inline_asm_elementwise compiles on a GPU; the interpreter cannot run it. A kernel's
+    # own Python wrapper raising is a runtime error as before.
+    asm = K.VADD.replace(
+        "tl.store(out_ptr + offsets, x + y, mask=mask)",
+        "z = tl.inline_asm_elementwise('mov.b32 $0, $1;', '=r,r', [x], dtype=tl.float32, "
+        "is_pure=True, pack=1)\n    tl.store(out_ptr + offsets, z + y, mask=mask)",
+    )
+    result = run(make_job(K.triton_vadd(asm), tmp_path=tmp_path))
+    assert result["compiled"] is True and result["error_kind"] == "runtime", result
+    assert "NotImplementedError" in result["runtime_error"]
+    result = run(make_job(K.triton_wrapper(K.RUNTIME_ERROR_WRAPPER), tmp_path=tmp_path))
+    assert result["compiled"] is True and result["error_kind"] == "runtime", result
+    assert "bad things in the kernel" in result["runtime_error"]
 
 
 TORCH_CUDA_BROKEN = """

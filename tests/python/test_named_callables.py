@@ -115,3 +115,75 @@ def test_named_callable_errors_are_compile_errors(tmp_path):
         assert not result["compiled"], metadata
         assert result["error_kind"] == "compile"
         assert message in result["compilation_error"], (metadata, result["compilation_error"])
+
+
+# Written for the kernel evaluation server, which passed a named torch callable every argument
+# of its IOContract positionally (outputs, scalars and meta ones too). kforge passes input
+# tensors and scalars (and meta ones by keyword): these signatures cannot take that.
+OLD_CONVENTION = """
+import torch
+
+
+def add(x, y, out, n, BLOCK):
+    assert out.shape == x.shape and isinstance(n, int) and BLOCK == 256
+    return x + y
+
+
+def add_into(x, y, out, n, BLOCK):
+    out.copy_(x + y)
+    return out
+
+
+def scaled(x, y, alpha):
+    return x + alpha * y
+
+
+class Ops(torch.nn.Module):
+    def add(self, x, y, out, n, BLOCK):
+        return x + y
+"""
+
+
+def old_convention(**metadata: str) -> dict:
+    kernel = K.torch_kernel(OLD_CONVENTION, **metadata)
+    kernel["io"] = K.vadd_io()
+    return kernel
+
+
+def test_a_reference_written_for_the_old_servers_convention_checks_a_triton_candidate(tmp_path):
+    for metadata in (
+        {"function_name": "add"},
+        {"function_name": "add_into"},
+        {"class_name": "Ops", "method_name": "add"},
+    ):
+        result = run(make_job(K.triton_vadd(), old_convention(**metadata), tmp_path=tmp_path))
+        assert result["correctness"], (metadata, result.get("runtime_error"))
+    # The candidate's inputs, the reference's own scalars: alpha is the one it declares.
+    scaled = K.torch_kernel(OLD_CONVENTION, function_name="scaled")
+    scaled["io"] = {"args": [*K.vadd_io()["args"][:2], K.scalar_arg("alpha", "float", 1.0)]}
+    result = run(make_job(K.triton_vadd(), scaled, tmp_path=tmp_path))
+    assert result["correctness"], result.get("runtime_error")
+    scaled["io"]["args"][2]["value"] = 2.0
+    result = run(make_job(K.triton_vadd(), scaled, tmp_path=tmp_path))
+    assert not result["correctness"] and result["error_kind"] == "mismatch"
+
+
+def test_a_candidate_written_for_the_old_servers_convention_runs(tmp_path):
+    for metadata in ({"function_name": "add"}, {"function_name": "add_into"}):
+        evaluated = run(make_job(old_convention(**metadata), tmp_path=tmp_path))
+        assert evaluated["correctness"], (metadata, evaluated.get("runtime_error"))
+        compared = run(make_job(old_convention(**metadata), K.triton_vadd(), tmp_path=tmp_path))
+        assert compared["correctness"], (metadata, compared.get("runtime_error"))
+    timed = run(
+        make_job(old_convention(function_name="add"), tmp_path=tmp_path, measure_performance=True)
+    )
+    assert timed["correctness"] and timed["runtime_stats"]["mean"] > 0, timed
+
+
+def test_a_callable_that_takes_kforges_arguments_keeps_them(tmp_path):
+    # `def f(x, y)` with the whole Triton contract: the old server passed it five arguments
+    # (a TypeError); kforge passes the input tensors, as before.
+    ref = K.torch_kernel(FUNCTIONS, function_name="optimized_add")
+    ref["io"] = K.vadd_io()
+    result = run(make_job(K.triton_vadd(), ref, tmp_path=tmp_path))
+    assert result["correctness"], result.get("runtime_error")

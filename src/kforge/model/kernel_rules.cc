@@ -69,6 +69,19 @@ Status check_cuda_rules(const KernelCode& k, const JsonPath& p) {
 // The names a torch / torch_cuda kernel may give its callable (the old server's targeting).
 constexpr const char* kTorchTargetKeys[] = {"function_name", "class_name", "method_name"};
 
+// A kernel type that is launched with declared arguments came without them. The message names
+// `io_contract`, as the kernel evaluation server's did ("Triton kernels require io_contract to
+// be specified"), so its clients recognise it.
+Status io_contract_required(const JsonPath& p, KernelType type) {
+  const std::string name(to_string(type));
+  const std::string display = type == KernelType::kTriton ? "Triton"
+                              : type == KernelType::kCuda ? "CUDA"
+                                                          : name;
+  return field_error(p.key("io"), "is required for kernel_type '" + name + "': " + display +
+                                      " kernels require io_contract to be specified (the "
+                                      "IOContract that declares the kernel's arguments)");
+}
+
 }  // namespace
 
 Status check_kernel_rules(const KernelCode& k, std::string_view field) {
@@ -76,16 +89,10 @@ Status check_kernel_rules(const KernelCode& k, std::string_view field) {
   switch (k.kernel_type) {
     case KernelType::kTriton:
     case KernelType::kCuda:
-      if (!k.io || k.io->args.empty()) {
-        return field_error(p.key("io"), "is required for kernel_type '" +
-                                            std::string(to_string(k.kernel_type)) +
-                                            "' (the kernel's arguments must be declared)");
-      }
+      if (!k.io || k.io->args.empty()) return io_contract_required(p, k.kernel_type);
       break;
     case KernelType::kMultiKernel:
-      if (!k.io || k.io->args.empty()) {
-        return field_error(p.key("io"), "is required for kernel_type 'multi_kernel'");
-      }
+      if (!k.io || k.io->args.empty()) return io_contract_required(p, k.kernel_type);
       if (k.entry_point().empty()) {
         return field_error(p.key("metadata").key("entry_point"),
                            "is required for kernel_type 'multi_kernel'");

@@ -88,6 +88,21 @@ TEST(ParseTest, TritonNeedsAnIoContract) {
   k.erase("io");
   Status s = compare_error({{"ref_kernel", torch_kernel()}, {"custom_kernel", k}});
   EXPECT_EQ(s.field_path(), "custom_kernel.io");
+  // The old server's wording, which its clients look for, names the field io_contract.
+  EXPECT_NE(s.message().find("Triton kernels require io_contract to be specified"),
+            std::string::npos)
+      << s.message();
+  Status ref = compare_error({{"ref_kernel", k}, {"custom_kernel", torch_kernel()}});
+  EXPECT_EQ(ref.field_path(), "ref_kernel.io");
+  EXPECT_NE(ref.message().find("io_contract"), std::string::npos) << ref.message();
+  Status evaluate = parse_evaluate_request({{"kernel", k}}, kLimits).status();
+  EXPECT_EQ(evaluate.field_path(), "kernel.io");
+  EXPECT_NE(evaluate.message().find("io_contract"), std::string::npos) << evaluate.message();
+  k["io"] = {{"args", Json::array()}};  // declared, but no arguments: as good as none
+  EXPECT_NE(compare_error({{"ref_kernel", torch_kernel()}, {"custom_kernel", k}})
+                .message()
+                .find("io_contract"),
+            std::string::npos);
 }
 
 TEST(ParseTest, MultiKernelNeedsEntryPoint) {
