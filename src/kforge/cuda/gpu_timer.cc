@@ -16,11 +16,6 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return percentile(v, 50);
-}
-
 // The protocol's kernels, JIT-compiled by the driver from PTX (cached in CUDA_CACHE_PATH).
 // kforge_spin busy-waits until %globaltimer (ns) has advanced by `ns`. kforge_l2_read reads
 // n16 16-byte words with a grid-stride loop and stores their XOR only when it equals a

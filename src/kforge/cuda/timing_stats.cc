@@ -157,12 +157,12 @@ double resampled_median(const std::vector<double>& values, std::mt19937_64& rng,
   return percentile(scratch, 50);
 }
 
+}  // namespace
+
 double median_of(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return percentile(values, 50);
 }
-
-}  // namespace
 
 std::optional<SpeedupInterval> speedup_interval(const std::vector<double>& reference_ms,
                                                 const std::vector<double>& candidate_ms,

@@ -52,6 +52,8 @@ struct TimingStats {
 
 // Linear interpolation between closest ranks (numpy's default); q in [0, 100].
 double percentile(const std::vector<double>& sorted, double q);
+// The median of `values` (any order).
+double median_of(std::vector<double> values);
 // (sample std / sqrt(n)) / mean; +inf with fewer than two samples.
 double relative_standard_error(const std::vector<double>& samples);
 // Why to stop after these samples, or "" to take another trial.
