@@ -61,17 +61,40 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
+def warmup_steps(stats: Any) -> dict[str, dict[str, float]]:
+    """The last warm-up of the Python worker's judge and of its candidate process (/stats)."""
+    found: dict[str, dict[str, float]] = {}
+    if isinstance(stats, dict):
+        if stats.get("type") == "python" and "child_warmup_ms" in stats:
+            judge = stats.get("child_warmup_steps_ms") or {}
+            found["judge"] = {"total": stats["child_warmup_ms"], **judge}
+            if stats.get("child_candidate_warmup_ms") is not None:
+                cand = stats.get("child_candidate_warmup_steps_ms") or {}
+                found["candidate"] = {"total": stats["child_candidate_warmup_ms"], **cand}
+        for value in stats.values():
+            found = found or warmup_steps(value)
+    elif isinstance(stats, list):
+        for value in stats:
+            found = found or warmup_steps(value)
+    return found
+
+
 def run_kforge(
-    device: str, jobs: int, warm: int, kernel_cache: str
-) -> tuple[list[float], dict[str, Any]]:
+    device: str, jobs: int, warm: int, kernel_cache: str, sandbox: str = "auto",
+    pause_s: float = 0.0,
+) -> tuple[list[float], dict[str, Any]]:  # fmt: skip
+    """`jobs` evaluations one after another; with `pause_s`, a pause after each in which the
+    replacement processes warm up with nothing else running, whose warm-up steps (/stats) are
+    collected: a process's warm-up alone, against the one under back-to-back load."""
     flag = "--warm-children-cpu" if device == "cpu" else "--warm-children"
-    args = [flag, str(warm), "--kernel-cache", kernel_cache]
+    args = [flag, str(warm), "--kernel-cache", kernel_cache, "--sandbox", sandbox]
     srv = KforgeServer(devices=device, extra_args=args).start()
     try:
         srv.wait_ready(device)
         body = request_body(device)
         latencies = []
         parts = []
+        alone: dict[str, list[dict[str, float]]] = {}
         with srv.client() as c:
             first = c.post("/evaluate", json=body).json()  # compiles and caches the kernel
             res = first["kernel_exec_result"]
@@ -84,12 +107,21 @@ def run_kforge(
                 res = view["kernel_exec_result"]
                 assert res["correctness"], res
                 parts.append(breakdown(latencies[-1], view))
+                if pause_s > 0:
+                    time.sleep(pause_s)
+                    for who, steps in warmup_steps(c.get("/stats").json()).items():
+                        alone.setdefault(who, []).append(steps)
             stats = c.get("/stats").json()
         report_warmups(stats)
         p50 = p50_parts(parts)
-        print(f"kforge, {warm} warm, {kernel_cache} caches: p50 of each part (ms): "
-              f"{describe(p50)}")  # fmt: skip
-        return latencies, {"last_result": res, "stats": stats, "breakdown_p50_ms": p50}
+        label = f"kforge, {warm} warm, {kernel_cache} caches, sandbox {sandbox}"
+        print(f"{label}: p50 of each part (ms): {describe(p50)}")
+        alone_p50 = {who: p50_parts(runs) for who, runs in alone.items()}
+        for who, steps in alone_p50.items():
+            count = len(alone[who])
+            print(f"{label}: {who} warm-up alone, p50 over {count} (ms): {describe(steps)}")
+        return latencies, {"last_result": res, "stats": stats, "breakdown_p50_ms": p50,
+                           "warmup_alone_p50_ms": alone_p50}  # fmt: skip
     finally:
         srv.stop()
 
@@ -125,6 +157,8 @@ def baseline_spec(
 
 
 def run_baseline(device: str, jobs: int, python: str) -> list[float]:
+    if jobs <= 0:
+        return []
     spec = baseline_spec(device, triton_add())
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
     latencies = []
@@ -161,6 +195,14 @@ def main() -> int:
         default="isolated",
         help="comma list: run kforge once per --kernel-cache value (isolated,shared)",
     )
+    parser.add_argument(
+        "--sandbox", default="auto",
+        help="comma list: run kforge once per --sandbox value (required,off: jailed vs not)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--pause-s", type=float, default=0.0,
+        help="pause after each job and read the replacement processes' warm-up, made alone",
+    )  # fmt: skip
     parser.add_argument("--python", default=os.environ.get("KFORGE_PYTHON", sys.executable))
     parser.add_argument("--out", default=None, help="write raw numbers as JSON here")
     args = parser.parse_args()
@@ -168,10 +210,15 @@ def main() -> int:
 
     runs = {}
     info: dict[str, Any] = {}
-    for warm in [int(w) for w in args.warm_children.split(",")]:
-        for cache in args.kernel_cache.split(","):
-            key = f"{warm} warm, {cache} caches"
-            runs[key], info[key] = run_kforge(device, args.jobs, warm, cache)
+    for sandbox in args.sandbox.split(","):
+        for warm in [int(w) for w in args.warm_children.split(",")]:
+            for cache in args.kernel_cache.split(","):
+                key = f"{warm} warm, {cache} caches"
+                if sandbox != "auto":
+                    key += f", sandbox {sandbox}"
+                runs[key], info[key] = run_kforge(
+                    device, args.jobs, warm, cache, sandbox, args.pause_s
+                )
     baseline = run_baseline(device, args.baseline_jobs, args.python)
     rows = {f"kforge, {k}": v for k, v in runs.items()}
     if baseline:  # --baseline-jobs 0 measures kforge alone

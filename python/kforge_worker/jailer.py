@@ -163,7 +163,7 @@ def candidate_main(sock: socket.socket, device: WorkerDevice, jail: dict[str, An
         fallback.parent_death_signal = sandbox.set_parent_death_signal()
         sandbox.apply_fallback(cpu_device=not device.is_cuda, report=fallback)
         report.update(fallback.to_dict())
-    warm, described = warm_child(device)
+    warm, described = warm_child(device, role="candidate")
     channel.send(
         {
             "type": "ready",

@@ -171,6 +171,9 @@ def test_zygote_on_gpu_end_to_end(tmp_path):
             assert {"triton_driver", "triton_kernel", "triton_launch", "fused_compare"} <= set(
                 ready["warmup_steps_ms"]
             ), ready
+            # Its candidate process skips the judge's own checks and comparison kernel.
+            cand_steps = set(ready["candidate"]["warmup_steps_ms"])
+            assert "candidate_checks" in cand_steps and "fused_compare" not in cand_steps, ready
             print(f"child {attempt}: warm-up {ready['warmup_ms']} ms", ready["warmup_steps_ms"])
             start = time.perf_counter()
             message = child.run_job(job)

@@ -13,6 +13,13 @@ def test_a_warm_child_runs_the_judges_checks_once_without_errors() -> None:
     assert described["kind"] == "cpu"
 
 
+def test_a_candidate_process_skips_what_only_the_judge_runs() -> None:
+    report, _ = warm_child(parse_device("cpu"), role="candidate")
+    assert report.errors == {}
+    assert "candidate_checks" in report.steps_ms and "harness_checks" not in report.steps_ms
+    assert "fused_compare" not in report.steps_ms
+
+
 def test_a_host_module_built_in_the_zygote_is_what_triton_loads_later(tmp_path, monkeypatch):
     # The zygote builds Triton's C modules into its cache without loading them; a child's
     # compile_module_from_src must then find that entry and run no compiler.
