@@ -266,9 +266,7 @@ def one_cpu_thread() -> None:
         torch.set_num_threads(1)
 
 
-def warm_child(
-    device: WorkerDevice, role: str = "judge"
-) -> tuple[WarmupReport, dict[str, Any]]:
+def warm_child(device: WorkerDevice, role: str = "judge") -> tuple[WarmupReport, dict[str, Any]]:
     """Warms a job process; returns the report and the `device` description for `ready`.
     `role` is "judge" (the forked child) or "candidate" (its candidate process), which
     skips what only the judge does: the fused comparison and the judge's own checks (it
