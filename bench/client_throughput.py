@@ -109,7 +109,8 @@ def run_clients(clients: int, seconds: float, one: Any) -> Window:
 
 def kforge_rows(args: argparse.Namespace, device: str) -> list[dict[str, Any]]:
     flag = "--warm-children-cpu" if device == "cpu" else "--warm-children"
-    srv = KforgeServer(devices=device, extra_args=[flag, str(args.warm_children)]).start()
+    extra = [flag, str(args.warm_children), "--jobs-per-judge", str(args.jobs_per_judge)]
+    srv = KforgeServer(devices=device, extra_args=extra).start()
     rows = []
     try:
         srv.wait_ready(device)
@@ -175,6 +176,8 @@ def main() -> int:
                         help="per client count; 0 skips the fresh-process baseline")  # fmt: skip
     parser.add_argument("--elements", type=int, default=1 << 20)
     parser.add_argument("--warm-children", type=int, default=3)
+    parser.add_argument("--jobs-per-judge", type=int, default=8,
+                        help="the server's --jobs-per-judge (1: a judge per job)")  # fmt: skip
     parser.add_argument("--python", default=os.environ.get("KFORGE_PYTHON", sys.executable))
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args()

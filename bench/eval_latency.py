@@ -81,13 +81,14 @@ def warmup_steps(stats: Any) -> dict[str, dict[str, float]]:
 
 def run_kforge(
     device: str, jobs: int, warm: int, kernel_cache: str, sandbox: str = "auto",
-    pause_s: float = 0.0,
+    pause_s: float = 0.0, jobs_per_judge: int = 8,
 ) -> tuple[list[float], dict[str, Any]]:  # fmt: skip
     """`jobs` evaluations one after another; with `pause_s`, a pause after each in which the
     replacement processes warm up with nothing else running, whose warm-up steps (/stats) are
     collected: a process's warm-up alone, against the one under back-to-back load."""
     flag = "--warm-children-cpu" if device == "cpu" else "--warm-children"
-    args = [flag, str(warm), "--kernel-cache", kernel_cache, "--sandbox", sandbox]
+    args = [flag, str(warm), "--kernel-cache", kernel_cache, "--sandbox", sandbox,
+            "--jobs-per-judge", str(jobs_per_judge)]  # fmt: skip
     srv = KforgeServer(devices=device, extra_args=args).start()
     try:
         srv.wait_ready(device)
@@ -115,6 +116,7 @@ def run_kforge(
         report_warmups(stats)
         p50 = p50_parts(parts)
         label = f"kforge, {warm} warm, {kernel_cache} caches, sandbox {sandbox}"
+        label += f", {jobs_per_judge}/judge"
         print(f"{label}: p50 of each part (ms): {describe(p50)}")
         alone_p50 = {who: p50_parts(runs) for who, runs in alone.items()}
         for who, steps in alone_p50.items():
@@ -200,6 +202,10 @@ def main() -> int:
         help="comma list: run kforge once per --sandbox value (required,off: jailed vs not)",
     )  # fmt: skip
     parser.add_argument(
+        "--jobs-per-judge", default="8",
+        help="comma list: run kforge once per --jobs-per-judge value (1: a judge per job)",
+    )  # fmt: skip
+    parser.add_argument(
         "--pause-s", type=float, default=0.0,
         help="pause after each job and read the replacement processes' warm-up, made alone",
     )  # fmt: skip
@@ -210,15 +216,16 @@ def main() -> int:
 
     runs = {}
     info: dict[str, Any] = {}
-    for sandbox in args.sandbox.split(","):
-        for warm in [int(w) for w in args.warm_children.split(",")]:
-            for cache in args.kernel_cache.split(","):
-                key = f"{warm} warm, {cache} caches"
-                if sandbox != "auto":
-                    key += f", sandbox {sandbox}"
-                runs[key], info[key] = run_kforge(
-                    device, args.jobs, warm, cache, sandbox, args.pause_s
-                )
+    for per_judge in [int(j) for j in args.jobs_per_judge.split(",")]:
+        for sandbox in args.sandbox.split(","):
+            for warm in [int(w) for w in args.warm_children.split(",")]:
+                for cache in args.kernel_cache.split(","):
+                    key = f"{warm} warm, {cache} caches, {per_judge}/judge"
+                    if sandbox != "auto":
+                        key += f", sandbox {sandbox}"
+                    runs[key], info[key] = run_kforge(
+                        device, args.jobs, warm, cache, sandbox, args.pause_s, per_judge
+                    )
     baseline = run_baseline(device, args.baseline_jobs, args.python)
     rows = {f"kforge, {k}": v for k, v in runs.items()}
     if baseline:  # --baseline-jobs 0 measures kforge alone

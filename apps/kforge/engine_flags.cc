@@ -47,6 +47,12 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, std::string_view devices_he
                  "The same for the cpu device (with --test-cpu-pipeline-depth)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  cmd.add_option("--jobs-per-judge", f.jobs_per_judge,
+                 "Jobs one judge process may serve when they share a submitter and a reference "
+                 "(each job still gets a fresh candidate process); 1: a judge per job. Needs "
+                 "the jail")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
   cmd.add_option("--warm-cuda-workers", f.warm_cuda_workers_gpu,
                  "Native CUDA worker processes (for `cuda` kernels) kept started per GPU")
       ->check(CLI::Range(1, 16))
@@ -179,6 +185,7 @@ app::EngineOptions engine_options(const EngineFlags& f) {
   eo.warm_children_cpu = f.warm_children_cpu;
   eo.max_warm_children_gpu = f.max_warm_children_gpu;
   eo.max_warm_children_cpu = f.max_warm_children_cpu;
+  eo.jobs_per_judge = f.jobs_per_judge;
   eo.warm_cuda_workers_gpu = f.warm_cuda_workers_gpu;
   eo.warm_cuda_workers_cpu = f.warm_cuda_workers_cpu;
   eo.pipeline_depth = f.pipeline_depth;

@@ -26,6 +26,7 @@ struct EngineFlags {
   int warm_children_cpu = 1;
   int max_warm_children_gpu = 8;  // pipelined: children warming at once ahead of queued jobs
   int max_warm_children_cpu = 1;
+  int jobs_per_judge = 8;           // jobs a judge may serve (one submitter, one reference)
   int pipeline_depth = 1;           // jobs in flight per GPU (pipelined stages)
   int test_cpu_pipeline_depth = 1;  // test only: the same for the cpu device
   int warm_cuda_workers_gpu = 3;    // started `kforge worker cuda` processes per GPU

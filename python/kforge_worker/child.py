@@ -4,8 +4,14 @@ Runs in the process the zygote forked; everything it needs was imported by the z
 In order: basic isolation (its own session, death with the zygote, only its three
 descriptors); the supervisor's `sandbox` message (the cgroup is attached by then); the
 candidate process is started before CUDA is touched (candidate.py; jailed apart when the
-message carries jails); the judge enters its own jail; both warm up; `ready`; one `job`;
-`result`; exit 0. The candidate never sees the protocol socket, the reference or the verdict.
+message carries jails), and with it the `spares` the message asks for: candidate processes
+jailed the same way that wait, warming nothing, for a later job of this judge; the judge
+enters its own jail; the judge and the first candidate warm up; `ready`; one `job`;
+`result`. Then, if the job said `keep_judge` and a spare is left, the job's candidate is
+ended, `idle` says so, the next spare warms up and the judge says `ready` again for another
+job (the supervisor sends it only a job of the same submitter and reference); otherwise
+exit 0. A candidate never sees the protocol socket, the reference or the verdict, and each
+serves one job.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from kforge_worker.link import CandidateGone, CandidateLink
 from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.results import JobResult
 from kforge_worker.spec import SpecError, parse_job
-from kforge_worker.warmup import warm_child
+from kforge_worker.warmup import WarmupReport, warm_child
 
 
 def _protocol() -> dict[str, int]:
@@ -74,34 +80,42 @@ class Plan:
         self.candidate_cache = str(caches.get("candidate") or "")
         self.limits = message.get("limits") or {}
         self.why_not = str(message.get("why_not") or "")
+        spares = message.get("spares")
+        self.spares = min(max(spares, 0), MAX_SPARES) if isinstance(spares, int) else 0
+
+
+# Spare candidate processes a judge may hold (each a forked process that waits, jailed).
+MAX_SPARES = 31
 
 
 def serve_one_job(
     channel: StreamChannel, device: WorkerDevice, link: CandidateLink, plan: Plan
-) -> None:
-    """Receives one job, runs it, sends its result (with progress messages on the way)."""
+) -> bool:
+    """Receives one job, runs it, sends its result (with progress messages on the way).
+    True where the job asked the judge to stay for another (`keep_judge`) and it ran."""
     raw = _wait_for(channel, "job")
     if raw is None:
-        return
+        return False
     spec = raw.get("job")
     spec = spec if isinstance(spec, dict) else {}
     job_id = str(spec.get("job_id", ""))
+    keep = spec.pop("keep_judge", False) is True
     spec["scratch_dir"] = plan.judge_dir
     try:
         job = parse_job(spec)
     except SpecError as e:
         channel.send(_worker_failure(job_id, f"bad job spec: {e}"))
-        return
+        return False
     try:
         wanted = parse_device(job.device or device.name)
     except ValueError as e:
         channel.send(_worker_failure(job_id, str(e)))
-        return
+        return False
     if wanted.kind != device.kind:
         channel.send(
             _worker_failure(job_id, f"job is for {job.device}, worker runs on {device.name}")
         )
-        return
+        return False
 
     def progress(phase: str, message: str, partial: dict[str, Any]) -> None:
         channel.send({"type": "progress", "phase": phase, "message": message, "partial": partial})
@@ -119,6 +133,7 @@ def serve_one_job(
     )
     _flush_std_streams()
     channel.send({"type": "result", "job_id": job.job_id, "result": result.to_dict()})
+    return keep
 
 
 def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
@@ -130,8 +145,15 @@ def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
     if message is None:
         return 0
     plan = Plan(message)
+    spares: list[tuple[socket.socket, int]] = []
     try:
         sock, pid = jailer.start_candidate(device, jail=plan.candidate_jail, env=plan.candidate_env)
+        for _ in range(plan.spares):  # before CUDA is touched, as the first
+            spares.append(
+                jailer.start_candidate(
+                    device, jail=plan.candidate_jail, env=plan.candidate_env, held=True
+                )
+            )
     except (jailer.JailError, OSError) as e:
         channel.send({"type": "sandbox_failed", "error": f"cannot start the candidate: {e}"})
         return 3
@@ -155,36 +177,89 @@ def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
     except CandidateGone as e:
         channel.send({"type": "sandbox_failed", "error": str(e)})
         return 3
-    channel.send(
-        {
-            "type": "ready",
-            "protocol": _protocol(),
-            "pid": os.getpid(),
-            "device": described,
-            "warmup_ms": round((time.perf_counter() - start) * 1e3, 3),
-            "warmup_steps_ms": warm.steps_ms,
-            "warmup_errors": warm.errors,
-            "candidate": {
-                "warmup_ms": ready.get("warmup_ms"),
-                "warmup_steps_ms": ready.get("warmup_steps_ms"),
-                "warmup_errors": ready.get("warmup_errors"),
-            },
-            "sandbox": {
-                **basic.to_dict(),
-                "judge": judge_report,
-                "candidate": ready.get("sandbox") or {},
-            },
-        }
-    )
+    sandbox_report = {**basic.to_dict(), "judge": judge_report}
+    jobs = 0
+    while True:
+        channel.send(
+            {
+                "type": "ready",
+                "protocol": _protocol(),
+                "pid": os.getpid(),
+                "device": described,
+                "warmup_ms": round((time.perf_counter() - start) * 1e3, 3),
+                "warmup_steps_ms": warm.steps_ms,
+                "warmup_errors": warm.errors,
+                "candidate": {
+                    "warmup_ms": ready.get("warmup_ms"),
+                    "warmup_steps_ms": ready.get("warmup_steps_ms"),
+                    "warmup_errors": ready.get("warmup_errors"),
+                },
+                "sandbox": {**sandbox_report, "candidate": ready.get("sandbox") or {}},
+                "jobs_done": jobs,
+                "spares_left": len(spares),
+                # The pid the supervisor kills when this job's candidate must end while the
+                # judge stays (the judge's pid namespace is the supervisor's).
+                "candidate_pid": link.pid,
+            }
+        )
+        try:
+            keep = serve_one_job(channel, device, link, plan) and bool(spares)
+            if keep:
+                # The supervisor has killed the job's candidate (its pid 1, and with it its
+                # whole pid namespace: whatever it left running). It is not reaped before
+                # that, so its pid cannot have been reused when the supervisor signals it.
+                keep = _wait_for(channel, "candidate_ended") is not None
+        except (ProtocolError, OSError) as e:
+            print(f"kforge_worker child: protocol failure: {e}", file=sys.stderr)
+            _flush_std_streams()
+            link.close()
+            return 1
+        link.close()  # the job's candidate ends with its job, whatever comes next
+        jobs += 1
+        if not keep:
+            return 0
+        if not _device_healthy(device):
+            print("kforge_worker child: the judge's device context failed", file=sys.stderr)
+            return 1
+        try:
+            channel.send({"type": "idle"})
+            start = time.perf_counter()
+            warm = WarmupReport()
+            link, ready = _next_candidate(spares, device, warm)
+        except CandidateGone as e:
+            channel.send({"type": "sandbox_failed", "error": str(e)})
+            return 3
+        except (ProtocolError, OSError) as e:
+            print(f"kforge_worker child: protocol failure: {e}", file=sys.stderr)
+            return 1
+
+
+def _device_healthy(device: WorkerDevice) -> bool:
+    """Whether the judge's own device context still works after a job (a sticky CUDA error
+    would fail every later job of this judge)."""
+    if not device.is_cuda:
+        return True
+    import torch
+
     try:
-        serve_one_job(channel, device, link, plan)
-    except (ProtocolError, OSError) as e:
-        print(f"kforge_worker child: protocol failure: {e}", file=sys.stderr)
-        _flush_std_streams()
-        return 1
-    finally:
-        link.close()
-    return 0
+        torch.cuda.synchronize(device.torch_device())
+    except Exception:
+        return False
+    return True
+
+
+def _next_candidate(
+    spares: list[tuple[socket.socket, int]], device: WorkerDevice, warm: WarmupReport
+) -> tuple[CandidateLink, dict[str, Any]]:
+    """The next spare, woken: its warm-up, then the judge's clock attached to it (as for the
+    first candidate, before it has loaded any user code)."""
+    sock, pid = spares.pop(0)
+    link = CandidateLink(sock, pid, device.torch_device())
+    link.channel.send({"type": "warm"})
+    ready = link.wait_ready()
+    if device.is_cuda:
+        warm.run("judge_clock", link.attach_clock)
+    return link, ready
 
 
 def _flush_std_streams() -> None:

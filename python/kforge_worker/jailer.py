@@ -102,8 +102,11 @@ def start_candidate(
     jail: dict[str, Any] | None,
     env: dict[str, str],
     fresh_interpreter: bool = False,
+    held: bool = False,
 ) -> tuple[socket.socket, int]:
-    """Starts the candidate process; returns the judge's end of the link and its pid."""
+    """Starts the candidate process; returns the judge's end of the link and its pid. A
+    `held` one (a spare for the judge's next job) enters its jail and then waits for the
+    judge's `warm` before it warms up: it has run nothing of a job until then."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     if fresh_interpreter:
         child_env = {**os.environ, **env}
@@ -134,19 +137,22 @@ def start_candidate(
             theirs.close()
             keep_only_fds([fd])
             os.environ.update(env)
-            code = candidate_main(socket.socket(fileno=fd), device, jail)
+            code = candidate_main(socket.socket(fileno=fd), device, jail, held=held)
         finally:
             os._exit(code)
     theirs.close()
     return ours, pid
 
 
-def candidate_main(sock: socket.socket, device: WorkerDevice, jail: dict[str, Any] | None) -> int:
-    """The candidate process: jail, warm up, say `ready`, serve the judge."""
+def candidate_main(
+    sock: socket.socket, device: WorkerDevice, jail: dict[str, Any] | None, held: bool = False
+) -> int:
+    """The candidate process: jail, (held: wait for `warm`), warm up, say `ready`, serve the
+    judge."""
     import time
 
     from kforge_worker import candidate, sandbox
-    from kforge_worker.protocol import StreamChannel
+    from kforge_worker.protocol import ProtocolError, StreamChannel
     from kforge_worker.warmup import warm_child
 
     start = time.perf_counter()
@@ -163,6 +169,14 @@ def candidate_main(sock: socket.socket, device: WorkerDevice, jail: dict[str, An
         fallback.parent_death_signal = sandbox.set_parent_death_signal()
         sandbox.apply_fallback(cpu_device=not device.is_cuda, report=fallback)
         report.update(fallback.to_dict())
+    if held:
+        try:
+            message = channel.recv()
+        except (ProtocolError, OSError):
+            message = None
+        if message is None or message.get("type") != "warm":
+            return 0  # the judge ended without needing this spare
+        start = time.perf_counter()
     warm, described = warm_child(device, role="candidate")
     channel.send(
         {

@@ -270,6 +270,7 @@ std::unique_ptr<workers::Worker> make_python_worker(const WorkerContext& c,
   o.warm_children = gpu != nullptr ? c.options.warm_children_gpu : c.options.warm_children_cpu;
   o.max_warm_children =
       gpu != nullptr ? c.options.max_warm_children_gpu : c.options.max_warm_children_cpu;
+  o.jobs_per_judge = c.options.jobs_per_judge;
   o.cuda_abi_library = c.paths.cuda_abi;
   o.nvrtc_library = c.paths.nvrtc_library;
   o.sandbox_library = c.paths.sandbox_library;

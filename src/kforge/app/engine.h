@@ -32,6 +32,9 @@ struct EngineOptions {
   // (Worker::expect_jobs); each holds a CUDA context while it waits for its job.
   int max_warm_children_gpu = 8;
   int max_warm_children_cpu = 1;
+  // Jobs one judge process may serve, for one submitter and one reference (see
+  // PythonWorkerOptions::jobs_per_judge); 1: a judge per job.
+  int jobs_per_judge = 8;
   // Native CUDA worker processes (`kforge worker cuda`) kept started per GPU / on cpu.
   int warm_cuda_workers_gpu = 3;
   int warm_cuda_workers_cpu = 1;

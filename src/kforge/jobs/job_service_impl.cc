@@ -390,6 +390,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
   KF_LOG_INFO("job={} device={} worker={} started", job_id, device, worker->type());
   workers::WorkerJob job;
   job.job_id = job_id;
+  job.submitter = record.submitter;
   job.spec = worker_spec(record, request, device);
   job.timeout = std::chrono::milliseconds(static_cast<int64_t>(request.timeout_s * 1000.0));
   auto started = clock_.now();

@@ -53,6 +53,7 @@ class V2Job final : public JobCgroup {
     s.pids_current = cgroup_read_int(dir_ / "pids.current");
     return s;
   }
+  std::vector<pid_t> members() const override { return cgroup_members(dir_); }
   std::string name() const override { return name_; }
 
  private:
@@ -163,6 +164,9 @@ class HybridJob final : public JobCgroup {
     s.pids_max_hits = cgroup_read_keyed(pids_ / "pids.events", "max");
     s.pids_current = cgroup_read_int(pids_ / "pids.current");
     return s;
+  }
+  std::vector<pid_t> members() const override {
+    return cgroup_members(unified_.empty() ? memory_ : unified_);
   }
   std::string name() const override { return name_; }
 

@@ -59,6 +59,8 @@ class JobCgroup {
   // stages (docs/architecture.md "Pipelined stages").
   virtual void signal_all(int sig) = 0;
   virtual JobCgroupStats stats() const = 0;
+  // The processes in it now (cgroup.procs: thread-group leaders, no threads).
+  virtual std::vector<pid_t> members() const = 0;
   virtual std::string name() const = 0;
 };
 

@@ -236,10 +236,56 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_poin
   return Status::ok();
 }
 
+ChildMessage next_message_of(ChildChannel& child, std::string_view type) {
+  // Output between jobs belongs to no job (run_job_on_child drops it too); read so the
+  // pipes never fill.
+  for (int fd : {child.out.get(), child.err.get()})
+    read_available(fd, [](std::string_view) {});
+  bool eof = false;
+  for (int round = 0; round < 2; ++round) {
+    while (auto msg = child.decoder.next()) {
+      if (!msg->is_ok()) return ChildMessage::kGone;
+      const Json& m = msg->value();
+      const std::string kind = m.value("type", "");
+      if (kind == "sandbox_failed") return ChildMessage::kGone;
+      if (kind != type) continue;  // a progress message or the like: nothing is waiting for it
+      if (kind == "ready") {
+        if (!worker_protocol::check_protocol_version(m)) return ChildMessage::kGone;
+        child.ready = true;
+        child.ready_message = m;
+      }
+      return ChildMessage::kArrived;
+    }
+    if (round == 0) eof = read_frames(child.proto.get(), child.decoder) == ReadResult::kEof;
+  }
+  return eof ? ChildMessage::kGone : ChildMessage::kNotYet;
+}
+
+bool await_message_of(ChildChannel& child, std::string_view type, Clock::time_point deadline) {
+  for (;;) {
+    switch (next_message_of(child, type)) {
+      case ChildMessage::kArrived:
+        return true;
+      case ChildMessage::kGone:
+        return false;
+      case ChildMessage::kNotYet:
+        break;
+    }
+    if (Clock::now() >= deadline) return false;
+    std::array<pollfd, 3> fds = {pollfd{child.proto.get(), POLLIN, 0},
+                                 pollfd{child.out.get(), POLLIN, 0},
+                                 pollfd{child.err.get(), POLLIN, 0}};
+    if (::poll(fds.data(), fds.size(), poll_timeout_ms(deadline)) < 0 && errno != EINTR) {
+      return false;
+    }
+  }
+}
+
 ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milliseconds timeout,
                              CancelToken& cancel, const ProgressSink& progress, ExitSource& exits,
                              const ChildLimits& limits, DeviceGate* gate,
-                             std::unique_ptr<DeviceGate::Ticket> admitted, bool defer_teardown) {
+                             std::unique_ptr<DeviceGate::Ticket> admitted,
+                             AfterResult after_result) {
   ChildJobEnd end;
   end.stdout_capture = worker_protocol::OutputCapture(limits.output_cap_bytes);
   end.stderr_capture = worker_protocol::OutputCapture(limits.output_cap_bytes);
@@ -445,8 +491,12 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   const auto teardown_start = Clock::now();
   // A job that sent its result may end after its answer (defer_teardown): its processes are
   // only sent SIGKILL here; the caller waits for them and holds what the job held until then.
-  const bool deferred = defer_teardown && got_result;
-  if (deferred) {
+  const bool kept = after_result == AfterResult::kKeepChild && got_result && cgroup != nullptr &&
+                    cgroup->members().size() <= child.keep_max_processes;
+  const bool deferred = (after_result == AfterResult::kDeferTeardown && got_result) || kept;
+  if (kept) {
+    // Nothing is killed: the caller ends the job's candidate and parks the judge.
+  } else if (deferred) {
     child.start_kill();
   } else {
     child.kill_all();
@@ -481,7 +531,8 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
     end.teardown_ms =
         std::chrono::duration<double, std::milli>(Clock::now() - teardown_start).count();
   }
-  end.teardown_deferred = deferred;
+  end.teardown_deferred = deferred && !kept;
+  end.kept = kept;
 
   if (got_result) {
     end.kind = ChildJobEnd::Kind::kResult;

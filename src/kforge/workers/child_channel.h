@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
@@ -51,6 +52,11 @@ struct ChildChannel {
   worker_protocol::FrameDecoder decoder{worker_protocol::kMaxChildFrameBytes};
   bool ready = false;
   Json ready_message;
+  // AfterResult::kKeepChild keeps the child only while its cgroup holds at most this many
+  // processes at the result (the judge, the job's candidate, the spares): a job that left
+  // more (a reference's daemon, a fork bomb) is torn down as any other.
+  size_t keep_max_processes = 0;
+  size_t first_processes = 0;  // its processes when a job first took it (PythonWorker)
   std::chrono::steady_clock::time_point started_at;
   // Its cgroup, scratch directory and jail (null before the sandbox is prepared). Declared
   // after the descriptors, so it is destroyed before them: its cgroup is killed before the
@@ -134,8 +140,11 @@ struct ChildJobEnd {
   // the processes were sent SIGKILL but may still be ending. The worker hands the child and
   // `held` to its Teardowns, which waits for them and only then gives `held` back.
   bool teardown_deferred = false;
-  // With a deferred teardown: the device ticket the job still held (its grant or its
-  // shared admission), or null.
+  // AfterResult::kKeepChild and a result came: nothing was killed; the caller ends the
+  // job's candidate and keeps the child, or tears it down.
+  bool kept = false;
+  // With a deferred teardown or a kept child: the device ticket the job still held (its
+  // grant or its shared admission), or null.
   std::unique_ptr<DeviceGate::Ticket> held;
 };
 
@@ -158,16 +167,30 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits,
 // child asks for the exclusive grant (or when the job ends); while such a job waits for its
 // exclusive grant its processes are stopped (SIGSTOP), and continued (SIGCONT) when it is
 // granted, so that none of its GPU work can start beside another job's timed region.
-// `defer_teardown`: once the child sent its result, its processes are sent SIGKILL and the
-// output already written is read, but the wait for them to be gone (a CUDA context's
-// teardown: tens of ms) is left to the caller (ChildJobEnd::teardown_deferred), so the
-// answer need not wait for it. Jobs that end any other way are torn down here as before.
+// `after_result`, once the child sent its result: kTeardownNow kills its processes and waits
+// for them here; kDeferTeardown sends them SIGKILL and reads the output already written, but
+// leaves the wait for them to be gone (a CUDA context's teardown: tens of ms) to the caller
+// (ChildJobEnd::teardown_deferred), so the answer need not wait for it; kKeepChild kills
+// nothing (a judge kept for another job: the caller ends the job's candidate and parks the
+// child, ChildJobEnd::kept). Jobs that end any other way are torn down here as before.
+enum class AfterResult { kTeardownNow, kDeferTeardown, kKeepChild };
 ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message,
                              std::chrono::milliseconds timeout, CancelToken& cancel,
                              const ProgressSink& progress, ExitSource& exits,
                              const ChildLimits& limits, DeviceGate* gate = nullptr,
                              std::unique_ptr<DeviceGate::Ticket> admitted = nullptr,
-                             bool defer_teardown = false);
+                             AfterResult after_result = AfterResult::kTeardownNow);
+
+// A kept judge (AfterResult::kKeepChild) between its jobs: the message of `type` it was to
+// send next (`idle` once its candidate is gone, `ready` once the next one is warm; a
+// `ready` also sets child.ready and child.ready_message). next_message_of reads what has
+// arrived without blocking; frames after the one found stay for the next call. kGone: the
+// child closed its socket, broke the protocol or said `sandbox_failed`.
+enum class ChildMessage { kArrived, kNotYet, kGone };
+ChildMessage next_message_of(ChildChannel& child, std::string_view type);
+// The same, waiting until `deadline`; true once it arrived.
+bool await_message_of(ChildChannel& child, std::string_view type,
+                      std::chrono::steady_clock::time_point deadline);
 
 // Turns a ChildJobEnd into kernel_exec_result: the worker's result (or the last partial
 // result, or a skeleton), plus the failure reason, captured output and process facts.

@@ -186,7 +186,7 @@ WorkerOutcome NativeCudaWorker::run(const WorkerJob& job, CancelToken& cancel,
 
   ProcessExits exits(active->process);
   ChildJobEnd end = run_job_on_child(active->channel, message, job.timeout, cancel, progress, exits,
-                                     options_.limits, gate, nullptr, /*defer_teardown=*/true);
+                                     options_.limits, gate, nullptr, AfterResult::kDeferTeardown);
   if (!options_.gate) {
     // The process taken is replaced once its job is done, not while it runs: a starting
     // process creates a CUDA context, which stalls the driver calls of the running job (on

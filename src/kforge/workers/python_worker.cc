@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cctype>
 
 #include "kforge/common/files.h"
+#include "kforge/common/hash.h"
 #include "kforge/common/log.h"
 #include "kforge/workers/reference_staging.h"
 #include "kforge/workers/worker_env.h"
@@ -163,6 +165,7 @@ Status PythonWorker::start_zygote() {
 void PythonWorker::stop_zygote() {
   std::lock_guard control_lock(control_mu_);
   pool_.clear();
+  clear_parked();
   if (control_.valid()) {
     (void)worker_protocol::send_control(control_.get(), Json{{"type", "shutdown"}});
   }
@@ -266,6 +269,10 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
     return prepared.status().with_context("preparing the child's sandbox");
   }
   child->sandbox = std::move(prepared).value();
+  if (options_.jobs_per_judge > 1 && options_.sandbox->jailing()) {
+    // Spare candidates for the jobs after its first, should it be kept (reuse_key()).
+    child->sandbox->message["spares"] = options_.jobs_per_judge - 1;
+  }
   if (Status s = child->send_sandbox(); !s) {
     child->kill_all();
     return s;
@@ -402,20 +409,38 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   book_.set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm worker process", 0.02);
   const auto taking = Clock::now();
-  if (options_.gate) {
-    // A child already warming is nearer ready than one this job would start now.
-    adopted_.wait_until(run_lock, Clock::now() + job.timeout,
-                        [this] { return pool_.size() > 0 || pool_.warming() == 0; });
+  const std::string key = reuse_key(job);
+  std::shared_ptr<ChildChannel> active = key.empty() ? nullptr : take_parked(key);
+  if (!active) {
+    if (options_.gate) {
+      // A child already warming is nearer ready than one this job would start now.
+      adopted_.wait_until(run_lock, Clock::now() + job.timeout,
+                          [this] { return pool_.size() > 0 || pool_.warming() == 0; });
+    }
+    auto child = pool_.take();
+    if (!child.is_ok()) {
+      book_.set_state(alive() ? WorkerState::kReady : WorkerState::kFailed,
+                      child.status().message());
+      return {WorkerOutcome::Kind::kWorkerFailure, Json(),
+              "the Python worker for " + options_.device +
+                  " is unavailable: " + child.status().message()};
+    }
+    active = std::move(child).value();
   }
-  auto child = pool_.take();
   const double take_ms = std::chrono::duration<double, std::milli>(Clock::now() - taking).count();
-  if (!child.is_ok()) {
-    book_.set_state(alive() ? WorkerState::kReady : WorkerState::kFailed, child.status().message());
-    return {WorkerOutcome::Kind::kWorkerFailure, Json(),
-            "the Python worker for " + options_.device +
-                " is unavailable: " + child.status().message()};
+  const int jobs_before = active->ready_message.value("jobs_done", 0);
+  sandbox::JobCgroup* cgroup = active->sandbox ? active->sandbox->cgroup.get() : nullptr;
+  if (jobs_before == 0 && cgroup != nullptr) {
+    // Its processes when first taken (the judge, its candidate and spares, the cpu's echo):
+    // each later job of the judge has one candidate fewer.
+    active->first_processes = cgroup->members().size();
   }
-  std::unique_ptr<ChildChannel> active = std::move(child).value();
+  active->keep_max_processes =
+      active->first_processes -
+      std::min<size_t>(active->first_processes, static_cast<size_t>(jobs_before));
+  // Keep the judge for another job of this key while it has a spare candidate left.
+  const bool keep = !key.empty() && active->ready_message.value("spares_left", 0) > 0 &&
+                    active->ready_message.value("candidate_pid", 0) > 1;
 
   Json message = job_message_for(job, *active->sandbox,
                                  options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir()
@@ -423,6 +448,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   // A batch's reference file, staged into the judge's own directory (reference_staging.h).
   StagedReference staged_reference = stage_reference(message["job"], active->sandbox->judge_dir);
 
+  if (keep) message["job"]["keep_judge"] = true;
   if (options_.gate) {
     message["job"]["exclusive_timing"] = true;
     run_lock.unlock();  // other jobs take their children while this one runs
@@ -437,17 +463,24 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
   ChildJobEnd end = run_job_on_child(*active, message, job.timeout, cancel, progress, *this,
                                      options_.limits, gate, std::move(admitted),
-                                     /*defer_teardown=*/true);
+                                     keep ? AfterResult::kKeepChild : AfterResult::kDeferTeardown);
   staged_reference.collect();
   end.device_wait_ms += admission_wait_ms;
   Json worker_info = {{"type", "python"},
                       {"pid", active->pid},
                       {"warmup_ms", active->ready_message.value("warmup_ms", 0.0)}};
   worker_info["sandbox"] = active->ready_message.value("sandbox", Json::object());
+  // How many jobs this judge served before this one (0: a fresh one).
+  worker_info["judge_jobs_before"] = jobs_before;
   Json result = assemble_result(message["job"], end, job.timeout, worker_info);
   const bool zygote_died = !alive() && end.kind == ChildJobEnd::Kind::kCrashed;
   const auto released = Clock::now();
-  if (end.teardown_deferred) {
+  if (end.kept) {
+    // The answer goes out while the job's candidate ends; the device ticket goes back once
+    // it is gone, and the judge waits for the next job of its key.
+    teardowns_.add({[this, kept = active, key] { park_after_job(kept, key); },
+                    teardown_ticket(std::move(end.held), gate, job.job_id)});
+  } else if (end.teardown_deferred) {
     // The answer goes out while the job's processes end; its device ticket goes back after.
     std::shared_ptr<ChildChannel> dying(std::move(active));
     teardowns_.add(
@@ -469,10 +502,105 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   return outcome_of(end, std::move(result));
 }
 
+std::string PythonWorker::reuse_key(const WorkerJob& job) const {
+  // Needs the jail (a candidate is pid 1 of its pid namespace: killing it ends all it
+  // started) and cgroups (what a job left behind is counted, and killed with the judge).
+  if (options_.jobs_per_judge <= 1 || !options_.sandbox->jailing() ||
+      !options_.sandbox->has_cgroups()) {
+    return "";
+  }
+  const Json* reference = job.spec.contains("reference") ? &job.spec["reference"] : nullptr;
+  // The submitter as it is (the boundary that matters), the reference by its hash.
+  return job.submitter + '\n' + options_.device + '\n' +
+         sha256_hex(reference != nullptr ? reference->dump() : std::string("null"));
+}
+
+std::shared_ptr<ChildChannel> PythonWorker::take_parked(const std::string& key) {
+  std::vector<std::shared_ptr<ChildChannel>> dropped;  // killed after the lock is let go
+  std::shared_ptr<ChildChannel> taken;
+  {
+    std::lock_guard lock(parked_mu_);
+    const auto now = Clock::now();
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      ChildMessage state = ChildMessage::kNotYet;
+      if (now - it->since > kParkedFor) {
+        state = ChildMessage::kGone;
+      } else if (!taken && it->key == key) {
+        state = it->child->ready ? ChildMessage::kArrived : next_message_of(*it->child, "ready");
+      }
+      if (state == ChildMessage::kNotYet) {
+        ++it;
+        continue;
+      }
+      if (state == ChildMessage::kArrived) {
+        taken = std::move(it->child);
+        ++jobs_on_kept_judges_;
+      } else {
+        dropped.push_back(std::move(it->child));
+      }
+      it = parked_.erase(it);
+    }
+  }
+  if (taken) taken->warming.reset();  // no longer a warm-up: a job's
+  for (auto& child : dropped)
+    child->kill_all();
+  return taken;
+}
+
+void PythonWorker::park_after_job(const std::shared_ptr<ChildChannel>& child,
+                                  const std::string& key) {
+  // The job's candidate is the pid its judge named; the judge has not reaped it (it waits
+  // for `candidate_ended`), so the pid is still that process. It is pid 1 of its own pid
+  // namespace: with it dies everything it started.
+  const pid_t candidate = child->ready_message.value("candidate_pid", 0);
+  child->ready = false;
+  bool parked = candidate > 1 && ::kill(candidate, SIGKILL) == 0;
+  parked = parked &&
+           worker_protocol::write_all(
+               child->proto.get(), worker_protocol::encode_frame(Json{{"type", "candidate_ended"}}),
+               Clock::now() + std::chrono::seconds(5));
+  // `idle`: the candidate is reaped (its CUDA context gone) and the next spare warms up.
+  parked = parked && await_message_of(*child, "idle", Clock::now() + std::chrono::seconds(10));
+  if (!parked) {
+    child->kill_all();
+    return;
+  }
+  DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
+  if (gate != nullptr) child->warming = child->warm_beside(*gate);
+  std::shared_ptr<ChildChannel> evicted;
+  {
+    std::lock_guard lock(parked_mu_);
+    if (parked_.size() >= kMaxParked) {
+      evicted = std::move(parked_.front().child);
+      parked_.pop_front();
+    }
+    parked_.push_back({key, child, Clock::now()});
+    ++judges_parked_;
+  }
+  if (evicted) evicted->kill_all();
+}
+
+void PythonWorker::clear_parked() {
+  std::deque<Parked> gone;
+  {
+    std::lock_guard lock(parked_mu_);
+    gone.swap(parked_);
+  }
+  for (auto& p : gone)
+    p.child->kill_all();
+}
+
 Json PythonWorker::status() const {
   Json s = {{"type", "python"}, {"device", options_.device}};
   book_.fill_status(s);
   s["warm_children_target"] = options_.warm_children;
+  s["jobs_per_judge"] = options_.jobs_per_judge;
+  {
+    std::lock_guard lock(parked_mu_);
+    s["judges_parked_now"] = parked_.size();
+    s["judges_parked_total"] = judges_parked_;
+    s["jobs_on_kept_judges_total"] = jobs_on_kept_judges_;
+  }
   s["teardowns"] = teardowns_.status();
   if (options_.gate) {
     s["warm_children_max"] = std::max(options_.warm_children, options_.max_warm_children);
@@ -486,8 +614,9 @@ Json PythonWorker::status() const {
 }
 
 void PythonWorker::shutdown() {
-  stop_warmer();  // before the pool and the zygote go
-  teardowns_.drain();
+  stop_warmer();       // before the pool and the zygote go
+  teardowns_.drain();  // parks the last kept judges, which clear_parked() then ends
+  clear_parked();
   stop_zygote();
   book_.set_state(WorkerState::kStopped);
 }

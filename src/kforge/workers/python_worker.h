@@ -76,6 +76,14 @@ struct PythonWorkerOptions {
   // then; a waiting child is idle, stopping it costs nothing), so it is stopped while a
   // timed region runs. Null: no such care (tests of the worker alone).
   std::shared_ptr<DeviceGate> timing_gate;
+  // Jobs one judge may serve (1: one, as every candidate does). With more, and jailing on, a
+  // child is forked with jobs_per_judge - 1 spare candidate processes (jailed, warming
+  // nothing), and after a job it is kept ("parked") for the next job of the same submitter
+  // and the same reference: that job's candidate is a fresh spare, warmed while the judge
+  // waited; the judge, its CUDA context and its warm-up are reused (docs/security.md, "A
+  // judge serves several jobs"). At most kMaxParked judges wait per worker, each at most
+  // kParkedFor.
+  int jobs_per_judge = 1;
   std::chrono::seconds zygote_start_timeout{300};
   std::chrono::seconds child_ready_timeout{180};
 };
@@ -120,6 +128,19 @@ class PythonWorker final : public Worker, private ExitSource {
   void warmer_loop();
   void stop_warmer();
 
+  // The key of a job whose judge may be kept or reused: its submitter, device and reference
+  // (the only state a judge keeps between jobs); "" where judges are not reused.
+  std::string reuse_key(const WorkerJob& job) const;
+  // A parked judge of `key` whose next candidate is warm (its `ready` arrived), or null.
+  // Drops (kills) parked judges that are gone or waited too long.
+  std::shared_ptr<ChildChannel> take_parked(const std::string& key);
+  // After a kept job (ChildJobEnd::kept): kills the job's candidate (its pid namespace),
+  // waits for the judge's `idle`, then parks it under `key`, registered with the device's
+  // gate while its next candidate warms up. Runs on the teardown thread: the job's device
+  // ticket goes back once it returns, with the candidate gone. Kills the child otherwise.
+  void park_after_job(const std::shared_ptr<ChildChannel>& child, const std::string& key);
+  void clear_parked();
+
   Status start_zygote();
   void stop_zygote();
   Status handle_control_message(const Json& message);
@@ -163,8 +184,22 @@ class PythonWorker final : public Worker, private ExitSource {
   Json hello_ = Json::object();  // guarded by mu_
   int64_t zygote_starts_ = 0;    // guarded by mu_
   pid_t zygote_pid_ = -1;        // guarded by mu_
+  // Judges kept between jobs (jobs_per_judge > 1), oldest first.
+  struct Parked {
+    std::string key;
+    std::shared_ptr<ChildChannel> child;
+    std::chrono::steady_clock::time_point since;
+  };
+  static constexpr size_t kMaxParked = 4;
+  static constexpr std::chrono::seconds kParkedFor{60};
+  mutable std::mutex parked_mu_;
+  std::deque<Parked> parked_;        // guarded by parked_mu_
+  int64_t judges_parked_ = 0;        // guarded by parked_mu_
+  int64_t jobs_on_kept_judges_ = 0;  // guarded by parked_mu_
+
   // Jobs' processes ending after their answers went out. Last: destroyed first, so every
-  // teardown finishes while the rest of the worker is still there.
+  // teardown finishes while the rest of the worker is still there (a kept judge is parked
+  // from there, so parked_ is declared before it).
   Teardowns teardowns_;
 };
 
