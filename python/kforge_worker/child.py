@@ -22,6 +22,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from kforge_worker import PROTOCOL_VERSION, jailer, sandbox
@@ -29,7 +30,7 @@ from kforge_worker.device_grant import ExclusiveGrant, no_grant
 from kforge_worker.devinfo import WorkerDevice, parse_device
 from kforge_worker.evaluate import run_job
 from kforge_worker.link import CandidateGone, CandidateLink
-from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.protocol import ProtocolError, StreamChannel, encode_frame
 from kforge_worker.results import JobResult
 from kforge_worker.spec import SpecError, parse_job
 from kforge_worker.warmup import WarmupReport, warm_child
@@ -89,10 +90,15 @@ MAX_SPARES = 31
 
 
 def serve_one_job(
-    channel: StreamChannel, device: WorkerDevice, link: CandidateLink, plan: Plan
+    channel: StreamChannel,
+    device: WorkerDevice,
+    link: CandidateLink,
+    plan: Plan,
+    on_keep: Callable[[], None] = lambda: None,
 ) -> bool:
     """Receives one job, runs it, sends its result (with progress messages on the way).
-    True where the job asked the judge to stay for another (`keep_judge`) and it ran."""
+    True where the job asked the judge to stay for another (`keep_judge`) and it ran;
+    `on_keep` is called then, before the job runs (it wakes the next spare)."""
     raw = _wait_for(channel, "job")
     if raw is None:
         return False
@@ -116,6 +122,9 @@ def serve_one_job(
             _worker_failure(job_id, f"job is for {job.device}, worker runs on {device.name}")
         )
         return False
+
+    if keep:
+        on_keep()
 
     def progress(phase: str, message: str, partial: dict[str, Any]) -> None:
         channel.send({"type": "progress", "phase": phase, "message": message, "partial": partial})
@@ -200,10 +209,18 @@ def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
                 # The pid the supervisor kills when this job's candidate must end while the
                 # judge stays (the judge's pid namespace is the supervisor's).
                 "candidate_pid": link.pid,
+                # The spare a kept job wakes at its start: it warms up during the job (the
+                # supervisor stops it during timed regions, as any warming process).
+                "next_candidate_pid": spares[0][1] if spares else None,
             }
         )
+
+        def wake_next() -> None:
+            if spares:
+                spares[0][0].sendall(encode_frame({"type": "warm"}))
+
         try:
-            keep = serve_one_job(channel, device, link, plan) and bool(spares)
+            keep = serve_one_job(channel, device, link, plan, wake_next) and bool(spares)
             if keep:
                 # The supervisor has killed the job's candidate (its pid 1, and with it its
                 # whole pid namespace: whatever it left running). It is not reaped before
@@ -251,11 +268,10 @@ def _device_healthy(device: WorkerDevice) -> bool:
 def _next_candidate(
     spares: list[tuple[socket.socket, int]], device: WorkerDevice, warm: WarmupReport
 ) -> tuple[CandidateLink, dict[str, Any]]:
-    """The next spare, woken: its warm-up, then the judge's clock attached to it (as for the
-    first candidate, before it has loaded any user code)."""
+    """The next spare (woken as the last job began): its warm-up's end, then the judge's
+    clock attached to it (as for the first candidate, before it has loaded any user code)."""
     sock, pid = spares.pop(0)
-    link = CandidateLink(sock, pid, device.torch_device())
-    link.channel.send({"type": "warm"})
+    link = CandidateLink(sock, pid, device.torch_device())  # woken at the job's start
     ready = link.wait_ready()
     if device.is_cuda:
         warm.run("judge_clock", link.attach_clock)

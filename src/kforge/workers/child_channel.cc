@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <array>
@@ -150,6 +151,17 @@ void ChildChannel::signal_all(int sig) {
 
 std::unique_ptr<DeviceGate::Warming> ChildChannel::warm_beside(DeviceGate& gate) {
   return gate.warming([this](bool pause) { signal_all(pause ? SIGSTOP : SIGCONT); });
+}
+
+std::unique_ptr<DeviceGate::Warming> ChildChannel::warm_process_beside(DeviceGate& gate,
+                                                                       pid_t pid) {
+  if (pid <= 1) return nullptr;
+  auto fd = std::make_shared<worker_protocol::UniqueFd>(
+      static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!fd->valid()) return nullptr;
+  return gate.warming([fd](bool pause) {
+    (void)::syscall(SYS_pidfd_send_signal, fd->get(), pause ? SIGSTOP : SIGCONT, nullptr, 0);
+  });
 }
 
 StatusOr<ChildPipes> ChildPipes::create() {

@@ -67,6 +67,11 @@ struct ChildChannel {
   // goes first (its last SIGCONT reaches the cgroup and process group still there). A
   // registered channel must not move (the registration signals through `this`).
   std::unique_ptr<DeviceGate::Warming> warming;
+  // A kept judge's next candidate, woken as a job starts so that it warms during the job:
+  // registered with the device's gate from then until a job takes the parked judge, so it
+  // is stopped during timed regions (its own job's included). Signalled through a pidfd, so
+  // a spare that died and was reaped is never confused with a later process of its pid.
+  std::unique_ptr<DeviceGate::Warming> spare_warming;
 
   ~ChildChannel();
   ChildChannel() = default;
@@ -90,6 +95,9 @@ struct ChildChannel {
   // returned registration lives: everything it started is stopped (SIGSTOP) while an
   // exclusive grant is in and continued (SIGCONT) after.
   std::unique_ptr<DeviceGate::Warming> warm_beside(DeviceGate& gate);
+  // The same for one process of it only (a spare candidate, pid in the server's namespace):
+  // null where the process is gone or no pidfd can be had.
+  static std::unique_ptr<DeviceGate::Warming> warm_process_beside(DeviceGate& gate, pid_t pid);
 };
 
 // The descriptors a new child gets: a protocol socket pair and stdout/stderr pipes. The

@@ -21,6 +21,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxRememberedExits = 1024;
+
+// An integer field of a child's message, or 0 (absent, null or not an integer).
+int64_t int_field(const Json& message, const char* key) {
+  auto it = message.find(key);
+  return it != message.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
 constexpr std::chrono::seconds kForkReplyTimeout{30};
 
 Status set_nonblocking(int fd) {
@@ -428,7 +434,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
     active = std::move(child).value();
   }
   const double take_ms = std::chrono::duration<double, std::milli>(Clock::now() - taking).count();
-  const int jobs_before = active->ready_message.value("jobs_done", 0);
+  const int jobs_before = static_cast<int>(int_field(active->ready_message, "jobs_done"));
   sandbox::JobCgroup* cgroup = active->sandbox ? active->sandbox->cgroup.get() : nullptr;
   if (jobs_before == 0 && cgroup != nullptr) {
     // Its processes when first taken (the judge, its candidate and spares, the cpu's echo):
@@ -439,8 +445,8 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
       active->first_processes -
       std::min<size_t>(active->first_processes, static_cast<size_t>(jobs_before));
   // Keep the judge for another job of this key while it has a spare candidate left.
-  const bool keep = !key.empty() && active->ready_message.value("spares_left", 0) > 0 &&
-                    active->ready_message.value("candidate_pid", 0) > 1;
+  const bool keep = !key.empty() && int_field(active->ready_message, "spares_left") > 0 &&
+                    int_field(active->ready_message, "candidate_pid") > 1;
 
   Json message = job_message_for(job, *active->sandbox,
                                  options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir()
@@ -461,6 +467,12 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   }
 
   DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
+  if (keep && gate != nullptr) {
+    // The judge wakes its next candidate as the job starts; it warms up during the job,
+    // stopped while any timed region runs (this job's own too).
+    active->spare_warming = ChildChannel::warm_process_beside(
+        *gate, static_cast<pid_t>(int_field(active->ready_message, "next_candidate_pid")));
+  }
   ChildJobEnd end = run_job_on_child(*active, message, job.timeout, cancel, progress, *this,
                                      options_.limits, gate, std::move(admitted),
                                      keep ? AfterResult::kKeepChild : AfterResult::kDeferTeardown);
@@ -541,7 +553,10 @@ std::shared_ptr<ChildChannel> PythonWorker::take_parked(const std::string& key) 
       it = parked_.erase(it);
     }
   }
-  if (taken) taken->warming.reset();  // no longer a warm-up: a job's
+  if (taken) {  // no longer warm-ups: a job's
+    taken->warming.reset();
+    taken->spare_warming.reset();
+  }
   for (auto& child : dropped)
     child->kill_all();
   return taken;
@@ -552,7 +567,7 @@ void PythonWorker::park_after_job(const std::shared_ptr<ChildChannel>& child,
   // The job's candidate is the pid its judge named; the judge has not reaped it (it waits
   // for `candidate_ended`), so the pid is still that process. It is pid 1 of its own pid
   // namespace: with it dies everything it started.
-  const pid_t candidate = child->ready_message.value("candidate_pid", 0);
+  const auto candidate = static_cast<pid_t>(int_field(child->ready_message, "candidate_pid"));
   child->ready = false;
   bool parked = candidate > 1 && ::kill(candidate, SIGKILL) == 0;
   parked = parked &&
