@@ -238,3 +238,37 @@ def test_the_servers_markers_are_the_ones_the_worker_splits_at():
             found.append(line)
             assert split_appended(f"x = 1\n\n{line}\ny = 2\n") == ("x = 1\n\n", f"{line}\ny = 2\n")
     assert len(found) == 4, found
+
+
+BROKEN_INIT = """\
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        raise KeyError("no weights")
+
+    def forward(self, x):
+        return x
+
+
+def get_inputs():
+    return [torch.randn(8)]
+"""
+INIT_LINE = BROKEN_INIT.splitlines().index('        raise KeyError("no weights")') + 1
+
+
+@pytest.mark.parametrize("side", ["candidate", "reference"])
+def test_a_failing_constructor_is_said_once_with_its_line(tmp_path, side):
+    # Once read "the kernel raised in Model(*get_init_inputs()) raised KeyError::" followed
+    # by the same heading again: the failure was in no trial, and the heading is said once.
+    good = K.torch_kernel(BROKEN_INIT.replace('        raise KeyError("no weights")\n', ""))
+    broken = K.torch_kernel(BROKEN_INIT)
+    kernel, reference = (broken, good) if side == "candidate" else (good, broken)
+    result = run(make_job(kernel, reference, tmp_path=tmp_path))
+    text = result["runtime_error"]
+    prefix = "" if side == "candidate" else "reference kernel: "
+    assert text.startswith(f"{prefix}Model(*get_init_inputs()) raised KeyError:\n"), text
+    assert text.count("raised KeyError") == 1, text
+    assert f'{side}.py", line {INIT_LINE}, in __init__' in text, text
