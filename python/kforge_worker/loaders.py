@@ -237,7 +237,8 @@ def _jit_source_line(src: str | None, lineno: int) -> tuple[int, str] | None:
         from triton.runtime.jit import JITFunction, get_jit_fn_file_line
     except ImportError:  # a Triton without it: the summary keeps Triton's own count
         return None
-    for module in list(sys.modules.values()):
+    # Newest first: a process that served earlier jobs still holds their kernels' modules.
+    for module in reversed(list(sys.modules.values())):
         if getattr(module, "__file__", None) not in _USER_FILES:
             continue
         for value in list(vars(module).values()):
