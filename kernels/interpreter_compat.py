@@ -3,8 +3,9 @@ a persistent ``range(pid, n, step)``) converts a one-element array to an int, wh
 made a TypeError. This applies the upstream fix (triton-lang/triton#9172, after 3.6.0) when
 the interpreter is on (TRITON_INTERPRET=1, the cpu device) and does nothing otherwise.
 
-`kforge bench` puts this file in front of a library kernel's source for jobs on the cpu
-device, and tests/kernels applies it in-process. Remove it once the Triton in use has the fix.
+`kforge bench` appends this file to a library kernel's source for jobs on the cpu device (so
+does the workbench), and tests/kernels applies it in-process. Remove it once the Triton in use
+has the fix.
 """
 
 import os

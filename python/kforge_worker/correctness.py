@@ -61,26 +61,29 @@ def call_kernel(runnable: Runnable, inv: Invocation, device: torch.device) -> An
     return returned
 
 
-def report_exception(result: JobResult, exc: BaseException, trial: str) -> None:
+def report_exception(
+    result: JobResult, exc: BaseException, trial: str, *, heading: str | None = None
+) -> None:
     """A kernel raised: compile errors surfacing at first launch vs runtime errors.
 
     A kernel that failed to compile when first launched (Triton compiles at the first call)
     did not compile: `compiled` false and the error in `compilation_error`. The kernel
     evaluation server found these while validating and reported them in validation_error,
     where its clients look, so validation_error names the error too (the first line of the
-    text: describe_call_failure's summary)."""
+    text: describe_call_failure's summary). `heading` replaces the text's first line (which
+    names the trial) when the failure was not in a trial ("Model(...) raised KeyError")."""
     if isinstance(exc, RemoteError):
         kind, detail = getattr(exc, "kind", "runtime"), exc.text
     else:
         kind, detail = describe_call_failure(exc)
     if kind == "compile":
-        where = f"the kernel failed to compile at its first launch, in {trial}"
+        where = heading or f"the kernel failed to compile at its first launch, in {trial}"
         summary = detail.strip().splitlines()[0] if detail.strip() else "no message"
         result.compiled = False
         result.fail("compile", f"{where}:\n{detail}")
         result.validation_error = result.validation_error or f"{where}: {summary}"
         return
-    text = f"the kernel raised in {trial}:\n{detail}"
+    text = f"{heading or f'the kernel raised in {trial}'}:\n{detail}"
     if "illegal memory access" in detail:
         from kforge_worker.link import READ_ONLY_HINT
 

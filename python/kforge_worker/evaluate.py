@@ -201,7 +201,7 @@ def _run(
         return
     except SetupError as e:
         result.compiled = True
-        report_exception(result, e.cause, str(e))
+        report_exception(result, e.cause, str(e), heading=str(e))
         return
     except (InputError, DeviceUnavailable) as e:
         result.compiled = True

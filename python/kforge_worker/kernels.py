@@ -425,7 +425,10 @@ def _load_kernels(
             raise LoadError("the candidate failed to load", f.message)
         if f.kind == "device":
             raise DeviceUnavailable(f.message)
-        raise SetupError(f.message.split("\n", 1)[0], RemoteError(f.message))
+        # The candidate's text is a heading ("Model(*get_init_inputs()) raised KeyError:")
+        # and the traceback: the heading becomes the error's message, said once.
+        heading, _, details = f.message.partition("\n")
+        raise SetupError(heading.rstrip(":"), RemoteError(details))
     candidate = RemoteCandidate(
         link,
         job.kernel.kernel_type,

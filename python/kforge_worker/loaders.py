@@ -24,6 +24,12 @@ user's file and line). Per kernel_type:
 
 Errors while importing (syntax, import-time exceptions, extension builds) raise LoadError,
 which the pipeline reports as `compiled=false`.
+
+Code the server appends to a source (the workbench's harness, `kforge bench`'s entry point,
+the Triton interpreter fix on the cpu device) starts at a marker line `# ---- kforge ... ----`.
+Only what comes before it is written to `<role>.py`; the rest runs in the same module under
+its own name, `<kforge: code appended to the <role>>`, so that a traceback through the harness
+never names a line of it as a line of the user's file.
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
+import linecache
 import os
+import re
 import sys
-import sysconfig
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +53,16 @@ import triton
 from kforge_worker.spec import KernelSpec
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
+# The worker's files as its code objects name them: through PYTHONPATH, which may not be the
+# resolved path (a symlinked install), so both spellings are checked.
+_PACKAGE_DIRS = tuple({_PACKAGE_DIR, str(Path(__file__).parent)})
+
+# Where code the server appended to a kernel's source begins (see the module docstring); the
+# workbench (src/kforge/workbench/job_builder.cc) and `kforge bench` (bench_jobs.cc) write it.
+_APPENDED_MARKER = re.compile(r"^# ---- kforge\b[^\n]*----[ \t]*$", re.MULTILINE)
+
+# The files import_source wrote: the kernels' own sources. Their frames are the user's.
+_USER_FILES: set[str] = set()
 
 
 class DeviceUnavailable(Exception):
@@ -78,13 +95,21 @@ class Runnable:
         return self.invoke(args, kwargs)
 
 
+def _is_worker_file(filename: str) -> bool:
+    if filename.startswith("<frozen importlib"):
+        return True
+    if filename.startswith(_PACKAGE_DIRS):
+        return True
+    return not filename.startswith("<") and os.path.realpath(filename).startswith(_PACKAGE_DIR)
+
+
 def format_user_traceback(exc: BaseException) -> str:
     """The traceback without the worker's own frames, so it starts at the user's code."""
     lines: list[str] = []
     for item in traceback.TracebackException.from_exception(exc).format():
         if item.startswith('  File "'):
             filename = item.split('"', 2)[1]
-            if filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen importlib"):
+            if _is_worker_file(filename):
                 continue
         lines.append(item)
     return "".join(lines)
@@ -136,18 +161,14 @@ def _innermost_kernel_frame(
     exc: BaseException, *, in_triton: bool = True
 ) -> traceback.FrameSummary | None:
     """The innermost frame of `exc` in the kernel's own source or (`in_triton`) in Triton;
-    not in the libraries an operation calls (numpy, say) or the standard library."""
+    not in the libraries an operation calls (numpy, say), the standard library, the worker
+    or code the server appended to the source (the workbench's harness, say)."""
     triton_dir = str(Path(triton.__file__).parent)
-    stdlib = sysconfig.get_paths()["stdlib"]
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        name = frame.filename
-        if name.startswith(triton_dir):
-            if in_triton:
-                return frame
-            continue
-        if "-packages" in name or name.startswith((stdlib, "<")):
-            continue
-        return frame
+        if frame.filename in _USER_FILES:
+            return frame
+        if in_triton and frame.filename.startswith(triton_dir):
+            return frame
     return None
 
 
@@ -178,17 +199,64 @@ def build_failure_summary(exc: BaseException) -> str:
     from triton.runtime.errors import InterpreterError
 
     if isinstance(exc, CompilationError):
-        node = getattr(exc, "node", None)
-        where = f" at {node.lineno}:{node.col_offset}" if hasattr(node, "lineno") else ""
-        # The message ends with what the compiler raised (after the source excerpt).
-        why = getattr(exc, "error_message", None) or _lines(str(exc))[-1:]
-        return f"{type(exc).__name__}{where} of the @triton.jit function: {_one_line(why)}"
+        return _compilation_error_summary(exc)
     if isinstance(exc, InterpreterError):
         cause = _interpreted_cause(exc)
         own = _innermost_kernel_frame(cause, in_triton=False)
         where = f" (line {own.lineno} of the source: {own.line})" if own is not None else ""
         return f"{type(cause).__name__}: {_one_line(str(cause))}{where}"
     return f"{type(exc).__name__}: {_one_line(_lines(str(exc))[:1])}".rstrip(": ")
+
+
+def _compilation_error_summary(exc: BaseException) -> str:
+    """A CompilationError where it was raised: an error in a @triton.jit function the kernel
+    calls is re-raised at each call site, so the innermost one names the failing line (and
+    the error: the outer ones have none). Triton counts lines from the function's def; the
+    line of the user's file is added."""
+    from triton.compiler.errors import CompilationError
+
+    while isinstance(exc.__cause__, CompilationError):
+        exc = exc.__cause__
+    node = getattr(exc, "node", None)
+    lineno = getattr(node, "lineno", None)
+    where = f" at {lineno}:{node.col_offset}" if lineno is not None else ""
+    src = getattr(exc, "src", None)
+    name = re.match(r"\s*def\s+(\w+)", src or "")
+    function = f"@triton.jit function {name.group(1)}" if name else "@triton.jit function"
+    # The message ends with what the compiler raised (after the source excerpt).
+    why = getattr(exc, "error_message", None) or _lines(str(exc))[-1:]
+    own = _jit_source_line(src, lineno) if lineno is not None else None
+    line = f" (line {own[0]} of the source: {own[1]})" if own is not None else ""
+    return f"{type(exc).__name__}{where} of the {function}: {_one_line(why)}{line}"
+
+
+def _jit_source_line(src: str | None, lineno: int) -> tuple[int, str] | None:
+    """(line number in its file, text) of line `lineno`, counted from the def, of the
+    @triton.jit function whose source is `src`, when a kernel's own file defines it."""
+    try:
+        from triton.runtime.jit import JITFunction, get_jit_fn_file_line
+    except ImportError:  # a Triton without it: the summary keeps Triton's own count
+        return None
+    # Newest first: a process that served earlier jobs still holds their kernels' modules.
+    for module in reversed(list(sys.modules.values())):
+        if getattr(module, "__file__", None) not in _USER_FILES:
+            continue
+        for value in list(vars(module).values()):
+            fn = _jit_function(value, JITFunction)
+            if fn is not None and fn.src == src:
+                filename, def_line = get_jit_fn_file_line(fn)
+                line = def_line + lineno - 1
+                return line, linecache.getline(filename, line).strip()
+    return None
+
+
+def _jit_function(obj: Any, kind: type) -> Any:
+    """The JITFunction under @triton.autotune / @triton.heuristics wrappers, or None."""
+    for _ in range(8):
+        if isinstance(obj, kind):
+            return obj
+        obj = getattr(obj, "fn", None)
+    return None
 
 
 def _lines(text: str) -> list[str]:
@@ -207,12 +275,38 @@ def describe_call_failure(exc: BaseException) -> tuple[str, str]:
     return "runtime", format_user_traceback(exc)
 
 
+def split_appended(source: str) -> tuple[str, str]:
+    """(the kernel's own source, the code the server appended to it: "" when none)."""
+    marker = _APPENDED_MARKER.search(source)
+    if marker is None:
+        return source, ""
+    return source[: marker.start()], source[marker.start() :]
+
+
+def appended_filename(role: str) -> str:
+    """The name tracebacks give the code the server appended to the `role` kernel's source.
+    Not a path: nothing outside this process reads it, and it ends neither in `/<role>.py`
+    nor anything else the workbench renames to the user's file."""
+    return f"<kforge: code appended to the {role}>"
+
+
+def _run_appended(code: str, role: str, module: ModuleType) -> None:
+    """Runs the appended code in the module's namespace under appended_filename(role); its
+    lines go to linecache so that tracebacks show them (mtime None: never checked on disk)."""
+    filename = appended_filename(role)
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    exec(compile(code, filename, "exec"), module.__dict__)
+
+
 def import_source(source: str, role: str, scratch_dir: str) -> ModuleType:
-    """Writes the source to `<scratch_dir>/<role>.py` and imports it. Raises LoadError."""
+    """Writes the source to `<scratch_dir>/<role>.py` and imports it (code the server
+    appended runs after it, see the module docstring). Raises LoadError."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    own, appended = split_appended(source)
     path = Path(scratch_dir) / f"{role}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(source)
+    path.write_text(own)
+    _USER_FILES.add(str(path))
     name = f"kforge_user_{role}_{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
@@ -220,6 +314,8 @@ def import_source(source: str, role: str, scratch_dir: str) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+        if appended:
+            _run_appended(appended, role, module)
     except KeyboardInterrupt:
         raise
     except BaseException as e:  # SystemExit at import time is a failed import too

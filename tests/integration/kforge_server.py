@@ -61,6 +61,9 @@ class KforgeServer:
         binary: Path | None = None,
     ) -> None:
         self.binary = binary or kforge_binary()  # an installed copy, say
+        # A binary from $KFORGE_BIN (another checkout's build, say) would run the worker next
+        # to it; the suite tests this checkout's worker unless KFORGE_WORKER_PATH says which.
+        self._checkout_worker = binary is None and bool(os.environ.get("KFORGE_BIN"))
         self._own_dir = data_dir is None
         self.data_dir = data_dir or Path(tempfile.mkdtemp(prefix="kforge-it-"))
         self.devices = devices or device_under_test()
@@ -92,6 +95,8 @@ class KforgeServer:
             *self.extra_args,
         ]  # fmt: skip
         env = {**os.environ, **self.env}
+        if self._checkout_worker:
+            env.setdefault("KFORGE_WORKER_PATH", str(REPO / "python"))
         if python := os.environ.get("KFORGE_PYTHON"):
             env["KFORGE_PYTHON"] = python
         log = self.log_path.open("ab")
