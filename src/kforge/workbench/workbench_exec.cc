@@ -141,10 +141,17 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
     return;
   }
   planned_ = std::move(planned).value();
-  // The workspace keeps what the latest execution ran with.
-  if (auto ws = Workspace::open(s.workspace); ws.is_ok()) {
-    ws->write_test("test_inputs.py", spec.test_input_code).status().ignore();
-    if (spec.reference_code) ws->write_test("reference.py", *spec.reference_code).status().ignore();
+  // Jobs make a new session worth keeping (workbench.h); stored now, its workspace can keep
+  // what they ran with. Should that fail, finalize_locked tries again and says so.
+  ran_jobs_ = true;
+  if (store_locked(*slot_).is_ok()) {
+    // The workspace keeps what the latest execution ran with.
+    if (auto ws = Workspace::open(s.workspace); ws.is_ok()) {
+      ws->write_test("test_inputs.py", spec.test_input_code).status().ignore();
+      if (spec.reference_code) {
+        ws->write_test("reference.py", *spec.reference_code).status().ignore();
+      }
+    }
   }
   lock.unlock();
 
