@@ -69,6 +69,9 @@ struct Caller {
   std::string submitter;
   // On whose behalf (model/principal.h): recorded as the jobs' submitter.
   model::Principal principal;
+  // Only this process can receive the call's results (jobs::Caller::process_bound: a
+  // `kforge mcp` on stdio): its jobs are not run again after a restart.
+  bool process_bound = false;
   // Called for every job an execution tool submits (progress reporting, cancellation).
   std::function<void(const std::string& job_id, const std::string& what)> job_started;
 };

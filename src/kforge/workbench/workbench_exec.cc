@@ -161,11 +161,11 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
     remaining_ = planned_.size() + 1;  // +1: released once every job is submitted
   }
   auto self = shared_from_this();
+  jobs::Caller submitter(caller_.submitter.empty() ? "workbench" : caller_.submitter,
+                         caller_.principal);
+  submitter.process_bound = caller_.process_bound;
   for (size_t i = 0; i < planned_.size(); ++i) {
-    auto job = wb_.service_.submit(
-        planned_[i].request,
-        jobs::Caller(caller_.submitter.empty() ? "workbench" : caller_.submitter,
-                     caller_.principal));
+    auto job = wb_.service_.submit(planned_[i].request, submitter);
     if (!job.is_ok()) {
       model::JobRecord failed;
       failed.state = model::JobState::kFailed;
