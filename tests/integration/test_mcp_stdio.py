@@ -1,6 +1,7 @@
 """`kforge mcp` over raw stdio: one JSON message per line and nothing else on stdout, requests
 served concurrently (a running tool never blocks the reader), cancellation, batches in
-2025-03-26, errors for bad lines, and exit at end of input."""
+2025-03-26, errors for bad lines, exit at end of input, and what becomes of a killed
+process's jobs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+from integration.kernels import FAST_TIMING, model_source
 from integration.mcp_support import StdioPeer, call, sleepy_args
 
 
@@ -65,6 +67,51 @@ def test_stdio_protocol(tmp_path: Path) -> None:
     finally:
         if peer.proc.poll() is None:
             peer.proc.kill()
+
+
+def test_a_killed_processs_jobs_are_not_run_again(tmp_path: Path) -> None:
+    """A `kforge mcp` killed while its calls' jobs were running or queued: the next one (same
+    data directory) re-ran them for no one, holding the only device ahead of the new session's
+    work. They end as cancelled, saying why, and the device takes the new work at once."""
+    peer = StdioPeer(tmp_path / "data")
+    try:
+        peer.initialize()
+        call(peer, 1, "evaluate_kernel", sleepy_args(), progressToken="p1")
+        # The workbench's execution tools too (stateless form: no session state needed).
+        sleepy_solve = "import time\n\n\ndef solve(x):\n    time.sleep(60)\n    return x\n"
+        inputs = "args = [torch.ones(4, device=DEVICE)]\n"
+        call(peer, 2, "run_triton_kernel", {"code": sleepy_solve, "test_input_code": inputs},
+             progressToken="p2")  # fmt: skip
+        jobs: dict[str, str] = {}
+        running = False
+        while len(jobs) < 2 or not running:
+            message = peer.next_message(120)
+            if message.get("method") == "notifications/progress":
+                params = message["params"]
+                jobs[params["progressToken"]] = params["_meta"]["kforge/job_id"]
+                running = running or "correctness" in params.get("message", "")
+        peer.proc.kill()  # SIGKILL: nothing of the process gets to clean up
+        peer.proc.wait(timeout=30)
+    finally:
+        if peer.proc.poll() is None:
+            peer.proc.kill()
+
+    again = StdioPeer(tmp_path / "data")
+    try:
+        again.initialize()
+        for n, job_id in enumerate(jobs.values()):
+            call(again, 10 + n, "get_job_status", {"job_id": job_id})
+            job = again.answer_to(10 + n)["result"]["structuredContent"]
+            assert job["state"] == "cancelled", job
+            assert "the kforge mcp process that submitted it ended" in job["error"], job
+        quick = {**sleepy_args(), "kernel_source": model_source("return x * 2")}
+        call(again, 20, "evaluate_kernel", {**quick, "num_trials": 3, "timing": FAST_TIMING})
+        done = again.answer_to(20, timeout_s=120)["result"]
+        assert done["structuredContent"]["state"] == "success", done
+        assert again.close_and_wait() == 0
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
 
 
 def test_stdio_batches_in_2025_03_26(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ under test (cpu: the Triton interpreter).
   MCP session, get_best_kernel, and the files and logs on disk (workbench_session.py).
 - The seed's acceptance flow over stdio (`kforge mcp --workspace DIR`): get_overview ->
   get_torch_op_info("vector_add") -> write -> run -> validate.
+- `kforge mcp` processes that only ask (get_current_status) store no session; one is stored
+  once it has work in it.
 - Resources and prompts of the knowledge base.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -110,6 +113,50 @@ def test_the_acceptance_flow_over_stdio(tmp_path: Path) -> None:
     assert workspace.parent == tmp_path / "project"  # --workspace DIR
     assert (workspace / "kernel" / "vector_add_v1.py").read_text() == VECTOR_ADD
     assert (tmp_path / "data" / "kforge.db").exists()  # sessions live in the job store
+
+
+def test_processes_that_only_ask_leave_no_sessions(tmp_path: Path) -> None:
+    """Every `kforge mcp` (each editor restart starts one) that called get_current_status
+    stored an empty session, listed forever. A new session is stored once it has work in it;
+    the processes that only ask leave nothing, in the session list or on disk."""
+
+    async def only_ask() -> tuple[Any, Any]:
+        async with Client(stdio(tmp_path)) as client:
+            status = await client.call_tool("get_current_status", {})
+            assert not status.is_error, status.content[0].text
+            assert not (await client.call_tool("get_overview", {})).is_error
+            return status, await client.call_tool("list_sessions", {})
+
+    for _ in range(3):
+        status, listed = anyio.run(only_ask)
+        assert listed.structured_content["sessions"] == [], listed.content[0].text
+        assert status.structured_content["stored"] is False
+        assert "No workbench session yet" in status.content[0].text
+        assert "set_kernel_name(name)" in status.content[0].text
+    assert not list((tmp_path / "project").glob("wb_*"))
+
+    async def name_it() -> dict[str, Any]:
+        async with Client(stdio(tmp_path)) as client:
+            await client.call_tool("get_current_status", {})
+            named = await client.call_tool("set_kernel_name", {"name": "vector_add"})
+            assert not named.is_error, named.content[0].text
+            return named.structured_content["session"]
+
+    session = anyio.run(name_it)
+    assert session["stored"] is True
+
+    async def next_process() -> tuple[Any, Any]:
+        async with Client(stdio(tmp_path)) as client:
+            status = await client.call_tool("get_current_status", {})
+            return status, await client.call_tool("list_sessions", {})
+
+    status, listed = anyio.run(next_process)
+    assert [s["id"] for s in listed.structured_content["sessions"]] == [session["id"]]
+    assert f"{session['id']} (vector_add, write)" in status.content[0].text  # to resume
+    assert [p.name for p in (tmp_path / "project").glob("wb_*")] == [session["id"]]
+    log = Path(session["workspace"]) / "log" / f"{session['id']}.jsonl"
+    tools = [json.loads(line)["tool"] for line in log.read_text().splitlines()]
+    assert tools == ["get_current_status", "set_kernel_name"]  # the calls before it was stored
 
 
 def test_stdio_reference_argument_forms_and_gating(tmp_path: Path) -> None:

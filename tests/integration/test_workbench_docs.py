@@ -55,6 +55,9 @@ def test_config_serves_the_workbench(
         async with Client(target) as client:
             r = await client.call_tool("get_overview", {})
             assert not r.is_error and "## States" in r.content[0].text
+            # Named, the session is stored and gets its workspace (docs/workbench.md#sessions).
+            r = await client.call_tool("set_kernel_name", {"name": "vector_add"})
+            assert not r.is_error, r.content[0].text
 
     anyio.run(connect)
     if "args" in entry and "--workspace" in entry["args"]:

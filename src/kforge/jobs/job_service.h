@@ -46,6 +46,12 @@ struct Caller {
 
   std::string client;
   model::Principal principal;
+  // The result can reach no one but a caller waiting in this process: a synchronous tool call
+  // of `kforge mcp`, whose client (the editor that started it) ends with the process and
+  // leaves no way to ask for the result later. A restart of the engine then ends the job as
+  // cancelled instead of running it for no one (JobServiceImpl::start). Not for work a client
+  // can fetch by id later (REST, HTTP MCP, tasks): that keeps the restart rule.
+  bool process_bound = false;
 };
 
 class JobService {

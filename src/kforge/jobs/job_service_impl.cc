@@ -124,6 +124,17 @@ Status JobServiceImpl::start() {
   }
   KF_ASSIGN_OR_RETURN(auto unfinished, store_->unfinished_jobs());
   for (auto& record : unfinished) {
+    if (record.process_bound) {
+      // Whoever waited for it was in the process that submitted it, which has ended: run
+      // again, it would hold a device for no one, ahead of the new process's own work.
+      const std::string why =
+          "not run again: the kforge mcp process that submitted it ended before it finished, "
+          "and no one else can receive its result";
+      KF_LOG_INFO("job={} {}", record.id, why);
+      (void)store_->finish_job(record.id, model::JobState::kCancelled, Json(), why,
+                               clock_.unix_ms());
+      continue;
+    }
     auto request = parse_stored_request(record);
     if (!request.is_ok()) {
       (void)store_->finish_job(
@@ -270,6 +281,8 @@ StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request, con
   record.device = target;
   record.created_ms = clock_.unix_ms();
   record.submitter = caller.principal.name;
+  // In a shared queue the submitting process may outlive a restart of this one.
+  record.process_bound = caller.process_bound && shared_ == nullptr;
   const size_t request_bytes = record.request.dump().size();
   {
     // Counted before the insert, so concurrent submits cannot overshoot the limits.

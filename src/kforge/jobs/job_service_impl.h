@@ -2,12 +2,16 @@
 //
 // Durability: a job is written to the store before submit() returns. At start(), jobs the
 // store still has as queued or running (the server died) are queued again, up to
-// `max_attempts` starts each; past that they fail with the reason.
+// `max_attempts` starts each; past that they fail with the reason. A process-bound job
+// (Caller::process_bound) is not: the process that alone could receive its result is gone
+// (this one holds the store now), so it ends as cancelled, saying so, and leaves the devices
+// to work someone waits for.
 //
 // Shared queue (the store is a store::SharedQueue, e.g. PostgreSQL): several servers ("nodes")
-// share the store's queue. submit() only inserts the job; a coordinator thread claims queued
-// jobs for this node's idle devices, renews their leases, recovers the jobs of nodes whose
-// lease expired (under the same `max_attempts` rule as a restart) and wakes when_done waiters
+// share the store's queue; no job is process-bound there (whichever node runs it, the
+// submitting process may still be alive). submit() only inserts the job; a coordinator thread
+// claims queued jobs for this node's idle devices, renews their leases, recovers the jobs of nodes
+// whose lease expired (under the same `max_attempts` rule as a restart) and wakes when_done waiters
 // when a job finishes on any node (the store's events, and a poll every 2 s). Queue limits
 // count the jobs this node accepted until they finish, wherever they run.
 //

@@ -6,7 +6,8 @@
 //   running -> queued   (only when a server restart interrupted it; `attempts` counts starts)
 // `success` means the evaluation ran to a verdict, whatever the verdict (a kernel that does
 // not compile is a successful job with compiled=false). `failed` means the server could not
-// evaluate it (no worker could start, interrupted too often). `cancelled`: by a client.
+// evaluate it (no worker could start, interrupted too often). `cancelled`: by a client, or,
+// for a process-bound job, at a restart because the process waiting for it had ended.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,9 @@ struct JobRecord {
   // Who submitted it: the name of the submitting principal (model/principal.h); "" when the
   // server had no tokens. Never a token.
   std::string submitter;
+  // Only the process that submitted it can receive its result (jobs::Caller::process_bound):
+  // a restart ends it as cancelled instead of running it again.
+  bool process_bound = false;
 };
 
 }  // namespace kforge::model

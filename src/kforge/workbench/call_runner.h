@@ -31,7 +31,11 @@ class CallRunner : public std::enable_shared_from_this<CallRunner> {
   // nullptr (without error) for list_sessions of an unbound caller.
   StatusOr<SlotPtr> resolve_slot();
   StatusOr<SlotPtr> load_slot(const std::string& id);
+  // A new session for the caller, not stored yet (Workbench::Slot::stored).
   StatusOr<SlotPtr> create_slot();
+  // Stores a new session (slot locked): its workspace directory, then its row. No-op when
+  // it is stored already.
+  Status store_locked(Workbench::Slot& slot);
   // Binds the caller to the session (slot locked); a new caller starts a new context.
   void bind_locked(Workbench::Slot& slot);
   std::string default_device();
@@ -78,7 +82,8 @@ class CallRunner : public std::enable_shared_from_this<CallRunner> {
   SlotPtr slot_;
   State state_before_ = State::kStart;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  bool created_session_ = false;
+  // The call ran jobs for the session: a new one is stored even if nothing else changed.
+  bool ran_jobs_ = false;
 
   // Execution state.
   Purpose purpose_ = Purpose::kRun;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
@@ -197,20 +198,35 @@ std::string CallRunner::default_device() {
 StatusOr<CallRunner::SlotPtr> CallRunner::create_slot() {
   Session s;
   s.id = new_session_id();
-  KF_ASSIGN_OR_RETURN(Workspace ws, Workspace::create(wb_.options_.root, s.id));
-  s.workspace = ws.dir().string();
+  s.workspace = (wb_.options_.root / s.id).string();  // made by store_locked
   s.settings.min_versions = wb_.options_.min_versions;
   s.settings.context_budget_tokens = wb_.options_.context_budget_tokens;
   s.settings.device = default_device();
   s.created_ms = s.updated_ms = wb_.clock_.unix_ms();
   s.owner = caller_.principal.name;
-  KF_RETURN_IF_ERROR(wb_.store_->insert_session(s.record()));
-  created_session_ = true;
   auto slot = std::make_shared<Workbench::Slot>();
   slot->session = std::move(s);
+  // Every MCP process or conversation starts here, most only to ask: stored, each would
+  // leave an empty session in list_sessions and a directory in the workspace root.
+  slot->stored = false;
   std::lock_guard lock(wb_.mu_);
   wb_.slots_[slot->session.id] = slot;
   return slot;
+}
+
+Status CallRunner::store_locked(Workbench::Slot& slot) {
+  if (slot.stored) return Status::ok();
+  const Session& s = slot.session;
+  // Created exclusively: a directory of that name is never another session's.
+  KF_ASSIGN_OR_RETURN(Workspace ws, Workspace::create(wb_.options_.root, s.id));
+  if (Status inserted = wb_.store_->insert_session(s.record()); !inserted.is_ok()) {
+    // It holds only the empty subdirectories just made; the next call tries again.
+    std::error_code ignored;
+    std::filesystem::remove_all(ws.dir(), ignored);
+    return inserted;
+  }
+  slot.stored = true;
+  return Status::ok();
 }
 
 void CallRunner::bind_locked(Workbench::Slot& slot) {
@@ -258,8 +274,25 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
            kSummaryThreshold * static_cast<double>(budget);
   };
   std::vector<std::string> warnings;
-  StatusOr<Workspace> ws = Workspace::open(s.workspace);
-  if (!ws.is_ok()) warnings.push_back("workspace: " + ws.status().message());
+  Workbench::Slot& slot = *slot_;
+  // A new session is stored once it has something to keep (workbench.h): a name (and with it
+  // a state past start), jobs, or a summary that tells the agent to resume it.
+  const bool has_content = !s.kernel_name.empty() || s.state != State::kStart ||
+                           !s.versions.empty() || ran_jobs_ || over();
+  if (!slot.stored && has_content) {
+    if (Status stored = store_locked(slot); !stored.is_ok()) {
+      warnings.push_back("the session could not be saved: " + stored.message());
+    }
+  }
+  std::optional<Workspace> ws;  // none while the session is not stored
+  if (slot.stored) {
+    StatusOr<Workspace> opened = Workspace::open(s.workspace);
+    if (opened.is_ok()) {
+      ws = std::move(opened).value();
+    } else {
+      warnings.push_back("workspace: " + opened.status().message());
+    }
+  }
   bool summarized = false;
   if (over()) {
     const std::string notice = fmt::format(
@@ -279,7 +312,7 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
   s.context.calls += 1;
   if (summarized) {
     s.context.summary_written_ms = now;
-    if (ws.is_ok()) {
+    if (ws) {
       if (Status w = ws->write_summary(render_summary(s, SummaryReason::kContextBudget));
           !w.is_ok()) {
         warnings.push_back(w.message());
@@ -290,7 +323,8 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
                                  {"state", std::string(to_string(s.state))},
                                  {"kernel_name", s.kernel_name},
                                  {"versions", s.versions.size()},
-                                 {"workspace", s.workspace}};
+                                 {"workspace", s.workspace},
+                                 {"stored", slot.stored}};
   reply.structured["next_step"] = step;
   reply.structured["context"] = {
       {"used_tokens", s.context.tokens},
@@ -301,34 +335,43 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
     reply.structured["context"]["action"] =
         "start a new session and call resume_session(session_id=\"" + s.id + "\")";
   }
-  if (ws.is_ok()) {
-    const auto elapsed =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
-            .count();
-    Json line = {{"at", format_time(now)},
-                 {"at_ms", now},
-                 {"tool", std::string(tool_name(tool_))},
-                 {"client", caller_.client_name},
-                 {"mcp_session", caller_.client},
-                 {"arguments", log_arguments(args_)},
-                 {"result", {{"is_error", reply.is_error}, {"summary", first_line(reply.text)}}},
-                 {"duration_ms", elapsed},
-                 {"state_before", std::string(to_string(state_before_))},
-                 {"state_after", std::string(to_string(s.state))},
-                 {"version", version_ > 0 ? Json(version_) : Json()},
-                 {"versions", s.versions.size()},
-                 {"tokens", tokens},
-                 {"context_tokens", s.context.tokens}};
-    if (Status w = ws->append_log(s.id, line); !w.is_ok()) warnings.push_back(w.message());
+  const auto elapsed =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
+          .count();
+  Json line = {{"at", format_time(now)},
+               {"at_ms", now},
+               {"tool", std::string(tool_name(tool_))},
+               {"client", caller_.client_name},
+               {"mcp_session", caller_.client},
+               {"arguments", log_arguments(args_)},
+               {"result", {{"is_error", reply.is_error}, {"summary", first_line(reply.text)}}},
+               {"duration_ms", elapsed},
+               {"state_before", std::string(to_string(state_before_))},
+               {"state_after", std::string(to_string(s.state))},
+               {"version", version_ > 0 ? Json(version_) : Json()},
+               {"versions", s.versions.size()},
+               {"tokens", tokens},
+               {"context_tokens", s.context.tokens}};
+  if (ws) {
+    // After the lines of the calls made before the session was stored, in order.
+    slot.pending_log.push_back(std::move(line));
+    for (const Json& pending : slot.pending_log) {
+      if (Status w = ws->append_log(s.id, pending); !w.is_ok()) warnings.push_back(w.message());
+    }
+    slot.pending_log.clear();
     if (!s.kernel_name.empty()) {
       if (Status w = ws->write_dev_log(s.kernel_name, render_dev_log(s, *wb_.knowledge_));
           !w.is_ok()) {
         warnings.push_back(w.message());
       }
     }
+  } else if (!slot.stored) {
+    slot.pending_log.push_back(std::move(line));
   }
-  if (Status p = persist_locked(s); !p.is_ok()) {
-    warnings.push_back("the session could not be saved: " + p.message());
+  if (slot.stored) {
+    if (Status p = persist_locked(s); !p.is_ok()) {
+      warnings.push_back("the session could not be saved: " + p.message());
+    }
   }
   for (const auto& w : warnings) {
     KF_LOG_WARN("workbench session {}: {}", s.id, w);

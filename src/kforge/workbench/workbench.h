@@ -5,10 +5,16 @@
 // kforge jobs through the JobService (no agent code runs in the server).
 //
 // Sessions and callers: a caller is one MCP session (`client`). Its first workbench call
-// creates a session (state start) and binds the caller to it; `resume_session(session_id)` or
-// a `session_id` argument on any tool binds it to an existing one (after a server restart
+// makes a new session (state start) and binds the caller to it; `resume_session(session_id)`
+// or a `session_id` argument on any tool binds it to an existing one (after a server restart
 // too: sessions live in the store). Binding a session to a different caller starts a new
 // context for it (the agent's context window is new), so its token count restarts.
+//
+// A new session is stored (its row and its workspace directory made) only when it first has
+// something to keep: a kernel name (set_kernel_name), jobs (an execution tool's stateless
+// form) or a context summary. Until then it lives in this process alone, so an MCP process
+// or conversation that only asks (get_overview, get_current_status, ...) leaves nothing in
+// list_sessions or on disk; the log lines of its calls are written when it is stored.
 //
 // Thread-safety: call() may be used from any thread; calls on one session are serialised
 // (an execution tool holds its session only while it starts and while it records results,
@@ -26,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "kforge/common/clock.h"
 #include "kforge/common/json.h"
@@ -62,6 +69,9 @@ struct Caller {
   std::string submitter;
   // On whose behalf (model/principal.h): recorded as the jobs' submitter.
   model::Principal principal;
+  // Only this process can receive the call's results (jobs::Caller::process_bound: a
+  // `kforge mcp` on stdio): its jobs are not run again after a restart.
+  bool process_bound = false;
   // Called for every job an execution tool submits (progress reporting, cancellation).
   std::function<void(const std::string& job_id, const std::string& what)> job_started;
 };
@@ -94,6 +104,12 @@ class Workbench {
     Session session;           // guarded by mu
     std::string bound_client;  // the caller whose context it is in; guarded by mu
     bool bound = false;        // guarded by mu (false after a restart: the next caller is new)
+    // False while the session is new and has nothing to keep (see above): neither its row
+    // nor its workspace exists yet. Guarded by mu.
+    bool stored = true;
+    // The JSON-lines log of its calls while it is not stored (bounded by the context budget:
+    // past 70 % of it the session is stored). Guarded by mu.
+    std::vector<Json> pending_log;
   };
 
  private:

@@ -141,10 +141,17 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
     return;
   }
   planned_ = std::move(planned).value();
-  // The workspace keeps what the latest execution ran with.
-  if (auto ws = Workspace::open(s.workspace); ws.is_ok()) {
-    ws->write_test("test_inputs.py", spec.test_input_code).status().ignore();
-    if (spec.reference_code) ws->write_test("reference.py", *spec.reference_code).status().ignore();
+  // Jobs make a new session worth keeping (workbench.h); stored now, its workspace can keep
+  // what they ran with. Should that fail, finalize_locked tries again and says so.
+  ran_jobs_ = true;
+  if (store_locked(*slot_).is_ok()) {
+    // The workspace keeps what the latest execution ran with.
+    if (auto ws = Workspace::open(s.workspace); ws.is_ok()) {
+      ws->write_test("test_inputs.py", spec.test_input_code).status().ignore();
+      if (spec.reference_code) {
+        ws->write_test("reference.py", *spec.reference_code).status().ignore();
+      }
+    }
   }
   lock.unlock();
 
@@ -154,11 +161,11 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
     remaining_ = planned_.size() + 1;  // +1: released once every job is submitted
   }
   auto self = shared_from_this();
+  jobs::Caller submitter(caller_.submitter.empty() ? "workbench" : caller_.submitter,
+                         caller_.principal);
+  submitter.process_bound = caller_.process_bound;
   for (size_t i = 0; i < planned_.size(); ++i) {
-    auto job = wb_.service_.submit(
-        planned_[i].request,
-        jobs::Caller(caller_.submitter.empty() ? "workbench" : caller_.submitter,
-                     caller_.principal));
+    auto job = wb_.service_.submit(planned_[i].request, submitter);
     if (!job.is_ok()) {
       model::JobRecord failed;
       failed.state = model::JobState::kFailed;

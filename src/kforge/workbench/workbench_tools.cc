@@ -220,11 +220,23 @@ Reply CallRunner::gpu_status(const Session& s) {
 }
 
 Reply CallRunner::current_status(const Session& s) {
-  std::string text = fmt::format(
-      "Session {} — kernel: {} — state: {} — device: {}\nWorkspace: {}\n{} version(s) "
-      "written; get_best_kernel needs {} written and evaluated.\n",
-      s.id, s.kernel_name.empty() ? "(not named)" : s.kernel_name, to_string(s.state),
-      s.settings.device, s.workspace, s.versions.size(), s.settings.min_versions);
+  const bool stored = slot_->stored;
+  std::string text;
+  if (stored) {
+    text = fmt::format(
+        "Session {} — kernel: {} — state: {} — device: {}\nWorkspace: {}\n{} version(s) "
+        "written; get_best_kernel needs {} written and evaluated.\n",
+        s.id, s.kernel_name.empty() ? "(not named)" : s.kernel_name, to_string(s.state),
+        s.settings.device, s.workspace, s.versions.size(), s.settings.min_versions);
+  } else {
+    // Not stored until it has work in it (workbench.h): say so, and how to start.
+    text = fmt::format(
+        "No workbench session yet: this conversation's session {} is new and empty (state "
+        "start, device {}), and nothing is stored until it has work in it. "
+        "set_kernel_name(name) starts it (its files go to {}); get_best_kernel needs {} "
+        "versions written and evaluated.\n",
+        s.id, s.settings.device, s.workspace, s.settings.min_versions);
+  }
   const std::string table = versions_table(s);
   if (!table.empty()) text += "\n" + table;
   const std::string blocker = s.end_blocker();
@@ -241,20 +253,18 @@ Reply CallRunner::current_status(const Session& s) {
                       s.settings.context_budget_tokens,
                       100.0 * static_cast<double>(s.context.tokens) /
                           static_cast<double>(s.settings.context_budget_tokens));
-  if (created_session_) {
-    auto recent = visible_recent_sessions(6);
-    if (recent.is_ok() && recent->size() > 1) {
-      text +=
-          "\nThis is a new session. To continue an earlier one, call "
-          "resume_session(session_id) with one of: ";
+  if (!stored) {
+    auto recent = visible_recent_sessions(5);
+    if (recent.is_ok() && !recent->empty()) {
       std::vector<std::string> ids;
       for (const auto& r : *recent) {
-        if (r.id != s.id) {
-          ids.push_back(r.id + " (" + (r.kernel_name.empty() ? "unnamed" : r.kernel_name) + ", " +
-                        r.state + ")");
-        }
+        ids.push_back(r.id + " (" + (r.kernel_name.empty() ? "unnamed" : r.kernel_name) + ", " +
+                      r.state + ")");
       }
-      text += join(ids) + ".\n";
+      text +=
+          "\nTo continue an earlier session instead, call resume_session(session_id) with "
+          "one of: " +
+          join(ids) + ".\n";
     }
   }
   Json versions = Json::array();
@@ -268,6 +278,7 @@ Reply CallRunner::current_status(const Session& s) {
   const Version* best = s.best();
   return text_reply(std::move(text),
                     Json{{"state", std::string(to_string(s.state))},
+                         {"stored", stored},
                          {"kernel_name", s.kernel_name},
                          {"device", s.settings.device},
                          {"min_versions", s.settings.min_versions},

@@ -33,6 +33,7 @@ StatusOr<model::JobRecord> FakeJobService::submit(model::JobRequest request,
   job.record.device = request.device.empty() ? "cpu" : request.device;
   job.record.created_ms = now_ms();
   job.record.submitter = caller.principal.name;
+  job.record.process_bound = caller.process_bound;
   job.request = std::move(request);
   job.client = caller.client;
   model::JobRecord record = job.record;

@@ -232,6 +232,39 @@ TEST_F(JobServiceTest, RecoversInterruptedJobsAfterARestart) {
   EXPECT_EQ(stats["jobs"]["failed"], 1);
 }
 
+// The jobs of a `kforge mcp` call that answers itself are process-bound: killed (or stopped)
+// before they finish, that process can never receive them, so the next start ends them as
+// cancelled, saying why, and runs only the jobs someone can still fetch.
+TEST_F(JobServiceTest, AProcessBoundJobIsNotRunAgainAfterARestart) {
+  start_service();
+  worker_->hold(true);
+  Caller stdio("stdio");
+  stdio.process_bound = true;
+  auto running = service_->submit(torch_request(), stdio);
+  ASSERT_TRUE(running.is_ok()) << running.status().to_string();
+  ASSERT_TRUE(worker_->wait_started(1));
+  auto queued = service_->submit(torch_request(), stdio);
+  auto durable = service_->submit(torch_request(), "stdio");  // a task's: polled later
+  ASSERT_TRUE(queued.is_ok() && durable.is_ok());
+  EXPECT_TRUE(service_->get(queued->id)->process_bound);
+  EXPECT_FALSE(service_->get(durable->id)->process_bound);
+  service_.reset();  // the store keeps one running and two queued jobs, as after a kill
+
+  start_service();
+  for (const auto& id : {running->id, queued->id}) {
+    model::JobRecord ended = wait_done(id);
+    EXPECT_EQ(ended.state, model::JobState::kCancelled) << id;
+    EXPECT_NE(ended.error.find("the kforge mcp process that submitted it ended before it "
+                               "finished"),
+              std::string::npos)
+        << ended.error;
+  }
+  EXPECT_EQ(wait_done(durable->id).state, model::JobState::kSucceeded);
+  // The new engine ran the durable job and nothing else.
+  EXPECT_EQ(worker_->started_jobs(), std::vector<std::string>{durable->id});
+  EXPECT_EQ(service_->stats()["jobs_recovered"], 1);
+}
+
 // Issue #8 item 8: unfinished work is bounded per client (429) and in total (503), and a
 // finished job gives its room back.
 TEST_F(JobServiceTest, QueueLimitsRefuseByClientThenInTotal) {

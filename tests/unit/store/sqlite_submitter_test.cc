@@ -1,5 +1,6 @@
 // Issue #37: every job records its submitter (model/principal.h); the column comes with a
 // migration, so a database of the previous schema (version 2) opens with its jobs intact.
+// Version 4 adds process_bound (model/job.h) the same way.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -58,6 +59,27 @@ TEST_F(SqliteSubmitterTest, TheSubmitterIsStoredAndReadBack) {
   EXPECT_EQ((*unfinished)[0].submitter, "alice");
 }
 
+// Version 4: whether only the submitting process can receive the job (model/job.h), which
+// the engine reads back from unfinished_jobs() when it starts.
+TEST_F(SqliteSubmitterTest, ProcessBoundIsStoredAndReadBack) {
+  auto store = SqliteStore::open({.path = path_});
+  ASSERT_TRUE(store.is_ok()) << store.status().to_string();
+  model::JobRecord job;
+  job.id = "j-bound";
+  job.request = Json::object();
+  job.process_bound = true;
+  ASSERT_TRUE((*store)->insert_job(job).is_ok());
+  job.id = "j-durable";
+  job.process_bound = false;
+  ASSERT_TRUE((*store)->insert_job(job).is_ok());
+  EXPECT_TRUE((*(*store)->get_job("j-bound"))->process_bound);
+  EXPECT_FALSE((*(*store)->get_job("j-durable"))->process_bound);
+  auto unfinished = (*store)->unfinished_jobs();
+  ASSERT_TRUE(unfinished.is_ok());
+  ASSERT_EQ(unfinished->size(), 2u);
+  EXPECT_TRUE((*unfinished)[0].process_bound);
+}
+
 TEST_F(SqliteSubmitterTest, ADatabaseOfSchemaVersion2IsMigrated) {
   // The schema as version 2 left it (migrations 0 and 1 of sqlite_store.cc), with a job.
   exec_sql_v2(path_, R"sql(
@@ -80,10 +102,11 @@ TEST_F(SqliteSubmitterTest, ADatabaseOfSchemaVersion2IsMigrated) {
   )sql");
   auto store = SqliteStore::open({.path = path_});
   ASSERT_TRUE(store.is_ok()) << store.status().to_string();
-  EXPECT_EQ(SqliteStore::schema_version(), 3);
+  EXPECT_EQ(SqliteStore::schema_version(), 4);
   auto old = (*store)->get_job("old-job");
   ASSERT_TRUE(old.is_ok() && old->has_value());
   EXPECT_EQ((*old)->submitter, "");  // seen by admins (and servers without tokens) only
+  EXPECT_FALSE((*old)->process_bound);
   EXPECT_EQ((*old)->state, model::JobState::kSucceeded);
   model::JobRecord job;
   job.id = "new-job";

@@ -167,7 +167,7 @@ TEST_F(WorkbenchTest, AWholeSessionFromStartToEnd) {
   EXPECT_EQ(state_of(overview), "start");
   const std::string id = overview.structured["session"]["id"];
   const fs::path ws = overview.structured["session"]["workspace"].get<std::string>();
-  EXPECT_TRUE(fs::is_directory(ws / "kernel"));
+  EXPECT_FALSE(fs::exists(ws));  // made when the session has work in it
 
   Reply early = call(Tool::kWriteKernelCode, {{"code", "def solve(x): return x"}});
   EXPECT_TRUE(early.is_error);
@@ -175,6 +175,7 @@ TEST_F(WorkbenchTest, AWholeSessionFromStartToEnd) {
   EXPECT_NE(early.text.find("set_kernel_name(name)"), std::string::npos) << early.text;
 
   EXPECT_EQ(state_of(call(Tool::kSetKernelName, {{"name", "Softmax"}})), "write");
+  EXPECT_TRUE(fs::is_directory(ws / "kernel"));
   Reply v1 =
       call(Tool::kWriteKernelCode, {{"code", "import torch\ndef solve(x):\n    return x\n"}});
   ASSERT_FALSE(v1.is_error) << v1.text;
@@ -233,6 +234,8 @@ TEST_F(WorkbenchTest, AWholeSessionFromStartToEnd) {
   EXPECT_NE(md.find("### v2"), std::string::npos);
   EXPECT_NE(md.find("Best so far"), std::string::npos);
   const std::string jsonl = read_file(ws / "log" / (id + ".jsonl")).value();
+  // Every call, those made before the session was stored included.
+  EXPECT_LT(jsonl.find("\"tool\":\"get_overview\""), jsonl.find("\"tool\":\"write_kernel_code\""));
   EXPECT_NE(jsonl.find("\"tool\":\"get_best_kernel\""), std::string::npos);
   EXPECT_NE(jsonl.find("\"state_after\":\"end\""), std::string::npos);
   // The client's own name (it was always empty), and the MCP session apart.
@@ -272,6 +275,50 @@ TEST_F(WorkbenchTest, ASessionSurvivesARestartAndResumesInANewContext) {
   Reply bad = call(Tool::kResumeSession, {{"session_id", "../../etc"}}, "c3");
   EXPECT_TRUE(bad.is_error);
   EXPECT_EQ(bad.structured["argument"], "session_id");
+}
+
+// An MCP process or conversation that only asks (every editor restart starts one, and calls
+// get_current_status) leaves no session behind: a new session is stored, its workspace made,
+// only once it has work in it, with the log of the calls made before.
+TEST_F(WorkbenchTest, ANewSessionIsStoredOnlyOnceItHasWorkInIt) {
+  for (const char* client : {"p1", "p2", "p3"}) {
+    restart();  // a new process
+    Reply status = call(Tool::kGetCurrentStatus, Json::object(), client);
+    ASSERT_FALSE(status.is_error) << status.text;
+    EXPECT_EQ(status.structured["stored"], false);
+    EXPECT_EQ(status.structured["session"]["stored"], false);
+    EXPECT_NE(status.text.find("No workbench session yet"), std::string::npos) << status.text;
+    EXPECT_NE(status.text.find("set_kernel_name(name)"), std::string::npos) << status.text;
+    EXPECT_FALSE(call(Tool::kGetOverview, Json::object(), client).is_error);
+    EXPECT_FALSE(call(Tool::kCheckContextUsage, Json::object(), client).is_error);
+    Reply listed = call(Tool::kListSessions, Json::object(), client);
+    EXPECT_EQ(listed.structured["sessions"], Json::array()) << listed.text;
+  }
+  EXPECT_TRUE(store_->recent_sessions(10)->empty());
+  EXPECT_TRUE(fs::is_empty(dir_ / "workbench"));  // the workspace root: no directory made
+
+  // Named, it is stored: listed, resumable after a restart, its log complete.
+  Reply status = call(Tool::kGetCurrentStatus, Json::object(), "p4");
+  Reply named = call(Tool::kSetKernelName, {{"name", "relu"}}, "p4");
+  ASSERT_FALSE(named.is_error) << named.text;
+  const std::string id = named.structured["session"]["id"];
+  EXPECT_EQ(status.structured["session"]["id"], id);
+  EXPECT_EQ(named.structured["session"]["stored"], true);
+  ASSERT_EQ(store_->recent_sessions(10)->size(), 1u);
+  const fs::path ws = named.structured["session"]["workspace"].get<std::string>();
+  const std::string jsonl = read_file(ws / "log" / (id + ".jsonl")).value();
+  EXPECT_LT(jsonl.find("\"tool\":\"get_current_status\""),
+            jsonl.find("\"tool\":\"set_kernel_name\""))
+      << jsonl;
+  restart();
+  Reply fresh = call(Tool::kGetCurrentStatus, Json::object(), "p5");
+  EXPECT_NE(fresh.text.find(id + " (relu, write)"), std::string::npos) << fresh.text;
+  EXPECT_EQ(state_of(call(Tool::kResumeSession, {{"session_id", id}}, "p5")), "write");
+  EXPECT_EQ(store_->recent_sessions(10)->size(), 1u);
+
+  // A refused call is no work either (jobs are: StatelessFormsRunInAnyState... below).
+  EXPECT_TRUE(call(Tool::kWriteKernelCode, {{"code", "def solve(x): return x"}}, "p6").is_error);
+  EXPECT_EQ(store_->recent_sessions(10)->size(), 1u);
 }
 
 // Issue #37: a workbench session is its creator's principal's: another principal neither
@@ -341,6 +388,8 @@ TEST_F(WorkbenchTest, StatelessFormsRunInAnyStateWithoutStoringAVersion) {
   EXPECT_FALSE(r.is_error) << r.text;
   EXPECT_EQ(state_of(r), "start");
   EXPECT_EQ(r.structured["session"]["versions"], 0);
+  EXPECT_EQ(r.structured["session"]["stored"], true);  // it ran jobs: the session keeps them
+  EXPECT_EQ(store_->recent_sessions(10)->size(), 1u);
   EXPECT_EQ(r.structured["cases"].size(), 2u);
   EXPECT_EQ(r.structured["cases"][1]["label"], "8");
 }

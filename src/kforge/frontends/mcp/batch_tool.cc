@@ -136,15 +136,15 @@ void run_batch(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
                                    request.status().to_string()));
     return;
   }
-  const Session& session = call->context().session();
+  const bool task = ctx->book != nullptr && wants_task(call->context());
   auto batch = jobs::submit_batch(ctx->service, nullptr, std::move(request).value(),
-                                  jobs::Caller(session.client(), session.principal()));
+                                  job_caller(call->context().session(), !task));
   if (!batch.is_ok()) {
     call->finish(ToolResult::error(std::string(kToolName) +
                                    ": the batch was not accepted: " + batch.status().to_string()));
     return;
   }
-  if (ctx->book != nullptr && wants_task(call->context())) {
+  if (task) {
     answer_with_task(ctx, call, *batch);
     return;
   }

@@ -130,7 +130,7 @@ void run_suite(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
                      fmt::format("bench: {} job(s) on {}", plan->jobs.size(), plan->device));
   auto run = bench::BenchRun::start(
       ctx->service, ctx->blocking, std::move(plan).value(),
-      jobs::Caller(rc.session().client(), rc.session().principal()),
+      job_caller(rc.session(), /*answered_by_call=*/true),
       [call, total](const bench::BenchProgress& p) {
         call->context().report_progress(p.done, total, p.message);
       },

@@ -130,6 +130,12 @@ bool wants_task(const RequestContext& ctx) {
   return extensions != nullptr && extensions->is_object() && extensions->contains(kTasksExtension);
 }
 
+jobs::Caller job_caller(const Session& session, bool answered_by_call) {
+  jobs::Caller caller(session.client(), session.principal());
+  caller.process_bound = answered_by_call && session.ends_with_process();
+  return caller;
+}
+
 Json create_task_result(const model::JobRecord& job) {
   Json r = task_fields(job);
   r["resultType"] = "task";

@@ -29,6 +29,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/frontends/mcp/catalog.h"
+#include "kforge/frontends/mcp/session.h"
 #include "kforge/frontends/mcp/task_book.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/model/job.h"
@@ -39,6 +40,13 @@ inline constexpr std::string_view kTasksExtension = "io.modelcontextprotocol/tas
 
 // Whether the request opted in to tasks (a 2026-07-28 request declaring the extension).
 bool wants_task(const RequestContext& ctx);
+
+// Who submits the jobs of a tool call made on `session`. A call that answers with its jobs'
+// results itself (`answered_by_call`: not a task) on a session that ends with this process
+// (stdio) is the only one that could ever receive them, so its jobs are process-bound
+// (jobs::Caller): a restart does not run them for no one. A task's jobs are not: the client
+// polls it, from a later process too.
+jobs::Caller job_caller(const Session& session, bool answered_by_call);
 
 // The CreateTaskResult of a job just accepted.
 Json create_task_result(const model::JobRecord& job);

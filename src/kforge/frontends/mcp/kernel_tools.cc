@@ -182,21 +182,22 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
                                    request.status().to_string()));
     return;
   }
-  const Session& session = call->context().session();
+  RequestContext& rc = call->context();
+  // A task (kernel_tasks.h): the client polls tasks/get; the job outlives this exchange.
+  const bool job_task = tool != KernelTool::kValidate && wants_task(rc);
+  const bool book_task = tool == KernelTool::kValidate && ctx->options.book && wants_task(rc);
   auto job = ctx->service.submit(std::move(request).value(),
-                                 jobs::Caller(session.client(), session.principal()));
+                                 job_caller(rc.session(), !job_task && !book_task));
   if (!job.is_ok()) {
     call->finish(ToolResult::error(std::string(name) + ": the job was not accepted: " +
                                    in_argument_terms(tool, job.status()).to_string()));
     return;
   }
-  RequestContext& rc = call->context();
-  if (tool != KernelTool::kValidate && wants_task(rc)) {
-    // A task (kernel_tasks.h): the client polls tasks/get; the job outlives this exchange.
+  if (job_task) {
     rc.respond(create_task_result(*job));
     return;
   }
-  if (tool == KernelTool::kValidate && ctx->options.book && wants_task(rc)) {
+  if (book_task) {
     // Its answer differs from the job's view (the old tool's fields): a book task.
     answer_validate_with_task(ctx, call, *job, warnings);
     return;

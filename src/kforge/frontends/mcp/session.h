@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kforge/common/json.h"
@@ -24,6 +25,9 @@
 #include "kforge/model/principal.h"
 
 namespace kforge::frontends::mcp {
+
+// The client key of the stdio transport's sessions (`kforge mcp`): the process's parent.
+inline constexpr std::string_view kStdioClient = "stdio";
 
 // A request in flight as the session sees it: what a client's notifications/cancelled names
 // and stops. RequestContext (request_context.h, which depends on Session) implements it, so
@@ -61,6 +65,9 @@ class Session {
   const std::string& id() const { return id_; }
   const std::string& client() const { return client_; }
   const model::Principal& principal() const { return principal_; }
+  // True on stdio: the client talks through this process's stdin and stdout, so the
+  // connection, and every answer the client waits for, ends with the process.
+  bool ends_with_process() const { return client_ == kStdioClient; }
 
   // ---- lifecycle ----
   // Records the outcome of `initialize`.

@@ -98,7 +98,7 @@ StdioTransport::StdioTransport(const Dispatcher& dispatcher, int in_fd, int out_
       in_fd_(in_fd),
       options_(options),
       writer_(std::make_shared<LineWriter>(out_fd)),
-      session_(std::make_shared<Session>("", "stdio")) {
+      session_(std::make_shared<Session>("", std::string(kStdioClient))) {
   session_->set_standalone_sink(writer_);
   if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     KF_LOG_WARN("mcp stdio: no stop pipe ({}); only end of input stops the server", errno);
@@ -232,8 +232,8 @@ void StdioTransport::handle_stateless(const jsonrpc::Message& message,
         jsonrpc::make_error(message.id, jsonrpc::kInvalidParams, meta.status().message()));
     return;
   }
-  auto session = Session::stateless("stdio", {}, meta->version, meta->client_capabilities,
-                                    meta->client_info, meta->log_level);
+  auto session = Session::stateless(std::string(kStdioClient), {}, meta->version,
+                                    meta->client_capabilities, meta->client_info, meta->log_level);
   {
     std::lock_guard lock(stateless_mu_);
     for (auto it = stateless_.begin(); it != stateless_.end();) {

@@ -397,6 +397,8 @@ Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
           caller.client_name = rc.session().client_name();
           caller.submitter = rc.session().client();
           caller.principal = rc.session().principal();
+          // Its calls answer themselves (never tasks): on stdio only this process could.
+          caller.process_bound = rc.session().ends_with_process();
           if (workbench::is_execution_tool(tool)) {
             auto jobs = std::make_shared<CallJobs>();
             auto started = std::make_shared<std::atomic<int>>(0);

@@ -245,6 +245,8 @@ Status PostgresStore::insert_job(const JobRecord& job) {
   if (job.id.empty()) return invalid_argument("job id is empty", "id");
   std::lock_guard lock(mu_);
   // One statement, so one transaction: the row and its "queued" event commit together.
+  // job.process_bound has no column: no job of a shared queue is process-bound
+  // (jobs/job_service_impl.h).
   const std::string sql = "WITH ins AS (INSERT INTO jobs (" + std::string(kColumns) +
                           ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
                           " RETURNING id, state)"

@@ -90,11 +90,16 @@ constexpr std::string_view kMigrations[] = {
     R"sql(
       ALTER TABLE jobs ADD COLUMN submitter TEXT NOT NULL DEFAULT '';
     )sql",
+    // 3 -> 4: whether only the submitting process can receive the job's result (model/job.h);
+    // jobs stored before were all durable ones.
+    R"sql(
+      ALTER TABLE jobs ADD COLUMN process_bound INTEGER NOT NULL DEFAULT 0;
+    )sql",
 };
 
 constexpr std::string_view kSelectJob =
     "SELECT id, kind, state, request, result, device, error, attempts, created_ms, started_ms,"
-    " finished_ms, submitter FROM jobs";
+    " finished_ms, submitter, process_bound FROM jobs";
 
 // Applies the migrations the database lacks; runs inside the caller's transaction.
 Status apply_migrations(sqlite3* db) {
@@ -144,6 +149,7 @@ StatusOr<JobRecord> decode_job(sqlite3_stmt* stmt) {
   job.started_ms = sqlite3_column_int64(stmt, 9);
   job.finished_ms = sqlite3_column_int64(stmt, 10);
   job.submitter = column_text(stmt, 11);
+  job.process_bound = sqlite3_column_int(stmt, 12) != 0;
   return job;
 }
 
@@ -236,7 +242,8 @@ Status SqliteStore::prepare_statements() {
       {Query::kRollback, "ROLLBACK"},
       {Query::kInsert,
        "INSERT INTO jobs (id, kind, state, request, result, device, error, attempts, created_ms,"
-       " started_ms, finished_ms, submitter) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
+       " started_ms, finished_ms, submitter, process_bound)"
+       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"},
       {Query::kGet, select + " WHERE id = ?"},
       {Query::kStateOf, "SELECT state FROM jobs WHERE id = ?"},
       {Query::kMarkRunning,
@@ -300,6 +307,7 @@ Status SqliteStore::insert_job(const JobRecord& job) {
       .integer(job.started_ms)
       .integer(job.finished_ms)
       .text(job.submitter)
+      .integer(job.process_bound ? 1 : 0)
       .run("insert job " + job.id);
 }
 

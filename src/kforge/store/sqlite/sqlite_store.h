@@ -13,7 +13,9 @@
 //        started_ms  INTEGER NOT NULL,   -- 0 until started
 //        finished_ms INTEGER NOT NULL)   -- 0 until finished
 //   indexes: jobs_by_state(state, created_ms), jobs_by_finished(finished_ms).
-//   Version 2 adds the workbench tables (sqlite_workbench_store.h).
+//   Version 2 adds the workbench tables (sqlite_workbench_store.h), version 3
+//   jobs.submitter TEXT (model/principal.h), version 4 jobs.process_bound INTEGER (0 or 1:
+//   model::JobRecord::process_bound).
 // Migrations are a table in sqlite_store.cc: entry i takes user_version i to i + 1 and runs
 // in one transaction at `open`. A database newer than this binary is refused.
 //

@@ -5,6 +5,7 @@
 #include "fakes/fake_job_service.h"
 #include "frontends/mcp/mcp_test_support.h"
 #include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/kernel_tasks.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -231,6 +232,32 @@ TEST_F(KernelToolsTest, RejectedSubmitsAreToolErrorsUnknownJobsAreNotFound) {
   EXPECT_EQ(s["gpu_available"], false);  // the fake has only a cpu device
   auto invalid = call(4, "evaluate_kernel", Json{{"kernel_type", "torch"}})->response();
   EXPECT_EQ((*invalid)["result"]["isError"], true);  // a bad call is still a tool error
+}
+
+// On stdio (`kforge mcp`) a call that answers itself is the only receiver of its job: the
+// job is process-bound (jobs::Caller), so a restart does not run it for no one. An HTTP
+// session's job is not, nor is a task's, which the client polls from a later process too.
+TEST_F(KernelToolsTest, TheJobOfAStdioCallThatAnswersItselfIsProcessBound) {
+  auto http = call(1, "evaluate_kernel", torch_args());
+  ASSERT_TRUE(jobs_.wait_for_waiters(1, seconds(5)));
+  session_ = std::make_shared<Session>("", std::string(kStdioClient));
+  auto init = std::make_shared<RecordingChannel>();
+  dispatcher_->handle(session_,
+                      message_of(rpc_request(0, "initialize", testing::initialize_params())), init);
+  ASSERT_TRUE(init->response());
+  auto stdio = call(2, "evaluate_kernel", torch_args());
+  ASSERT_TRUE(jobs_.wait_for_waiters(2, seconds(5)));
+  const std::vector<std::string> ids = jobs_.job_ids();
+  EXPECT_FALSE(jobs_.get(ids.at(0))->process_bound);
+  EXPECT_TRUE(jobs_.get(ids.at(1))->process_bound);
+  for (const auto& id : ids)
+    ASSERT_TRUE(jobs_.finish(id, Json{{"compiled", true}, {"correctness", true}}).is_ok());
+  EXPECT_TRUE(http->response() && stdio->response());
+
+  auto stateless = Session::stateless(std::string(kStdioClient), {}, "2026-07-28", Json::object(),
+                                      Json::object(), std::nullopt);
+  EXPECT_TRUE(job_caller(*stateless, /*answered_by_call=*/true).process_bound);
+  EXPECT_FALSE(job_caller(*stateless, /*answered_by_call=*/false).process_bound);  // a task
 }
 
 }  // namespace
