@@ -493,8 +493,9 @@ TEST(DeviceGrantTest, ADeferredTeardownHandsTheJobsGrantToTheCaller) {
   });
   CancelToken cancel;
   NoExits exits;
-  ChildJobEnd end = run_job_on_child(w->channel, job("deferred"), milliseconds(5000), cancel, {},
-                                     exits, ChildLimits{}, &gate, nullptr, true);
+  ChildJobEnd end =
+      run_job_on_child(w->channel, job("deferred"), milliseconds(5000), cancel, {}, exits,
+                       ChildLimits{}, &gate, nullptr, AfterResult::kDeferTeardown);
   child.join();
   EXPECT_EQ(end.kind, ChildJobEnd::Kind::kResult);
   EXPECT_TRUE(end.teardown_deferred);
@@ -522,6 +523,50 @@ TEST(DeviceGrantTest, ADeferredTeardownHandsTheJobsGrantToTheCaller) {
   auto after = gate.request("after");
   ASSERT_TRUE(after.is_ok());
   EXPECT_TRUE((*after)->granted());
+}
+
+// A judge kept between jobs (AfterResult::kKeepChild) is kept only where its processes can be
+// counted (a cgroup): without one the job is torn down as any other, its grant given back.
+TEST(DeviceGrantTest, KeepingAChildNeedsItsCgroup) {
+  DeviceGate gate("cuda:0");
+  auto w = wire();
+  std::thread child([&] {
+    auto j = w->child.read();
+    ASSERT_TRUE(j.has_value());
+    w->child.send(Json{{"type", "result"}, {"result", {{"ok", true}}}});
+  });
+  CancelToken cancel;
+  NoExits exits;
+  ChildJobEnd end = run_job_on_child(w->channel, job("kept"), milliseconds(5000), cancel, {}, exits,
+                                     ChildLimits{}, &gate, nullptr, AfterResult::kKeepChild);
+  child.join();
+  EXPECT_EQ(end.kind, ChildJobEnd::Kind::kResult);
+  EXPECT_FALSE(end.kept);
+  EXPECT_FALSE(end.teardown_deferred);
+  EXPECT_EQ(end.held, nullptr);
+}
+
+// Between a kept judge's jobs: `idle` and the next `ready` may arrive in one read; the wait
+// for `idle` must leave `ready` for the next look, and a closed socket is the child gone.
+TEST(DeviceGrantTest, AKeptJudgesMessagesAreReadOneAtATime) {
+  auto w = wire();
+  std::string both = worker_protocol::encode_frame(Json{{"type", "progress"}}) +
+                     worker_protocol::encode_frame(Json{{"type", "idle"}}) +
+                     worker_protocol::encode_frame(Json{
+                         {"type", "ready"},
+                         {"protocol", {{"major", worker_protocol::kProtocolMajor}, {"minor", 0}}},
+                         {"jobs_done", 1}});
+  ASSERT_TRUE(worker_protocol::write_all(w->child.proto.get(), both,
+                                         Clock::now() + std::chrono::seconds(5)));
+  EXPECT_TRUE(await_message_of(w->channel, "idle", Clock::now() + milliseconds(2000)));
+  EXPECT_FALSE(w->channel.ready);
+  EXPECT_EQ(next_message_of(w->channel, "ready"), ChildMessage::kArrived);
+  EXPECT_TRUE(w->channel.ready);
+  EXPECT_EQ(w->channel.ready_message.value("jobs_done", 0), 1);
+  EXPECT_EQ(next_message_of(w->channel, "ready"), ChildMessage::kNotYet);
+  EXPECT_FALSE(await_message_of(w->channel, "idle", Clock::now() + milliseconds(50)));
+  w->child.proto.reset();
+  EXPECT_EQ(next_message_of(w->channel, "ready"), ChildMessage::kGone);
 }
 
 }  // namespace
