@@ -34,12 +34,12 @@ constexpr std::string_view worker_state_name(WorkerState s) {
 
 struct WorkerJob {
   std::string job_id;
-  // Who submitted it (model/principal.h; "" for the anonymous principal): a worker that
-  // keeps a process between jobs keeps it only for jobs of the same submitter.
-  std::string submitter;
   // The canonical job spec (model/job_spec.h); the worker fills in scratch_dir and cache_dir.
   Json spec;
   std::chrono::milliseconds timeout{120000};
+  // Who submitted it (model/principal.h; "" for the anonymous principal): a worker that
+  // keeps a process between jobs keeps it only for jobs of the same submitter.
+  std::string submitter;
 };
 
 struct WorkerOutcome {

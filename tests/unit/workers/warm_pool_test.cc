@@ -328,7 +328,9 @@ TEST(WorkerBookTest, StateNamesAreTheOnesHealthReports) {
 TEST(WorkerBookTest, TheJobMessageTakesItsDirectoriesFromTheSandbox) {
   ChildSandbox sandbox;
   sandbox.judge_dir = "/data/scratch/py-cpu-1/judge";
-  WorkerJob job{"job-1", Json{{"job_id", "job-1"}, {"scratch_dir", "/elsewhere"}}, {}};
+  WorkerJob job;
+  job.job_id = "job-1";
+  job.spec = Json{{"job_id", "job-1"}, {"scratch_dir", "/elsewhere"}};
   Json m = job_message_for(job, sandbox, "/data/cache");
   EXPECT_EQ(m["type"], "job");
   EXPECT_EQ(m["job"]["job_id"], "job-1");
