@@ -228,8 +228,7 @@ std::string ms(std::optional<double> v) {
 }
 
 std::string times(std::optional<double> v) {
-  if (!v) return "—";
-  return *v >= 0.1 ? fmt::format("{:.2f}x", *v) : fmt::format("{:.2g}x", *v);
+  return format_speedup(v);
 }
 
 std::string error_value(const Json& v) {
@@ -497,6 +496,15 @@ std::string note(const Json& report, LogLang lang, const Words& w) {
 }
 
 }  // namespace
+
+std::string format_speedup(std::optional<double> v) {
+  if (!v || !std::isfinite(*v) || *v <= 0) return "—";
+  if (*v >= 0.1) return fmt::format("{:.2f}x", *v);
+  if (*v < 1e-6) return "<0.000001x";
+  // Two significant digits, in fixed notation: 0.0021x, 0.050x, 0.000031x.
+  const int decimals = 1 - static_cast<int>(std::floor(std::log10(*v)));
+  return fmt::format("{:.{}f}x", *v, decimals);
+}
 
 StatusOr<LogLang> parse_log_lang(std::string_view text, const std::string& field) {
   if (text == "en") return LogLang::kEn;

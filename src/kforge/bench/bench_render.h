@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,11 @@ enum class LogLang { kEn, kKo };
 
 // "en" or "ko"; kInvalidArgument naming `field` otherwise.
 StatusOr<LogLang> parse_log_lang(std::string_view text, const std::string& field = "log_lang");
+
+// A speedup for people: "1.35x"; below 0.1x two significant digits in fixed notation
+// ("0.0021x", the Triton interpreter against torch on cpu), below 0.000001x "<0.000001x":
+// never a misleading "0.00x". "—" for a missing or non-positive value.
+std::string format_speedup(std::optional<double> speedup);
 
 std::string render_op_log(const Json& report, const Json& op, LogLang lang);
 std::string render_summary(const Json& report, LogLang lang);

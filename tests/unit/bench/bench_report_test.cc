@@ -116,6 +116,24 @@ TEST_F(BenchReportTest, AFailingVersionIsReportedAndNeverSelected) {
               1e-9);
 }
 
+TEST_F(BenchReportTest, TinySpeedupsKeepTheirDigits) {
+  fill_typical();
+  // The Triton interpreter against torch on cpu: about 0.002x.
+  set(JobRole::kVersion, "v4_optimized",
+      [](const std::string& s) { return timed_result(0.02 / 0.0021 * scale(s)); });
+  for (const char* v : {"v1_baseline", "v2_tiling", "v3_coalesced"}) {
+    set(JobRole::kVersion, v, [](const std::string&) { return wrong_result("wrong"); });
+  }
+  const Json r = report();
+  auto files = render_bench_files(r, LogLang::kEn);
+  ASSERT_TRUE(files.is_ok());
+  EXPECT_NE(files->at("summary.md").find("| softmax | v4_optimized | 142.9 | 0.0021x |"),
+            std::string::npos)
+      << files->at("summary.md");
+  EXPECT_NE(files->at("softmax_log.md").find("- **Speedup**: 0.0021x vs torch"), std::string::npos);
+  EXPECT_EQ(files->at("softmax_log.md").find("0.00x"), std::string::npos);
+}
+
 TEST_F(BenchReportTest, JobsTheServiceCouldNotRunAreResultsWithTheirReason) {
   fill_typical();
   outcomes_[0] = JobOutcome{true, "peak", "failed", Json(), "no worker could start"};
@@ -252,6 +270,18 @@ TEST_F(BenchReportTest, ACpuReportSaysItsTimingsAreNotGpuTimings) {
   EXPECT_NE(files->at("summary.md").find("not GPU timings"), std::string::npos);
   auto ko = render_bench_files(r, LogLang::kKo);
   EXPECT_NE(ko->at("softmax_log.md").find("GPU 시간이 아니므로"), std::string::npos);
+}
+
+TEST(BenchRenderTest, SpeedupsAreNeverAMisleadingZero) {
+  EXPECT_EQ(format_speedup(1.254), "1.25x");
+  EXPECT_EQ(format_speedup(0.1), "0.10x");
+  EXPECT_EQ(format_speedup(0.05), "0.050x");
+  EXPECT_EQ(format_speedup(0.0021), "0.0021x");
+  EXPECT_EQ(format_speedup(0.00214), "0.0021x");
+  EXPECT_EQ(format_speedup(0.0000314), "0.000031x");
+  EXPECT_EQ(format_speedup(4e-9), "<0.000001x");
+  EXPECT_EQ(format_speedup(std::nullopt), "—");
+  EXPECT_EQ(format_speedup(0.0), "—");
 }
 
 TEST(BenchRenderTest, AForeignReportIsRefusedAndCannotNameFilesOutsideTheDirectory) {

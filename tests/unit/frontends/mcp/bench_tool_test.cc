@@ -106,6 +106,20 @@ TEST_F(BenchToolTest, LocalPathsForTheStdioServerAndASchemaTheValidatorChecks) {
   EXPECT_FALSE(validate_json(tool->spec.input_schema, Json{{"ops", "add"}, {"runs", 0}}).is_ok());
 }
 
+TEST(BenchSummaryTest, ATinySpeedupKeepsItsSignificantDigits) {
+  // The Triton interpreter against torch on the cpu device: about 0.002x, never "0.00x".
+  const Json report = {{"interpreter", true},
+                       {"ops",
+                        {{{"op", "add"},
+                          {"best",
+                           {{"kernel", "v3_coalesced"},
+                            {"speedup", 0.0021},
+                            {"correct_versions", 4},
+                            {"versions", 4}}}}}}};
+  EXPECT_EQ(summarize_bench(report),
+            "add: v3_coalesced, 0.0021x vs torch (4/4 correct) [cpu device: interpreter timings]");
+}
+
 TEST_F(BenchToolTest, CancellingTheCallCancelsTheJobs) {
   start(false);
   auto channel = call(9, Json{{"ops", "softmax"}, {"sizes", "small"}});
