@@ -115,6 +115,7 @@ bench::BenchOptions bench_options(const BenchConfig& c, std::filesystem::path li
   bench::BenchOptions o;
   o.ops = c.ops;
   o.sizes = c.sizes;
+  o.size_preset = c.size_preset;
   o.runs = c.runs;
   o.correct_trials = c.correct_trials;
   o.job_timeout_s = c.job_timeout_s;
@@ -170,6 +171,11 @@ CLI::App* add_bench_command(CLI::App& app, BenchConfig& c) {
       ->delimiter(',');
   cmd->add_option("--sizes", c.sizes, "Sizes: any of small, medium, large")
       ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--size-preset", c.size_preset,
+                  "What small/medium/large are: default (the device's: 16x64, 32x128, 64x256 "
+                  "on cpu; 256x256, 1024x1024, 4096x4096 on a GPU) or seed (256x256, "
+                  "1024x1024, 4096x4096 on any device; slow in the cpu interpreter)")
       ->capture_default_str();
   cmd->add_option("--runs", c.runs, "Timed runs per kernel and size")->capture_default_str();
   cmd->add_option("--device", c.device, "cpu or cuda:N (default: the first GPU, else cpu)");

@@ -17,6 +17,7 @@ namespace kforge::app {
 struct BenchConfig {
   std::vector<std::string> ops;
   std::vector<std::string> sizes = {"small", "medium", "large"};
+  std::string size_preset = "default";
   int runs = 10;
   int correct_trials = 5;
   double job_timeout_s = 600;

@@ -245,6 +245,26 @@ def test_bad_options_name_the_flag(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--ops: unknown op 'conv2d'" in r.stderr, r.stderr
     r = bench(["--ops", "softmax", "--sizes", "small,huge"], tmp_path, timeout_s=120)
     assert r.returncode == 2 and "--sizes: 'huge' is not small, medium or large" in r.stderr
+    r = bench(["--ops", "add", "--size-preset", "huge"], tmp_path, timeout_s=120)
+    assert r.returncode == 2 and "--size-preset: 'huge' is not default or seed" in r.stderr
+
+
+def test_the_seed_size_preset_runs_the_seed_sizes_on_the_cpu_device(tmp_path: Path) -> None:
+    """256x256 .. 4096x4096 whatever the device (the cpu device's default is 16x64 ..)."""
+    r = bench(
+        ["--ops", "add", "--size-preset", "seed", "--sizes", "small", "--runs", "1",
+         "--correct-trials", "1", "--no-peaks", "--no-torch-compile", "--out", str(tmp_path / "o")],
+        tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "o" / "bench.json").read_text())
+    assert report["size_preset"] == "seed" and report["size_profile"] == "gpu"
+    op = report["ops"][0]
+    assert op["sizes"]["small"]["label"] == "256x256"
+    assert op["sizes"]["small"]["shapes"] == {"x": [256, 256], "y": [256, 256]}
+    assert op["sizes"]["small"]["bytes"] == 3 * 256 * 256 * 4
+    assert all(row["correct"] for row in op["rows"]), op["rows"]
+    assert "small 256x256 (" in (tmp_path / "o" / "add_log.md").read_text()
 
 
 # ---- POST /bench and run_benchmark_suite on a running server ----
@@ -304,6 +324,7 @@ def test_post_bench_streams_progress_and_reports_a_wrong_inline_version(
         ({"ops": ["add"], "device": "cuda:99"}, "device"),
         ({"ops": ["add"], "colour": "red"}, "colour"),
         ({"sizes": ["small"]}, "ops"),
+        ({"ops": ["add"], "size_preset": "huge"}, "size_preset"),
     ],
 )
 def test_post_bench_rejects_bad_bodies_naming_the_field(

@@ -144,6 +144,9 @@ Status validate_options(const BenchOptions& o) {
     if (!seen.insert(o.ops[i]).second) return invalid_argument("'" + o.ops[i] + "' twice", field);
   }
   if (o.sizes.empty()) return invalid_argument("name at least one size", "sizes");
+  if (!contains(kSizePresets, o.size_preset)) {
+    return invalid_argument("'" + o.size_preset + "' is not default or seed", "size_preset");
+  }
   seen.clear();
   for (size_t i = 0; i < o.sizes.size(); ++i) {
     const std::string field = "sizes[" + std::to_string(i) + "]";
@@ -193,6 +196,7 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
   plan.device = device.first;
   plan.device_facts = device.second;
   plan.interpreter = plan.device == "cpu";
+  plan.profile = plan.interpreter && o.size_preset == "default" ? "cpu" : "gpu";
 
   JobSettings settings;
   settings.device = plan.device;
@@ -209,7 +213,7 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
     plan.ops.push_back(std::move(p));
   }
 
-  const std::string profile = plan.interpreter ? "cpu" : "gpu";
+  const std::string& profile = plan.profile;
   if (o.peaks && contains(o.sizes, "large")) {
     bool copy = false;
     std::set<std::string> matmul_dtypes;

@@ -22,10 +22,16 @@
 
 namespace kforge::bench {
 
+// Which of a manifest's size profiles a bench runs: "default" is the device's (the `cpu`
+// sizes on the cpu device, where Triton runs in its interpreter; the `gpu` sizes on a GPU),
+// "seed" the `gpu` sizes (256x256, 1024x1024, 4096x4096 for the 2-D ops) on any device.
+inline constexpr std::array<std::string_view, 2> kSizePresets = {"default", "seed"};
+
 struct BenchOptions {
   std::vector<std::string> ops;
   std::vector<std::string> sizes = {"small", "medium", "large"};
-  int runs = 10;  // timed runs per kernel and size
+  std::string size_preset = "default";  // one of kSizePresets
+  int runs = 10;                        // timed runs per kernel and size
   int correct_trials = 5;
   double job_timeout_s = 600;
   std::string device;             // empty: the service's first GPU, else cpu
@@ -73,6 +79,7 @@ struct BenchPlan {
   BenchOptions options;
   std::string device;
   bool interpreter = false;  // the cpu device
+  std::string profile;       // the manifests' size profile run: "cpu" or "gpu"
   Json device_facts;         // from health(): name, sm_count, ... (GPU) or kind cpu
   std::vector<OpPlan> ops;
   std::vector<PlannedJob> jobs;

@@ -265,7 +265,7 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
                const Json& peaks) {
   const OpPlan& op = plan.ops[index];
   const OpManifest& m = op.manifest;
-  const std::string profile = plan.interpreter ? "cpu" : "gpu";
+  const std::string& profile = plan.profile;
   const auto tol = m.tolerance.at(op.dtype);
   Json sizes = Json::object();
   std::map<std::string, std::pair<int64_t, int64_t>> cost;  // size -> bytes, flops
@@ -409,6 +409,8 @@ Json build_report(const BenchPlan& plan, const std::vector<JobOutcome>& outcomes
       {"runs", plan.options.runs},
       {"correct_trials", plan.options.correct_trials},
       {"sizes", plan.options.sizes},
+      {"size_preset", plan.options.size_preset},
+      {"size_profile", plan.profile},
       {"started_at", iso8601_ms(started_ms)},
       {"finished_at", iso8601_ms(finished_ms)},
       {"peaks", peaks},

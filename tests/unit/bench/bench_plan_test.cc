@@ -60,6 +60,34 @@ TEST(BenchPlanTest, TheCpuDeviceUsesTheInterpreterSizesAndNoPeaksWithoutLarge) {
       << "the cpu jobs carry kernels/interpreter_compat.py";
 }
 
+TEST(BenchPlanTest, TheSeedPresetRunsTheSeedSizesOnTheCpuDevice) {
+  BenchOptions o = options_for({"add", "mha"});
+  o.sizes = {"small", "large"};
+  o.device = "cpu";
+  o.size_preset = "seed";
+  auto plan = plan_bench(o, health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_TRUE(plan->interpreter);  // still Triton's interpreter, with its fix
+  EXPECT_EQ(plan->profile, "gpu");
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& job : plan->jobs) {
+    if (job.role != JobRole::kVersion || job.version != "v1_baseline") continue;
+    shapes.push_back(job.request.kernel.io->args[0].tensor_spec->shape);
+    EXPECT_NE(job.request.kernel.source_code.find("_kforge_index_fix"), std::string::npos);
+  }
+  EXPECT_EQ(shapes, (std::vector<std::vector<int64_t>>{
+                        {256, 256}, {4096, 4096}, {2, 8, 256, 64}, {4, 16, 4096, 64}}));
+  // The default preset keeps the interpreter-sized shapes.
+  o.size_preset = "default";
+  plan = plan_bench(o, health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->profile, "cpu");
+  auto first = std::find_if(plan->jobs.begin(), plan->jobs.end(),
+                            [](const PlannedJob& j) { return j.role == JobRole::kVersion; });
+  ASSERT_NE(first, plan->jobs.end());
+  EXPECT_EQ(first->request.kernel.io->args[0].tensor_spec->shape, (std::vector<int64_t>{16, 64}));
+}
+
 TEST(BenchPlanTest, BadOptionsNameTheirField) {
   struct Case {
     std::function<void(BenchOptions&)> edit;
@@ -81,6 +109,7 @@ TEST(BenchPlanTest, BadOptionsNameTheirField) {
        },
        "sizes[1]"},
       {[](BenchOptions& o) { o.runs = 0; }, "runs"},
+      {[](BenchOptions& o) { o.size_preset = "huge"; }, "size_preset"},
       {[](BenchOptions& o) { o.dtype = "float64"; }, "dtype"},
       {[](BenchOptions& o) { o.device = "cuda:7"; }, "device"},
       {[](BenchOptions& o) { o.inline_kernels["gelu"]["v1_baseline"] = "x"; }, "kernels.gelu"},

@@ -120,6 +120,25 @@ TEST(BenchSummaryTest, ATinySpeedupKeepsItsSignificantDigits) {
             "add: v3_coalesced, 0.0021x vs torch (4/4 correct) [cpu device: interpreter timings]");
 }
 
+TEST_F(BenchToolTest, TheSchemaOffersTheSizePreset) {
+  start(true);
+  const Json& schema = catalog_.tools.find("run_benchmark_suite")->spec.input_schema;
+  EXPECT_EQ(schema["properties"]["size_preset"]["enum"], Json::array({"default", "seed"}));
+  EXPECT_TRUE(validate_json(schema, Json{{"ops", "add"}, {"size_preset", "seed"}}).is_ok());
+  EXPECT_FALSE(validate_json(schema, Json{{"ops", "add"}, {"size_preset", "huge"}}).is_ok());
+}
+
+TEST(BenchRequestTest, ASizePresetIsReadAndABadOneNamesTheField) {
+  bench::BenchPolicy policy;
+  policy.library = testing::kernel_library();
+  auto r = bench::parse_bench_request(Json{{"ops", "add"}, {"size_preset", "seed"}}, policy);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->options.size_preset, "seed");
+  r = bench::parse_bench_request(Json{{"ops", "add"}, {"size_preset", "huge"}}, policy);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().field_path(), "size_preset");
+}
+
 TEST_F(BenchToolTest, CancellingTheCallCancelsTheJobs) {
   start(false);
   auto channel = call(9, Json{{"ops", "softmax"}, {"sizes", "small"}});
