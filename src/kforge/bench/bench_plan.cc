@@ -89,6 +89,7 @@ StatusOr<OpPlan> plan_op(const BenchOptions& o, const std::string& op) {
                             "ops");
   }
   KF_ASSIGN_OR_RETURN(p.manifest, load_manifest(own_manifest ? own_dir : library_dir));
+  p.manifest_path = (own_manifest ? own_dir : library_dir) / "manifest.json";
   p.dtype = o.dtype.empty() ? p.manifest.default_dtype : o.dtype;
   if (!contains(p.manifest.dtypes, p.dtype)) {
     return invalid_argument(
@@ -108,13 +109,16 @@ StatusOr<OpPlan> plan_op(const BenchOptions& o, const std::string& op) {
         p.versions.push_back(version_from_source(std::string(name), src->second, "inline"));
       }
     }
+    p.tests.note = "versions given as sources: no op directory to hold tests/";
   } else if (!own_dir.empty()) {
     p.kernels_origin = o.kernels_dir.string();
     p.versions = load_versions(own_dir);
     KF_RETURN_IF_ERROR(read_retries(own_dir, p.retries));
+    p.tests = ensure_op_tests(o.library, own_dir, p.manifest_path);
   } else {
     p.kernels_origin = "library";
     p.versions = load_versions(library_dir);
+    p.tests = find_op_tests(library_dir);
   }
   if (auto it = o.retries.find(op); it != o.retries.end()) {
     for (const auto& [version, count] : it->second)

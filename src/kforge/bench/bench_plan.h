@@ -69,10 +69,12 @@ struct PlannedJob {
 
 struct OpPlan {
   OpManifest manifest;
+  std::filesystem::path manifest_path;  // the manifest.json it came from
   std::string dtype;
   std::string kernels_origin;  // "library", the --kernels directory, or "inline"
   std::vector<KernelVersion> versions;
   std::map<std::string, int> retries;  // by version
+  OpTests tests;                       // its per-op tests directory (kernel_library.h)
 };
 
 struct BenchPlan {
@@ -86,7 +88,8 @@ struct BenchPlan {
 };
 
 // Validates the options, picks the device (from JobService::health()), reads manifests and
-// versions, and builds every job. Blocks (reads files).
+// versions, and builds every job. Blocks: reads files and, for a kernels_dir, writes the
+// per-op tests an op directory lacks (ensure_op_tests).
 StatusOr<BenchPlan> plan_bench(const BenchOptions& options, const Json& health);
 
 // "v1_baseline" ... for a version name; false for anything else.

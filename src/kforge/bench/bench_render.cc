@@ -69,6 +69,21 @@ struct Words {
   const char* summary_peaks;
   const char* of_copy;
   const char* of_matmul;
+  const char* checklist;
+  const char* ck_intro;
+  const char* ck_research;  // bound
+  const char* ck_loaded;    // origin
+  const char* ck_not_loaded;
+  const char* ck_compiled;
+  const char* ck_correct_at;  // size, label
+  const char* ck_timed;       // final ms
+  const char* ck_not_timed;
+  const char* ck_faster;    // speedup, verdict
+  const char* ck_baseline;  // kernel
+  const char* ck_selected;  // kernel
+  const char* ck_none_selected;
+  const char* ck_tests;  // dir, files
+  const char* ck_no_tests;
 };
 
 constexpr Words kEnglish = {
@@ -131,6 +146,21 @@ constexpr Words kEnglish = {
     "Measured peaks:",
     "of the copy bandwidth",
     "of the matmul peak",
+    "## Checklist",
+    "What this bench checked ([x] done or true, [ ] not):",
+    "Phase 1: research from the manifest (definition, inputs/outputs, complexity, {})",
+    "loaded (`{}`)",
+    "loaded",
+    "compiled",
+    "correct at {} ({})",
+    "timed at every size: Final {} ms",
+    "timed at every size",
+    "faster than torch: {} ({})",
+    "{} timed at every size",
+    "best kernel selected: {}",
+    "best kernel selected",
+    "per-op tests in `{}`: {}",
+    "per-op tests",
 };
 
 constexpr Words kKorean = {
@@ -192,6 +222,21 @@ constexpr Words kKorean = {
     "측정된 피크:",
     "(복사 대역폭 대비)",
     "(행렬곱 피크 대비)",
+    "## 체크리스트",
+    "이 벤치가 확인한 항목 ([x] 완료 또는 참, [ ] 아님):",
+    "Phase 1: manifest 기반 자료 조사 (정의, 입력/출력, 복잡도, {})",
+    "불러옴 (`{}`)",
+    "불러옴",
+    "컴파일됨",
+    "{} ({})에서 정확",
+    "모든 크기에서 측정됨: Final {} ms",
+    "모든 크기에서 측정됨",
+    "torch보다 빠름: {} ({})",
+    "{}: 모든 크기에서 측정됨",
+    "최적 커널 선택: {}",
+    "최적 커널 선택",
+    "연산별 테스트 `{}`: {}",
+    "연산별 테스트",
 };
 
 const Words& words(LogLang lang) {
@@ -483,6 +528,89 @@ std::string phase4(const Json& op, const Words& w) {
   return md;
 }
 
+std::string box(bool done, const std::string& text, const std::string& indent = "") {
+  return indent + (done ? "- [x] " : "- [ ] ") + text + "\n";
+}
+
+// The checklist of one version: loaded, compiled, correct at each size, timed, faster than
+// torch.
+std::string version_checklist(const Json& report, const Json& op, const Json& row, const Words& w) {
+  const std::string kernel = str(row, "kernel");
+  const std::string error = str(row, "error");
+  const bool loaded = !error.starts_with("could not be loaded: ");
+  std::string md = box(row.value("correct", false), "**" + kernel + "**");
+  const std::string in = "  ";
+  if (!loaded) {
+    md += box(false, std::string(w.ck_not_loaded) + ": " + condense(error.substr(21)), in);
+  } else {
+    md += box(true, say(w.ck_loaded, str(row, "origin")), in);
+    bool compiled = true;
+    bool known = false;
+    for (const auto& [size, cell] : sub(row, "sizes").items()) {
+      if (cell.contains("compiled")) {
+        known = true;
+        compiled = compiled && cell.value("compiled", false);
+      }
+    }
+    if (known) md += box(compiled, w.ck_compiled, in);
+    for (const auto& name : sub(report, "sizes")) {  // in the order they were run
+      const std::string size = name.is_string() ? name.get<std::string>() : "";
+      const Json& cell = sub(sub(row, "sizes"), size.c_str());
+      const bool ok = cell.value("correct", false);
+      std::string text =
+          say(w.ck_correct_at, size, str(sub(sub(op, "sizes"), size.c_str()), "label"));
+      if (!ok) {
+        const std::string kind = str(cell, "error_kind");
+        text += ": " + (kind.empty() ? "" : kind + " — ") + condense(str(cell, "error", "not run"));
+      }
+      md += box(ok, text, in);
+    }
+    const auto final_ms = num(row, "final_ms");
+    md += box(final_ms.has_value(),
+              final_ms ? say(w.ck_timed, ms(final_ms)) : std::string(w.ck_not_timed), in);
+    if (num(row, "speedup")) {
+      const std::string verdict = str(row, "speedup_verdict", "?");
+      md += box(verdict == "faster", say(w.ck_faster, times(num(row, "speedup")), verdict), in);
+    }
+  }
+  return md;
+}
+
+std::string checklist(const Json& report, const Json& op, const Words& w) {
+  std::string md = std::string(w.checklist) + "\n\n" + w.ck_intro + "\n\n";
+  const Json& p = sub(op, "phase1");
+  md += box(p.is_object(),
+            say(w.ck_research, str(p, "bound") == "compute" ? w.compute_bound : w.memory_bound));
+  for (const auto& row : sub(op, "rows")) {
+    if (str(row, "kind") == "version") md += version_checklist(report, op, row, w);
+  }
+  for (const auto& row : sub(op, "rows")) {
+    if (str(row, "kind") == "baseline") {
+      md += box(num(row, "final_ms").has_value(), say(w.ck_baseline, str(row, "kernel")));
+    }
+  }
+  const Json& best = sub(op, "best");
+  if (best.is_object() && best.contains("kernel") && best["kernel"].is_string()) {
+    md += box(true, say(w.ck_selected, str(best, "kernel")));
+  } else {
+    md += box(false, std::string(w.ck_none_selected) + ": " + str(best, "reason", "—"));
+  }
+  const Json& tests = sub(op, "tests");
+  if (tests.is_object() && sub(tests, "dir").is_string()) {
+    std::string files;
+    bool all = true;
+    for (const auto& [name, state] : sub(tests, "files").items()) {
+      files += (files.empty() ? "" : ", ") + name + " (" + state.get<std::string>() + ")";
+      all = all && state != "missing";
+    }
+    if (!str(tests, "note").empty()) files += "; " + condense(str(tests, "note"));
+    md += box(all, say(w.ck_tests, str(tests, "dir"), files));
+  } else if (tests.is_object()) {
+    md += box(false, std::string(w.ck_no_tests) + ": " + str(tests, "note", "—"));
+  }
+  return md;
+}
+
 std::string meta_line(const Json& report, const Json& op, const Words& w) {
   return say(w.meta, str(report, "kforge_version"), str(report, "device"),
              str(report, "device_name"), str(op, "dtype"), num(report, "runs").value_or(0),
@@ -517,7 +645,7 @@ std::string render_op_log(const Json& report, const Json& op, LogLang lang) {
   std::string md = "# " + str(op, "title") + " " + w.title + "\n\n";
   md += meta_line(report, op, w) + "\n\n" + note(report, lang, w);
   md += phase1(op, w) + "\n" + phase2(op, lang, w) + "\n" + phase3_correctness(report, op, w) +
-        "\n" + phase3_bench(report, op, w) + "\n" + phase4(op, w);
+        "\n" + phase3_bench(report, op, w) + "\n" + phase4(op, w) + "\n" + checklist(report, op, w);
   return md;
 }
 

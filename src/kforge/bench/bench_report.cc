@@ -31,6 +31,7 @@ std::string clip(std::string text) {
 // What one job measured, read from its outcome.
 struct Measured {
   bool correct = false;
+  std::optional<bool> compiled;  // unset when the job produced no result
   std::string error;
   std::string error_kind;
   Json stats;      // runtime_stats of the kernel under test
@@ -52,6 +53,7 @@ Measured measure(const JobOutcome& o) {
     return m;
   }
   const Json& r = o.result;
+  if (r.is_object()) m.compiled = r.value("compiled", false);
   m.error_kind =
       r.value("error_kind", Json()).is_string() ? r["error_kind"].get<std::string>() : "";
   m.correct = r.value("compiled", false) && r.value("correctness", false);
@@ -119,7 +121,9 @@ void add_interval(Json& out, const model::TimeEstimate& baseline, const model::T
 void add_size(Row& row, const std::string& size, const Measured& m, const JobOutcome& o,
               int64_t bytes, int64_t flops) {
   Json cell = {{"job_id", o.job_id.empty() ? Json() : Json(o.job_id)}, {"correct", m.correct}};
+  if (m.compiled) cell["compiled"] = *m.compiled;
   if (!m.error.empty()) cell["error"] = m.error;
+  if (!m.error_kind.empty()) cell["error_kind"] = m.error_kind;
   if (!m.stats.is_null()) {
     const double mean = m.stats["mean"].get<double>();
     cell["mean_ms"] = mean;
@@ -359,6 +363,7 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
               {"phase1", m.phase1},
               {"tolerance", Json{{"atol", tol.atol}, {"rtol", tol.rtol}}},
               {"sizes", sizes},
+              {"tests", op.tests.to_json()},
               {"rows", table}};
   out["best"] = best_of(plan, op, table, rows, peaks);
   return out;

@@ -7,7 +7,8 @@
 // Final = mean of the size means (the skill's score); Speedup = torch Final / row Final. A
 // version is correct only if it passed at every size; the best is the correct version with
 // the lowest Final. At the large size the best is compared with the measured peak: copy
-// bandwidth for memory-bound ops, matmul FLOP/s (same dtype) for compute-bound ones.
+// bandwidth for memory-bound ops, matmul FLOP/s (same dtype) for compute-bound ones. Each op
+// also carries its per-op tests directory, which the logs' checklist shows.
 #pragma once
 
 #include <cstdint>

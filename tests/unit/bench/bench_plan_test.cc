@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "bench/bench_test_support.h"
+#include "kforge/common/files.h"
 
 namespace kforge::bench {
 namespace {
@@ -163,6 +164,42 @@ TEST(BenchPlanTest, AKernelsDirectoryGivesVersionsAndRetries) {
   std::ofstream(dir / "softmax" / "retries.json") << R"({"v9": 1})";
   EXPECT_FALSE(plan_bench(o, health_with({"cpu"})).is_ok());
   std::filesystem::remove_all(dir);
+}
+
+TEST(BenchPlanTest, AKernelsDirectoryGetsTheScaffoldsTestsAndKeepsItsOwn) {
+  const auto dir = std::filesystem::temp_directory_path() / "kforge-bench-tests-dir";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "softmax" / "tests");
+  std::ofstream(dir / "softmax" / "tests" / "test_benchmark.py") << "# mine\n";
+  BenchOptions o = options_for({"softmax"});
+  o.kernels_dir = dir;
+  auto plan = plan_bench(o, health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const OpTests& tests = plan->ops[0].tests;
+  EXPECT_EQ(tests.dir, std::filesystem::absolute(dir / "softmax" / "tests"));
+  EXPECT_EQ(tests.files, (std::map<std::string, std::string>{{"conftest.py", "written"},
+                                                             {"test_benchmark.py", "kept"},
+                                                             {"test_correctness.py", "written"}}));
+  EXPECT_TRUE(tests.note.empty()) << tests.note;
+  EXPECT_EQ(*read_file(dir / "softmax" / "tests" / "test_benchmark.py"), "# mine\n");
+  EXPECT_EQ(*read_file(dir / "softmax" / "tests" / "test_correctness.py"),
+            *read_file(kernel_library() / "_scaffold" / "tests" / "test_correctness.py"));
+  // No manifest.json of its own: the tests read a copy of the one the bench used.
+  EXPECT_EQ(*read_file(dir / "softmax" / "tests" / "manifest.json"),
+            *read_file(kernel_library() / "softmax" / "manifest.json"));
+  plan = plan_bench(o, health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok());
+  for (const auto& [name, state] : plan->ops[0].tests.files)
+    EXPECT_EQ(state, "kept") << name;
+  std::filesystem::remove_all(dir);
+
+  // The library's own ops have theirs; nothing is written there.
+  plan = plan_bench(options_for({"add"}), health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->ops[0].tests.dir, kernel_library() / "add" / "tests");
+  EXPECT_EQ(plan->ops[0].tests.files.size(), 3u);
+  for (const auto& [name, state] : plan->ops[0].tests.files)
+    EXPECT_EQ(state, "kept") << name;
 }
 
 }  // namespace

@@ -116,6 +116,45 @@ TEST_F(BenchReportTest, AFailingVersionIsReportedAndNeverSelected) {
               1e-9);
 }
 
+TEST_F(BenchReportTest, TheLogEndsWithAChecklistOfWhatWasChecked) {
+  fill_typical();
+  const Json r = report();
+  const Json& cell = row(r["ops"][0], "v2_tiling")["sizes"]["medium"];
+  EXPECT_EQ(cell["compiled"], true);
+  EXPECT_EQ(cell["error_kind"], "mismatch");
+  auto files = render_bench_files(r, LogLang::kEn);
+  ASSERT_TRUE(files.is_ok());
+  const std::string& log = files->at("softmax_log.md");
+  const size_t at = log.find("\n## Checklist\n");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string list = log.substr(at);
+  for (const std::string& line : std::vector<std::string>{
+           "- [x] Phase 1: research from the manifest (definition, inputs/outputs, complexity, "
+           "Memory-bound)\n",
+           "- [x] **v1_baseline**\n  - [x] loaded (`",
+           "  - [x] compiled\n  - [x] correct at small (256x256)\n"
+           "  - [x] correct at medium (1024x1024)\n  - [x] correct at large (4096x4096)\n"
+           "  - [x] timed at every size: Final 0.75 ms\n  - [ ] faster than torch: 0.40x "
+           "(slower)\n",
+           "- [ ] **v2_tiling**\n",
+           "  - [ ] correct at medium (1024x1024): mismatch — output 'output': 3 of 4096 elements "
+           "differ\n",
+           "  - [ ] timed at every size\n",
+           "  - [x] faster than torch: 1.25x (faster)\n",
+           "- [x] torch timed at every size\n- [x] torch.compile timed at every size\n",
+           "- [x] best kernel selected: v4_optimized\n",
+           "- [x] per-op tests in `" + (kernel_library() / "softmax" / "tests").string() +
+               "`: conftest.py (kept), test_benchmark.py (kept), test_correctness.py (kept)\n",
+       }) {
+    EXPECT_NE(list.find(line), std::string::npos) << line << "\n" << list;
+  }
+  auto ko = render_bench_files(r, LogLang::kKo);
+  ASSERT_TRUE(ko.is_ok());
+  EXPECT_NE(ko->at("softmax_log.md").find("\n## 체크리스트\n"), std::string::npos);
+  EXPECT_NE(ko->at("softmax_log.md").find("- [x] 최적 커널 선택: v4_optimized\n"),
+            std::string::npos);
+}
+
 TEST_F(BenchReportTest, TinySpeedupsKeepTheirDigits) {
   fill_typical();
   // The Triton interpreter against torch on cpu: about 0.002x.
