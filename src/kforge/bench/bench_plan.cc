@@ -202,7 +202,7 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
   plan.interpreter = plan.device == "cpu";
   plan.profile = plan.interpreter && o.size_preset == "default" ? "cpu" : "gpu";
 
-  JobSettings settings;
+  JobSettings& settings = plan.settings;
   settings.device = plan.device;
   settings.interpreter = plan.interpreter;
   settings.runs = o.runs;
@@ -265,12 +265,9 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
       plan.jobs.push_back(std::move(j));
     };
     for (const auto& v : p.versions) {
-      if (v.source.empty()) continue;  // reported from its load_error
-      for (const auto& size : o.sizes) {
-        KF_ASSIGN_OR_RETURN(auto request,
-                            version_request(m, m.sizes.at(profile).at(size), p.dtype, v, settings));
-        add(JobRole::kVersion, v.name, v.name, size, std::move(request));
-      }
+      KF_ASSIGN_OR_RETURN(auto jobs, version_jobs(plan, i, v));
+      for (auto& j : jobs)
+        plan.jobs.push_back(std::move(j));
     }
     for (const auto& size : o.sizes) {
       KF_ASSIGN_OR_RETURN(auto r,
@@ -285,6 +282,27 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
     }
   }
   return plan;
+}
+
+StatusOr<std::vector<PlannedJob>> version_jobs(const BenchPlan& plan, int op,
+                                               const KernelVersion& v) {
+  std::vector<PlannedJob> jobs;
+  if (v.source.empty()) return jobs;  // reported from its load_error
+  const OpPlan& p = plan.ops.at(op);
+  const OpManifest& m = p.manifest;
+  for (const auto& size : plan.options.sizes) {
+    PlannedJob j;
+    j.role = JobRole::kVersion;
+    j.op = op;
+    j.version = v.name;
+    j.size = size;
+    j.dtype = p.dtype;
+    j.label = label_of(m.op, v.name, size);
+    KF_ASSIGN_OR_RETURN(j.request, version_request(m, m.sizes.at(plan.profile).at(size), p.dtype, v,
+                                                   plan.settings));
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
 }
 
 }  // namespace kforge::bench

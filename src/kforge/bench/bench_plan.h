@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kforge/bench/bench_jobs.h"
 #include "kforge/bench/kernel_library.h"
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
@@ -75,6 +76,8 @@ struct OpPlan {
   std::vector<KernelVersion> versions;
   std::map<std::string, int> retries;  // by version
   OpTests tests;                       // its per-op tests directory (kernel_library.h)
+  // version -> the tries of `kforge bench --regenerate-cmd` (regenerate.h), in order.
+  Json regeneration = Json::object();
 };
 
 struct BenchPlan {
@@ -83,6 +86,8 @@ struct BenchPlan {
   bool interpreter = false;  // the cpu device
   std::string profile;       // the manifests' size profile run: "cpu" or "gpu"
   Json device_facts;         // from health(): name, sm_count, ... (GPU) or kind cpu
+  JobSettings settings;      // what every job shares
+  Json regenerate;           // RegenerateOptions::to_json() when the loop ran; null otherwise
   std::vector<OpPlan> ops;
   std::vector<PlannedJob> jobs;
 };
@@ -91,6 +96,10 @@ struct BenchPlan {
 // versions, and builds every job. Blocks: reads files and, for a kernels_dir, writes the
 // per-op tests an op directory lacks (ensure_op_tests).
 StatusOr<BenchPlan> plan_bench(const BenchOptions& options, const Json& health);
+
+// The jobs of `version` of plan.ops[op] at every size of the plan (a regenerated version).
+StatusOr<std::vector<PlannedJob>> version_jobs(const BenchPlan& plan, int op,
+                                               const KernelVersion& version);
 
 // "v1_baseline" ... for a version name; false for anything else.
 bool is_version_name(std::string_view name);

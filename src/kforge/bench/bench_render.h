@@ -1,8 +1,8 @@
 // Renders a bench report (bench_report.h) as the files `kforge bench` writes:
 //   <op>_log.md   the skill's development log, Phase 1-4 and a checklist of what was checked
 //                 (loaded, compiled, correct at each size, timed, faster than torch,
-//                 selected, per-op tests), in English or with the skill's original Korean
-//                 headings (docs/bench.md shows both)
+//                 regenerated, selected, per-op tests), in English or with the skill's
+//                 original Korean headings (docs/bench.md shows both)
 //   <op>.svg      time per size per kernel (svg_chart.h)
 //   summary.md    one line per op
 //   bench.json    the report itself

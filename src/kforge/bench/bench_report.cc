@@ -291,16 +291,22 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
     order.push_back(v.name);
     Row& row = rows[v.name];
     auto retries = op.retries.find(v.name);
+    const Json tries = op.regeneration.value(v.name, Json::array());
     row.json = {{"kernel", v.name},
                 {"kind", "version"},
                 {"origin", v.origin},
                 {"summary", Json{{"en", v.summary_en}, {"ko", v.summary_ko}}},
-                {"retries", retries == op.retries.end() ? 0 : retries->second},
+                // Regenerations: the agent's own count (retries.json, the request) and this
+                // bench's tries.
+                {"retries", (retries == op.retries.end() ? 0 : retries->second) +
+                                static_cast<int>(tries.size())},
                 {"correct", v.load_error.empty()},
                 {"max_abs_error", nullptr},
                 {"max_rel_error", nullptr}};
+    if (!tries.empty()) row.json["regeneration"] = tries;
     if (!v.load_error.empty()) {
       row.json["error"] = "could not be loaded: " + v.load_error;
+      row.json["error_kind"] = "not_loaded";
       row.all_timed = false;
     }
   }
@@ -375,6 +381,27 @@ int64_t dtype_bytes(const std::string& dtype) {
   return dtype == "float32" ? 4 : 2;
 }
 
+std::optional<VersionFailure> version_failure(const BenchPlan& plan,
+                                              const std::vector<JobOutcome>& outcomes, int op,
+                                              const std::string& version) {
+  const OpPlan& p = plan.ops.at(op);
+  for (const auto& v : p.versions) {
+    if (v.name == version && !v.load_error.empty()) {
+      return VersionFailure{"not_loaded", "could not be loaded: " + v.load_error};
+    }
+  }
+  std::optional<VersionFailure> failure;
+  for (size_t i = 0; i < plan.jobs.size() && i < outcomes.size(); ++i) {
+    const PlannedJob& job = plan.jobs[i];
+    if (job.role != JobRole::kVersion || job.op != op || job.version != version) continue;
+    const Measured m = measure(outcomes[i]);
+    if (m.correct) continue;
+    if (!failure) failure = VersionFailure{m.error_kind.empty() ? "failed" : m.error_kind, ""};
+    failure->error += (failure->error.empty() ? "" : "\n") + job.size + ": " + m.error;
+  }
+  return failure;
+}
+
 std::string describe_outcome(const JobOutcome& o) {
   const Measured m = measure(o);
   std::string text;
@@ -416,6 +443,7 @@ Json build_report(const BenchPlan& plan, const std::vector<JobOutcome>& outcomes
       {"sizes", plan.options.sizes},
       {"size_preset", plan.options.size_preset},
       {"size_profile", plan.profile},
+      {"regenerate", plan.regenerate},
       {"started_at", iso8601_ms(started_ms)},
       {"finished_at", iso8601_ms(finished_ms)},
       {"peaks", peaks},

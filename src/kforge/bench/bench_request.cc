@@ -118,6 +118,12 @@ StatusOr<BenchRequest> parse_bench_request(const Json& body, const BenchPolicy& 
       "dtype",         "log_lang", "kernels",       "retries",     "correct_trials",
       "job_timeout_s", "peaks",    "torch_compile", "kernels_dir", "out_dir"};
   for (const auto& [key, value] : body.items()) {
+    if (key == "regenerate_cmd" || key == "regenerate_tries" || key == "regenerate_timeout_s") {
+      return invalid_argument(
+          "is not accepted here (it would run a command on the server's machine); run the "
+          "regeneration loop with `kforge bench --kernels DIR --regenerate-cmd CMD`",
+          key);
+    }
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       return invalid_argument(
           "unknown field (known: ops, sizes, size_preset, runs, device, dtype, log_lang, "

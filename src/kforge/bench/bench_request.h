@@ -10,7 +10,8 @@
 //    "kernels_dir": "/path", "out_dir": "/path"}      <- local paths: only where allowed
 //
 // Local paths are accepted only from a local user (`kforge mcp` on stdio); a server takes
-// kernels as sources and answers with the files instead of writing them.
+// kernels as sources and answers with the files instead of writing them. `regenerate_cmd`
+// (and its tries and timeout) is refused everywhere: running a command is the CLI's alone.
 #pragma once
 
 #include <filesystem>

@@ -120,15 +120,16 @@ TEST(BenchSummaryTest, ATinySpeedupKeepsItsSignificantDigits) {
             "add: v3_coalesced, 0.0021x vs torch (4/4 correct) [cpu device: interpreter timings]");
 }
 
-TEST_F(BenchToolTest, TheSchemaOffersTheSizePreset) {
+TEST_F(BenchToolTest, TheSchemaOffersTheSizePresetButNoCommand) {
   start(true);
   const Json& schema = catalog_.tools.find("run_benchmark_suite")->spec.input_schema;
   EXPECT_EQ(schema["properties"]["size_preset"]["enum"], Json::array({"default", "seed"}));
+  EXPECT_FALSE(schema["properties"].contains("regenerate_cmd"));
   EXPECT_TRUE(validate_json(schema, Json{{"ops", "add"}, {"size_preset", "seed"}}).is_ok());
   EXPECT_FALSE(validate_json(schema, Json{{"ops", "add"}, {"size_preset", "huge"}}).is_ok());
 }
 
-TEST(BenchRequestTest, ASizePresetIsReadAndABadOneNamesTheField) {
+TEST(BenchRequestTest, ASizePresetIsReadAndACommandIsRefusedNamingTheField) {
   bench::BenchPolicy policy;
   policy.library = testing::kernel_library();
   auto r = bench::parse_bench_request(Json{{"ops", "add"}, {"size_preset", "seed"}}, policy);
@@ -137,6 +138,12 @@ TEST(BenchRequestTest, ASizePresetIsReadAndABadOneNamesTheField) {
   r = bench::parse_bench_request(Json{{"ops", "add"}, {"size_preset", "huge"}}, policy);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().field_path(), "size_preset");
+  policy.allow_local_paths = true;  // not even for a local user's `kforge mcp`
+  r = bench::parse_bench_request(Json{{"ops", "add"}, {"regenerate_cmd", "rm -rf /"}}, policy);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().field_path(), "regenerate_cmd");
+  EXPECT_NE(r.status().message().find("kforge bench --kernels DIR --regenerate-cmd"),
+            std::string::npos);
 }
 
 TEST_F(BenchToolTest, CancellingTheCallCancelsTheJobs) {
