@@ -7,14 +7,17 @@
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <chrono>
 #include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "kforge/bench/bench_plan.h"
 #include "kforge/bench/bench_render.h"
 #include "kforge/bench/bench_run.h"
+#include "kforge/bench/regenerate.h"
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/remote_job_service.h"
@@ -66,6 +69,13 @@ class ProgressPrinter {
     drawn_ = false;
   }
 
+  // A line of its own (the regeneration loop's), under the bar.
+  void note(const std::string& line) {
+    if (quiet_) return;
+    finish();
+    std::cerr << "kforge bench: " << line << '\n';
+  }
+
  private:
   static size_t terminal_width() {
     winsize ws{};
@@ -115,6 +125,7 @@ bench::BenchOptions bench_options(const BenchConfig& c, std::filesystem::path li
   bench::BenchOptions o;
   o.ops = c.ops;
   o.sizes = c.sizes;
+  o.size_preset = c.size_preset;
   o.runs = c.runs;
   o.correct_trials = c.correct_trials;
   o.job_timeout_s = c.job_timeout_s;
@@ -128,34 +139,109 @@ bench::BenchOptions bench_options(const BenchConfig& c, std::filesystem::path li
   return o;
 }
 
-// Runs the plan to the end (or to a signal); returns the report or why there is none.
-StatusOr<Json> run_plan(jobs::JobService& service, bench::BenchPlan plan, const sigset_t& signals,
-                        bool quiet) {
-  boost::asio::thread_pool pool(2);
-  bench::Executor executor = [&pool](std::function<void()> task) {
-    boost::asio::post(pool, std::move(task));
-  };
-  ProgressPrinter printer(quiet);
-  if (!plan.jobs.empty()) {  // the first line, before the first job ends
-    printer.update(bench::BenchProgress{0, static_cast<int>(plan.jobs.size()),
-                                        "running " + plan.jobs.front().label});
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Runs plans' jobs one plan at a time (the bench's, then each regenerated version's) with
+// progress on stderr; a termination signal cancels the run in flight and every later one.
+class JobRunner {
+ public:
+  JobRunner(jobs::JobService& service, const sigset_t& signals, bool quiet)
+      : service_(service), printer_(quiet) {
+    watch_.emplace(signals, [this](int sig) {
+      interrupted_.store(true);
+      std::lock_guard lock(mu_);
+      if (current_) current_->cancel("interrupted (signal " + std::to_string(sig) + ")");
+    });
   }
-  std::promise<StatusOr<Json>> promise;
-  auto future = promise.get_future();
-  auto run = bench::BenchRun::start(
-      service, executor, std::move(plan), "kforge bench",
-      [&printer](const bench::BenchProgress& p) { printer.update(p); },
-      [&promise](StatusOr<Json> report) { promise.set_value(std::move(report)); });
-  std::atomic<bool> finished{false};
-  std::optional<SignalWatch> watch(std::in_place, signals, [&](int sig) {
-    if (!finished.load()) run->cancel("interrupted (signal " + std::to_string(sig) + ")");
-  });
-  StatusOr<Json> report = future.get();
-  finished.store(true);
-  watch.reset();
-  printer.finish();
-  pool.join();
-  return report;
+  ~JobRunner() {
+    watch_.reset();
+    pool_.join();
+  }
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+
+  StatusOr<std::vector<bench::JobOutcome>> run(const bench::BenchPlan& plan) {
+    if (interrupted_.load()) return Status(ErrorCode::kCancelled, "interrupted");
+    if (!plan.jobs.empty()) {  // the first line, before the first job ends
+      printer_.update(bench::BenchProgress{0, static_cast<int>(plan.jobs.size()),
+                                           "running " + plan.jobs.front().label});
+    }
+    std::promise<StatusOr<std::vector<bench::JobOutcome>>> promise;
+    auto future = promise.get_future();
+    bench::Executor executor = [this](std::function<void()> task) {
+      boost::asio::post(pool_, std::move(task));
+    };
+    auto run = bench::BenchRun::start_jobs(
+        service_, executor, plan, "kforge bench",
+        [this](const bench::BenchProgress& p) { printer_.update(p); },
+        [&promise](StatusOr<std::vector<bench::JobOutcome>> outcomes) {
+          promise.set_value(std::move(outcomes));
+        });
+    {
+      std::lock_guard lock(mu_);
+      current_ = run;
+    }
+    if (interrupted_.load()) run->cancel("interrupted");
+    auto outcomes = future.get();
+    {
+      std::lock_guard lock(mu_);
+      current_.reset();
+    }
+    printer_.finish();
+    return outcomes;
+  }
+
+  bool interrupted() const { return interrupted_.load(); }
+  void note(const std::string& line) { printer_.note(line); }
+
+ private:
+  jobs::JobService& service_;
+  boost::asio::thread_pool pool_{2};
+  ProgressPrinter printer_;
+  std::atomic<bool> interrupted_{false};
+  std::mutex mu_;
+  std::shared_ptr<bench::BenchRun> current_;  // guarded by mu_
+  std::optional<SignalWatch> watch_;          // last: it calls into the members above
+};
+
+// The --regenerate-* flags, checked; nullopt when there is no loop.
+StatusOr<std::optional<bench::RegenerateOptions>> regenerate_options(
+    const BenchConfig& c, const bench::BenchOptions& options) {
+  if (!c.regenerate_cmd) {
+    if (c.regenerate_tries) {
+      return invalid_argument("has no effect without --regenerate-cmd", "regenerate_tries");
+    }
+    if (c.regenerate_timeout_s) {
+      return invalid_argument("has no effect without --regenerate-cmd", "regenerate_timeout_s");
+    }
+    return std::optional<bench::RegenerateOptions>();
+  }
+  bench::RegenerateOptions r;
+  r.command = *c.regenerate_cmd;
+  if (c.regenerate_tries) r.max_tries = *c.regenerate_tries;
+  if (c.regenerate_timeout_s) r.timeout_s = *c.regenerate_timeout_s;
+  KF_RETURN_IF_ERROR(bench::validate_regenerate(r, options));
+  return std::optional<bench::RegenerateOptions>(std::move(r));
+}
+
+// The bench's jobs, then the regeneration loop when asked for; the report of both.
+StatusOr<Json> run_bench_jobs(jobs::JobService& service, bench::BenchPlan plan,
+                              const std::optional<bench::RegenerateOptions>& regenerate,
+                              const sigset_t& signals, bool quiet) {
+  const int64_t started = now_ms();
+  JobRunner runner(service, signals, quiet);
+  KF_ASSIGN_OR_RETURN(std::vector<bench::JobOutcome> outcomes, runner.run(plan));
+  if (regenerate) {
+    KF_RETURN_IF_ERROR(bench::regenerate_failures(
+        plan, outcomes, *regenerate, [&runner](const bench::BenchPlan& p) { return runner.run(p); },
+        [&runner](const std::string& line) { runner.note(line); },
+        [&runner] { return runner.interrupted(); }));
+  }
+  return bench::build_report(plan, outcomes, started, now_ms());
 }
 
 }  // namespace
@@ -170,6 +256,11 @@ CLI::App* add_bench_command(CLI::App& app, BenchConfig& c) {
       ->delimiter(',');
   cmd->add_option("--sizes", c.sizes, "Sizes: any of small, medium, large")
       ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--size-preset", c.size_preset,
+                  "What small/medium/large are: default (the device's: 16x64, 32x128, 64x256 "
+                  "on cpu; 256x256, 1024x1024, 4096x4096 on a GPU) or seed (256x256, "
+                  "1024x1024, 4096x4096 on any device; slow in the cpu interpreter)")
       ->capture_default_str();
   cmd->add_option("--runs", c.runs, "Timed runs per kernel and size")->capture_default_str();
   cmd->add_option("--device", c.device, "cpu or cuda:N (default: the first GPU, else cpu)");
@@ -194,6 +285,15 @@ CLI::App* add_bench_command(CLI::App& app, BenchConfig& c) {
   cmd->add_flag("--no-torch-compile", c.no_torch_compile,
                 "Leave out the torch.compile baseline (it compiles for a minute per size on "
                 "the cpu device)");
+  cmd->add_option("--regenerate-cmd", c.regenerate_cmd,
+                  "With --kernels: run this shell command for each failing version ($1 / "
+                  "KFORGE_VERSION_PATH the file to rewrite, $2 / KFORGE_ERROR_FILE the failure; "
+                  "docs/bench.md), then judge the new file again");
+  cmd->add_option("--regenerate-tries", c.regenerate_tries,
+                  "Runs of --regenerate-cmd per op, shared by its failing versions (1-10; "
+                  "default 3)");
+  cmd->add_option("--regenerate-timeout-s", c.regenerate_timeout_s,
+                  "Timeout of each run of --regenerate-cmd (seconds; default 1800)");
   cmd->add_option("--from-json", c.from_json,
                   "Render a saved bench.json again (into --out, in --log-lang); runs nothing");
   cmd->add_flag("--quiet", c.quiet, "No progress output");
@@ -225,6 +325,8 @@ int run_bench(const BenchConfig& c) {
   }
   bench::BenchOptions options = bench_options(c, *library);
   if (Status s = bench::validate_options(options); !s.is_ok()) return option_error(s);
+  auto regenerate = regenerate_options(c, options);
+  if (!regenerate.is_ok()) return option_error(regenerate.status());
   const sigset_t signals = block_termination_signals();
 
   std::unique_ptr<jobs::JobService> remote;
@@ -265,7 +367,8 @@ int run_bench(const BenchConfig& c) {
               << plan->device_facts.value("name", plan->interpreter ? "Triton interpreter" : "")
               << "), " << plan->jobs.size() << " jobs; logs to " << c.out_dir << "/\n";
   }
-  StatusOr<Json> report = run_plan(*service, std::move(plan).value(), signals, c.quiet);
+  StatusOr<Json> report =
+      run_bench_jobs(*service, std::move(plan).value(), *regenerate, signals, c.quiet);
   stop_engine();
   if (!report.is_ok()) {
     std::cerr << "kforge bench: " << report.status().to_string() << '\n';

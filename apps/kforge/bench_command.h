@@ -4,9 +4,13 @@
 // <out>/<op>_log.md, <op>.svg, summary.md and bench.json. Jobs run in an embedded engine, or
 // on a running `kforge serve` with --server URL. `--from-json FILE` renders a saved
 // bench.json again (e.g. in the other --log-lang) without running anything.
+// `--regenerate-cmd CMD` (with --kernels DIR) hands every failing version to CMD, which
+// writes a new version file, and judges it again: at most --regenerate-tries runs per op
+// (bench/regenerate.h has the command's contract).
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +21,7 @@ namespace kforge::app {
 struct BenchConfig {
   std::vector<std::string> ops;
   std::vector<std::string> sizes = {"small", "medium", "large"};
+  std::string size_preset = "default";
   int runs = 10;
   int correct_trials = 5;
   double job_timeout_s = 600;
@@ -27,6 +32,9 @@ struct BenchConfig {
   std::string log_lang = "en";
   bool no_peaks = false;
   bool no_torch_compile = false;
+  std::optional<std::string> regenerate_cmd;   // unset: no regeneration loop
+  std::optional<int> regenerate_tries;         // default 3
+  std::optional<double> regenerate_timeout_s;  // default 1800
   std::string from_json;
   bool quiet = false;
   // Where jobs run.

@@ -9,7 +9,12 @@ On the cpu device Triton runs in its interpreter, which does not implement bfloa
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -251,3 +256,58 @@ def test_mha_rejects_what_it_does_not_implement(version: str) -> None:
         fn(q, q, q, attn_mask=torch.ones(4, 4, dtype=torch.bool, device=device()))
     with pytest.raises(ValueError, match=r"^dropout_p:"):
         fn(q, q, q, dropout_p=0.1)
+
+
+# ---- each op's own tests (kernels/<op>/tests, from kernels/_scaffold/tests) ----
+
+SCAFFOLD = LIBRARY / "_scaffold" / "tests"
+OP_TEST_FILES = ("conftest.py", "test_correctness.py", "test_benchmark.py")
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_each_op_carries_the_scaffolds_tests(op: str) -> None:
+    for name in OP_TEST_FILES:
+        own = LIBRARY / op / "tests" / name
+        assert own.read_text() == (SCAFFOLD / name).read_text(), f"{own}: differs from {SCAFFOLD}"
+    # The interpreter fix is copied into the conftest, so that an op directory stands alone.
+    fix = 'scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))'
+    assert fix in (LIBRARY / "interpreter_compat.py").read_text()
+    assert fix in (SCAFFOLD / "conftest.py").read_text()
+
+
+def _run_op_tests(tests: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest alone on an op's tests/ directory, in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests), *args],
+        cwd=tests.parent, capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "KFORGE_TEST_DEVICE": str(device())},
+    )  # fmt: skip
+
+
+def test_an_ops_tests_pass_with_pytest_alone_for_a_correct_op() -> None:
+    run = _run_op_tests(LIBRARY / "add" / "tests")
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "24 passed" in run.stdout  # 4 versions x 3 sizes, correctness and benchmark
+    assert "vs torch" in run.stdout and "0.00x" not in run.stdout  # the timing table
+
+
+def test_an_ops_tests_fail_for_a_wrong_version(tmp_path: Path) -> None:
+    """A copy of add (an agent's directory: no manifest of its own, the bench's copy in tests/)
+    whose v2 subtracts instead of adding: both files fail v2 at every size, and only v2."""
+    op_dir = tmp_path / "add"
+    shutil.copytree(LIBRARY / "add", op_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    (op_dir / "manifest.json").rename(op_dir / "tests" / "manifest.json")
+    (op_dir / "__init__.py").unlink()
+    v2 = op_dir / "v2_tiling.py"
+    wrong = v2.read_text().replace("(x + alpha * y)", "(x - alpha * y)")
+    assert wrong != v2.read_text()
+    v2.write_text(wrong)
+    run = _run_op_tests(op_dir / "tests")
+    assert run.returncode == 1, run.stdout[-4000:]
+    failed = sorted(
+        line.split(" ")[1] for line in run.stdout.splitlines() if line.startswith("FAILED")
+    )
+    assert len(failed) == 6 and all("[v2_tiling-" in f for f in failed), failed
+    files = {Path(f.split("::")[0]).name for f in failed}
+    assert files == {"test_benchmark.py", "test_correctness.py"}, failed
+    assert "18 passed" in run.stdout

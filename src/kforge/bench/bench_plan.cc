@@ -89,6 +89,7 @@ StatusOr<OpPlan> plan_op(const BenchOptions& o, const std::string& op) {
                             "ops");
   }
   KF_ASSIGN_OR_RETURN(p.manifest, load_manifest(own_manifest ? own_dir : library_dir));
+  p.manifest_path = (own_manifest ? own_dir : library_dir) / "manifest.json";
   p.dtype = o.dtype.empty() ? p.manifest.default_dtype : o.dtype;
   if (!contains(p.manifest.dtypes, p.dtype)) {
     return invalid_argument(
@@ -108,13 +109,16 @@ StatusOr<OpPlan> plan_op(const BenchOptions& o, const std::string& op) {
         p.versions.push_back(version_from_source(std::string(name), src->second, "inline"));
       }
     }
+    p.tests.note = "versions given as sources: no op directory to hold tests/";
   } else if (!own_dir.empty()) {
     p.kernels_origin = o.kernels_dir.string();
     p.versions = load_versions(own_dir);
     KF_RETURN_IF_ERROR(read_retries(own_dir, p.retries));
+    p.tests = ensure_op_tests(o.library, own_dir, p.manifest_path);
   } else {
     p.kernels_origin = "library";
     p.versions = load_versions(library_dir);
+    p.tests = find_op_tests(library_dir);
   }
   if (auto it = o.retries.find(op); it != o.retries.end()) {
     for (const auto& [version, count] : it->second)
@@ -144,6 +148,9 @@ Status validate_options(const BenchOptions& o) {
     if (!seen.insert(o.ops[i]).second) return invalid_argument("'" + o.ops[i] + "' twice", field);
   }
   if (o.sizes.empty()) return invalid_argument("name at least one size", "sizes");
+  if (!contains(kSizePresets, o.size_preset)) {
+    return invalid_argument("'" + o.size_preset + "' is not default or seed", "size_preset");
+  }
   seen.clear();
   for (size_t i = 0; i < o.sizes.size(); ++i) {
     const std::string field = "sizes[" + std::to_string(i) + "]";
@@ -193,8 +200,9 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
   plan.device = device.first;
   plan.device_facts = device.second;
   plan.interpreter = plan.device == "cpu";
+  plan.profile = plan.interpreter && o.size_preset == "default" ? "cpu" : "gpu";
 
-  JobSettings settings;
+  JobSettings& settings = plan.settings;
   settings.device = plan.device;
   settings.interpreter = plan.interpreter;
   settings.runs = o.runs;
@@ -209,7 +217,7 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
     plan.ops.push_back(std::move(p));
   }
 
-  const std::string profile = plan.interpreter ? "cpu" : "gpu";
+  const std::string& profile = plan.profile;
   if (o.peaks && contains(o.sizes, "large")) {
     bool copy = false;
     std::set<std::string> matmul_dtypes;
@@ -257,12 +265,9 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
       plan.jobs.push_back(std::move(j));
     };
     for (const auto& v : p.versions) {
-      if (v.source.empty()) continue;  // reported from its load_error
-      for (const auto& size : o.sizes) {
-        KF_ASSIGN_OR_RETURN(auto request,
-                            version_request(m, m.sizes.at(profile).at(size), p.dtype, v, settings));
-        add(JobRole::kVersion, v.name, v.name, size, std::move(request));
-      }
+      KF_ASSIGN_OR_RETURN(auto jobs, version_jobs(plan, i, v));
+      for (auto& j : jobs)
+        plan.jobs.push_back(std::move(j));
     }
     for (const auto& size : o.sizes) {
       KF_ASSIGN_OR_RETURN(auto r,
@@ -277,6 +282,27 @@ StatusOr<BenchPlan> plan_bench(const BenchOptions& o, const Json& health) {
     }
   }
   return plan;
+}
+
+StatusOr<std::vector<PlannedJob>> version_jobs(const BenchPlan& plan, int op,
+                                               const KernelVersion& v) {
+  std::vector<PlannedJob> jobs;
+  if (v.source.empty()) return jobs;  // reported from its load_error
+  const OpPlan& p = plan.ops.at(op);
+  const OpManifest& m = p.manifest;
+  for (const auto& size : plan.options.sizes) {
+    PlannedJob j;
+    j.role = JobRole::kVersion;
+    j.op = op;
+    j.version = v.name;
+    j.size = size;
+    j.dtype = p.dtype;
+    j.label = label_of(m.op, v.name, size);
+    KF_ASSIGN_OR_RETURN(j.request, version_request(m, m.sizes.at(plan.profile).at(size), p.dtype, v,
+                                                   plan.settings));
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
 }
 
 }  // namespace kforge::bench

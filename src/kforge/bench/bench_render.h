@@ -1,5 +1,7 @@
 // Renders a bench report (bench_report.h) as the files `kforge bench` writes:
-//   <op>_log.md   the skill's development log, Phase 1-4, in English or with the skill's
+//   <op>_log.md   the skill's development log, Phase 1-4 and a checklist of what was checked
+//                 (loaded, compiled, correct at each size, timed, faster than torch,
+//                 regenerated, selected, per-op tests), in English or with the skill's
 //                 original Korean headings (docs/bench.md shows both)
 //   <op>.svg      time per size per kernel (svg_chart.h)
 //   summary.md    one line per op
@@ -9,6 +11,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,6 +24,11 @@ enum class LogLang { kEn, kKo };
 
 // "en" or "ko"; kInvalidArgument naming `field` otherwise.
 StatusOr<LogLang> parse_log_lang(std::string_view text, const std::string& field = "log_lang");
+
+// A speedup for people: "1.35x"; below 0.1x two significant digits in fixed notation
+// ("0.0021x", the Triton interpreter against torch on cpu), below 0.000001x "<0.000001x":
+// never a misleading "0.00x". "—" for a missing or non-positive value.
+std::string format_speedup(std::optional<double> speedup);
 
 std::string render_op_log(const Json& report, const Json& op, LogLang lang);
 std::string render_summary(const Json& report, LogLang lang);

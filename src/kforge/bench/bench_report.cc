@@ -31,6 +31,7 @@ std::string clip(std::string text) {
 // What one job measured, read from its outcome.
 struct Measured {
   bool correct = false;
+  std::optional<bool> compiled;  // unset when the job produced no result
   std::string error;
   std::string error_kind;
   Json stats;      // runtime_stats of the kernel under test
@@ -52,6 +53,7 @@ Measured measure(const JobOutcome& o) {
     return m;
   }
   const Json& r = o.result;
+  if (r.is_object()) m.compiled = r.value("compiled", false);
   m.error_kind =
       r.value("error_kind", Json()).is_string() ? r["error_kind"].get<std::string>() : "";
   m.correct = r.value("compiled", false) && r.value("correctness", false);
@@ -119,7 +121,9 @@ void add_interval(Json& out, const model::TimeEstimate& baseline, const model::T
 void add_size(Row& row, const std::string& size, const Measured& m, const JobOutcome& o,
               int64_t bytes, int64_t flops) {
   Json cell = {{"job_id", o.job_id.empty() ? Json() : Json(o.job_id)}, {"correct", m.correct}};
+  if (m.compiled) cell["compiled"] = *m.compiled;
   if (!m.error.empty()) cell["error"] = m.error;
+  if (!m.error_kind.empty()) cell["error_kind"] = m.error_kind;
   if (!m.stats.is_null()) {
     const double mean = m.stats["mean"].get<double>();
     cell["mean_ms"] = mean;
@@ -265,7 +269,7 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
                const Json& peaks) {
   const OpPlan& op = plan.ops[index];
   const OpManifest& m = op.manifest;
-  const std::string profile = plan.interpreter ? "cpu" : "gpu";
+  const std::string& profile = plan.profile;
   const auto tol = m.tolerance.at(op.dtype);
   Json sizes = Json::object();
   std::map<std::string, std::pair<int64_t, int64_t>> cost;  // size -> bytes, flops
@@ -287,16 +291,22 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
     order.push_back(v.name);
     Row& row = rows[v.name];
     auto retries = op.retries.find(v.name);
+    const Json tries = op.regeneration.value(v.name, Json::array());
     row.json = {{"kernel", v.name},
                 {"kind", "version"},
                 {"origin", v.origin},
                 {"summary", Json{{"en", v.summary_en}, {"ko", v.summary_ko}}},
-                {"retries", retries == op.retries.end() ? 0 : retries->second},
+                // Regenerations: the agent's own count (retries.json, the request) and this
+                // bench's tries.
+                {"retries", (retries == op.retries.end() ? 0 : retries->second) +
+                                static_cast<int>(tries.size())},
                 {"correct", v.load_error.empty()},
                 {"max_abs_error", nullptr},
                 {"max_rel_error", nullptr}};
+    if (!tries.empty()) row.json["regeneration"] = tries;
     if (!v.load_error.empty()) {
       row.json["error"] = "could not be loaded: " + v.load_error;
+      row.json["error_kind"] = "not_loaded";
       row.all_timed = false;
     }
   }
@@ -359,6 +369,7 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
               {"phase1", m.phase1},
               {"tolerance", Json{{"atol", tol.atol}, {"rtol", tol.rtol}}},
               {"sizes", sizes},
+              {"tests", op.tests.to_json()},
               {"rows", table}};
   out["best"] = best_of(plan, op, table, rows, peaks);
   return out;
@@ -368,6 +379,27 @@ Json op_report(const BenchPlan& plan, int index, const std::vector<JobOutcome>& 
 
 int64_t dtype_bytes(const std::string& dtype) {
   return dtype == "float32" ? 4 : 2;
+}
+
+std::optional<VersionFailure> version_failure(const BenchPlan& plan,
+                                              const std::vector<JobOutcome>& outcomes, int op,
+                                              const std::string& version) {
+  const OpPlan& p = plan.ops.at(op);
+  for (const auto& v : p.versions) {
+    if (v.name == version && !v.load_error.empty()) {
+      return VersionFailure{"not_loaded", "could not be loaded: " + v.load_error};
+    }
+  }
+  std::optional<VersionFailure> failure;
+  for (size_t i = 0; i < plan.jobs.size() && i < outcomes.size(); ++i) {
+    const PlannedJob& job = plan.jobs[i];
+    if (job.role != JobRole::kVersion || job.op != op || job.version != version) continue;
+    const Measured m = measure(outcomes[i]);
+    if (m.correct) continue;
+    if (!failure) failure = VersionFailure{m.error_kind.empty() ? "failed" : m.error_kind, ""};
+    failure->error += (failure->error.empty() ? "" : "\n") + job.size + ": " + m.error;
+  }
+  return failure;
 }
 
 std::string describe_outcome(const JobOutcome& o) {
@@ -409,6 +441,9 @@ Json build_report(const BenchPlan& plan, const std::vector<JobOutcome>& outcomes
       {"runs", plan.options.runs},
       {"correct_trials", plan.options.correct_trials},
       {"sizes", plan.options.sizes},
+      {"size_preset", plan.options.size_preset},
+      {"size_profile", plan.profile},
+      {"regenerate", plan.regenerate},
       {"started_at", iso8601_ms(started_ms)},
       {"finished_at", iso8601_ms(finished_ms)},
       {"peaks", peaks},

@@ -7,10 +7,13 @@
 // Final = mean of the size means (the skill's score); Speedup = torch Final / row Final. A
 // version is correct only if it passed at every size; the best is the correct version with
 // the lowest Final. At the large size the best is compared with the measured peak: copy
-// bandwidth for memory-bound ops, matmul FLOP/s (same dtype) for compute-bound ones.
+// bandwidth for memory-bound ops, matmul FLOP/s (same dtype) for compute-bound ones. Each op
+// also carries its per-op tests directory and, per version, the tries of the regeneration
+// loop (regenerate.h), which the logs' checklist and Phase 3 show.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,17 @@ struct JobOutcome {
 // `outcomes` is parallel to plan.jobs. Times are Unix milliseconds.
 Json build_report(const BenchPlan& plan, const std::vector<JobOutcome>& outcomes,
                   int64_t started_ms, int64_t finished_ms);
+
+// Why a version of plan.ops[op] is not correct: "not_loaded" with the load error, or the
+// error kind of its first failing size with the error of every failing size, one
+// "<size>: <error>" each. nullopt when it is correct at every size of the plan.
+struct VersionFailure {
+  std::string error_kind;
+  std::string error;
+};
+std::optional<VersionFailure> version_failure(const BenchPlan& plan,
+                                              const std::vector<JobOutcome>& outcomes, int op,
+                                              const std::string& version);
 
 // One line about a finished job for progress messages: "ok 0.0412 ms" or "failed: <why>".
 std::string describe_outcome(const JobOutcome& outcome);

@@ -114,13 +114,19 @@ StatusOr<BenchRequest> parse_bench_request(const Json& body, const BenchPolicy& 
   BenchOptions& o = r.options;
   o.kforge_version = policy.kforge_version;
   static const std::vector<std::string> kKnown = {
-      "ops",      "sizes",         "runs",        "device",         "dtype",
-      "log_lang", "kernels",       "retries",     "correct_trials", "job_timeout_s",
-      "peaks",    "torch_compile", "kernels_dir", "out_dir"};
+      "ops",           "sizes",    "size_preset",   "runs",        "device",
+      "dtype",         "log_lang", "kernels",       "retries",     "correct_trials",
+      "job_timeout_s", "peaks",    "torch_compile", "kernels_dir", "out_dir"};
   for (const auto& [key, value] : body.items()) {
+    if (key == "regenerate_cmd" || key == "regenerate_tries" || key == "regenerate_timeout_s") {
+      return invalid_argument(
+          "is not accepted here (it would run a command on the server's machine); run the "
+          "regeneration loop with `kforge bench --kernels DIR --regenerate-cmd CMD`",
+          key);
+    }
     if (std::find(kKnown.begin(), kKnown.end(), key) == kKnown.end()) {
       return invalid_argument(
-          "unknown field (known: ops, sizes, runs, device, dtype, log_lang, "
+          "unknown field (known: ops, sizes, size_preset, runs, device, dtype, log_lang, "
           "kernels, retries, correct_trials, job_timeout_s, peaks, "
           "torch_compile" +
               std::string(policy.allow_local_paths ? ", kernels_dir, out_dir" : "") + ")",
@@ -131,6 +137,8 @@ StatusOr<BenchRequest> parse_bench_request(const Json& body, const BenchPolicy& 
       KF_ASSIGN_OR_RETURN(o.ops, names(value, key));
     } else if (key == "sizes") {
       KF_ASSIGN_OR_RETURN(o.sizes, names(value, key));
+    } else if (key == "size_preset") {
+      KF_ASSIGN_OR_RETURN(o.size_preset, text(value, key));
     } else if (key == "runs") {
       KF_ASSIGN_OR_RETURN(o.runs, integer(value, key));
     } else if (key == "correct_trials") {
@@ -199,6 +207,13 @@ Json bench_request_schema(bool allow_local_paths) {
                             "[\"softmax\", \"layer_norm\"] or \"softmax,layer_norm\"): add, "
                             "softmax, gelu, layer_norm, mha")},
       {"sizes", list_of_names("Any of small, medium, large (default all three)")},
+      {"size_preset",
+       {{"type", "string"},
+        {"enum", {"default", "seed"}},
+        {"description",
+         "Which sizes small/medium/large are: default = the device's (interpreter-sized "
+         "16x64, 32x128, 64x256 on cpu; 256x256, 1024x1024, 4096x4096 on a GPU), seed = "
+         "256x256, 1024x1024, 4096x4096 on any device (slow in the cpu interpreter)"}}},
       {"runs",
        {{"type", "integer"},
         {"minimum", 1},

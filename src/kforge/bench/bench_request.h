@@ -1,7 +1,8 @@
 // A bench requested as JSON: the body of `POST /bench` and the arguments of the MCP tool
 // `run_benchmark_suite` (docs/rest-api.md, docs/mcp.md), and the JSON they answer with.
 //
-//   {"ops": ["add", "softmax"] | "add,softmax", "sizes": [...] | "small,large", "runs": 10,
+//   {"ops": ["add", "softmax"] | "add,softmax", "sizes": [...] | "small,large",
+//    "size_preset": "default" | "seed", "runs": 10,
 //    "device": "cuda:0", "dtype": "float16", "log_lang": "en" | "ko",
 //    "kernels": {"softmax": {"v1_baseline": "<python source>", ...}},
 //    "retries": {"softmax": {"v2_tiling": 1}}, "correct_trials": 5, "job_timeout_s": 600,
@@ -9,7 +10,8 @@
 //    "kernels_dir": "/path", "out_dir": "/path"}      <- local paths: only where allowed
 //
 // Local paths are accepted only from a local user (`kforge mcp` on stdio); a server takes
-// kernels as sources and answers with the files instead of writing them.
+// kernels as sources and answers with the files instead of writing them. `regenerate_cmd`
+// (and its tries and timeout) is refused everywhere: running a command is the CLI's alone.
 #pragma once
 
 #include <filesystem>

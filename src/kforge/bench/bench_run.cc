@@ -16,13 +16,15 @@ int64_t now_ms() {
 }  // namespace
 
 BenchRun::BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan,
-                   jobs::Caller caller, ProgressFn progress, DoneFn done, BenchResume resume)
+                   jobs::Caller caller, ProgressFn progress, DoneFn done, BenchResume resume,
+                   OutcomesFn outcomes_done)
     : service_(service),
       executor_(std::move(executor)),
       plan_(std::move(plan)),
       caller_(std::move(caller)),
       progress_(std::move(progress)),
       done_(std::move(done)),
+      outcomes_done_(std::move(outcomes_done)),
       resume_(std::move(resume)),
       started_ms_(now_ms()),
       outcomes_(plan_.jobs.size()) {}
@@ -33,6 +35,16 @@ std::shared_ptr<BenchRun> BenchRun::start(jobs::JobService& service, Executor ex
   auto run =
       std::make_shared<BenchRun>(service, std::move(executor), std::move(plan), std::move(caller),
                                  std::move(progress), std::move(done), std::move(resume));
+  run->executor_([run] { run->pump(); });
+  return run;
+}
+
+std::shared_ptr<BenchRun> BenchRun::start_jobs(jobs::JobService& service, Executor executor,
+                                               BenchPlan plan, jobs::Caller caller,
+                                               ProgressFn progress, OutcomesFn done) {
+  auto run =
+      std::make_shared<BenchRun>(service, std::move(executor), std::move(plan), std::move(caller),
+                                 std::move(progress), nullptr, BenchResume{}, std::move(done));
   run->executor_([run] { run->pump(); });
   return run;
 }
@@ -156,6 +168,14 @@ void BenchRun::finish_if_idle(std::unique_lock<std::mutex>& lock) {
   const Status stop = stop_reason_;
   std::vector<JobOutcome> outcomes = outcomes_;
   lock.unlock();
+  if (outcomes_done_) {
+    if (stop.is_ok()) {
+      outcomes_done_(std::move(outcomes));
+    } else {
+      outcomes_done_(stop);
+    }
+    return;
+  }
   if (!stop.is_ok()) {
     done_(stop);
     return;

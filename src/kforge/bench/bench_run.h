@@ -14,6 +14,9 @@
 // Every job is submitted as `caller` (JobService::submit: the per-client queue quota's key
 // and the principal recorded as the jobs' submitter), whoever asked for the bench.
 //
+// start_jobs() is the same run ending with the jobs' outcomes instead of a report, for a
+// caller that goes on with them (the regeneration loop, regenerate.h).
+//
 // Example:
 //   auto run = BenchRun::start(service, executor, std::move(plan), "kforge bench",
 //       [](const BenchProgress& p) { draw(p.done, p.total, p.message); },
@@ -54,16 +57,22 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
  public:
   using ProgressFn = std::function<void(const BenchProgress&)>;
   using DoneFn = std::function<void(StatusOr<Json> report)>;
+  // The outcomes, parallel to plan.jobs (start_jobs).
+  using OutcomesFn = std::function<void(StatusOr<std::vector<JobOutcome>> outcomes)>;
 
   static std::shared_ptr<BenchRun> start(jobs::JobService& service, Executor executor,
                                          BenchPlan plan, jobs::Caller caller, ProgressFn progress,
                                          DoneFn done, BenchResume resume = {});
+  static std::shared_ptr<BenchRun> start_jobs(jobs::JobService& service, Executor executor,
+                                              BenchPlan plan, jobs::Caller caller,
+                                              ProgressFn progress, OutcomesFn done);
 
   // Cancels the jobs in flight and ends the run with kCancelled (once they have ended).
   void cancel(const std::string& reason);
 
   BenchRun(jobs::JobService& service, Executor executor, BenchPlan plan, jobs::Caller caller,
-           ProgressFn progress, DoneFn done, BenchResume resume = {});
+           ProgressFn progress, DoneFn done, BenchResume resume = {},
+           OutcomesFn outcomes_done = nullptr);
 
  private:
   static constexpr int kInFlight = 2;
@@ -79,7 +88,8 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
   const BenchPlan plan_;
   const jobs::Caller caller_;
   const ProgressFn progress_;
-  const DoneFn done_;
+  const DoneFn done_;               // the report, or
+  const OutcomesFn outcomes_done_;  // the outcomes (start_jobs)
   const BenchResume resume_;
   const int64_t started_ms_;
 

@@ -308,6 +308,57 @@ std::vector<std::string> library_ops(const std::filesystem::path& library) {
   return ops;
 }
 
+Json OpTests::to_json() const {
+  Json j = {{"dir", dir.empty() ? Json() : Json(dir.string())}, {"files", files}};
+  if (!note.empty()) j["note"] = note;
+  return j;
+}
+
+OpTests find_op_tests(const std::filesystem::path& op_dir) {
+  OpTests t;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(op_dir / "tests", ec)) {
+    t.note = "the op has no tests/ directory";
+    return t;
+  }
+  t.dir = std::filesystem::absolute(op_dir / "tests");
+  for (std::string_view name : kOpTestFiles) {
+    t.files[std::string(name)] =
+        std::filesystem::is_regular_file(t.dir / name, ec) ? "kept" : "missing";
+  }
+  return t;
+}
+
+OpTests ensure_op_tests(const std::filesystem::path& library, const std::filesystem::path& op_dir,
+                        const std::filesystem::path& manifest) {
+  OpTests t;
+  t.dir = std::filesystem::absolute(op_dir / "tests");
+  std::error_code ec;
+  std::vector<std::string> failed;
+  for (std::string_view name : kOpTestFiles) {
+    const std::string file(name);
+    if (std::filesystem::is_regular_file(t.dir / file, ec)) {
+      t.files[file] = "kept";
+      continue;
+    }
+    auto text = read_file(library / "_scaffold" / "tests" / file);
+    Status written = text.is_ok() ? make_dirs(t.dir) : text.status();
+    if (written.is_ok()) written = write_file_atomic(t.dir / file, *text);
+    t.files[file] = written.is_ok() ? "written" : "missing";
+    if (!written.is_ok()) failed.push_back(written.to_string());
+  }
+  if (!std::filesystem::is_regular_file(op_dir / "manifest.json", ec)) {
+    // A copy the tests read; rewritten every run, so it follows the library's manifest.
+    auto text = read_file(manifest);
+    Status copied = text.is_ok() ? make_dirs(t.dir) : text.status();
+    if (copied.is_ok()) copied = write_file_atomic(t.dir / "manifest.json", *text);
+    if (!copied.is_ok()) failed.push_back(copied.to_string());
+  }
+  for (const auto& why : failed)
+    t.note += (t.note.empty() ? "" : "; ") + why;
+  return t;
+}
+
 StatusOr<std::filesystem::path> find_kernel_library() {
   if (const char* p = std::getenv("KFORGE_KERNELS"); p != nullptr && *p != '\0') {  // NOLINT
     return std::filesystem::path(p);

@@ -7,6 +7,11 @@
 //   ko: <Korean summary>
 // which Phase 2 of the logs quotes. Files are read as data; nothing here runs them.
 //
+// Each op also has its own pytest files, <op>/tests/ (conftest.py, test_correctness.py,
+// test_benchmark.py), which a user runs with pytest alone; the library keeps their source in
+// _scaffold/tests/, and `kforge bench --kernels DIR` writes them into an op directory that
+// lacks them (docs/kernel-library.md "Per-op tests").
+//
 // Example:
 //   KF_ASSIGN_OR_RETURN(auto root, find_kernel_library());
 //   KF_ASSIGN_OR_RETURN(OpManifest m, load_manifest(root / "softmax"));
@@ -80,6 +85,29 @@ struct KernelVersion {
   std::string summary_en;  // from the docstring; empty when it has none
   std::string summary_ko;
 };
+
+// The per-op test files, in <op>/tests/ and in the library's _scaffold/tests/.
+inline constexpr std::array<std::string_view, 3> kOpTestFiles = {
+    "conftest.py", "test_correctness.py", "test_benchmark.py"};
+
+// An op's tests directory as a bench found or made it.
+struct OpTests {
+  std::filesystem::path dir;                 // <op dir>/tests; empty when the op has none
+  std::map<std::string, std::string> files;  // name -> "written", "kept" or "missing"
+  std::string note;                          // why there is no directory, or what failed
+
+  Json to_json() const;
+};
+
+// <op_dir>/tests as it is, writing nothing (the library's own ops).
+OpTests find_op_tests(const std::filesystem::path& op_dir);
+
+// Writes each file of kOpTestFiles that <op_dir>/tests lacks, from <library>/_scaffold/tests,
+// and keeps those it has (a user's edits are never overwritten). When <op_dir> has no
+// manifest.json, `manifest` (the one the bench uses) is copied to tests/manifest.json, which
+// the tests read instead. Failures are reported in `note`, not as errors: the bench goes on.
+OpTests ensure_op_tests(const std::filesystem::path& library, const std::filesystem::path& op_dir,
+                        const std::filesystem::path& manifest);
 
 // True for an op name that can be a directory of the library: [a-z][a-z0-9_]{0,63}.
 bool is_op_name(std::string_view name);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "bench/bench_test_support.h"
+#include "kforge/common/files.h"
 
 namespace kforge::bench {
 namespace {
@@ -60,6 +61,34 @@ TEST(BenchPlanTest, TheCpuDeviceUsesTheInterpreterSizesAndNoPeaksWithoutLarge) {
       << "the cpu jobs carry kernels/interpreter_compat.py";
 }
 
+TEST(BenchPlanTest, TheSeedPresetRunsTheSeedSizesOnTheCpuDevice) {
+  BenchOptions o = options_for({"add", "mha"});
+  o.sizes = {"small", "large"};
+  o.device = "cpu";
+  o.size_preset = "seed";
+  auto plan = plan_bench(o, health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  EXPECT_TRUE(plan->interpreter);  // still Triton's interpreter, with its fix
+  EXPECT_EQ(plan->profile, "gpu");
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& job : plan->jobs) {
+    if (job.role != JobRole::kVersion || job.version != "v1_baseline") continue;
+    shapes.push_back(job.request.kernel.io->args[0].tensor_spec->shape);
+    EXPECT_NE(job.request.kernel.source_code.find("_kforge_index_fix"), std::string::npos);
+  }
+  EXPECT_EQ(shapes, (std::vector<std::vector<int64_t>>{
+                        {256, 256}, {4096, 4096}, {2, 8, 256, 64}, {4, 16, 4096, 64}}));
+  // The default preset keeps the interpreter-sized shapes.
+  o.size_preset = "default";
+  plan = plan_bench(o, health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->profile, "cpu");
+  auto first = std::find_if(plan->jobs.begin(), plan->jobs.end(),
+                            [](const PlannedJob& j) { return j.role == JobRole::kVersion; });
+  ASSERT_NE(first, plan->jobs.end());
+  EXPECT_EQ(first->request.kernel.io->args[0].tensor_spec->shape, (std::vector<int64_t>{16, 64}));
+}
+
 TEST(BenchPlanTest, BadOptionsNameTheirField) {
   struct Case {
     std::function<void(BenchOptions&)> edit;
@@ -81,6 +110,7 @@ TEST(BenchPlanTest, BadOptionsNameTheirField) {
        },
        "sizes[1]"},
       {[](BenchOptions& o) { o.runs = 0; }, "runs"},
+      {[](BenchOptions& o) { o.size_preset = "huge"; }, "size_preset"},
       {[](BenchOptions& o) { o.dtype = "float64"; }, "dtype"},
       {[](BenchOptions& o) { o.device = "cuda:7"; }, "device"},
       {[](BenchOptions& o) { o.inline_kernels["gelu"]["v1_baseline"] = "x"; }, "kernels.gelu"},
@@ -134,6 +164,42 @@ TEST(BenchPlanTest, AKernelsDirectoryGivesVersionsAndRetries) {
   std::ofstream(dir / "softmax" / "retries.json") << R"({"v9": 1})";
   EXPECT_FALSE(plan_bench(o, health_with({"cpu"})).is_ok());
   std::filesystem::remove_all(dir);
+}
+
+TEST(BenchPlanTest, AKernelsDirectoryGetsTheScaffoldsTestsAndKeepsItsOwn) {
+  const auto dir = std::filesystem::temp_directory_path() / "kforge-bench-tests-dir";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "softmax" / "tests");
+  std::ofstream(dir / "softmax" / "tests" / "test_benchmark.py") << "# mine\n";
+  BenchOptions o = options_for({"softmax"});
+  o.kernels_dir = dir;
+  auto plan = plan_bench(o, health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok()) << plan.status().to_string();
+  const OpTests& tests = plan->ops[0].tests;
+  EXPECT_EQ(tests.dir, std::filesystem::absolute(dir / "softmax" / "tests"));
+  EXPECT_EQ(tests.files, (std::map<std::string, std::string>{{"conftest.py", "written"},
+                                                             {"test_benchmark.py", "kept"},
+                                                             {"test_correctness.py", "written"}}));
+  EXPECT_TRUE(tests.note.empty()) << tests.note;
+  EXPECT_EQ(*read_file(dir / "softmax" / "tests" / "test_benchmark.py"), "# mine\n");
+  EXPECT_EQ(*read_file(dir / "softmax" / "tests" / "test_correctness.py"),
+            *read_file(kernel_library() / "_scaffold" / "tests" / "test_correctness.py"));
+  // No manifest.json of its own: the tests read a copy of the one the bench used.
+  EXPECT_EQ(*read_file(dir / "softmax" / "tests" / "manifest.json"),
+            *read_file(kernel_library() / "softmax" / "manifest.json"));
+  plan = plan_bench(o, health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok());
+  for (const auto& [name, state] : plan->ops[0].tests.files)
+    EXPECT_EQ(state, "kept") << name;
+  std::filesystem::remove_all(dir);
+
+  // The library's own ops have theirs; nothing is written there.
+  plan = plan_bench(options_for({"add"}), health_with({"cpu"}));
+  ASSERT_TRUE(plan.is_ok());
+  EXPECT_EQ(plan->ops[0].tests.dir, kernel_library() / "add" / "tests");
+  EXPECT_EQ(plan->ops[0].tests.files.size(), 3u);
+  for (const auto& [name, state] : plan->ops[0].tests.files)
+    EXPECT_EQ(state, "kept") << name;
 }
 
 }  // namespace

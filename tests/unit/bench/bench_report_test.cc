@@ -116,6 +116,127 @@ TEST_F(BenchReportTest, AFailingVersionIsReportedAndNeverSelected) {
               1e-9);
 }
 
+TEST_F(BenchReportTest, AVersionsFailureNamesEveryFailingSize) {
+  fill_typical();
+  set(JobRole::kVersion, "v1_baseline", [](const std::string& s) {
+    return s == "small" ? timed_result(0.05) : wrong_result("differs at " + s);
+  });
+  auto failure = version_failure(plan_, outcomes_, 0, "v1_baseline");
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->error_kind, "mismatch");
+  EXPECT_EQ(failure->error, "medium: differs at medium\nlarge: differs at large");
+  EXPECT_FALSE(version_failure(plan_, outcomes_, 0, "v4_optimized").has_value());
+  plan_.ops[0].versions[3].load_error = "No such file";
+  failure = version_failure(plan_, outcomes_, 0, "v4_optimized");
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->error_kind, "not_loaded");
+}
+
+TEST_F(BenchReportTest, TheLogEndsWithAChecklistOfWhatWasChecked) {
+  fill_typical();
+  const Json r = report();
+  const Json& cell = row(r["ops"][0], "v2_tiling")["sizes"]["medium"];
+  EXPECT_EQ(cell["compiled"], true);
+  EXPECT_EQ(cell["error_kind"], "mismatch");
+  auto files = render_bench_files(r, LogLang::kEn);
+  ASSERT_TRUE(files.is_ok());
+  const std::string& log = files->at("softmax_log.md");
+  const size_t at = log.find("\n## Checklist\n");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string list = log.substr(at);
+  for (const std::string& line : std::vector<std::string>{
+           "- [x] Phase 1: research from the manifest (definition, inputs/outputs, complexity, "
+           "Memory-bound)\n",
+           "- [x] **v1_baseline**\n  - [x] loaded (`",
+           "  - [x] compiled\n  - [x] correct at small (256x256)\n"
+           "  - [x] correct at medium (1024x1024)\n  - [x] correct at large (4096x4096)\n"
+           "  - [x] timed at every size: Final 0.75 ms\n  - [ ] faster than torch: 0.40x "
+           "(slower)\n",
+           "- [ ] **v2_tiling**\n",
+           "  - [ ] correct at medium (1024x1024): mismatch — output 'output': 3 of 4096 elements "
+           "differ\n",
+           "  - [ ] timed at every size\n",
+           "  - [x] faster than torch: 1.25x (faster)\n",
+           "- [x] torch timed at every size\n- [x] torch.compile timed at every size\n",
+           "- [x] best kernel selected: v4_optimized\n",
+           "- [x] per-op tests in `" + (kernel_library() / "softmax" / "tests").string() +
+               "`: conftest.py (kept), test_benchmark.py (kept), test_correctness.py (kept)\n",
+       }) {
+    EXPECT_NE(list.find(line), std::string::npos) << line << "\n" << list;
+  }
+  auto ko = render_bench_files(r, LogLang::kKo);
+  ASSERT_TRUE(ko.is_ok());
+  EXPECT_NE(ko->at("softmax_log.md").find("\n## 체크리스트\n"), std::string::npos);
+  EXPECT_NE(ko->at("softmax_log.md").find("- [x] 최적 커널 선택: v4_optimized\n"),
+            std::string::npos);
+}
+
+TEST_F(BenchReportTest, RegenerationTriesAreCountedReportedAndLogged) {
+  fill_typical();
+  plan_.regenerate = Json{{"command", "fix.sh"}, {"max_tries", 3}, {"timeout_s", 60}};
+  const Json command = {{"exit", "exited with code 0"},
+                        {"exit_code", 0},
+                        {"timed_out", false},
+                        {"seconds", 0.25},
+                        {"output_tail", "ok"}};
+  plan_.ops[0].regeneration["v2_tiling"] = Json::array(
+      {Json{{"try", 1},
+            {"of", 3},
+            {"after", {{"error_kind", "mismatch"}, {"error", "medium: 3 of 4096 differ"}}},
+            {"command", command},
+            {"changed", true},
+            {"result", "failing"},
+            {"error_kind", "compile"},
+            {"error", "small: SyntaxError: invalid syntax"}},
+       Json{{"try", 2},
+            {"of", 3},
+            {"after", {{"error_kind", "compile"}, {"error", "small: SyntaxError"}}},
+            {"command", command},
+            {"changed", true},
+            {"result", "correct"}}});
+  plan_.ops[0].retries["v2_tiling"] = 1;  // the agent's own count adds up with the tries
+  set(JobRole::kVersion, "v2_tiling", [](const std::string&) { return timed_result(0.001); });
+  const Json r = report();
+  EXPECT_EQ(r["regenerate"]["command"], "fix.sh");
+  const Json& v2 = row(r["ops"][0], "v2_tiling");
+  EXPECT_EQ(v2["retries"], 3);
+  EXPECT_EQ(v2["regeneration"].size(), 2u);
+  EXPECT_TRUE(v2["correct"].get<bool>());
+  auto files = render_bench_files(r, LogLang::kEn);
+  ASSERT_TRUE(files.is_ok());
+  const std::string& log = files->at("softmax_log.md");
+  for (const std::string& line : std::vector<std::string>{
+           "| v2_tiling | ✅ | 3 |",
+           "Regeneration (`--regenerate-cmd`, at most 3 tries per op):\n\n",
+           "- **v2_tiling** try 1 of 3, after mismatch (medium: 3 of 4096 differ): the command "
+           "exited with code 0 in 0.25 s; re-judged: ❌ compile: small: SyntaxError: invalid "
+           "syntax\n",
+           "- **v2_tiling** try 2 of 3, after compile: the command exited with code 0 in 0.25 s; "
+           "re-judged: ✅ correct at every size\n",
+           "  - [x] regenerated by --regenerate-cmd, tries: 2, correct after try 2\n",
+       }) {
+    EXPECT_NE(log.find(line), std::string::npos) << line << "\n" << log;
+  }
+}
+
+TEST_F(BenchReportTest, TinySpeedupsKeepTheirDigits) {
+  fill_typical();
+  // The Triton interpreter against torch on cpu: about 0.002x.
+  set(JobRole::kVersion, "v4_optimized",
+      [](const std::string& s) { return timed_result(0.02 / 0.0021 * scale(s)); });
+  for (const char* v : {"v1_baseline", "v2_tiling", "v3_coalesced"}) {
+    set(JobRole::kVersion, v, [](const std::string&) { return wrong_result("wrong"); });
+  }
+  const Json r = report();
+  auto files = render_bench_files(r, LogLang::kEn);
+  ASSERT_TRUE(files.is_ok());
+  EXPECT_NE(files->at("summary.md").find("| softmax | v4_optimized | 142.9 | 0.0021x |"),
+            std::string::npos)
+      << files->at("summary.md");
+  EXPECT_NE(files->at("softmax_log.md").find("- **Speedup**: 0.0021x vs torch"), std::string::npos);
+  EXPECT_EQ(files->at("softmax_log.md").find("0.00x"), std::string::npos);
+}
+
 TEST_F(BenchReportTest, JobsTheServiceCouldNotRunAreResultsWithTheirReason) {
   fill_typical();
   outcomes_[0] = JobOutcome{true, "peak", "failed", Json(), "no worker could start"};
@@ -252,6 +373,18 @@ TEST_F(BenchReportTest, ACpuReportSaysItsTimingsAreNotGpuTimings) {
   EXPECT_NE(files->at("summary.md").find("not GPU timings"), std::string::npos);
   auto ko = render_bench_files(r, LogLang::kKo);
   EXPECT_NE(ko->at("softmax_log.md").find("GPU 시간이 아니므로"), std::string::npos);
+}
+
+TEST(BenchRenderTest, SpeedupsAreNeverAMisleadingZero) {
+  EXPECT_EQ(format_speedup(1.254), "1.25x");
+  EXPECT_EQ(format_speedup(0.1), "0.10x");
+  EXPECT_EQ(format_speedup(0.05), "0.050x");
+  EXPECT_EQ(format_speedup(0.0021), "0.0021x");
+  EXPECT_EQ(format_speedup(0.00214), "0.0021x");
+  EXPECT_EQ(format_speedup(0.0000314), "0.000031x");
+  EXPECT_EQ(format_speedup(4e-9), "<0.000001x");
+  EXPECT_EQ(format_speedup(std::nullopt), "—");
+  EXPECT_EQ(format_speedup(0.0), "—");
 }
 
 TEST(BenchRenderTest, AForeignReportIsRefusedAndCannotNameFilesOutsideTheDirectory) {

@@ -123,5 +123,23 @@ TEST_F(BenchRunTest, AFailedJobIsAResultNotAnError) {
   EXPECT_EQ(v1["error"], "small: the job failed: the worker crashed");
 }
 
+TEST_F(BenchRunTest, StartJobsEndsWithTheOutcomesInPlanOrder) {
+  std::promise<StatusOr<std::vector<JobOutcome>>> done;
+  auto future = done.get_future();
+  auto run = BenchRun::start_jobs(
+      jobs_, threads_.executor(), plan_, "kforge bench", nullptr,
+      [&done](StatusOr<std::vector<JobOutcome>> outcomes) { done.set_value(std::move(outcomes)); });
+  for (size_t i = 0; i < plan_.jobs.size(); ++i)
+    finish(i, timed_result(0.1 + 0.01 * double(i)));
+  ASSERT_EQ(future.wait_for(seconds(5)), std::future_status::ready);
+  auto outcomes = future.get();
+  ASSERT_TRUE(outcomes.is_ok()) << outcomes.status().to_string();
+  ASSERT_EQ(outcomes->size(), plan_.jobs.size());
+  for (size_t i = 0; i < outcomes->size(); ++i) {
+    EXPECT_EQ((*outcomes)[i].job_id, jobs_.job_ids()[i]);
+    EXPECT_EQ((*outcomes)[i].state, "success");
+  }
+}
+
 }  // namespace
 }  // namespace kforge::bench

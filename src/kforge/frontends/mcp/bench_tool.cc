@@ -159,9 +159,10 @@ std::string summarize_bench(const Json& report) {
     text += op.value("op", "?") + ": ";
     if (best.value("kernel", Json()).is_string()) {
       const Json speedup = best.value("speedup", Json());
-      text += best["kernel"].get<std::string>() +
-              (speedup.is_number() ? fmt::format(", {:.2f}x vs torch", speedup.get<double>())
-                                   : std::string());
+      text +=
+          best["kernel"].get<std::string>() +
+          (speedup.is_number() ? ", " + bench::format_speedup(speedup.get<double>()) + " vs torch"
+                               : std::string());
     } else {
       text += "no version selected";
     }

@@ -34,7 +34,8 @@ Status add_bench_tool(ToolRegistry& tools, jobs::JobService& service,
                       http::BlockingExecutor blocking, bench::BenchPolicy policy,
                       std::shared_ptr<TaskBook> book = nullptr);
 
-// One line per op of a bench report: "softmax: v4_optimized, 1.35x vs torch (4/4 correct)".
+// One line per op of a bench report: "softmax: v4_optimized, 1.35x vs torch (4/4 correct)";
+// a tiny speedup keeps two significant digits ("0.0021x", bench::format_speedup).
 std::string summarize_bench(const Json& report);
 
 }  // namespace kforge::frontends::mcp

@@ -106,6 +106,46 @@ TEST_F(BenchToolTest, LocalPathsForTheStdioServerAndASchemaTheValidatorChecks) {
   EXPECT_FALSE(validate_json(tool->spec.input_schema, Json{{"ops", "add"}, {"runs", 0}}).is_ok());
 }
 
+TEST(BenchSummaryTest, ATinySpeedupKeepsItsSignificantDigits) {
+  // The Triton interpreter against torch on the cpu device: about 0.002x, never "0.00x".
+  const Json report = {{"interpreter", true},
+                       {"ops",
+                        {{{"op", "add"},
+                          {"best",
+                           {{"kernel", "v3_coalesced"},
+                            {"speedup", 0.0021},
+                            {"correct_versions", 4},
+                            {"versions", 4}}}}}}};
+  EXPECT_EQ(summarize_bench(report),
+            "add: v3_coalesced, 0.0021x vs torch (4/4 correct) [cpu device: interpreter timings]");
+}
+
+TEST_F(BenchToolTest, TheSchemaOffersTheSizePresetButNoCommand) {
+  start(true);
+  const Json& schema = catalog_.tools.find("run_benchmark_suite")->spec.input_schema;
+  EXPECT_EQ(schema["properties"]["size_preset"]["enum"], Json::array({"default", "seed"}));
+  EXPECT_FALSE(schema["properties"].contains("regenerate_cmd"));
+  EXPECT_TRUE(validate_json(schema, Json{{"ops", "add"}, {"size_preset", "seed"}}).is_ok());
+  EXPECT_FALSE(validate_json(schema, Json{{"ops", "add"}, {"size_preset", "huge"}}).is_ok());
+}
+
+TEST(BenchRequestTest, ASizePresetIsReadAndACommandIsRefusedNamingTheField) {
+  bench::BenchPolicy policy;
+  policy.library = testing::kernel_library();
+  auto r = bench::parse_bench_request(Json{{"ops", "add"}, {"size_preset", "seed"}}, policy);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->options.size_preset, "seed");
+  r = bench::parse_bench_request(Json{{"ops", "add"}, {"size_preset", "huge"}}, policy);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().field_path(), "size_preset");
+  policy.allow_local_paths = true;  // not even for a local user's `kforge mcp`
+  r = bench::parse_bench_request(Json{{"ops", "add"}, {"regenerate_cmd", "rm -rf /"}}, policy);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().field_path(), "regenerate_cmd");
+  EXPECT_NE(r.status().message().find("kforge bench --kernels DIR --regenerate-cmd"),
+            std::string::npos);
+}
+
 TEST_F(BenchToolTest, CancellingTheCallCancelsTheJobs) {
   start(false);
   auto channel = call(9, Json{{"ops", "softmax"}, {"sizes", "small"}});
