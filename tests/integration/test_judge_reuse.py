@@ -98,7 +98,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KforgeServer]:
     tokens = tmp_path_factory.mktemp("tokens") / "tokens"
     tokens.write_text("".join(f"{name} user {token}\n" for name, token in TOKENS.items()))
     tokens.chmod(0o600)
-    args = ["--sandbox", "required", "--jobs-per-judge", "3", "--tokens-file", str(tokens)]
+    args = ["--sandbox", "required", "--jobs-per-judge", str(JOBS_PER_JUDGE), "--tokens-file",
+            str(tokens)]  # fmt: skip
     srv = KforgeServer(devices=DEVICE, token=TOKENS["alice"], extra_args=args).start()
     try:
         srv.wait_ready(DEVICE)
@@ -126,6 +127,18 @@ def judge_of(result: dict[str, Any]) -> tuple[int, int]:
     return worker["pid"], worker["judge_jobs_before"]
 
 
+JOBS_PER_JUDGE = 3
+
+
+def on_a_judge_with_spares(srv: KforgeServer, custom: dict[str, Any]) -> dict[str, Any]:
+    """A compare whose judge can serve another job (one that served its last is not kept)."""
+    for _ in range(JOBS_PER_JUDGE + 1):
+        result = compare(srv, custom)
+        if judge_of(result)[1] < JOBS_PER_JUDGE - 1:
+            return result
+    raise AssertionError("no judge with a spare left")
+
+
 def next_job_on(srv: KforgeServer, custom: dict[str, Any], pid: int, **kw: Any) -> dict[str, Any]:
     """A compare that lands on the kept judge `pid`: its next candidate warms after the last
     job, and a job that comes first takes a fresh judge instead (a warm one is never waited
@@ -151,7 +164,7 @@ def planted_processes() -> list[int]:
 
 def test_a_judge_serves_jobs_of_one_submitter_and_one_reference(server: KforgeServer) -> None:
     honest = torch_kernel(model_source("return x * 2", inputs="[torch.randn(16)]"))
-    first = compare(server, honest)
+    first = on_a_judge_with_spares(server, honest)
     assert first["correctness"], first
     pid, before = judge_of(first)
     second = next_job_on(server, honest, pid)
@@ -179,7 +192,7 @@ def test_a_judge_serves_at_most_jobs_per_judge_jobs(server: KforgeServer) -> Non
         pid, before = judge_of(compare(server, honest))
         seen[pid] = max(seen.get(pid, 0), before)
         time.sleep(0.3)
-    assert max(seen.values()) <= 2, seen  # --jobs-per-judge 3: at most 2 jobs before
+    assert max(seen.values()) <= JOBS_PER_JUDGE - 1, seen
 
 
 def planter(fork: bool) -> dict[str, Any]:
@@ -190,7 +203,7 @@ def test_nothing_a_candidate_leaves_reaches_the_next_candidate(server: KforgeSer
     # Files, a patched module, an os._exit that never returns, a thread that never ends: the
     # judge is kept (its candidate is killed, not asked to exit) and the next candidate, a
     # process of its own, sees none of it.
-    planted = compare(server, planter(fork=False))
+    planted = on_a_judge_with_spares(server, planter(fork=False))
     assert planted["correctness"], planted
     pid, _ = judge_of(planted)
     witness = next_job_on(server, {"source_code": WITNESS, "kernel_type": "torch"}, pid)
@@ -211,3 +224,25 @@ def test_a_job_that_leaves_a_process_running_ends_its_judge(server: KforgeServer
     time.sleep(1.0)
     after = compare(server, torch_kernel(model_source("return x * 2", inputs="[torch.randn(16)]")))
     assert judge_of(after)[0] != pid
+
+
+def test_kept_judges_with_pipelined_stages() -> None:
+    # With several jobs in flight (pipelined stages), a kept judge's spare warms registered
+    # with the device's grant instead of the timing gate; the jobs stay correct.
+    args = ["--sandbox", "required", "--test-cpu-pipeline-depth", "3", "--jobs-per-judge", "4"]
+    srv = KforgeServer(devices="cpu", extra_args=args).start()
+    try:
+        srv.wait_ready("cpu")
+        honest = torch_kernel(model_source("return x * 2", inputs="[torch.randn(16)]"))
+        body = {"ref_kernel": REFERENCE, "custom_kernel": honest, "num_correct_trials": 1,
+                "measure_performance": True, "timing": {"budget_ms": 5}}  # fmt: skip
+        served = []
+        with srv.client() as c:
+            for _ in range(6):
+                res = c.post("/compare", json=body).json()["kernel_exec_result"]
+                assert res["correctness"] and res["runtime"] > 0, res
+                served.append(judge_of(res)[1])
+                time.sleep(0.5)
+        assert max(served) >= 1, served  # some job ran on a kept judge
+    finally:
+        srv.stop()

@@ -163,11 +163,16 @@ cpu_only = pytest.mark.skipif(ON_GPU, reason="the test-only cpu pipelining")
 SLOW_CHECK = model_source("time.sleep(1.5)\nreturn x * 2", prelude="import time")
 
 
+PIPELINED_CPU_ARGS = ["--test-cpu-pipeline-depth", "3", "--warm-children-cpu", "2"]
+
+
 @pytest.fixture(scope="module")
 def cpu_pipelined() -> Any:
     srv = KforgeServer(
         devices="cpu",
-        extra_args=["--test-cpu-pipeline-depth", "3", "--warm-children-cpu", "2"],
+        # The pool's own accounting is checked below (every job takes a child of the pool):
+        # judges kept for later jobs have their own test (test_judge_reuse.py).
+        extra_args=[*PIPELINED_CPU_ARGS, "--jobs-per-judge", "1"],
         admin_token=ADMIN,
     )
     srv.start()

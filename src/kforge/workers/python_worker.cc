@@ -472,6 +472,10 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
     // stopped while any timed region runs (this job's own too).
     active->spare_warming = ChildChannel::warm_process_beside(
         *gate, static_cast<pid_t>(int_field(active->ready_message, "next_candidate_pid")));
+    if (active->spare_warming) {
+      std::lock_guard lock(parked_mu_);
+      ++kept_gate_registrations_;
+    }
   }
   ChildJobEnd end = run_job_on_child(*active, message, job.timeout, cancel, progress, *this,
                                      options_.limits, gate, std::move(admitted),
@@ -581,10 +585,14 @@ void PythonWorker::park_after_job(const std::shared_ptr<ChildChannel>& child,
     return;
   }
   DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
+  // One registration for the whole child from now on (its judge attaches its clock, its
+  // spare finishes warming); the spare's own ends first, so nothing is registered twice.
+  child->spare_warming.reset();
   if (gate != nullptr) child->warming = child->warm_beside(*gate);
   std::shared_ptr<ChildChannel> evicted;
   {
     std::lock_guard lock(parked_mu_);
+    if (gate != nullptr) ++kept_gate_registrations_;
     if (parked_.size() >= kMaxParked) {
       evicted = std::move(parked_.front().child);
       parked_.pop_front();
@@ -615,6 +623,9 @@ Json PythonWorker::status() const {
     s["judges_parked_now"] = parked_.size();
     s["judges_parked_total"] = judges_parked_;
     s["jobs_on_kept_judges_total"] = jobs_on_kept_judges_;
+    // Warm-ups of kept judges registered with the device's gate (a spare woken by a job, a
+    // parked judge), besides one per process started.
+    s["kept_judge_gate_registrations_total"] = kept_gate_registrations_;
   }
   s["teardowns"] = teardowns_.status();
   if (options_.gate) {

@@ -193,9 +193,10 @@ class PythonWorker final : public Worker, private ExitSource {
   static constexpr size_t kMaxParked = 4;
   static constexpr std::chrono::seconds kParkedFor{60};
   mutable std::mutex parked_mu_;
-  std::deque<Parked> parked_;        // guarded by parked_mu_
-  int64_t judges_parked_ = 0;        // guarded by parked_mu_
-  int64_t jobs_on_kept_judges_ = 0;  // guarded by parked_mu_
+  std::deque<Parked> parked_;            // guarded by parked_mu_
+  int64_t judges_parked_ = 0;            // guarded by parked_mu_
+  int64_t jobs_on_kept_judges_ = 0;      // guarded by parked_mu_
+  int64_t kept_gate_registrations_ = 0;  // guarded by parked_mu_
 
   // Jobs' processes ending after their answers went out. Last: destroyed first, so every
   // teardown finishes while the rest of the worker is still there (a kept judge is parked
