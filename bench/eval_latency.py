@@ -27,7 +27,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from latency_parts import breakdown, describe, p50_parts, report_warmups  # noqa: E402
+from latency_parts import (  # noqa: E402
+    breakdown,
+    describe,
+    p50_parts,
+    python_workers,
+    report_warmups,
+)
 
 from integration.kernels import triton_add  # noqa: E402
 from integration.kforge_server import KforgeServer  # noqa: E402
@@ -62,21 +68,15 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def warmup_steps(stats: Any) -> dict[str, dict[str, float]]:
-    """The last warm-up of the Python worker's judge and of its candidate process (/stats)."""
-    found: dict[str, dict[str, float]] = {}
-    if isinstance(stats, dict):
-        if stats.get("type") == "python" and "child_warmup_ms" in stats:
-            judge = stats.get("child_warmup_steps_ms") or {}
-            found["judge"] = {"total": stats["child_warmup_ms"], **judge}
-            if stats.get("child_candidate_warmup_ms") is not None:
-                cand = stats.get("child_candidate_warmup_steps_ms") or {}
-                found["candidate"] = {"total": stats["child_candidate_warmup_ms"], **cand}
-        for value in stats.values():
-            found = found or warmup_steps(value)
-    elif isinstance(stats, list):
-        for value in stats:
-            found = found or warmup_steps(value)
-    return found
+    """The last warm-up of the first Python worker's judge and of its candidate (/stats)."""
+    for worker in python_workers(stats):
+        found = {"judge": {"total": worker["child_warmup_ms"],
+                           **(worker.get("child_warmup_steps_ms") or {})}}  # fmt: skip
+        if worker.get("child_candidate_warmup_ms") is not None:
+            cand = worker.get("child_candidate_warmup_steps_ms") or {}
+            found["candidate"] = {"total": worker["child_candidate_warmup_ms"], **cand}
+        return found
+    return {}
 
 
 def run_kforge(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -44,19 +45,25 @@ def describe(parts: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.1f}" for k, v in parts.items())
 
 
+def python_workers(stats: Any) -> Iterator[dict[str, Any]]:
+    """Every Python worker's entry of /stats that has a child's warm-up, in document order."""
+    if isinstance(stats, dict):
+        if stats.get("type") == "python" and "child_warmup_ms" in stats:
+            yield stats
+        for value in stats.values():
+            yield from python_workers(value)
+    elif isinstance(stats, list):
+        for value in stats:
+            yield from python_workers(value)
+
+
 def report_warmups(stats: Any) -> None:
     """The Python workers' last child warm-up from /stats (what each job's replacement
     process costs): the judge's steps, then its candidate process's."""
-    if isinstance(stats, dict):
-        if stats.get("type") == "python" and "child_warmup_ms" in stats:
-            steps = json.dumps(stats.get("child_warmup_steps_ms"))
-            print(f"{stats.get('device')} child warm-up {stats['child_warmup_ms']:.0f} ms: {steps}")
-            if stats.get("child_candidate_warmup_ms") is not None:
-                cand = json.dumps(stats.get("child_candidate_warmup_steps_ms"))
-                print(f"{stats.get('device')} its candidate's warm-up "
-                      f"{stats['child_candidate_warmup_ms']:.0f} ms: {cand}")  # fmt: skip
-        for value in stats.values():
-            report_warmups(value)
-    elif isinstance(stats, list):
-        for value in stats:
-            report_warmups(value)
+    for worker in python_workers(stats):
+        steps = json.dumps(worker.get("child_warmup_steps_ms"))
+        print(f"{worker.get('device')} child warm-up {worker['child_warmup_ms']:.0f} ms: {steps}")
+        if worker.get("child_candidate_warmup_ms") is not None:
+            cand = json.dumps(worker.get("child_candidate_warmup_steps_ms"))
+            print(f"{worker.get('device')} its candidate's warm-up "
+                  f"{worker['child_candidate_warmup_ms']:.0f} ms: {cand}")  # fmt: skip

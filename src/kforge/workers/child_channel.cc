@@ -60,6 +60,15 @@ ReadResult read_frames(int fd, worker_protocol::FrameDecoder& decoder) {
       [&decoder] { return decoder.saturated(); });
 }
 
+// A child's `ready` (the first, or a kept judge's next): its protocol version checked, then
+// the child marked ready with it.
+Status accept_ready(ChildChannel& child, const Json& ready) {
+  KF_RETURN_IF_ERROR(worker_protocol::check_protocol_version(ready));
+  child.ready = true;
+  child.ready_message = ready;
+  return Status::ok();
+}
+
 int poll_timeout_ms(Clock::time_point until) {
   auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()).count();
   if (left < 0) return 0;
@@ -227,9 +236,7 @@ Status wait_child_ready(ChildChannel& child, ExitSource& exits, Clock::time_poin
           if (!msg->is_ok()) return msg->status();
           const Json& m = msg->value();
           if (m.value("type", "") == "ready") {
-            KF_RETURN_IF_ERROR(worker_protocol::check_protocol_version(m));
-            child.ready = true;
-            child.ready_message = m;
+            KF_RETURN_IF_ERROR(accept_ready(child, m));
           } else if (m.value("type", "") == "sandbox_failed") {
             return unavailable("the worker process could not enter its sandbox: " +
                                m.value("error", std::string("(no reason given)")));
@@ -261,11 +268,7 @@ ChildMessage next_message_of(ChildChannel& child, std::string_view type) {
       const std::string kind = m.value("type", "");
       if (kind == "sandbox_failed") return ChildMessage::kGone;
       if (kind != type) continue;  // a progress message or the like: nothing is waiting for it
-      if (kind == "ready") {
-        if (!worker_protocol::check_protocol_version(m)) return ChildMessage::kGone;
-        child.ready = true;
-        child.ready_message = m;
-      }
+      if (kind == "ready" && !accept_ready(child, m)) return ChildMessage::kGone;
       return ChildMessage::kArrived;
     }
     if (round == 0) eof = read_frames(child.proto.get(), child.decoder) == ReadResult::kEof;
@@ -501,24 +504,26 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
   // The child is done with (or failed) its one job: nothing it started may outlive it, even
   // a process that left the child's session (the cgroup holds every descendant).
   const auto teardown_start = Clock::now();
-  // A job that sent its result may end after its answer (defer_teardown): its processes are
-  // only sent SIGKILL here; the caller waits for them and holds what the job held until then.
+  // A job that sent its result may end after its answer (kDeferTeardown): its processes are
+  // only sent SIGKILL here. A kept one (kKeepChild) is not killed at all: the caller ends its
+  // candidate and parks the judge. Either way the caller holds what the job held until then.
   const bool kept = after_result == AfterResult::kKeepChild && got_result && cgroup != nullptr &&
                     cgroup->members().size() <= child.keep_max_processes;
-  const bool deferred = (after_result == AfterResult::kDeferTeardown && got_result) || kept;
-  if (kept) {
-    // Nothing is killed: the caller ends the job's candidate and parks the judge.
-  } else if (deferred) {
+  const bool deferred = after_result == AfterResult::kDeferTeardown && got_result;
+  const bool handed_over = deferred || kept;
+  if (deferred) {
     child.start_kill();
-  } else {
+  } else if (!kept) {
     child.kill_all();
   }
   if (stopped) child.signal_all(SIGCONT);  // nothing is left to continue; never leave it stopped
   note_release();
-  if (deferred) end.held = ticket && ticket->granted() ? std::move(ticket) : std::move(admitted);
+  if (handed_over) {
+    end.held = ticket && ticket->granted() ? std::move(ticket) : std::move(admitted);
+  }
   ticket.reset();  // the device goes to the next job only once this one's processes are gone
   admitted.reset();
-  if (deferred) {
+  if (handed_over) {
     // What the processes wrote before their result is in the pipes already.
     for (int fd : {child.out.get(), child.err.get()}) {
       auto& capture = fd == child.out.get() ? end.stdout_capture : end.stderr_capture;
@@ -543,7 +548,7 @@ ChildJobEnd run_job_on_child(ChildChannel& child, const Json& job_message, milli
     end.teardown_ms =
         std::chrono::duration<double, std::milli>(Clock::now() - teardown_start).count();
   }
-  end.teardown_deferred = deferred && !kept;
+  end.teardown_deferred = deferred;
   end.kept = kept;
 
   if (got_result) {

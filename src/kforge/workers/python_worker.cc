@@ -21,13 +21,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxRememberedExits = 1024;
+constexpr std::chrono::seconds kForkReplyTimeout{30};
 
 // An integer field of a child's message, or 0 (absent, null or not an integer).
 int64_t int_field(const Json& message, const char* key) {
   auto it = message.find(key);
   return it != message.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
-constexpr std::chrono::seconds kForkReplyTimeout{30};
 
 Status set_nonblocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL);
@@ -466,7 +466,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
     if (options_.timing_gate) message["job"]["exclusive_timing"] = true;
   }
 
-  DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
+  DeviceGate* gate = device_gate();
   if (keep && gate != nullptr) {
     // The judge wakes its next candidate as the job starts; it warms up during the job,
     // stopped while any timed region runs (this job's own too).
@@ -516,6 +516,10 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   }
   book_.note_job_end(end.kind, alive() ? WorkerState::kReady : WorkerState::kFailed);
   return outcome_of(end, std::move(result));
+}
+
+DeviceGate* PythonWorker::device_gate() const {
+  return options_.gate ? options_.gate.get() : options_.timing_gate.get();
 }
 
 std::string PythonWorker::reuse_key(const WorkerJob& job) const {
@@ -584,7 +588,7 @@ void PythonWorker::park_after_job(const std::shared_ptr<ChildChannel>& child,
     child->kill_all();
     return;
   }
-  DeviceGate* gate = options_.gate ? options_.gate.get() : options_.timing_gate.get();
+  DeviceGate* gate = device_gate();
   // One registration for the whole child from now on (its judge attaches its clock, its
   // spare finishes warming); the spare's own ends first, so nothing is registered twice.
   child->spare_warming.reset();

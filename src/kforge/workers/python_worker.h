@@ -131,6 +131,9 @@ class PythonWorker final : public Worker, private ExitSource {
   // The key of a job whose judge may be kept or reused: its submitter, device and reference
   // (the only state a judge keeps between jobs); "" where judges are not reused.
   std::string reuse_key(const WorkerJob& job) const;
+  // The gate a job's timed regions take and warm-ups register with: the pipelined grant,
+  // else the timing gate (null in tests of the worker alone).
+  DeviceGate* device_gate() const;
   // A parked judge of `key` whose next candidate is warm (its `ready` arrived), or null.
   // Drops (kills) parked judges that are gone or waited too long.
   std::shared_ptr<ChildChannel> take_parked(const std::string& key);
