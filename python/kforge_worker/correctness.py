@@ -40,7 +40,7 @@ from kforge_worker.compare import (
     resolve_tolerance,
     unravel_index,
 )
-from kforge_worker.devinfo import synchronize
+from kforge_worker.devinfo import is_device_oom_text, synchronize
 from kforge_worker.inputs import InputSet, derive_seed, summarize
 from kforge_worker.kernels import JobKernels, RemoteError
 from kforge_worker.link import CallReply
@@ -84,6 +84,10 @@ def report_exception(
         result.validation_error = result.validation_error or f"{where}: {summary}"
         return
     text = f"{heading or f'the kernel raised in {trial}'}:\n{detail}"
+    if is_device_oom_text(detail) and "out of memory" not in detail.lower():
+        # torch's allocator failed while writing its out-of-memory message (it asks NVML,
+        # which the jail does not give): say what happened.
+        text += "\n(kforge: the kernel ran out of device memory)"
     if "illegal memory access" in detail:
         from kforge_worker.link import READ_ONLY_HINT
 

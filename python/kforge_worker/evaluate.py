@@ -15,8 +15,6 @@ import math
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,6 +37,7 @@ from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError, InputSet, derive_seed
+from kforge_worker.judged import JudgeClock
 from kforge_worker.kernels import (
     JobKernels,
     ReferenceLoadError,
@@ -52,15 +51,21 @@ from kforge_worker.link import (
     Failure,
     plan_invocation,
 )
-from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable
-from kforge_worker.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, ReferenceTiming
+from kforge_worker.loaders import DeviceUnavailable, LoadError
+from kforge_worker.reference_reuse import ReferenceCache
+from kforge_worker.reference_timing import (
+    ProgressFn,
+    ReferenceTimed,
+    keep_reference_timing,
+    time_reference,
+    time_second_half,
+)
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
 from kforge_worker.timed import (
     CandidateTiming,
     TimingFailed,
     cpu_calls_per_trial,
-    per_call,
     time_candidate,
 )
 from kforge_worker.timing import (
@@ -71,13 +76,10 @@ from kforge_worker.timing import (
     TimingStats,
     speedup_interval,
     speedup_verdict,
-    time_cpu,
-    time_gpu,
     window_overhead_ms,
     without_window_overhead,
 )
 
-ProgressFn = Callable[[str, str, dict[str, Any]], None]
 EXCESSIVE_SPEEDUP = 10.0
 MAX_ACTIVITY_ERROR_CHARS = 500
 # Failed checks that withhold the speedup (_withhold_speedup).
@@ -310,10 +312,10 @@ def _time_both(
     steps = _StepClock(result)
     # On the cpu both sides are timed a few calls per trial, each on its own inputs (timed.py).
     sets = cpu_calls_per_trial(kernels, inputs) if tdev.type != "cuda" else 1
-    ref_timed: _ReferenceTimed | None = None
+    ref_timed: ReferenceTimed | None = None
     cpu = tdev.type != "cuda"
     if kernels.reference is not None:
-        ref_timed = _reference_timing(
+        ref_timed = time_reference(
             job, tdev, kernels, inputs, result, report=report, reuse=reuse, sets=sets,
             measure=not cpu,
         )  # fmt: skip
@@ -348,6 +350,9 @@ def _time_both(
             result, _remote(timed.kind, timed.message), "the kernel raised while being timed"
         )
         return None
+    if ref_timed is not None and ref_timed.second_half is not None:
+        time_second_half(ref_timed, tdev, kernels, inputs, result)
+        steps.mark("reference_after")
     if ref_timed is not None and timed.ref_stats is not None:
         result.ref_runtime_stats = timed.ref_stats
         result.ref_runtime = timed.ref_stats.median
@@ -366,12 +371,14 @@ def _time_both(
         # The candidate process profiled its own calls after the judged trials.
         report("kernel_activity", "profiling the timed windows", result.to_dict())
         _candidate_activity(result, timed, stats, kernels.candidate.triton_launches)
-        overhead = _take_window_overhead(result, job, tdev)
-        cand_samples = _less(cand_samples, overhead)
-        ref_samples = _less(ref_samples, overhead)
+        cand_overhead, ref_overhead = _take_window_overhead(
+            result, job, tdev, kernels.candidate.link.clock
+        )
+        cand_samples = _less(cand_samples, cand_overhead)
+        ref_samples = _less(ref_samples, ref_overhead)
         steps.mark("window_overhead")
     if ref_timed is not None:
-        _keep_reference_timing(result, ref_timed, reuse)
+        keep_reference_timing(result, ref_timed, reuse)
     _speedup(result, ref_samples, cand_samples, seed=job.seed, device_kind=tdev.type)
     _withhold_speedup(result)
     return inputs
@@ -395,112 +402,6 @@ class _StepClock:
         now = time.perf_counter()
         self._steps[step] = round((now - self._since) * 1e3, 3)
         self._since = now
-
-
-@dataclass
-class _ReferenceTimed:
-    """The reference's timing: its own report, or the timing a batch's earlier job stored
-    (`reused`)."""
-
-    report: TimingReport | None = None
-    reused: ReferenceTiming | None = None
-
-    def samples(self) -> list[float]:
-        """Each timed trial's time (ms) as measured: what the speedup's interval resamples."""
-        if self.report is not None:
-            return list(self.report.samples)
-        return list(self.reused.samples) if self.reused is not None else []
-
-
-def _reference_timing(
-    job: JobSpec,
-    tdev: torch.device,
-    kernels: JobKernels,
-    inputs: InputSet,
-    result: JobResult,
-    *,
-    report: ProgressFn,
-    reuse: ReferenceCache,
-    sets: int = 1,
-    measure: bool = True,
-) -> _ReferenceTimed | None:
-    """The reference of a compare timed on `inputs` (on the cpu `sets` calls per trial, the
-    others on more sets of inputs), or taken from the batch's reuse file; sets
-    ref_runtime(_stats). None when the reference failed (the result says why)."""
-    report("timing_reference", "timing the reference", result.to_dict())
-    timed = _ReferenceTimed(reused=reuse.reference_timing())
-    if timed.reused is not None:
-        result.ref_runtime_stats = TimingStats(**timed.reused.stats)
-    elif not measure:
-        return timed  # timed beside the candidate (the cpu: timed.py's echo)
-    else:
-        assert kernels.reference is not None
-        more = [kernels.make_inputs(job.num_correct_trials + k) for k in range(1, sets)]
-        ref_report = _time_local(
-            kernels.reference,
-            [lambda one=one: kernels.bind_reference(one.clone()) for one in [inputs, *more]],
-            job,
-            tdev,
-            result=result,
-        )
-        if ref_report is None:
-            return None
-        timed.report = ref_report
-        result.ref_runtime_stats = ref_report.stats
-    result.ref_runtime = result.ref_runtime_stats.median
-    return timed
-
-
-def _keep_reference_timing(
-    result: JobResult, timed: _ReferenceTimed, reuse: ReferenceCache
-) -> None:
-    """After the candidate's timing: a reused reference's activity fields go into the result;
-    a reference timed here is stored for the batch's next jobs, as measured (each job takes
-    its own window overhead off)."""
-    if timed.reused is not None:
-        for name, value in timed.reused.activity.items():
-            setattr(result, name, value)
-    elif timed.report is not None:
-        reuse.keep_timing(
-            ReferenceTiming(
-                stats=dataclasses.asdict(timed.report.stats),
-                warnings=list(timed.report.warnings),
-                activity={name: getattr(result, name) for name in ACTIVITY_FIELDS},
-                samples=list(timed.report.samples),
-            )
-        )
-
-
-def _time_local(
-    runnable: Runnable,
-    binds: list[Callable[[], Any]],
-    job: JobSpec,
-    device: torch.device,
-    *,
-    result: JobResult,
-) -> TimingReport | None:
-    """The reference timed in this process on the invocations `binds` make: one on a GPU; on
-    the cpu one trial calls each in turn and its time per call is reported (as the
-    candidate's judged trials are: timed.cpu_calls_per_trial). None when it raised (the
-    result says why)."""
-    try:
-        invs = [bind() for bind in binds]
-
-        def call() -> object:
-            out: object = None
-            for inv in invs:
-                out = runnable(inv.args, inv.kwargs)
-            return out
-
-        if device.type == "cuda":
-            return time_gpu(call, job.timing, device)
-        report = time_cpu(call, job.timing)
-        report.stats = per_call(report.stats, len(invs))
-        report.samples = [s / len(invs) for s in report.samples]
-        return report
-    except Exception as e:
-        report_exception(result, e, "the reference kernel raised while being timed")
-        return None
 
 
 def _remote(kind: str, text: str) -> Exception:
@@ -583,18 +484,26 @@ def _device_metrics(
     result.device_metrics_raw = raw
 
 
-def _take_window_overhead(result: JobResult, job: JobSpec, device: torch.device) -> float:
-    """The headline is the device's time for the call: the event window's own time, measured
-    here on empty windows (timing.window_overhead_ms), comes off the candidate's and the
-    reference's statistics alike (docs/architecture.md "What the GPU time means")."""
+def _take_window_overhead(
+    result: JobResult, job: JobSpec, device: torch.device, clock: JudgeClock | None
+) -> tuple[float, float]:
+    """The headline is the device's time for the call: the event window's own time comes off
+    each side's statistics, as measured on that side's own path (docs/architecture.md "What
+    the GPU time means"): the reference's from empty windows timed here
+    (timing.window_overhead_ms), the candidate's from the empty trials its process claimed
+    at warm-up, before any user code (its events follow a switch to its context, which the
+    judge's never do: subtracting the judge's window from both made identical kernels of a
+    few us read a few percent apart). (candidate's, reference's) overhead in ms."""
     overhead = window_overhead_ms(device, l2_flush=job.timing.l2_flush)
+    own = clock.null_claim_ms if clock is not None else None
+    cand_overhead = own if own is not None and math.isfinite(own) and own >= 0 else overhead
     if result.runtime_stats is not None:
-        result.runtime_stats = without_window_overhead(result.runtime_stats, overhead)
+        result.runtime_stats = without_window_overhead(result.runtime_stats, cand_overhead)
         result.runtime = result.runtime_stats.median
     if result.ref_runtime_stats is not None:
         result.ref_runtime_stats = without_window_overhead(result.ref_runtime_stats, overhead)
         result.ref_runtime = result.ref_runtime_stats.median
-    return overhead
+    return cand_overhead, overhead
 
 
 def _withhold_speedup(result: JobResult) -> None:

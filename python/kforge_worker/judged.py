@@ -91,6 +91,11 @@ class JudgedTrial:
     bracket_ms: float  # the judge's measurement of the trial (bracket, or wall clock on cpu)
     claim_ms: float | None = None  # what the candidate process reported for it
     hidden: bool = True  # the candidate had enqueued its call before the device reached it
+    # False for a GPU trial whose launch was not hidden while the spin could still grow: its
+    # bracket holds the candidate's host time (milliseconds beside a kernel of microseconds,
+    # enough to make the mean of a few trials), so it is replaced by another, as the
+    # reference's are (timing.time_gpu).
+    counted: bool = True
 
 
 @dataclass
@@ -106,7 +111,12 @@ class JudgedRun:
 
     @property
     def unhidden(self) -> int:
-        return sum(1 for t in self.trials if not t.hidden)
+        """Counted trials whose launch was not hidden."""
+        return sum(1 for t in self.trials if t.counted and not t.hidden)
+
+    def counted_trials(self) -> list[JudgedTrial]:
+        """The trials the statistics take (all of them where none would be left)."""
+        return [t for t in self.trials if t.counted] or list(self.trials)
 
 
 # -- the GPU clock: two words and the stream operations on them --------------------------
@@ -127,6 +137,10 @@ class JudgeClock:
         self.next = 1  # the next trial number (both words only ever grow)
         self.null_ms: float | None = None
         self.null_samples: list[float] = []
+        # The candidate process's own event window around nothing, as it claimed it in the
+        # empty trials (its events follow the switch to its context; the judge's window
+        # probe never does): what its trial times hold besides the call.
+        self.null_claim_ms: float | None = None
         self.rtt_ms = 0.0  # median `go` -> `enqueued` of the empty trials
 
     def descriptors(self) -> list[int]:
@@ -353,6 +367,7 @@ def run_trials(side: JudgeSide) -> JudgedRun:
     in_flight: list[tuple[JudgedTrial, torch.cuda.Event, torch.cuda.Event]] = []
     gaps: list[float] = []
     growths = 0
+    replaced: set[int] = set()  # trial numbers another trial replaces (JudgedTrial.counted)
     index = 0
     while True:
         side.stage(index)
@@ -376,10 +391,13 @@ def run_trials(side: JudgeSide) -> JudgedRun:
             in_flight.append((trial, start, end))
             _settle(in_flight, block=False)
             if not trial.hidden and growths < MAX_SPIN_GROWTHS:
-                # A call that synchronises with the host cannot be covered by any spin:
-                # the spin stops growing (and the trial's time holds host time).
+                # Another trial with a longer spin replaces this one. A call that
+                # synchronises with the host cannot be covered by any spin: the spin stops
+                # growing (and the trials after count, their time holding host time).
                 growths += 1
                 spin = next_spin_us(spin, gaps[-1])
+                trial.counted = False
+                replaced.add(n)
         else:
             assert side.echo is not None
             n = index + 1
@@ -405,11 +423,9 @@ def run_trials(side: JudgeSide) -> JudgedRun:
                 side.clock.unblock(n)
             break
         index += 1
-        counted = numbers[side.warm_trials :]
+        counted = [m for m in numbers[side.warm_trials :] if m not in replaced]
         known = [claims[m] for m in counted if m in claims]
-        reason = _stop(
-            index - side.warm_trials, known, side.opts, (time.perf_counter_ns() - loop_start) / 1e6
-        )
+        reason = _stop(len(counted), known, side.opts, (time.perf_counter_ns() - loop_start) / 1e6)
         if reason is not None:
             run.stop_reason = reason
             break

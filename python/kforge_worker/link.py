@@ -15,6 +15,7 @@ import math
 import os
 import signal
 import socket
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -356,6 +357,8 @@ class CandidateLink:
             raise self.gone(e) from e
         clock.null_samples = [t.bracket_ms for t in run.trials if math.isfinite(t.bracket_ms)]
         clock.null_ms = min(clock.null_samples) if clock.null_samples else None
+        claims = [t.claim_ms for t in run.trials if t.claim_ms is not None]
+        clock.null_claim_ms = statistics.median(claims) if claims else None
         clock.rtt_ms = run.enqueue_ms
         self.clock = clock
         return clock

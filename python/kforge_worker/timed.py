@@ -572,7 +572,8 @@ def _judge(
     clock = link.clock
     null = clock.null_ms if clock is not None and clock.null_ms is not None else 0.0
     copy = _copy_ms(returned, device)
-    trials = [t for t in run.trials if math.isfinite(t.bracket_ms) and t.claim_ms is not None]
+    counted = run.counted_trials()
+    trials = [t for t in counted if math.isfinite(t.bracket_ms) and t.claim_ms is not None]
     method = "cuda_event"
     if opts.cuda_graph and not any("CUDA-graph capture failed" in w for w in run.warnings):
         method = "cuda_graph"
@@ -582,14 +583,19 @@ def _judge(
         "null_ms": round(null, 6),
         "copy_ms": round(copy, 6),
         "judged_median_ms": round(judged_ms, 6),
+        "empty_window_claim_ms": (
+            round(clock.null_claim_ms, 6)
+            if clock is not None and clock.null_claim_ms is not None
+            else None
+        ),
         "allowance": {"fraction": ALLOWANCE_FRACTION, "ms": ALLOWANCE_MS},
         "source": "the judge's CUDA events around each trial, ordered on the device by "
         "words both processes map (less its empty trial and the copy of returned outputs)",
     }
-    if len(trials) < max(1, len(run.trials) // 2):
+    if len(trials) < max(1, len(counted) // 2):
         message = (
             f"the kernel's process reported its time for {len(trials)} of "
-            f"{len(run.trials)} timed trials: its timing cannot be checked"
+            f"{len(counted)} timed trials: its timing cannot be checked"
         )
         _refuse(result, message)
         return CandidateTiming(compute_stats([math.inf], method), run, judged_ms)
@@ -658,7 +664,7 @@ def _unresolved(brackets: list[float], null: float, who: str) -> str:
 
 
 def _not_hidden(run: JudgedRun) -> str:
-    trials = len(run.trials)
+    trials = len(run.counted_trials())
     if trials == 0 or run.unhidden <= 0.1 * trials:
         return ""
     return (

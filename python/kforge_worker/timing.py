@@ -15,11 +15,13 @@ then the start event, the call, the end event, all enqueued while the spin runs,
 GPU starts the call's first kernel as soon as the spin ends: the window holds the device's
 time for the call, not the host's launch of it. After the end event the host checks
 whether the start event had already completed (the spin ran out before the call was
-enqueued: "launch not hidden"; the next trials get a longer spin, at most MAX_SPIN_GROWTHS
-times) and synchronises the whole device; the host clock from the spin's expected end to
-that synchronisation gives a second, device-synchronised time per trial: work the call left
-running on other streams shows up there, not in the events ("work outside the launch
-stream").
+enqueued: "launch not hidden"; such a trial holds the host's launch, tens of microseconds
+that would dominate the mean of a few trials of a small kernel, so it is not counted and is
+run again with a longer spin, at most MAX_SPIN_GROWTHS times; after that the trials count,
+and a warning says so) and synchronises the whole device; the host clock from the spin's
+expected end to that synchronisation gives a second, device-synchronised time per trial:
+work the call left running on other streams shows up there, not in the events ("work
+outside the launch stream").
 
 "cuda_graph" captures the call once and times graph replays the same way (one launch per
 trial; the spin still hides it). CPU ("cpu_wall_clock"): perf_counter_ns around each call.
@@ -120,7 +122,9 @@ class TrialSample:
 # Called twice per timed trial, both outside the timed window: hook(index, None) before the
 # trial's flush (its return value is ignored), and hook(index, sample) after the trial's
 # synchronisation, which returns True to stop timing after this trial (the judge's gate:
-# stop_reason "judge"). An exception raised by the hook ends timing with it.
+# stop_reason "judge"). A GPU trial run again because its launch was not hidden gets
+# hook(index, None) again and no hook(index, sample) for the first run. An exception raised
+# by the hook ends timing with it.
 TrialHook = Callable[[int, TrialSample | None], bool]
 
 
@@ -652,19 +656,23 @@ def time_gpu(
         )
     events: list[float] = []
     synced: list[float] = []
-    uncovered = 0
+    uncovered = 0  # counted trials whose launch was not hidden
+    growths = 0
     loop_start = time.perf_counter_ns()
     while True:
         index = len(events)
         if hook is not None:
             hook(index, None)
         sample = runner.run(target)
+        if runner.spin_us > 0 and not sample.launch_hidden:
+            if growths < MAX_SPIN_GROWTHS and not fixed_spin:
+                # Run again with a longer spin: this trial's time holds the host's launch.
+                growths += 1
+                runner.spin_us = next_spin_us(runner.spin_us, runner.last_enqueue_ms)
+                continue
+            uncovered += 1
         events.append(sample.event_ms)
         synced.append(sample.synced_ms)
-        if runner.spin_us > 0 and not sample.launch_hidden:
-            uncovered += 1
-            if uncovered <= MAX_SPIN_GROWTHS and not fixed_spin:
-                runner.spin_us = next_spin_us(runner.spin_us, runner.last_enqueue_ms)
         stop = hook(index, sample) if hook is not None else False
         reason = _next_reason(events, opts, loop_start, stop)
         if reason is not None:

@@ -591,8 +591,14 @@ import torch
 
 
 class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        # A buffer goes to the job's device with the model; a tensor made in forward() with
+        # no device would be on the cpu, an output a GPU job refuses (outputs_dense).
+        self.register_buffer("value", torch.ones(10, 10))
+
     def forward(self):
-        return torch.ones(10, 10)
+        return self.value * 1.0
 
 
 def get_inputs():

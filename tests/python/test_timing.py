@@ -258,3 +258,89 @@ def test_speedup_interval_covers_the_gpu_paths_absolute_bias():
         systematic_ms=SPEEDUP_SYSTEMATIC_MS["cuda"],
     )
     assert speedup_verdict(big) == "slower"
+
+
+def test_a_gpu_trial_whose_launch_was_not_hidden_runs_again_uncounted(monkeypatch):
+    """The first trial of a small kernel often outlasts its spin (the host's launch in the
+    window: tens of us beside a few): it is run again with a longer spin, so neither the
+    median nor the mean (the old `runtime`) holds it; past MAX_SPIN_GROWTHS they count."""
+    import kforge_worker.timing as timing
+
+    class FakeRunner:
+        def __init__(self, device, *, l2_flush, spin_us):
+            del device, l2_flush
+            self.spin_us = spin_us
+            self.flusher = None
+            self.spinner = type("S", (), {"available": True})()
+            self.last_enqueue_ms = 0.05
+            self.calls = 0
+
+        def run(self, call):
+            call()
+            self.calls += 1
+            hidden = self.calls > unhidden_first
+            ms = 0.002 if hidden else 0.060
+            return timing.TrialSample(event_ms=ms, synced_ms=ms, launch_hidden=hidden)
+
+    monkeypatch.setattr(timing, "GpuTrialRunner", FakeRunner)
+    monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda *_: None)
+    opts = timing_options(max_trials=5, min_trials=5, warmup_calls=0, warmup_ms=0.0)
+
+    unhidden_first = 1
+    report = timing.time_gpu(lambda: None, opts, timing.torch.device("cpu"))
+    assert report.stats.trials == 5 and report.stats.max == pytest.approx(0.002)
+    assert report.stats.mean == pytest.approx(0.002)
+    assert report.stats.launch_not_hidden_trials == 0 and not report.launch_not_hidden
+
+    # A call no spin can hide (it synchronises with the host): after the growths, counted.
+    unhidden_first = 10**6
+    report = timing.time_gpu(lambda: None, opts, timing.torch.device("cpu"))
+    assert report.stats.trials == 5 and report.stats.launch_not_hidden_trials == 5
+    assert report.launch_not_hidden.startswith("launch not hidden: in 5 of 5 trials")
+
+
+def test_the_references_gpu_trials_split_around_the_candidates():
+    """The reference's trials on a GPU: half before the candidate's, half after (drift
+    during the job weighs on both sides), the odd one first; none after at one trial."""
+    from kforge_worker.reference_timing import halves
+
+    opts = timing_options(max_trials=100, min_trials=3, budget_ms=2000.0, warmup_ms=25.0)
+    first, second = halves(opts)
+    assert second is not None
+    assert (first.max_trials, first.min_trials, first.budget_ms) == (50, 2, 1000.0)
+    assert (second.max_trials, second.min_trials, second.budget_ms) == (50, 1, 1000.0)
+    assert first.warmup_ms == 25.0 and second.warmup_ms == 5.0 and second.warmup_calls >= 1
+    first, second = halves(timing_options(max_trials=5, min_trials=5))
+    assert second is not None and (first.max_trials, second.max_trials) == (3, 2)
+    assert first.min_trials + second.min_trials == 5
+    first, second = halves(timing_options(max_trials=1, min_trials=1))
+    assert second is None and first.max_trials == 1
+
+
+def test_a_judged_trial_whose_launch_was_not_hidden_is_replaced_not_counted(tmp_path):
+    """A candidate's GPU trial enqueued too late for its spin has host time in the judge's
+    bracket (35 ms beside a 45 us kernel on an H200, which made the mean of 7 trials 5 ms):
+    another trial replaces it, and the statistics never see it."""
+    from types import SimpleNamespace
+
+    import torch
+    from worker_jobs import make_job
+
+    from kforge_worker.judged import JudgedRun, JudgedTrial
+    from kforge_worker.results import JobResult
+    from kforge_worker.spec import parse_job
+    from kforge_worker.timed import _judge
+
+    null = 0.29
+    trials = [JudgedTrial(0, 35.0 + null, claim_ms=0.045, hidden=False, counted=False)]
+    trials += [JudgedTrial(i, 0.046 + null, claim_ms=0.045) for i in range(1, 7)]
+    run = JudgedRun(trials=trials)
+    assert run.unhidden == 0 and len(run.counted_trials()) == 6
+    job = parse_job(make_job({"source_code": "", "kernel_type": "torch"}, tmp_path=tmp_path))
+    link = SimpleNamespace(clock=SimpleNamespace(null_ms=null, null_claim_ms=0.0013))
+    result = JobResult(compiled=True)
+    timing = _judge(
+        run, job=job, device=torch.device("cuda"), result=result, returned=[], link=link
+    )
+    assert timing.stats.trials == 6 and timing.stats.mean == pytest.approx(0.045)
+    assert [c["passed"] for c in result.to_dict()["checks"]] == [True]

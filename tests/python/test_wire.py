@@ -553,3 +553,23 @@ def test_a_call_reply_must_name_the_changed_inputs_and_send_none_back():
         {"outputs": [{"name": "out"}], "read_only_changed": ["x"]}, [[torch.ones(1)], []]
     )
     assert out.read_only_changed == ["x"] and out.outputs[0][0] == "out"
+
+
+def test_a_jailed_candidates_out_of_memory_is_reported_as_out_of_memory():
+    """The candidate's traceback of a jailed out-of-memory names no memory (torch's
+    allocator asserts on NVML instead): the result says what happened."""
+    from kforge_worker.correctness import report_exception
+    from kforge_worker.kernels import RemoteError
+    from kforge_worker.results import JobResult
+
+    result = JobResult(compiled=True)
+    text = (
+        "Traceback (most recent call last):\nRuntimeError: NVML_SUCCESS == DriverAPI::get()->"
+        'nvmlInit_v2_() INTERNAL ASSERT FAILED at "/pytorch/c10/cuda/CUDACachingAllocator.cpp"'
+    )
+    report_exception(result, RemoteError(text), "trial 1/5")
+    assert result.error_kind == "runtime"
+    assert "ran out of device memory" in (result.runtime_error or "")
+    plain = JobResult(compiled=True)
+    report_exception(plain, RemoteError("RuntimeError: boom"), "trial 1/5")
+    assert "memory" not in (plain.runtime_error or "")

@@ -10,8 +10,9 @@
 // it); the device is synchronised; kforge_spin busy-waits on the device (%globaltimer) for
 // the spin's length while the host records the start event, enqueues exactly one launch
 // (or one CUDA-graph replay with `cuda_graph`) and records the end event. A start event
-// already complete after that means the spin ran out first ("launch not hidden"; the spin
-// grows, at most kMaxSpinGrowths times). After the end event the whole context is
+// already complete after that means the spin ran out first ("launch not hidden": the trial
+// is not counted and runs again with a longer spin, at most kMaxSpinGrowths times; after
+// that such trials count and are reported). After the end event the whole context is
 // synchronised and the host clock from the spin's expected end gives a second,
 // device-synchronised time per trial. Trials stop by the rule of timing_stats.h.
 //
