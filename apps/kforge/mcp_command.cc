@@ -88,8 +88,8 @@ int run_mcp(const McpConfig& c) {
   std::unique_ptr<jobs::JobService> remote;
   std::optional<app::Engine> engine;
   jobs::JobService* service = nullptr;
-  // The workbench's sessions live in the engine's store; forwarding to a server, in a
-  // database of their own in the workspace root.
+  // The workbench's sessions live in the engine's SQLite file (workbench_database());
+  // forwarding to a server, in a database of their own in the workspace root.
   std::filesystem::path data_dir;
   std::filesystem::path workbench_db;
   if (!c.server.empty()) {
@@ -105,7 +105,7 @@ int run_mcp(const McpConfig& c) {
     auto started = start_embedded_engine(c.engine, c.data_dir, "mcp-data");
     if (!started.is_ok()) return cannot_serve("the engine: " + started.status().to_string());
     data_dir = started->data_dir;
-    workbench_db = data_dir / "kforge.db";  // the engine's store (app/engine.cc)
+    workbench_db = workbench_database(data_dir, c.engine.store);
     engine = std::move(started->engine);
     if (Status s = engine->service->start(); !s) {
       return cannot_serve("the job service: " + s.to_string());

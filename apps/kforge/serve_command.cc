@@ -225,9 +225,9 @@ int run_serve(const ServeConfig& config) {
                                                : std::filesystem::path(c.mcp_state_key_file);
     mo.kernel_tools.limits = ho.rest.limits;
     mo.bench.kforge_version = std::string(kVersion);
-    // The workbench's sessions live in the engine's store (app/engine.cc: kforge.db).
+    // The workbench's sessions: in the engine's SQLite file, or the node's own beside it.
     auto wb = build_workbench(c.workbench, c.data_dir,
-                              std::filesystem::path(c.data_dir) / "kforge.db", service, blocking);
+                              workbench_database(c.data_dir, c.engine.store), service, blocking);
     const Status wb_status = wb.status();
     if (wb_status.is_ok()) {
       workbench = std::move(wb).value();

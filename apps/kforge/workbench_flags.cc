@@ -30,6 +30,12 @@ std::filesystem::path workspace_root(const WorkbenchFlags& flags,
   return std::filesystem::absolute(data_dir / "workbench");
 }
 
+std::filesystem::path workbench_database(const std::filesystem::path& data_dir,
+                                         const std::string& store) {
+  const bool sqlite = store.empty() || store == "sqlite";  // as store::open_store reads it
+  return data_dir / (sqlite ? "kforge.db" : "workbench.db");
+}
+
 StatusOr<std::unique_ptr<workbench::Workbench>> build_workbench(
     const WorkbenchFlags& flags, const std::filesystem::path& data_dir,
     const std::filesystem::path& database, jobs::JobService& service,

@@ -28,8 +28,18 @@ void add_workbench_flags(CLI::App& cmd, WorkbenchFlags& flags);
 std::filesystem::path workspace_root(const WorkbenchFlags& flags,
                                      const std::filesystem::path& data_dir);
 
-// Opens the workbench's store in `database` (the engine's kforge.db; a file of its own when
-// jobs run on a remote server) and builds the workbench. `executor` runs its blocking work.
+// The SQLite file of the workbench's sessions for an engine whose store is `store` (--store):
+// the engine's own database, <data-dir>/kforge.db, when that is SQLite, so sessions and jobs
+// share one file; with a PostgreSQL store, a file of the workbench's own, <data-dir>/workbench.db.
+// Sessions stay on the node in either case: their workspace files are on this node's disk, so a
+// session row in a database other nodes read would name files they do not have
+// (docs/deployment.md "Several nodes (PostgreSQL)").
+std::filesystem::path workbench_database(const std::filesystem::path& data_dir,
+                                         const std::string& store);
+
+// Opens the workbench's store in `database` (workbench_database(); a file of its own in the
+// workspace root when jobs run on a remote server) and builds the workbench. `executor` runs
+// its blocking work.
 StatusOr<std::unique_ptr<workbench::Workbench>> build_workbench(
     const WorkbenchFlags& flags, const std::filesystem::path& data_dir,
     const std::filesystem::path& database, jobs::JobService& service, workbench::Executor executor);

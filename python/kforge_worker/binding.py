@@ -1,6 +1,6 @@
 """How one trial's arguments are passed to a kernel, and how its outputs are read back.
 
-Calling conventions (REFERENCE.md §4):
+Calling conventions (docs/evaluation-protocol.md, "The compare rule"):
 - KernelBench lists (get_inputs()): every callable receives the same positional list.
 - A Triton-style kernel (triton, multi_kernel) with its own IOContract receives every
   non-meta argument positionally, outputs included, and the meta (constexpr) arguments as

@@ -1,4 +1,4 @@
-"""Correctness trials (DESIGN.md "Evaluation protocol"), judged in the judge process.
+"""Correctness trials (docs/evaluation-protocol.md "Correctness"), judged in the judge process.
 
 The candidate runs in its own process (candidate.py) and is reached through the link: the
 judge builds each trial's inputs, runs the reference here, sends the candidate a copy of the

@@ -1,4 +1,4 @@
-"""A job's loaded kernels and where its inputs come from (REFERENCE.md §4).
+"""A job's loaded kernels and where its inputs come from (docs/evaluation-protocol.md "Inputs").
 
 Inputs are defined by the candidate's IOContract if it has one, else by the reference's
 IOContract, else by get_inputs() (the reference's in a compare, the kernel's own in an

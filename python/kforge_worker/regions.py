@@ -1,8 +1,8 @@
 """Trial regions: the memory the candidate's calls read and write, owned by the judge.
 
 Every tensor argument of the candidate's call lives in one of two regions the judge
-allocates once per job and the candidate process maps (docs/worker-protocol.md "Trial
-regions"):
+allocates once per job and the candidate process maps (docs/worker-protocol.md "Candidate
+protocol", the `regions` message):
 
     INPUTS   the input tensors; mapped READ-ONLY in the candidate process
     OUTPUTS  the output and inout buffers, and room for returned outputs; mapped read-write

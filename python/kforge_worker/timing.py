@@ -1,4 +1,4 @@
-"""Timing: warm-up, adaptive trials, statistics (DESIGN.md "Evaluation protocol").
+"""Timing: warm-up, adaptive trials, statistics (docs/evaluation-protocol.md "Timing").
 
 GPU, method "cuda_event" (docs/architecture.md "What the GPU time means"). Per trial, all
 outside the timed window:

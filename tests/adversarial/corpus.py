@@ -578,8 +578,8 @@ CASES: list[Case] = [
         timed=True,
         # On an H200 the judge's bracket of this call held ~1.4 ms more than its events (a
         # second stream in the candidate's context delays the switch back to the judge): the
-        # judge reports its own view and flags the claim (docs/security.md, "What the judge's
-        # clock cannot see").
+        # judge reports its own view and flags the claim (docs/security.md, "What the
+        # candidate can and cannot influence").
         tolerate=("timing_consistent_with_judge_clock",),
     ),
 ]

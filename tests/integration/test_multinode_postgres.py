@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -27,6 +28,7 @@ import pytest
 
 from integration.kernels import model_source, torch_kernel
 from integration.kforge_server import KforgeServer, kforge_binary
+from integration.mcp_support import RawMcp
 
 TERMINAL = {"success", "failed", "cancelled"}
 LEASE_S = 3
@@ -453,3 +455,32 @@ def test_the_submitter_column_is_migrated_and_jobs_stay_private_across_nodes(
     finally:
         for s in nodes:
             s.kill(signal.SIGKILL)
+
+
+def test_workbench_sessions_stay_on_the_node(postgres: Postgres) -> None:
+    """With a PostgreSQL store the workbench keeps its sessions in <data-dir>/workbench.db, a
+    file of the node's own (their workspace files are on its disk), and no SQLite job store
+    (kforge.db) appears beside it (docs/deployment.md "Several nodes (PostgreSQL)")."""
+    srv = node(postgres, "wb-node")
+    try:
+        srv.start()
+        srv.wait_ready()
+        mcp = RawMcp(srv.url)
+        try:
+            mcp.initialize()
+            r = mcp.request(
+                "tools/call", {"name": "set_kernel_name", "arguments": {"name": "vector_add"}}
+            )
+            assert r.status_code == 200, r.text
+            assert "vector_add" in r.text, r.text
+        finally:
+            mcp.close()
+        assert not (srv.data_dir / "kforge.db").exists(), sorted(
+            p.name for p in srv.data_dir.iterdir()
+        )
+        with contextlib.closing(sqlite3.connect(srv.data_dir / "workbench.db")) as db:
+            kernels = [row[0] for row in db.execute("SELECT kernel_name FROM workbench_sessions")]
+        assert kernels == ["vector_add"]
+        assert postgres.rows("SELECT count(*) FROM jobs") == [["0"]]
+    finally:
+        srv.stop()

@@ -12,7 +12,7 @@
 namespace kforge::bench {
 namespace {
 
-// The fixed text of a log, per language. Headings follow the skill (REFERENCE.md §3): its
+// The fixed text of a log, per language. Headings follow the skill (docs/compatibility.md §3): its
 // original Korean ones, and their English translations.
 struct Words {
   const char* title;  // after "# torch.<op> "

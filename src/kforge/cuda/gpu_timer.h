@@ -1,5 +1,5 @@
-// Times a kernel launch on the GPU (DESIGN.md "Timing"; docs/architecture.md "What the GPU
-// time means"), the C++ twin of python/kforge_worker/timing.py.
+// Times a kernel launch on the GPU (docs/evaluation-protocol.md "Timing"; docs/architecture.md
+// "What the GPU time means"), the C++ twin of python/kforge_worker/timing.py.
 //
 // Warm-up: calls until both `warmup_calls` and `warmup_ms` are reached; then the host time
 // to enqueue one call is measured (kEnqueueSamples calls, each after a synchronisation)

@@ -1,5 +1,6 @@
-// Statistics of timed trials and the adaptive stop rule (DESIGN.md "Timing"), identical to
-// the Python worker's timing.py so both workers report the same numbers the same way.
+// Statistics of timed trials and the adaptive stop rule (docs/evaluation-protocol.md "Timing"
+// and "Statistics"), identical to the Python worker's timing.py so both workers report the same
+// numbers the same way.
 #pragma once
 
 #include <cstdint>

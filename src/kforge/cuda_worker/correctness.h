@@ -1,4 +1,4 @@
-// Correctness trials of a native CUDA job (DESIGN.md "Evaluation protocol"), with the
+// Correctness trials of a native CUDA job (docs/evaluation-protocol.md "Correctness"), with the
 // rules of the Python worker's correctness.py. Every trial must pass; trials stop at the
 // first failure.
 //
@@ -37,7 +37,8 @@ struct CorrectnessContext {
 bool run_correctness(CorrectnessContext& ctx);
 
 // The tensors of a reference with its own IOContract, bound to the defining inputs
-// (REFERENCE.md §4). kInvalidArgument when it needs more input tensors than are defined.
+// (docs/evaluation-protocol.md, the compare rule). kInvalidArgument when it needs more input
+// tensors than are defined.
 StatusOr<std::vector<cuda::HostTensor>> bind_reference_tensors(
     const model::IOContract& reference_io, const std::vector<cuda::HostArg>& defining);
 

@@ -1,6 +1,6 @@
 // `kernel_exec_result` as clients see it: the worker's result (docs/worker-protocol.md) in the
-// shape of the kernel evaluation server's KernelExecutionResult (REFERENCE.md §1), kforge's
-// richer data kept in added fields. Both workers (Python and native CUDA) report the same
+// shape of the kernel evaluation server's KernelExecutionResult (docs/compatibility.md §1),
+// kforge's richer data kept in added fields. Both workers (Python and native CUDA) report the same
 // result; this is the one place that turns it into the wire shape.
 //
 // The old server's fields keep their type and meaning:

@@ -1,5 +1,6 @@
 // The JSON a client sees for a job (REST responses, MCP structured results), in the shapes
-// of the kernel evaluation server kforge replaces (REFERENCE.md §1) plus kforge's fields.
+// of the kernel evaluation server kforge replaces (docs/compatibility.md §1) plus kforge's
+// fields.
 //
 // The old server used `status` for two things, and so does kforge:
 // - the answer to a submit that waited for the job (POST /evaluate, /compare, /, and the MCP

@@ -1,5 +1,5 @@
-// The statistics of the kernel evaluation server kforge replaces (REFERENCE.md §1), which its
-// clients read from GET /stats and GET /health: `job_stats` from the store, and the
+// The statistics of the kernel evaluation server kforge replaces (docs/compatibility.md §1),
+// which its clients read from GET /stats and GET /health: `job_stats` from the store, and the
 // in-memory counters `compilation_metrics`, `profiling_metrics`, `gpu_utilization` and
 // `throughput` since the server started (as there).
 //

@@ -1,6 +1,7 @@
-// The kernel rules of REFERENCE.md on parsed model types: what each kernel_type needs, the
-// metadata fields kforge reads, and a compare's two sides agreeing on their inputs. parse.h
-// applies them to every request it reads; errors name the field as parse.h's do.
+// The kernel rules (docs/compatibility.md §1 "Kernel types", docs/user-guide.md "Kernel types")
+// on parsed model types: what each kernel_type needs, the metadata fields kforge reads, and a
+// compare's two sides agreeing on their inputs. parse.h applies them to every request it reads;
+// errors name the field as parse.h's do.
 #pragma once
 
 #include <string>
@@ -30,7 +31,7 @@ Status normalize_metadata(KernelCode& k, const JsonPath& path);
 Status check_kernel_rules(const KernelCode& k, std::string_view field);
 
 // check_kernel_rules on both sides and, for compares, that the two sides' declared inputs
-// agree (REFERENCE.md §4).
+// agree (docs/evaluation-protocol.md, the compare rule).
 Status check_request_consistency(const JobRequest& request, std::string_view kernel_field,
                                  std::string_view reference_field);
 

@@ -1,6 +1,6 @@
 // Value types describing a kernel and its inputs (the IOContract). No I/O here.
 //
-// Wire names follow the kernel-evaluation-server contract (REFERENCE.md §1): KernelCode,
+// Wire names follow the kernel-evaluation-server contract (docs/compatibility.md §1): KernelCode,
 // IOContract, ArgSpec, TensorSpec. Parsing and validation live in parse.h; conversion
 // back to JSON (for the worker and for storage) in serialize.h.
 #pragma once

@@ -20,8 +20,8 @@ enum class JobKind {
 std::string_view to_string(JobKind k);
 std::optional<JobKind> job_kind_from(std::string_view s);
 
-// How timing is done (DESIGN.md "Timing"). Trials continue until the relative standard
-// error of the mean drops under `rse_target`, or `max_trials`, or `budget_ms` is spent,
+// How timing is done (docs/evaluation-protocol.md "Timing"). Trials continue until the relative
+// standard error of the mean drops under `rse_target`, or `max_trials`, or `budget_ms` is spent,
 // but never fewer than `min_trials`.
 struct TimingOptions {
   int max_trials = 100;  // `num_trials` on the wire

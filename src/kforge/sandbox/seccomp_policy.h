@@ -1,6 +1,6 @@
-// The seccomp filter of a jailed job (docs/security.md "System calls"), built with libseccomp
-// and exported as a raw BPF program that enter_jail() installs (in the Python worker through
-// libkforge_sandbox.so, in the native worker directly).
+// The seccomp filter of a jailed job (docs/security.md "Process isolation", its system calls),
+// built with libseccomp and exported as a raw BPF program that enter_jail() installs (in the
+// Python worker through libkforge_sandbox.so, in the native worker directly).
 //
 // Default allow, with a deny list of what kernels never need: namespace and mount changes,
 // ptrace and cross-process memory access, kernel modules, kexec, bpf, perf_event_open (unless

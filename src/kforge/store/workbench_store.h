@@ -1,6 +1,7 @@
 // Durable storage of Triton workbench sessions (workbench/) and their kernel versions.
 // Implementation: store/sqlite/sqlite_workbench_store.h, in the same database file as the jobs
-// (its tables come from the same migration list).
+// when their store is SQLite (its tables come from the same migration list), in a file of its own
+// when it is PostgreSQL: the sessions' workspace files are on one node's disk.
 //
 // A session row holds what identifies it (id, kernel name, state, workspace directory) as
 // columns and everything else the workbench keeps about it (settings, context accounting,

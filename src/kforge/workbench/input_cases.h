@@ -1,4 +1,4 @@
-// The input cases of a test_input_code (docs/workbench.md "What test_input_code must define").
+// The input cases of a test_input_code (docs/workbench.md "What your code must define").
 //
 // One case: the code defines `args` (a list or tuple) and optionally `kwargs` (a dict).
 // Several sizes: it defines `sizes = [...]` at the top level and `make_inputs(size)`, which

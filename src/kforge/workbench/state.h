@@ -1,4 +1,4 @@
-// The workbench's states and which tool may run in which (DESIGN.md "Triton workbench").
+// The workbench's states and which tool may run in which (docs/workbench.md "The workflow").
 //
 //   start ──set_kernel_name──► write ──write_kernel_code──► evaluation ──get_best_kernel──► end
 //                                ▲                              │ (≥ min versions written

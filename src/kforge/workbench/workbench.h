@@ -1,8 +1,8 @@
-// Workbench: the guided kernel-writing workflow behind the MCP tools (DESIGN.md "Triton
-// workbench", docs/workbench.md). Frontends call `call()` with a tool and its (schema-checked)
-// arguments; the workbench keeps the sessions, gates tools by state, writes the workspace
-// files and logs, counts context tokens, and runs every run/validate/measure/benchmark as
-// kforge jobs through the JobService (no agent code runs in the server).
+// Workbench: the guided kernel-writing workflow behind the MCP tools (docs/workbench.md). Frontends
+// call `call()` with a tool and its (schema-checked) arguments; the workbench keeps the sessions,
+// gates tools by state, writes the workspace files and logs, counts context tokens, and runs every
+// run/validate/measure/benchmark as kforge jobs through the JobService (no agent code runs in the
+// server).
 //
 // Sessions and callers: a caller is one MCP session (`client`). Its first workbench call
 // makes a new session (state start) and binds the caller to it; `resume_session(session_id)`

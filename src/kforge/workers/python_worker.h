@@ -1,7 +1,7 @@
 // The Python worker of one device: a zygote process (`python -m kforge_worker zygote`) that
 // has imported torch and triton, and one forked child per job. The next child is forked
 // and warmed (CUDA context, Triton launcher, torch ops) while the current job runs, so a
-// job finds a ready process (docs/worker-protocol.md, DESIGN.md "Isolation").
+// job finds a ready process (docs/worker-protocol.md, docs/architecture.md "Isolation").
 //
 // Thread-safety: prepare()/shutdown() are called by the device's runner thread only; run()
 // may be called from several runner threads (pipelined stages): without a gate it runs one

@@ -1,4 +1,4 @@
-// The request forms of the kernel evaluation server (REFERENCE.md §1) kforge accepts.
+// The request forms of the kernel evaluation server (docs/compatibility.md §1) kforge accepts.
 #include <gtest/gtest.h>
 
 #include "kforge/model/parse.h"

@@ -1,5 +1,5 @@
-// API tokens and the principals they stand for (model/principal.h; docs/security.md "Tokens
-// and principals").
+// API tokens and the principals they stand for (model/principal.h; docs/security.md "The
+// token" and "Who sees which jobs").
 //
 // `kforge serve` takes tokens from three places, all optional and combined:
 //   --token-file FILE / --token / KFORGE_TOKEN   one token: the user principal "default"

@@ -1,4 +1,4 @@
-// POST /batch and GET /batch/{id} (docs/rest-api.md "Batches"): one reference, N candidates,
+// POST /batch and GET /batch/{id} (docs/rest-api.md "POST /batch"): one reference, N candidates,
 // each an ordinary compare job (GET /job/{id} works for each). The answer waits for every job
 // (default), says where to poll (?wait=false: 202), or streams one SSE event per finished
 // candidate (Accept: text/event-stream or ?stream=1).

@@ -1,5 +1,5 @@
 // The MCP tool batch_compare: one reference, N candidates, the compare options once (the
-// arguments are POST /batch's body, docs/rest-api.md "Batches"). Each candidate is an ordinary
+// arguments are POST /batch's body, docs/rest-api.md "POST /batch"). Each candidate is an ordinary
 // compare job; the reference's results are computed once for the batch. Progress counts the
 // finished candidates (each message names the job); the answer is {batch_id, jobs, results}
 // once every candidate has finished; notifications/cancelled cancels every job of the batch.

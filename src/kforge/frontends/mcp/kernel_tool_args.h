@@ -24,7 +24,7 @@
 namespace kforge::frontends::mcp {
 
 // The arguments in the flat form the tool's inputSchema describes, from any form the kernel
-// evaluation server's tools accepted (REFERENCE.md §1):
+// evaluation server's tools accepted (docs/compatibility.md §1, "MCP tools"):
 // - flat arguments (kernel_source, kernel_type, ...), as they are;
 // - one `request` object holding the flat arguments;
 // - one `request` object holding the REST body (the later revision of those tools took

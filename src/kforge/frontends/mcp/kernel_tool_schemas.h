@@ -1,7 +1,7 @@
 // JSON Schemas of the kernel tools (kernel_tools.h): what tools/list advertises and what
 // tools/call validates before the arguments reach model::parse_* (which checks the
 // semantics and names the same fields). Argument names and defaults follow the kernel
-// evaluation server's MCP tools (REFERENCE.md §1); kforge adds `device`,
+// evaluation server's MCP tools (docs/compatibility.md §1); kforge adds `device`,
 // `num_correct_trials`, `timing`, and `reference_kernel_*` on validate_kernel.
 #pragma once
 

@@ -1,6 +1,8 @@
 // SQLite implementation of `WorkbenchStore`, on its own connection to the job store's
 // database file (kforge.db of the data directory), so the workbench and the job engine never
-// wait on each other's mutex; SQLite's WAL mode and busy timeout arbitrate the writes.
+// wait on each other's mutex; SQLite's WAL mode and busy timeout arbitrate the writes. When the
+// engine's store is PostgreSQL (or jobs run on a remote server) the file is the workbench's own
+// (apps/kforge/workbench_flags.h, workbench_database).
 //
 // Schema (created by the job store's migrations, sqlite_store.cc, version 2):
 //   workbench_sessions(id TEXT PRIMARY KEY, kernel_name TEXT, state TEXT, workspace TEXT,
