@@ -26,7 +26,9 @@
 #   ONLY_IDENTITY=1      run only bench/identity.py: identical sources as reference and
 #                        candidate through POST /compare (issue 31's targets: speedups within
 #                        1.00 +- 0.03, `indistinguishable`, intervals covering 1); IDENTITY_ARGS
-#                        (default "--sizes 12,16,20,24 --evals 5")
+#                        (default "--sizes 12,16,20,24 --evals 5"); then bench/identity_local.py
+#                        (the same adds through `kforge_worker run-job`: an unjailed candidate,
+#                        no zygote; IDENTITY_LOCAL_ARGS)
 #   ONLY_WORKBENCH=1     run only the Triton workbench's tests (tests/integration/test_workbench.py:
 #                        the whole agent session, ~2 min): it prints a line "workbench session
 #                        wb_... on cuda:0: best vN; v2 [size: median ms speedup %BW ...]; v3 [...]"
@@ -119,6 +121,10 @@ if [[ -n "${ONLY_IDENTITY:-}" ]]; then
     ${IDENTITY_ARGS:---sizes 12,16,20,24 --evals 5} --out "$out" 2>&1 |
     tee "$out/identity.log" | tail -16
   record "identity (bench/identity.py)" "$(tail -1 "$out/identity.log")"
+  echo "== the same without the server: an unjailed candidate, no zygote (bench/identity_local.py)"
+  "$py" bench/identity_local.py --device "$KFORGE_TEST_DEVICE" ${IDENTITY_LOCAL_ARGS:-} 2>&1 |
+    tee "$out/identity-local.log" | tail -10
+  record "identity without the jail" "$(tail -1 "$out/identity-local.log")"
   summary
   exit 0
 fi
