@@ -200,6 +200,13 @@ ChildMessage next_message_of(ChildChannel& child, std::string_view type);
 bool await_message_of(ChildChannel& child, std::string_view type,
                       std::chrono::steady_clock::time_point deadline);
 
+// How a child ended, for people: the exit status and what the signal usually means.
+std::string describe_exit(const std::optional<worker_protocol::ExitStatus>& exit);
+
+// An integer field of a child's message (`ready`'s jobs_done, candidate_pid, ...), or 0
+// (absent, null or not an integer).
+int64_t message_int(const Json& message, const char* key);
+
 // Turns a ChildJobEnd into kernel_exec_result: the worker's result (or the last partial
 // result, or a skeleton), plus the failure reason, captured output and process facts.
 // `spec` is the job spec (for kernel types in the metadata); `timeout` for the message.

@@ -23,12 +23,6 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxRememberedExits = 1024;
 constexpr std::chrono::seconds kForkReplyTimeout{30};
 
-// An integer field of a child's message, or 0 (absent, null or not an integer).
-int64_t int_field(const Json& message, const char* key) {
-  auto it = message.find(key);
-  return it != message.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
 Status set_nonblocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
@@ -171,7 +165,7 @@ Status PythonWorker::start_zygote() {
 void PythonWorker::stop_zygote() {
   std::lock_guard control_lock(control_mu_);
   pool_.clear();
-  clear_parked();
+  kept_.clear();
   if (control_.valid()) {
     (void)worker_protocol::send_control(control_.get(), Json{{"type", "shutdown"}});
   }
@@ -416,7 +410,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   if (progress) progress("starting", "waiting for a warm worker process", 0.02);
   const auto taking = Clock::now();
   const std::string key = reuse_key(job);
-  std::shared_ptr<ChildChannel> active = key.empty() ? nullptr : take_parked(key);
+  std::shared_ptr<ChildChannel> active = key.empty() ? nullptr : kept_.take(key);
   if (!active) {
     if (options_.gate) {
       // A child already warming is nearer ready than one this job would start now.
@@ -434,7 +428,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
     active = std::move(child).value();
   }
   const double take_ms = std::chrono::duration<double, std::milli>(Clock::now() - taking).count();
-  const int jobs_before = static_cast<int>(int_field(active->ready_message, "jobs_done"));
+  const int jobs_before = static_cast<int>(message_int(active->ready_message, "jobs_done"));
   sandbox::JobCgroup* cgroup = active->sandbox ? active->sandbox->cgroup.get() : nullptr;
   if (jobs_before == 0 && cgroup != nullptr) {
     // Its processes when first taken (the judge, its candidate and spares, the cpu's echo):
@@ -445,8 +439,8 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
       active->first_processes -
       std::min<size_t>(active->first_processes, static_cast<size_t>(jobs_before));
   // Keep the judge for another job of this key while it has a spare candidate left.
-  const bool keep = !key.empty() && int_field(active->ready_message, "spares_left") > 0 &&
-                    int_field(active->ready_message, "candidate_pid") > 1;
+  const bool keep = !key.empty() && message_int(active->ready_message, "spares_left") > 0 &&
+                    message_int(active->ready_message, "candidate_pid") > 1;
 
   Json message = job_message_for(job, *active->sandbox,
                                  options_.sandbox->jailing() ? options_.sandbox->judge_cache_dir()
@@ -471,11 +465,8 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
     // The judge wakes its next candidate as the job starts; it warms up during the job,
     // stopped while any timed region runs (this job's own too).
     active->spare_warming = ChildChannel::warm_process_beside(
-        *gate, static_cast<pid_t>(int_field(active->ready_message, "next_candidate_pid")));
-    if (active->spare_warming) {
-      std::lock_guard lock(parked_mu_);
-      ++kept_gate_registrations_;
-    }
+        *gate, static_cast<pid_t>(message_int(active->ready_message, "next_candidate_pid")));
+    if (active->spare_warming) kept_.count_gate_registration();
   }
   ChildJobEnd end = run_job_on_child(*active, message, job.timeout, cancel, progress, *this,
                                      options_.limits, gate, std::move(admitted),
@@ -494,7 +485,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   if (end.kept) {
     // The answer goes out while the job's candidate ends; the device ticket goes back once
     // it is gone, and the judge waits for the next job of its key.
-    teardowns_.add({[this, kept = active, key] { park_after_job(kept, key); },
+    teardowns_.add({[this, kept = active, key] { kept_.park(kept, key, device_gate()); },
                     teardown_ticket(std::move(end.held), gate, job.job_id)});
   } else if (end.teardown_deferred) {
     // The answer goes out while the job's processes end; its device ticket goes back after.
@@ -535,102 +526,12 @@ std::string PythonWorker::reuse_key(const WorkerJob& job) const {
          sha256_hex(reference != nullptr ? reference->dump() : std::string("null"));
 }
 
-std::shared_ptr<ChildChannel> PythonWorker::take_parked(const std::string& key) {
-  std::vector<std::shared_ptr<ChildChannel>> dropped;  // killed after the lock is let go
-  std::shared_ptr<ChildChannel> taken;
-  {
-    std::lock_guard lock(parked_mu_);
-    const auto now = Clock::now();
-    for (auto it = parked_.begin(); it != parked_.end();) {
-      ChildMessage state = ChildMessage::kNotYet;
-      if (now - it->since > kParkedFor) {
-        state = ChildMessage::kGone;
-      } else if (!taken && it->key == key) {
-        state = it->child->ready ? ChildMessage::kArrived : next_message_of(*it->child, "ready");
-      }
-      if (state == ChildMessage::kNotYet) {
-        ++it;
-        continue;
-      }
-      if (state == ChildMessage::kArrived) {
-        taken = std::move(it->child);
-        ++jobs_on_kept_judges_;
-      } else {
-        dropped.push_back(std::move(it->child));
-      }
-      it = parked_.erase(it);
-    }
-  }
-  if (taken) {  // no longer warm-ups: a job's
-    taken->warming.reset();
-    taken->spare_warming.reset();
-  }
-  for (auto& child : dropped)
-    child->kill_all();
-  return taken;
-}
-
-void PythonWorker::park_after_job(const std::shared_ptr<ChildChannel>& child,
-                                  const std::string& key) {
-  // The job's candidate is the pid its judge named; the judge has not reaped it (it waits
-  // for `candidate_ended`), so the pid is still that process. It is pid 1 of its own pid
-  // namespace: with it dies everything it started.
-  const auto candidate = static_cast<pid_t>(int_field(child->ready_message, "candidate_pid"));
-  child->ready = false;
-  bool parked = candidate > 1 && ::kill(candidate, SIGKILL) == 0;
-  parked = parked &&
-           worker_protocol::write_all(
-               child->proto.get(), worker_protocol::encode_frame(Json{{"type", "candidate_ended"}}),
-               Clock::now() + std::chrono::seconds(5));
-  // `idle`: the candidate is reaped (its CUDA context gone) and the next spare warms up.
-  parked = parked && await_message_of(*child, "idle", Clock::now() + std::chrono::seconds(10));
-  if (!parked) {
-    child->kill_all();
-    return;
-  }
-  DeviceGate* gate = device_gate();
-  // One registration for the whole child from now on (its judge attaches its clock, its
-  // spare finishes warming); the spare's own ends first, so nothing is registered twice.
-  child->spare_warming.reset();
-  if (gate != nullptr) child->warming = child->warm_beside(*gate);
-  std::shared_ptr<ChildChannel> evicted;
-  {
-    std::lock_guard lock(parked_mu_);
-    if (gate != nullptr) ++kept_gate_registrations_;
-    if (parked_.size() >= kMaxParked) {
-      evicted = std::move(parked_.front().child);
-      parked_.pop_front();
-    }
-    parked_.push_back({key, child, Clock::now()});
-    ++judges_parked_;
-  }
-  if (evicted) evicted->kill_all();
-}
-
-void PythonWorker::clear_parked() {
-  std::deque<Parked> gone;
-  {
-    std::lock_guard lock(parked_mu_);
-    gone.swap(parked_);
-  }
-  for (auto& p : gone)
-    p.child->kill_all();
-}
-
 Json PythonWorker::status() const {
   Json s = {{"type", "python"}, {"device", options_.device}};
   book_.fill_status(s);
   s["warm_children_target"] = options_.warm_children;
   s["jobs_per_judge"] = options_.jobs_per_judge;
-  {
-    std::lock_guard lock(parked_mu_);
-    s["judges_parked_now"] = parked_.size();
-    s["judges_parked_total"] = judges_parked_;
-    s["jobs_on_kept_judges_total"] = jobs_on_kept_judges_;
-    // Warm-ups of kept judges registered with the device's gate (a spare woken by a job, a
-    // parked judge), besides one per process started.
-    s["kept_judge_gate_registrations_total"] = kept_gate_registrations_;
-  }
+  kept_.fill_status(s);
   s["teardowns"] = teardowns_.status();
   if (options_.gate) {
     s["warm_children_max"] = std::max(options_.warm_children, options_.max_warm_children);
@@ -645,8 +546,8 @@ Json PythonWorker::status() const {
 
 void PythonWorker::shutdown() {
   stop_warmer();       // before the pool and the zygote go
-  teardowns_.drain();  // parks the last kept judges, which clear_parked() then ends
-  clear_parked();
+  teardowns_.drain();  // parks the last kept judges, which kept_.clear() then ends
+  kept_.clear();
   stop_zygote();
   book_.set_state(WorkerState::kStopped);
 }

@@ -27,6 +27,7 @@
 #include "kforge/worker_protocol/process.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
+#include "kforge/workers/kept_judges.h"
 #include "kforge/workers/teardowns.h"
 #include "kforge/workers/warm_pool.h"
 #include "kforge/workers/worker.h"
@@ -81,8 +82,8 @@ struct PythonWorkerOptions {
   // nothing), and after a job it is kept ("parked") for the next job of the same submitter
   // and the same reference: that job's candidate is a fresh spare, warmed while the judge
   // waited; the judge, its CUDA context and its warm-up are reused (docs/security.md, "A
-  // judge serves several jobs"). At most kMaxParked judges wait per worker, each at most
-  // kParkedFor.
+  // judge serves several jobs"). At most KeptJudges::kMaxParked judges wait per worker,
+  // each at most KeptJudges::kParkedFor (kept_judges.h).
   int jobs_per_judge = 1;
   std::chrono::seconds zygote_start_timeout{300};
   std::chrono::seconds child_ready_timeout{180};
@@ -134,16 +135,6 @@ class PythonWorker final : public Worker, private ExitSource {
   // The gate a job's timed regions take and warm-ups register with: the pipelined grant,
   // else the timing gate (null in tests of the worker alone).
   DeviceGate* device_gate() const;
-  // A parked judge of `key` whose next candidate is warm (its `ready` arrived), or null.
-  // Drops (kills) parked judges that are gone or waited too long.
-  std::shared_ptr<ChildChannel> take_parked(const std::string& key);
-  // After a kept job (ChildJobEnd::kept): kills the job's candidate (its pid namespace),
-  // waits for the judge's `idle`, then parks it under `key`, registered with the device's
-  // gate while its next candidate warms up. Runs on the teardown thread: the job's device
-  // ticket goes back once it returns, with the candidate gone. Kills the child otherwise.
-  void park_after_job(const std::shared_ptr<ChildChannel>& child, const std::string& key);
-  void clear_parked();
-
   Status start_zygote();
   void stop_zygote();
   Status handle_control_message(const Json& message);
@@ -187,23 +178,11 @@ class PythonWorker final : public Worker, private ExitSource {
   Json hello_ = Json::object();  // guarded by mu_
   int64_t zygote_starts_ = 0;    // guarded by mu_
   pid_t zygote_pid_ = -1;        // guarded by mu_
-  // Judges kept between jobs (jobs_per_judge > 1), oldest first.
-  struct Parked {
-    std::string key;
-    std::shared_ptr<ChildChannel> child;
-    std::chrono::steady_clock::time_point since;
-  };
-  static constexpr size_t kMaxParked = 4;
-  static constexpr std::chrono::seconds kParkedFor{60};
-  mutable std::mutex parked_mu_;
-  std::deque<Parked> parked_;            // guarded by parked_mu_
-  int64_t judges_parked_ = 0;            // guarded by parked_mu_
-  int64_t jobs_on_kept_judges_ = 0;      // guarded by parked_mu_
-  int64_t kept_gate_registrations_ = 0;  // guarded by parked_mu_
+  KeptJudges kept_;              // judges kept between jobs (jobs_per_judge > 1)
 
   // Jobs' processes ending after their answers went out. Last: destroyed first, so every
   // teardown finishes while the rest of the worker is still there (a kept judge is parked
-  // from there, so parked_ is declared before it).
+  // from there, so kept_ is declared before it).
   Teardowns teardowns_;
 };
 
