@@ -15,6 +15,7 @@
 
 #include "kforge/common/status.h"
 #include "kforge/model/job.h"
+#include "kforge/model/job_query.h"
 
 namespace kforge::store {
 
@@ -43,6 +44,10 @@ class Store {
 
   // The job, or nullopt when unknown.
   virtual StatusOr<std::optional<model::JobRecord>> get_job(const std::string& id) = 0;
+
+  // The jobs `query` selects, newest first (model/job_query.h), at most `query.limit` of them.
+  // kInvalidArgument (field "limit") for a limit below 1.
+  virtual StatusOr<std::vector<model::JobRecord>> list_jobs(const model::JobQuery& query) = 0;
 
   // Every job in state queued or running, oldest first (for recovery at start-up).
   virtual StatusOr<std::vector<model::JobRecord>> unfinished_jobs() = 0;

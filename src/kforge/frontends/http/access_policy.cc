@@ -146,7 +146,8 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request,
     preflight.headers.emplace_back("Access-Control-Max-Age", "600");
     return preflight;
   }
-  if (has_tokens() && !is_probe(request) && matching_token(request) == nullptr) {
+  if (has_tokens() && !is_probe(request) && !is_ui_asset(request) &&
+      matching_token(request) == nullptr) {
     HttpResponse response = HttpResponse::error(
         Status(ErrorCode::kUnauthenticated,
                "missing or wrong API token: send 'Authorization: Bearer <token>'"));
@@ -158,6 +159,11 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request,
 
 bool AccessPolicy::is_probe(const HttpRequest& request) {
   return request.method == "GET" && (request.path == "/livez" || request.path == "/readyz");
+}
+
+bool AccessPolicy::is_ui_asset(const HttpRequest& request) {
+  return request.method == "GET" &&
+         (request.path == "/ui" || request.path == "/ui/" || request.path.starts_with("/ui/"));
 }
 
 HeaderList AccessPolicy::cors_headers(const HttpRequest& request) const {

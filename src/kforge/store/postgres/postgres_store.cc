@@ -5,8 +5,10 @@
 #include <cerrno>
 #include <string_view>
 #include <utility>
+#include <variant>
 
 #include "kforge/common/json.h"
+#include "kforge/store/job_query_sql.h"
 #include "kforge/store/postgres/pg_connection.h"
 #include "kforge/store/summary.h"
 
@@ -59,7 +61,16 @@ constexpr std::string_view kMigrations[] = {
     R"sql(
       ALTER TABLE jobs ADD COLUMN submitter text NOT NULL DEFAULT '';
     )sql",
+    // 2 -> 3: job listings (GET /jobs) read newest first by (created_ms, id).
+    R"sql(
+      CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created_ms, id);
+    )sql",
 };
+
+// The candidate's kernel_type in a stored request (a compare's custom_kernel, else kernel).
+constexpr std::string_view kKernelTypeSql =
+    "COALESCE(request::jsonb #>> '{custom_kernel,kernel_type}',"
+    " request::jsonb #>> '{kernel,kernel_type}')";
 
 constexpr std::string_view kChannel = "kforge_jobs";
 constexpr std::string_view kColumns =
@@ -365,6 +376,22 @@ StatusOr<std::vector<JobRecord>> PostgresStore::unfinished_jobs() {
                                                   " FROM jobs WHERE state IN ('queued', "
                                                   "'running') ORDER BY created_ms, seq",
                                               {}, "list unfinished jobs"));
+  return decode_jobs(rows);
+}
+
+StatusOr<std::vector<JobRecord>> PostgresStore::list_jobs(const model::JobQuery& query) {
+  KF_ASSIGN_OR_RETURN(JobListSql sql, job_list_sql(query, kKernelTypeSql,
+                                                   [](int i) { return "$" + std::to_string(i); }));
+  std::vector<Param> params;
+  params.reserve(sql.params.size());
+  for (const SqlParam& p : sql.params) {
+    const auto* i = std::get_if<int64_t>(&p);
+    params.emplace_back(i != nullptr ? std::to_string(*i) : std::get<std::string>(p));
+  }
+  std::lock_guard lock(mu_);
+  KF_ASSIGN_OR_RETURN(
+      Rows rows, conn_->query("SELECT " + std::string(kColumns) + " FROM jobs" + sql.tail, params,
+                              "list jobs"));
   return decode_jobs(rows);
 }
 
