@@ -24,8 +24,12 @@ export function timingPlot(rows) {
     hi = Math.max(hi, r.stats.max ?? 0, r.stats.percentile_99 ?? 0, r.stats.mean ?? 0, r.kernelTime ?? 0);
   }
   hi = hi > 0 ? hi * 1.05 : 1;
+  // The axis starts near the fastest trial when every trial is far from 0 (so close
+  // distributions stay apart), else at 0.
+  const lowest = Math.min(...timed.map((r) => r.stats.min ?? r.stats.median));
+  const floor = lowest > 0.3 * hi ? lowest * 0.95 : 0;
   const H = timed.length * ROW + 40;
-  const x = (ms) => LEFT + (Math.max(0, ms) / hi) * (W - LEFT - RIGHT);
+  const x = (ms) => LEFT + (Math.max(0, ms - floor) / (hi - floor)) * (W - LEFT - RIGHT);
   const root = svg('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'plot timing-plot',
                            role: 'img', 'aria-label': 'timing distribution, reference and candidate'});
   timed.forEach((r, i) => {
@@ -54,7 +58,7 @@ export function timingPlot(rows) {
   const axisY = H - 14;
   root.append(svg('line', {x1: LEFT, x2: W - RIGHT, y1: axisY - 8, y2: axisY - 8, class: 'axis'}));
   for (const f of [0, 0.25, 0.5, 0.75, 1]) {
-    const v = hi * f;
+    const v = floor + (hi - floor) * f;
     root.append(svg('text', {x: x(v), y: axisY + 4, class: 'tick', 'text-anchor': 'middle'}, fmt(v)));
   }
   return root;

@@ -71,7 +71,19 @@ def ui_server() -> Iterator[tuple[KforgeServer, dict[str, Any]]]:
         with srv.client() as c:
             r = c.post(f"/job/{jobs['cancelled']}/cancel", json={"reason": HOSTILE_REASON})
             assert r.status_code == 200 and r.json()["state"] == "cancelled", r.text
-        srv.wait_jobs(list(jobs.values()))
+            candidates = [
+                torch_kernel(model_source("return torch.clamp(x, min=0)")),
+                torch_kernel(model_source("return x")),  # wrong: not ranked
+            ]
+            r = c.post("/batch", params={"wait": "false"}, json={
+                "ref_kernel": relu, "candidates": candidates, "num_correct_trials": 2,
+                "timing": timing,
+            })  # fmt: skip
+            assert r.status_code == 202, r.text
+            batch_jobs = r.json()["jobs"]
+            jobs["batch"] = r.json()["batch_id"]
+        srv.wait_jobs([*(v for k, v in jobs.items() if k != "batch"), *batch_jobs])
+        jobs["batch_jobs"] = batch_jobs
         jobs["live_body"] = {
             "kernel": torch_kernel(model_source("import time\ntime.sleep(2)\nreturn x")),
             "num_correct_trials": 1,
@@ -132,6 +144,6 @@ def test_in_chromium(ui_server: tuple[KforgeServer, dict[str, Any]]) -> None:
     report = out.stdout + out.stderr
     print(report)
     assert out.returncode == 0, report
-    assert report.count("\nok ") + report.startswith("ok ") == 6, report
-    for name in ["token-prompt", "jobs", "job", "diff", "hostile", "devices"]:
+    assert report.count("\nok ") + report.startswith("ok ") == 7, report
+    for name in ["token-prompt", "jobs", "job", "diff", "hostile", "devices", "batch"]:
         assert (shots / f"{name}.png").stat().st_size > 1000, name

@@ -54,8 +54,10 @@ async function openPage({withToken = true} = {}) {
   return page;
 }
 
-async function shot(page, name, fullPage = false) {
-  await page.screenshot({path: path.join(shots, `${name}.png`), fullPage});
+// A screenshot of the viewport, or with `height` of the page's top that tall.
+async function shot(page, name, height = 0) {
+  const clip = height ? {x: 0, y: 0, width: 1280, height} : undefined;
+  await page.screenshot({path: path.join(shots, `${name}.png`), fullPage: Boolean(height), clip});
 }
 
 await check('token prompt: nothing is readable without the token', async () => {
@@ -141,7 +143,7 @@ await check('job page: verdict, plots, sources; then a source diff', async () =>
   assert(trials >= 1, 'no passed trial drawn');
   const sources = await page.locator('pre.source').count();
   assert(sources === 2, `${sources} sources shown (reference and candidate expected)`);
-  await shot(page, 'job', true);
+  await shot(page, 'job', 1450);
   await page.fill('#diff-with input[name=other]', jobs.correct);
   await page.click('#diff-with button[type=submit]');
   await page.locator('pre.diff').waitFor({timeout: T});
@@ -186,6 +188,22 @@ await check('devices page', async () => {
   const names = await page.locator('section.device h2').allTextContents();
   assert(names.length >= 1, 'no device');
   await shot(page, 'devices');
+  await page.context().close();
+});
+
+await check('batch page: candidates ranked, each linking to its job', async () => {
+  const page = await openPage();
+  await page.goto(`${url}/ui#/batch/${jobs.batch}`);
+  const rows = page.locator('table.batch tbody tr');
+  await page.waitForFunction(() => document.querySelectorAll('table.batch tbody tr').length === 2, null, {timeout: T});
+  const first = await rows.nth(0).locator('td').allTextContents();
+  const second = await rows.nth(1).locator('td').allTextContents();
+  assert(first[0] === '1' && first[1] === '0' && first[4] === 'correct', `first row: ${first}`);
+  assert(second[0] === '—' && second[1] === '1' && second[4] !== 'correct', `second row: ${second}`);
+  await shot(page, 'batch');
+  await rows.nth(0).locator('a').click();
+  await page.waitForFunction((id) => document.getElementById('job-id')?.textContent === id,
+                             jobs.batch_jobs[0], {timeout: T});
   await page.context().close();
 });
 

@@ -19,7 +19,7 @@ TEST(JobListRequestTest, ReadsEveryFilter) {
                                                 {"kernel_type", "triton"},
                                                 {"device", "cuda:0"},
                                                 {"submitter", "alice"},
-                                                {"since", "1795642723.5"},
+                                                {"since", "1795642720.5"},
                                                 {"until", "2026-11-25T21:38:43.123Z"},
                                                 {"limit", "7"},
                                                 {"format", "jsonl"}}));
@@ -29,7 +29,7 @@ TEST(JobListRequestTest, ReadsEveryFilter) {
   EXPECT_EQ(q.kernel_type, "triton");
   EXPECT_EQ(q.device, "cuda:0");
   EXPECT_EQ(q.submitter, "alice");
-  EXPECT_EQ(q.created_from_ms, 1795642723500);
+  EXPECT_EQ(q.created_from_ms, 1795642720500);
   EXPECT_EQ(q.created_before_ms, 1795642723123);
   EXPECT_EQ(q.limit, 7);
   EXPECT_TRUE(parsed->jsonl);
