@@ -4,6 +4,7 @@ malformed parameter."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -182,9 +183,10 @@ def test_without_the_token_nothing_is_listed(
 def test_the_python_client_lists_and_pages(
     listed: tuple[KforgeServer, list[dict[str, Any]]],
 ) -> None:
-    from kforge_client import KernelEvalClient, KernelEvalError
+    from kforge_client import AsyncKernelEvalClient, KernelEvalClient, KernelEvalError
 
     srv, jobs = listed
+    torch_ids = set(ids_of(get(srv, kernel_type="torch")))
     with KernelEvalClient(srv.url, token=TOKEN) as client:
         page = client.list_jobs(status=["success", "failed"], kernel_type="triton", limit=1)
         assert len(page["jobs"]) == 1 and page["next_cursor"]
@@ -193,3 +195,9 @@ def test_the_python_client_lists_and_pages(
         with pytest.raises(KernelEvalError) as refused:
             client.list_jobs(limit=0)
         assert refused.value.field == "query.limit"
+
+    async def async_ids() -> list[str]:
+        async with AsyncKernelEvalClient(srv.url, token=TOKEN) as client:
+            return [j["job_id"] async for j in client.iter_jobs(limit=3, kernel_type="torch")]
+
+    assert asyncio.run(async_ids()) == [j["job_id"] for j in jobs if j["job_id"] in torch_ids]

@@ -42,7 +42,7 @@ const browser = await chromium.launch({
 
 // A page that records every dialog, page error and console error, with the token given.
 async function openPage({withToken = true} = {}) {
-  const context = await browser.newContext({viewport: {width: 1280, height: 900}});
+  const context = await browser.newContext({viewport: {width: 1280, height: 900}, acceptDownloads: true});
   const page = await context.newPage();
   page.events = {dialogs: [], errors: [], console: []};
   page.on('dialog', async (d) => { page.events.dialogs.push(d.message()); await d.dismiss(); });
@@ -88,6 +88,10 @@ await check('jobs list: newest first, filters, pagination', async () => {
     assert(ids.includes(id), `job ${id} not listed: ${ids}`);
   }
   await shot(page, 'jobs');
+  // Export: the listed jobs as JSON Lines, downloaded with the token.
+  const [download] = await Promise.all([page.waitForEvent('download', {timeout: T}), page.click('#export-jsonl')]);
+  const exported = fs.readFileSync(await download.path(), 'utf8').trim().split('\n').map((l) => JSON.parse(l).job_id);
+  assert(exported.join() === ids.join(), `exported ${exported} but listed ${ids}`);
   // Filter: triton jobs only (the broken one).
   await page.selectOption('#job-filters select[name=kernel_type]', 'triton');
   await page.click('#job-filters button[type=submit]');
