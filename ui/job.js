@@ -5,7 +5,7 @@
 import * as api from '/ui/api.js';
 import {el, replace, pre, when, duration, num, table, facts, jsonTree, badge, stateBadge} from '/ui/dom.js';
 import {timingPlot, speedupPlot, trialsPlot} from '/ui/plot.js';
-import {candidateSource} from '/ui/diff.js';
+import {highlighted} from '/ui/highlight.js';
 
 const REFRESH_MS = 2000;
 const TERMINAL = new Set(['success', 'failed', 'cancelled']);
@@ -132,7 +132,7 @@ function sources(job) {
   const out = [];
   for (const [label, k] of [['reference', req.ref_kernel], ['candidate', req.custom_kernel], ['kernel', req.kernel]]) {
     if (!k) continue;
-    out.push(el('h3', {}, `${label} (${k.kernel_type || '?'})`), pre(k.source_code, 'code source'));
+    out.push(el('h3', {}, `${label} (${k.kernel_type || '?'})`), highlighted(k.source_code, k.kernel_type));
   }
   return out;
 }

@@ -147,6 +147,8 @@ await check('job page: verdict, plots, sources; then a source diff', async () =>
   assert(trials >= 1, 'no passed trial drawn');
   const sources = await page.locator('pre.source').count();
   assert(sources === 2, `${sources} sources shown (reference and candidate expected)`);
+  const keywords = await page.locator('pre.source span.tok-keyword').allTextContents();
+  assert(keywords.includes('def') && keywords.includes('return'), `highlighted keywords: ${keywords}`);
   await shot(page, 'job', 1450);
   await page.fill('#diff-with input[name=other]', jobs.correct);
   await page.click('#diff-with button[type=submit]');
@@ -175,6 +177,8 @@ await check('hostile jobs: their HTML shows as text and nothing runs', async () 
   await page.waitForFunction((id) => document.getElementById('job-id')?.textContent === id, jobs.hostile, {timeout: T});
   await page.locator('pre.source').first().waitFor({timeout: T});
   await shows(['<script>window.__pwned=1</script>', '<img src=x onerror="window.__pwned=2">']);
+  const comment = await page.locator('pre.source span.tok-comment').first().textContent();
+  assert(comment === '# <script>window.__pwned=1</script>', `the highlighted comment: ${comment}`);
   await page.waitForTimeout(500);
   const pwned = await page.evaluate(() => window.__pwned);
   assert(pwned === undefined, `window.__pwned is ${pwned}`);
