@@ -28,34 +28,44 @@ function route() {
 
 const pages = {jobs: jobsPage, job: jobPage, devices: devicesPage, diff: diffPage, batch: batchPage};
 
+// Each render draws into a fresh view: a page still loading when the user moves on writes
+// into its own detached view, and its live updates are stopped as soon as it returns.
+let generation = 0;
+
 async function render() {
   if (stopPage) stopPage();
   stopPage = null;
+  const mine = ++generation;
   const r = route();
   for (const a of document.querySelectorAll('nav a')) {
     a.classList.toggle('active', a.dataset.page === r.name);
   }
   const page = pages[r.name];
+  const view = el('div', {class: 'view'});
+  replace(main, view);
   if (!page) {
-    replace(main, el('p', {class: 'error'}, 'No such page: ', r.name));
+    replace(view, el('p', {class: 'error'}, 'No such page: ', r.name));
     return;
   }
-  replace(main, el('p', {class: 'muted'}, 'Loading…'));
+  replace(view, el('p', {class: 'muted'}, 'Loading…'));
   try {
-    stopPage = (await page(main, r.arg, r.params)) || null;
+    const stop = (await page(view, r.arg, r.params)) || null;
+    if (mine === generation) stopPage = stop;
+    else if (stop) stop();
   } catch (e) {
-    showError(e);
+    showError(view, e);
   }
 }
 
-export function showError(e) {
+function showError(view, e) {
   if (e instanceof api.ApiError && e.status === 401) return;  // the token form is up
-  replace(main, el('p', {class: 'error', role: 'alert'}, String(e && e.message ? e.message : e)));
+  replace(view, el('p', {class: 'error', role: 'alert'}, String(e && e.message ? e.message : e)));
 }
 
 function askForToken() {
   if (stopPage) stopPage();
   stopPage = null;
+  ++generation;
   replace(main);
   tokenForm.hidden = false;
   tokenError.hidden = !api.token();

@@ -100,6 +100,10 @@ def test_cursor_pages_cover_every_job_once(
             break
     assert pages == 3
     assert seen == [j["job_id"] for j in jobs]
+    # A browser page of another (allowed) origin may read the header too.
+    with srv.client() as c:
+        r = c.get("/jobs", params={"limit": 1}, headers={"Origin": "http://localhost:3000"})
+    assert "X-Next-Cursor" in r.headers["access-control-expose-headers"]
 
 
 def test_filters(listed: tuple[KforgeServer, list[dict[str, Any]]]) -> None:

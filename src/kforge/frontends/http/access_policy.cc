@@ -172,7 +172,8 @@ HeaderList AccessPolicy::cors_headers(const HttpRequest& request) const {
   if (origin == nullptr || !origin_allowed(*origin)) return headers;
   headers.emplace_back("Access-Control-Allow-Origin", *origin);
   headers.emplace_back("Vary", "Origin");
-  headers.emplace_back("Access-Control-Expose-Headers", "X-Request-Id, Mcp-Session-Id");
+  headers.emplace_back("Access-Control-Expose-Headers",
+                       "X-Request-Id, Mcp-Session-Id, X-Next-Cursor");
   return headers;
 }
 
