@@ -108,7 +108,11 @@ Json job_list_view(const model::JobRecord& job) {
   if (job.started_ms > 0) j["started_at"] = epoch_seconds(job.started_ms);
   if (job.finished_ms > 0) j["finished_at"] = epoch_seconds(job.finished_ms);
   if (job.result.is_object()) {
-    const Json r = exec_result_view(job.result, job.kind == model::JobKind::kCompare);
+    Json given = Json::object();  // a listing's result has null members for absent ones
+    for (const auto& [key, value] : job.result.items()) {
+      if (!value.is_null()) given[key] = value;
+    }
+    const Json r = exec_result_view(given, job.kind == model::JobKind::kCompare);
     for (const char* key :
          {"compiled", "correctness", "runtime", "speedup", "speedup_verdict", "error_kind"}) {
       if (auto it = r.find(key); it != r.end() && !it->is_null()) j[key] = *it;

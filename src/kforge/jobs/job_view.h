@@ -36,7 +36,8 @@ Json job_status_view(const model::JobRecord& job);
 //   {job_id, state, status, phase?, kind, kernel_type, device, submitter, attempts,
 //    created_at, started_at?, finished_at?, error, compiled?, correctness?, runtime?,
 //    speedup?, speedup_verdict?, error_kind?}
-// `kernel_type` is the candidate's (null when the request names none).
+// `kernel_type` is the candidate's (null when the request names none). Works on a full
+// record and on a listing's (Store::list_jobs: request and result cut down).
 Json job_list_view(const model::JobRecord& job);
 
 // A finished job as the answer to a submit that waited (POST, MCP kernel tools).

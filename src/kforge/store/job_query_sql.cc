@@ -2,13 +2,30 @@
 
 namespace kforge::store {
 
+std::string listed_request_sql(std::string_view kernel_type_sql, const JsonSqlDialect& dialect) {
+  const std::string object(dialect.object_function);
+  return object + "('kernel', " + object + "('kernel_type', " + std::string(kernel_type_sql) +
+         "))" + std::string(dialect.as_text);
+}
+
+std::string listed_result_sql(const JsonSqlDialect& dialect) {
+  std::string members;
+  for (std::string_view name : {"compiled", "correctness", "runtime", "runtime_stats", "speedup",
+                                "speedup_verdict", "error_kind"}) {
+    if (!members.empty()) members += ", ";
+    members += "'" + std::string(name) + "', " + dialect.result_member(name);
+  }
+  return "CASE WHEN result IS NULL THEN NULL ELSE " + std::string(dialect.object_function) + "(" +
+         members + ")" + std::string(dialect.as_text) + " END";
+}
+
 StatusOr<JobListSql> job_list_sql(const model::JobQuery& query, std::string_view kernel_type_sql,
                                   const std::function<std::string(int)>& placeholder) {
   if (query.limit < 1) return invalid_argument("must be at least 1", "limit");
   JobListSql out;
   std::vector<std::string> clauses;
-  auto param = [&out, &placeholder](SqlParam value) {
-    out.params.push_back(std::move(value));
+  auto param = [&out, &placeholder](auto value) {
+    out.params.push_back(SqlParam::of(std::move(value)));
     return placeholder(static_cast<int>(out.params.size()));
   };
   if (!query.states.empty()) {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <variant>
+#include <utility>
 #include <vector>
 
 #include "kforge/common/status.h"
@@ -15,7 +15,15 @@
 
 namespace kforge::store {
 
-using SqlParam = std::variant<std::string, int64_t>;
+// A bound parameter: text, or an integer (`text` then holds its decimal digits too).
+struct SqlParam {
+  std::string text;
+  int64_t integer = 0;
+  bool is_integer = false;
+
+  static SqlParam of(std::string value) { return SqlParam{std::move(value), 0, false}; }
+  static SqlParam of(int64_t value) { return SqlParam{std::to_string(value), value, true}; }
+};
 
 struct JobListSql {
   // " WHERE ... ORDER BY created_ms DESC, id DESC LIMIT <n>" (WHERE omitted when nothing
@@ -23,6 +31,19 @@ struct JobListSql {
   std::string tail;
   std::vector<SqlParam> params;  // in placeholder order
 };
+
+// How a dialect builds JSON: SQLite's json_object and `result -> '$.name'`, PostgreSQL's
+// jsonb_build_object, `result::jsonb -> 'name'` and a cast back to text.
+struct JsonSqlDialect {
+  std::string_view object_function;
+  std::function<std::string(std::string_view)> result_member;  // JSON, NULL when absent
+  std::string_view as_text;                                    // appended to a built object
+};
+
+// The two columns that replace `request` and `result` in a listing (Store::list_jobs):
+// {"kernel": {"kernel_type": ...}} and the result's listed members (NULL without a result).
+std::string listed_request_sql(std::string_view kernel_type_sql, const JsonSqlDialect& dialect);
+std::string listed_result_sql(const JsonSqlDialect& dialect);
 
 // `placeholder(i)` writes the i-th parameter (1-based); `kernel_type_sql` is an expression of
 // the candidate's kernel_type (NULL when the request has none). kInvalidArgument (field

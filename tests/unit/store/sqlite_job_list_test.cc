@@ -80,7 +80,31 @@ TEST_F(SqliteJobListTest, NewestFirstTiesByIdDescending) {
   auto jobs = store_->list_jobs({});
   ASSERT_TRUE(jobs.is_ok());
   EXPECT_EQ((*jobs)[0].submitter, "bob");
-  EXPECT_EQ((*jobs)[0].request["custom_kernel"]["kernel_type"], "torch");
+  EXPECT_EQ((*jobs)[0].request, (Json{{"kernel", {{"kernel_type", "torch"}}}}));
+  EXPECT_TRUE((*jobs)[0].result.is_null());
+}
+
+TEST_F(SqliteJobListTest, ResultsAreCutToWhatAListingShows) {
+  const Json result = {{"compiled", true},
+                       {"correctness", false},
+                       {"runtime_stats", {{"mean", 0.5}, {"trials", 3}}},
+                       {"speedup", nullptr},
+                       {"stdout", std::string(1 << 20, 'x')},
+                       {"metadata", {{"kernel_name", "k"}}}};
+  ASSERT_TRUE(store_->finish_job("d", JobState::kCancelled, result, "", 900).is_ok());
+  JobQuery q;
+  q.states = {JobState::kCancelled};
+  auto jobs = store_->list_jobs(q);
+  ASSERT_TRUE(jobs.is_ok() && jobs->size() == 1);
+  const Json& got = (*jobs)[0].result;
+  EXPECT_EQ(got["compiled"], true);
+  EXPECT_EQ(got["correctness"], false);
+  EXPECT_EQ(got["runtime_stats"], result["runtime_stats"]);
+  EXPECT_TRUE(got["speedup"].is_null());
+  EXPECT_TRUE(got["error_kind"].is_null());  // absent in the result
+  EXPECT_FALSE(got.contains("stdout"));
+  EXPECT_FALSE(got.contains("metadata"));
+  EXPECT_EQ((*jobs)[0].request["kernel"]["kernel_type"], "cuda");
 }
 
 TEST_F(SqliteJobListTest, EachFilterAndTheirConjunction) {

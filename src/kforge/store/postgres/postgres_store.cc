@@ -81,6 +81,17 @@ constexpr std::string_view kColumnsNoRequest =
     "id, kind, state, NULL, result, device, error, attempts, created_ms, started_ms, "
     "finished_ms, submitter";
 
+// kColumns for a listing: the request and result cut to what it shows (Store::list_jobs).
+std::string listed_columns() {
+  const JsonSqlDialect dialect{
+      "jsonb_build_object",
+      [](std::string_view name) { return "result::jsonb -> '" + std::string(name) + "'"; },
+      "::text"};
+  return "id, kind, state, " + listed_request_sql(kKernelTypeSql, dialect) + ", " +
+         listed_result_sql(dialect) +
+         ", device, error, attempts, created_ms, started_ms, finished_ms, submitter";
+}
+
 std::string dump(const Json& value) {
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -384,14 +395,12 @@ StatusOr<std::vector<JobRecord>> PostgresStore::list_jobs(const model::JobQuery&
                                                    [](int i) { return "$" + std::to_string(i); }));
   std::vector<Param> params;
   params.reserve(sql.params.size());
-  for (const SqlParam& p : sql.params) {
-    const auto* i = std::get_if<int64_t>(&p);
-    params.emplace_back(i != nullptr ? std::to_string(*i) : std::get<std::string>(p));
-  }
+  for (const SqlParam& p : sql.params)
+    params.emplace_back(p.text);
   std::lock_guard lock(mu_);
   KF_ASSIGN_OR_RETURN(
-      Rows rows, conn_->query("SELECT " + std::string(kColumns) + " FROM jobs" + sql.tail, params,
-                              "list jobs"));
+      Rows rows,
+      conn_->query("SELECT " + listed_columns() + " FROM jobs" + sql.tail, params, "list jobs"));
   return decode_jobs(rows);
 }
 

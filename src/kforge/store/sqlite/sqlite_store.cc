@@ -109,6 +109,17 @@ constexpr std::string_view kKernelTypeSql =
     "COALESCE(json_extract(request, '$.custom_kernel.kernel_type'),"
     " json_extract(request, '$.kernel.kernel_type'))";
 
+// kSelectJob for a listing: the request and result cut to what it shows (Store::list_jobs).
+std::string select_listed_job() {
+  const JsonSqlDialect dialect{
+      "json_object",
+      [](std::string_view name) { return "result -> '$." + std::string(name) + "'"; }, ""};
+  return "SELECT id, kind, state, " + listed_request_sql(kKernelTypeSql, dialect) + ", " +
+         listed_result_sql(dialect) +
+         ", device, error, attempts, created_ms, started_ms, finished_ms, submitter,"
+         " process_bound FROM jobs";
+}
+
 constexpr std::string_view kSelectJob =
     "SELECT id, kind, state, request, result, device, error, attempts, created_ms, started_ms,"
     " finished_ms, submitter, process_bound FROM jobs";
@@ -394,7 +405,7 @@ StatusOr<std::vector<JobRecord>> SqliteStore::unfinished_jobs() {
 
 StatusOr<std::vector<JobRecord>> SqliteStore::list_jobs(const model::JobQuery& query) {
   KF_ASSIGN_OR_RETURN(JobListSql sql, job_list_sql(query, kKernelTypeSql, [](int) { return "?"; }));
-  const std::string text = std::string(kSelectJob) + sql.tail;
+  const std::string text = select_listed_job() + sql.tail;
   std::lock_guard lock(mu_);
   sqlite3_stmt* stmt = nullptr;
   const int rc =
@@ -403,10 +414,10 @@ StatusOr<std::vector<JobRecord>> SqliteStore::list_jobs(const model::JobQuery& q
   std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> owned(stmt, &sqlite3_finalize);
   Call call(db_, stmt);
   for (const SqlParam& p : sql.params) {
-    if (const auto* i = std::get_if<int64_t>(&p)) {
-      call.integer(*i);
+    if (p.is_integer) {
+      call.integer(p.integer);
     } else {
-      call.text(std::get<std::string>(p));
+      call.text(p.text);
     }
   }
   return read_jobs(call, "list jobs");
