@@ -10,8 +10,9 @@
 #     smoke test).
 #   scripts/setup.sh [test]  what serving needs, plus what every `make test` stage needs: the PostgreSQL
 #     server (multi-node test), GoogleTest and Google Benchmark, clang (format, tidy,
-#     libFuzzer), promtool, and 3. the Node tooling of the MCP tests in tests/mcp-node (npm
-#     ci, pinned by its lockfile). Go for kubeconform comes with scripts/check-k8s.sh.
+#     libFuzzer), promtool, chromium (the web UI's browser tests), and 3. the Node tooling of
+#     the MCP tests in tests/mcp-node and of the UI tests in tests/ui (npm ci, pinned by their
+#     lockfiles). Go for kubeconform comes with scripts/check-k8s.sh.
 # Re-running it when everything is present takes about a second.
 set -euo pipefail
 
@@ -36,6 +37,7 @@ if [[ "$mode" == test ]]; then
     libgtest-dev libgmock-dev libbenchmark-dev
     clang-format clang-tidy clang libclang-rt-14-dev
     prometheus  # for promtool (`promtool check metrics` on GET /metrics, tests/integration/test_metrics.py)
+    chromium    # the web UI's browser tests (tests/integration/test_ui.py; playwright-core drives it)
   )
 fi
 
@@ -85,8 +87,13 @@ fi
 node_dir="$here/tests/mcp-node"
 node_stamp="$node_dir/node_modules/.kforge-lock.sha256"
 node_want="$(sha256sum "$node_dir/package-lock.json" | cut -d' ' -f1)"
+# The UI tests' playwright-core (it drives Debian's chromium; it downloads no browser).
+ui_dir="$here/tests/ui"
+ui_stamp="$ui_dir/node_modules/.kforge-lock.sha256"
+ui_want="$(sha256sum "$ui_dir/package-lock.json" | cut -d' ' -f1)"
 if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_want" ||
-      ! -x "$node_dir/node_modules/.bin/node" ]]; then
+      ! -x "$node_dir/node_modules/.bin/node" ||
+      ! -f "$ui_stamp" || "$(cat "$ui_stamp")" != "$ui_want" ]]; then
   if ! command -v npm >/dev/null; then
     echo "setup: installing Debian packages: nodejs npm"
     sudo_cmd=()
@@ -95,8 +102,16 @@ if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_want" ||
     "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive \
       apt-get install -y -qq --no-install-recommends nodejs npm
   fi
-  echo "setup: installing the MCP test tooling into tests/mcp-node (npm ci)"
-  (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
-  echo "$node_want" > "$node_stamp"
+  if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_want" ||
+        ! -x "$node_dir/node_modules/.bin/node" ]]; then
+    echo "setup: installing the MCP test tooling into tests/mcp-node (npm ci)"
+    (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$node_want" > "$node_stamp"
+  fi
+  if [[ ! -f "$ui_stamp" || "$(cat "$ui_stamp")" != "$ui_want" ]]; then
+    echo "setup: installing the UI test tooling into tests/ui (npm ci)"
+    (cd "$ui_dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+    echo "$ui_want" > "$ui_stamp"
+  fi
 fi
 echo "setup: ok (venv $venv)"

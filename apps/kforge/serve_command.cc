@@ -14,6 +14,7 @@
 #include "kforge/frontends/http/api_docs.h"
 #include "kforge/frontends/http/bench_route.h"
 #include "kforge/frontends/http/http_server.h"
+#include "kforge/frontends/http/ui_route.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
 #include "kforge/frontends/mcp/input_required.h"
@@ -204,6 +205,7 @@ int run_serve(const ServeConfig& config) {
     bench_policy.kforge_version = std::string(kVersion);
     Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest);
     if (s.is_ok()) s = frontends::http::add_bench_route(router, service, blocking, bench_policy);
+    if (s.is_ok()) s = frontends::http::add_ui_routes(router);  // the web UI reads the REST API
     if (!s.is_ok()) {
       KF_LOG_ERROR("cannot set up the REST API: {}", s.to_string());
       service.stop();

@@ -249,3 +249,30 @@ def test_the_token_file_names_the_principal_not_the_token(make_server, tmp_path:
     time.sleep(0.2)
     for token in (ALICE, BOB, OPS):
         assert token not in srv.log()
+
+
+def test_job_listings_show_each_user_only_its_own_jobs(make_server, tmp_path: Path) -> None:
+    """GET /jobs (and so the web UI's jobs page): a user lists its own jobs whatever filter it
+    sends; an admin lists everyone's."""
+    srv: KforgeServer = make_server(*token_files(tmp_path), token=OPS, ready=True)
+    with as_(srv, ALICE) as alice, as_(srv, BOB) as bob, as_(srv, OPS) as ops:
+        body = {"kernel": {"source_code": ALICE_RAISER, "kernel_type": "torch"},
+                "measure_performance": False}  # fmt: skip
+        hers = alice.post("/evaluate", json=body).json()["job_id"]
+        his = bob.post("/evaluate", json=body).json()["job_id"]
+
+        def listed(c: httpx.Client, **params: str) -> list[str]:
+            r = c.get("/jobs", params=params)
+            assert r.status_code == 200, r.text
+            assert SECRET not in r.text  # summaries never carry sources or tracebacks
+            return [j["job_id"] for j in r.json()["jobs"]]
+
+        assert listed(alice) == [hers]
+        assert listed(bob) == [his]
+        assert listed(bob, submitter="alice") == []
+        assert bob.get("/jobs", params={"format": "jsonl"}).text.count(hers) == 0
+        assert set(listed(ops)) == {hers, his}
+        assert listed(ops, submitter="alice") == [hers]
+        # A cursor made from another user's job does not reach past the caller's own jobs.
+        page = ops.get("/jobs", params={"limit": 1}).json()
+        assert listed(bob, cursor=page["next_cursor"]) in ([], [his])

@@ -180,7 +180,7 @@ def test_three_nodes_one_killed_mid_batch_every_job_completes_once(postgres: Pos
             list(pool.map(lambda s: s.start(), nodes))
         for s in nodes:
             s.wait_ready()
-        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["2"]]
+        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["3"]]
         victim = nodes[2]
 
         ids: list[str] = []
@@ -369,7 +369,7 @@ def submit_retrying(server: KforgeServer, body: dict[str, object]) -> str:
 def test_a_schema_newer_than_the_binary_is_refused(postgres: Postgres) -> None:
     first = node(postgres, "node-a").start()
     first.stop()
-    assert postgres.rows("SELECT version FROM kforge_schema_version") == [["2"]]
+    assert postgres.rows("SELECT version FROM kforge_schema_version") == [["3"]]
     postgres.rows("UPDATE kforge_schema_version SET version = 99")
     out = subprocess.run(
         [str(kforge_binary()), "serve", "--port", "0", "--devices", "cpu",
@@ -432,7 +432,7 @@ def test_the_submitter_column_is_migrated_and_jobs_stay_private_across_nodes(
         for s in nodes:
             s.start()
             s.wait_ready()
-        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["2"]]
+        assert postgres.rows("SELECT version FROM kforge_schema_version") == [["3"]]
         assert postgres.rows(
             "SELECT submitter = '' FROM jobs WHERE id = '0123456789abcdef0123456789abcdef'"
         ) == [["t"]]

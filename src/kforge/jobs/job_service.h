@@ -15,10 +15,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/model/job.h"
+#include "kforge/model/job_query.h"
 #include "kforge/model/principal.h"
 #include "kforge/model/request.h"
 
@@ -71,6 +73,15 @@ class JobService {
   // The job as it is now, whoever submitted it (frontends answer clients through
   // job_access.h, which hides other principals' jobs); kNotFound when unknown. Blocks.
   virtual StatusOr<model::JobRecord> get(const std::string& id) = 0;
+
+  // The jobs `query` selects, newest first (model/job_query.h), whoever submitted them
+  // (frontends narrow `query.submitter` to what the caller may see: job_access.h); a running
+  // job carries its progress phase. kUnimplemented where a service cannot list (one that
+  // forwards to another server). Blocks.
+  virtual StatusOr<std::vector<model::JobRecord>> list_jobs(const model::JobQuery& query) {
+    (void)query;
+    return Status(ErrorCode::kUnimplemented, "this service cannot list jobs");
+  }
 
   // Calls `done` once when the job reaches a terminal state: immediately (on this thread)
   // if it already has. Returns a subscription id for `unsubscribe`. kNotFound when unknown.

@@ -575,6 +575,18 @@ StatusOr<model::JobRecord> JobServiceImpl::get(const std::string& id) {
   return *stored;
 }
 
+StatusOr<std::vector<model::JobRecord>> JobServiceImpl::list_jobs(const model::JobQuery& query) {
+  KF_ASSIGN_OR_RETURN(std::vector<model::JobRecord> jobs, store_->list_jobs(query));
+  std::lock_guard lock(mu_);
+  for (model::JobRecord& job : jobs) {
+    auto it = active_.find(job.id);
+    if (it != active_.end() && it->second.record.state == job.state) {
+      job.phase = it->second.record.phase;
+    }
+  }
+  return jobs;
+}
+
 StatusOr<uint64_t> JobServiceImpl::when_done(const std::string& id, DoneCallback done) {
   uint64_t sub = 0;
   {

@@ -95,6 +95,7 @@ class JobServiceImpl final : public JobService {
 
   StatusOr<model::JobRecord> submit(model::JobRequest request, const Caller& caller) override;
   StatusOr<model::JobRecord> get(const std::string& id) override;
+  StatusOr<std::vector<model::JobRecord>> list_jobs(const model::JobQuery& query) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
   void unsubscribe(uint64_t subscription) override;

@@ -82,6 +82,45 @@ Json job_status_view(const model::JobRecord& job) {
   return j;
 }
 
+Json job_list_view(const model::JobRecord& job) {
+  Json j = {{"job_id", job.id},
+            {"state", to_string(job.state)},
+            {"status", legacy_job_status(job.state, job.phase)},
+            {"kind", model::to_string(job.kind)},
+            {"device", job.device},
+            {"submitter", job.submitter},
+            {"attempts", job.attempts},
+            {"created_at", epoch_seconds(job.created_ms)},
+            {"error", job.error.empty() ? Json() : Json(job.error)}};
+  Json kernel_type;
+  for (const char* side : {"custom_kernel", "kernel"}) {
+    if (!job.request.is_object()) break;
+    auto kernel = job.request.find(side);
+    if (kernel == job.request.end() || !kernel->is_object()) continue;
+    auto type = kernel->find("kernel_type");
+    if (type != kernel->end() && type->is_string()) {
+      kernel_type = *type;
+      break;
+    }
+  }
+  j["kernel_type"] = std::move(kernel_type);
+  if (job.state == model::JobState::kRunning && !job.phase.empty()) j["phase"] = job.phase;
+  if (job.started_ms > 0) j["started_at"] = epoch_seconds(job.started_ms);
+  if (job.finished_ms > 0) j["finished_at"] = epoch_seconds(job.finished_ms);
+  if (job.result.is_object()) {
+    Json given = Json::object();  // a listing's result has null members for absent ones
+    for (const auto& [key, value] : job.result.items()) {
+      if (!value.is_null()) given[key] = value;
+    }
+    const Json r = exec_result_view(given, job.kind == model::JobKind::kCompare);
+    for (const char* key :
+         {"compiled", "correctness", "runtime", "speedup", "speedup_verdict", "error_kind"}) {
+      if (auto it = r.find(key); it != r.end() && !it->is_null()) j[key] = *it;
+    }
+  }
+  return j;
+}
+
 Json job_result_view(const model::JobRecord& job) {
   Json j = common_view(job);
   j["status"] = job.state == model::JobState::kSucceeded ? "success" : "error";

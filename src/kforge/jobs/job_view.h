@@ -33,6 +33,14 @@ std::string_view legacy_job_status(model::JobState state, std::string_view phase
 // A job looked up (GET /job/{id}, 202 answers, MCP get_job_status).
 Json job_status_view(const model::JobRecord& job);
 
+// A job as one entry of a listing (GET /jobs): small, no sources or samples:
+//   {job_id, state, status, phase?, kind, kernel_type, device, submitter, attempts,
+//    created_at, started_at?, finished_at?, error, compiled?, correctness?, runtime?,
+//    speedup?, speedup_verdict?, error_kind?}
+// `kernel_type` is the candidate's (null when the request names none). Works on a full
+// record and on a listing's (Store::list_jobs: request and result cut down).
+Json job_list_view(const model::JobRecord& job);
+
 // A finished job as the answer to a submit that waited (POST, MCP kernel tools).
 Json job_result_view(const model::JobRecord& job);
 

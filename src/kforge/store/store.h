@@ -15,6 +15,7 @@
 
 #include "kforge/common/status.h"
 #include "kforge/model/job.h"
+#include "kforge/model/job_query.h"
 
 namespace kforge::store {
 
@@ -43,6 +44,14 @@ class Store {
 
   // The job, or nullopt when unknown.
   virtual StatusOr<std::optional<model::JobRecord>> get_job(const std::string& id) = 0;
+
+  // The jobs `query` selects, newest first (model/job_query.h), at most `query.limit` of them,
+  // each with only what a listing shows (a page stays small however large the results):
+  // `request` is {"kernel": {"kernel_type": <the candidate's, or null>}} and `result` (null
+  // while there is none) holds only `compiled`, `correctness`, `runtime`, `runtime_stats`,
+  // `speedup`, `speedup_verdict` and `error_kind` (null where the result has none).
+  // kInvalidArgument (field "limit") for a limit below 1.
+  virtual StatusOr<std::vector<model::JobRecord>> list_jobs(const model::JobQuery& query) = 0;
 
   // Every job in state queued or running, oldest first (for recovery at start-up).
   virtual StatusOr<std::vector<model::JobRecord>> unfinished_jobs() = 0;

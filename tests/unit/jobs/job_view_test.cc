@@ -166,5 +166,47 @@ TEST(JobViewTest, TheStateReadsBackFromEitherView) {
   EXPECT_FALSE(job_state_of_view(Json{{"status", "bogus"}}).has_value());
 }
 
+TEST(JobViewTest, AListingEntryFromACutDownRecord) {
+  model::JobRecord job;
+  job.id = "j1";
+  job.kind = model::JobKind::kCompare;
+  job.state = model::JobState::kSucceeded;
+  job.device = "cpu";
+  job.submitter = "alice";
+  job.created_ms = 2000;
+  job.finished_ms = 3500;
+  // As Store::list_jobs gives it: absent members are null.
+  job.request = {{"kernel", {{"kernel_type", "triton"}}}};
+  job.result = {{"compiled", true},     {"correctness", true},
+                {"runtime", nullptr},   {"runtime_stats", {{"mean", 0.25}, {"trials", 4}}},
+                {"speedup", 1.5},       {"speedup_verdict", "faster"},
+                {"error_kind", nullptr}};
+  const Json view = job_list_view(job);
+  EXPECT_EQ(view["job_id"], "j1");
+  EXPECT_EQ(view["state"], "success");
+  EXPECT_EQ(view["status"], "completed");
+  EXPECT_EQ(view["kernel_type"], "triton");
+  EXPECT_EQ(view["submitter"], "alice");
+  EXPECT_EQ(view["created_at"], 2.0);
+  EXPECT_EQ(view["finished_at"], 3.5);
+  EXPECT_FALSE(view.contains("started_at"));
+  EXPECT_EQ(view["runtime"], 0.25);  // the mean, as in a full view
+  EXPECT_EQ(view["speedup"], 1.5);
+  EXPECT_EQ(view["speedup_verdict"], "faster");
+  EXPECT_FALSE(view.contains("error_kind"));
+  EXPECT_TRUE(view["error"].is_null());
+  // A full record gives the same entry (the candidate of a compare's request).
+  model::JobRecord full = job;
+  full.request = {{"ref_kernel", {{"kernel_type", "torch"}}},
+                  {"custom_kernel", {{"kernel_type", "triton"}, {"source_code", "..."}}}};
+  full.result = {{"compiled", true},
+                 {"correctness", true},
+                 {"runtime_stats", {{"mean", 0.25}, {"trials", 4}}},
+                 {"speedup", 1.5},
+                 {"speedup_verdict", "faster"},
+                 {"stdout", "lots"}};
+  EXPECT_EQ(job_list_view(full), view);
+}
+
 }  // namespace
 }  // namespace kforge::jobs

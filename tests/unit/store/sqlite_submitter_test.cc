@@ -102,7 +102,7 @@ TEST_F(SqliteSubmitterTest, ADatabaseOfSchemaVersion2IsMigrated) {
   )sql");
   auto store = SqliteStore::open({.path = path_});
   ASSERT_TRUE(store.is_ok()) << store.status().to_string();
-  EXPECT_EQ(SqliteStore::schema_version(), 4);
+  EXPECT_EQ(SqliteStore::schema_version(), 5);
   auto old = (*store)->get_job("old-job");
   ASSERT_TRUE(old.is_ok() && old->has_value());
   EXPECT_EQ((*old)->submitter, "");  // seen by admins (and servers without tokens) only

@@ -342,6 +342,32 @@ def cleanup(
     return (yield from request_json(config, Call("POST", "/admin/cleanup-jobs", body or None)))
 
 
+def job_list_params(
+    *,
+    status: str | Sequence[str] | None,
+    kernel_type: str | None,
+    device: str | None,
+    submitter: str | None,
+    since: float | str | None,
+    until: float | str | None,
+    limit: int | None,
+    cursor: str | None,
+) -> dict[str, str]:
+    """GET /jobs' query parameters; `status` a state or several, times as epoch seconds (or
+    ISO 8601 text). None leaves a filter out."""
+    if status is not None and not isinstance(status, str):
+        status = ",".join(status)
+    given = {"status": status, "kernel_type": kernel_type, "device": device,
+             "submitter": submitter, "since": since, "until": until, "limit": limit,
+             "cursor": cursor}  # fmt: skip
+    return {k: str(v) for k, v in given.items() if v is not None}
+
+
+def list_jobs(config: Config, params: dict[str, str]) -> Operation[Any]:
+    """One page of GET /jobs: {"jobs": [...], "next_cursor": str | None, "limit": int}."""
+    return (yield from request_json(config, Call("GET", "/jobs", params=params)))
+
+
 def cancel(config: Config, job_id: str, reason: str | None) -> Operation[Any]:
     body = {"reason": reason} if reason else None
     call = Call("POST", f"/job/{job_id}/cancel", body, timeout=60)

@@ -4,7 +4,8 @@ The methods of the kernel evaluation server's client keep their names, arguments
 values (dicts, with `ref_runtime` and `runtime_stats` as RuntimeStats): compare, evaluate,
 health_check, get_job_status, get_stats, cleanup_jobs, close. kforge adds typed results
 (compare_result, evaluate_result, job), submission without waiting (submit_evaluate,
-submit_compare, wait_for_job, cancel_job), batches (run_batch, submit_batch) and openapi().
+submit_compare, wait_for_job, cancel_job), job listings (list_jobs, iter_jobs), batches
+(run_batch, submit_batch) and openapi().
 
 A submit that the server answers with 202 (the job is still queued after the server's wait
 bound) is polled until it finishes, so evaluate/compare always return a finished job. The
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -218,6 +219,38 @@ class KernelEvalClient:
         client's timeout plus the server's queueing allowance)."""
         return EvaluationResult.from_dict(self._run(op.poll(self._config, job_id, timeout)))
 
+    def list_jobs(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        kernel_type: str | None = None,
+        device: str | None = None,
+        submitter: str | None = None,
+        since: float | str | None = None,
+        until: float | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of jobs, newest first (GET /jobs): {"jobs": [summary, ...], "next_cursor",
+        "limit"}. Filters: status (a state or several), kernel_type (the candidate's), device,
+        submitter, since/until (created_at, epoch seconds); pass next_cursor as cursor for the
+        next page. A user token lists only its own jobs."""
+        params = op.job_list_params(
+            status=status, kernel_type=kernel_type, device=device, submitter=submitter,
+            since=since, until=until, limit=limit, cursor=cursor,
+        )  # fmt: skip
+        return self._run(op.list_jobs(self._config, params))  # type: ignore[no-any-return]
+
+    def iter_jobs(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every job list_jobs(**filters) selects, newest first, page after page."""
+        cursor = filters.pop("cursor", None)
+        while True:
+            page = self.list_jobs(**filters, cursor=cursor)
+            yield from page["jobs"]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
     def cancel_job(self, job_id: str, reason: str | None = None) -> JobStatus:
         """Cancels a queued or running job; returns it once it has ended."""
         return JobStatus.from_dict(self._run(op.cancel(self._config, job_id, reason)))
@@ -396,6 +429,34 @@ class AsyncKernelEvalClient:
 
     async def wait_for_job(self, job_id: str, timeout: float | None = None) -> EvaluationResult:
         return EvaluationResult.from_dict(await self._run(op.poll(self._config, job_id, timeout)))
+
+    async def list_jobs(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        kernel_type: str | None = None,
+        device: str | None = None,
+        submitter: str | None = None,
+        since: float | str | None = None,
+        until: float | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        params = op.job_list_params(
+            status=status, kernel_type=kernel_type, device=device, submitter=submitter,
+            since=since, until=until, limit=limit, cursor=cursor,
+        )  # fmt: skip
+        return await self._run(op.list_jobs(self._config, params))  # type: ignore[no-any-return]
+
+    async def iter_jobs(self, **filters: Any) -> AsyncIterator[dict[str, Any]]:
+        cursor = filters.pop("cursor", None)
+        while True:
+            page = await self.list_jobs(**filters, cursor=cursor)
+            for job in page["jobs"]:
+                yield job
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
 
     async def cancel_job(self, job_id: str, reason: str | None = None) -> JobStatus:
         return JobStatus.from_dict(await self._run(op.cancel(self._config, job_id, reason)))

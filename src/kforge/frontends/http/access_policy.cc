@@ -146,7 +146,8 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request,
     preflight.headers.emplace_back("Access-Control-Max-Age", "600");
     return preflight;
   }
-  if (has_tokens() && !is_probe(request) && matching_token(request) == nullptr) {
+  if (has_tokens() && !is_probe(request) && !is_ui_asset(request) &&
+      matching_token(request) == nullptr) {
     HttpResponse response = HttpResponse::error(
         Status(ErrorCode::kUnauthenticated,
                "missing or wrong API token: send 'Authorization: Bearer <token>'"));
@@ -160,13 +161,19 @@ bool AccessPolicy::is_probe(const HttpRequest& request) {
   return request.method == "GET" && (request.path == "/livez" || request.path == "/readyz");
 }
 
+bool AccessPolicy::is_ui_asset(const HttpRequest& request) {
+  return request.method == "GET" &&
+         (request.path == "/ui" || request.path == "/ui/" || request.path.starts_with("/ui/"));
+}
+
 HeaderList AccessPolicy::cors_headers(const HttpRequest& request) const {
   HeaderList headers;
   const std::string* origin = request.header("origin");
   if (origin == nullptr || !origin_allowed(*origin)) return headers;
   headers.emplace_back("Access-Control-Allow-Origin", *origin);
   headers.emplace_back("Vary", "Origin");
-  headers.emplace_back("Access-Control-Expose-Headers", "X-Request-Id, Mcp-Session-Id");
+  headers.emplace_back("Access-Control-Expose-Headers",
+                       "X-Request-Id, Mcp-Session-Id, X-Next-Cursor");
   return headers;
 }
 

@@ -7,7 +7,8 @@
 //   names the request's principal (model/principal.h). CORS preflights (OPTIONS with
 //   Access-Control-Request-Method) are exempt, as browsers send them without credentials,
 //   and so are the probes `GET /livez` and `GET /readyz` (is_probe), which an orchestrator
-//   sends without one and which answer only a status word.
+//   sends without one and which answer only a status word, and the web UI's static files
+//   (is_ui_asset), which a browser loads before it has the token to send.
 // - Origin: a request carrying `Origin` must come from an allowed origin: one listed in
 //   `allowed_origins` ("*" allows all), or a loopback origin (http://localhost:*,
 //   http://127.0.0.1:*, http://[::1]:*). Otherwise 403. Allowed origins get CORS headers.
@@ -63,6 +64,10 @@ class AccessPolicy {
 
   // GET /livez or GET /readyz: the probes, answered without a token.
   static bool is_probe(const HttpRequest& request);
+
+  // GET /ui or /ui/...: the web UI's static files (ui_route.h), answered without a token:
+  // they hold no data, and the page asks for the token before it reads the API.
+  static bool is_ui_asset(const HttpRequest& request);
 
   // CORS headers to add to the response of `request` (empty without an allowed Origin).
   HeaderList cors_headers(const HttpRequest& request) const;

@@ -31,6 +31,9 @@ void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest reque
 void handle_submit_batch(const RestContextPtr& ctx, HttpRequest request, Responder responder);
 void handle_get_batch(const RestContextPtr& ctx, const HttpRequest& request, Responder responder);
 
+// GET /jobs (job_list.cc).
+void handle_list_jobs(const RestContextPtr& ctx, const HttpRequest& request, Responder responder);
+
 // A boolean query parameter (?wait=false, ?stream=1): `absent` when it is not given;
 // kInvalidArgument (field "query.<name>") for a value that is not a boolean.
 StatusOr<bool> parse_bool_query(const HttpRequest& request, std::string_view name, bool absent);

@@ -15,16 +15,25 @@ namespace kforge::frontends::http {
 namespace {
 
 // GET /job/{id}: another principal's job is answered as an unknown one (jobs/job_access.h).
+// ?include=request adds the canonical request (the kernels' sources) as `request`.
 void handle_get_job(const RestContextPtr& ctx, const HttpRequest& request, Responder responder) {
   const std::string* id = request.path_param("id");
+  const std::string* include = request.query_param("include");
+  if (include != nullptr && *include != "request") {
+    responder.send(HttpResponse::error(
+        invalid_argument("must be 'request', got '" + *include + "'", "query.include")));
+    return;
+  }
   ctx->blocking([ctx, id = id == nullptr ? std::string() : *id, principal = request.principal,
-                 responder = std::move(responder)] {
+                 with_request = include != nullptr, responder = std::move(responder)] {
     auto job = jobs::get_visible(ctx->service, id, principal);
     if (!job.is_ok()) {
       responder.send(HttpResponse::error(job.status()));
       return;
     }
-    responder.send(HttpResponse::json(200, jobs::job_status_view(*job)));
+    Json view = jobs::job_status_view(*job);
+    if (with_request) view["request"] = job->request;
+    responder.send(HttpResponse::json(200, view));
   });
 }
 
@@ -234,6 +243,9 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
   }));
   KF_RETURN_IF_ERROR(router.add("GET", "/batch/{id}", [ctx](const HttpRequest& r, Responder s) {
     handle_get_batch(ctx, r, std::move(s));
+  }));
+  KF_RETURN_IF_ERROR(router.add("GET", "/jobs", [ctx](const HttpRequest& r, Responder s) {
+    handle_list_jobs(ctx, r, std::move(s));
   }));
   KF_RETURN_IF_ERROR(router.add("GET", "/job/{id}", [ctx](const HttpRequest& r, Responder s) {
     handle_get_job(ctx, r, std::move(s));

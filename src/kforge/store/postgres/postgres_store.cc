@@ -5,8 +5,10 @@
 #include <cerrno>
 #include <string_view>
 #include <utility>
+#include <variant>
 
 #include "kforge/common/json.h"
+#include "kforge/store/job_query_sql.h"
 #include "kforge/store/postgres/pg_connection.h"
 #include "kforge/store/summary.h"
 
@@ -59,7 +61,16 @@ constexpr std::string_view kMigrations[] = {
     R"sql(
       ALTER TABLE jobs ADD COLUMN submitter text NOT NULL DEFAULT '';
     )sql",
+    // 2 -> 3: job listings (GET /jobs) read newest first by (created_ms, id).
+    R"sql(
+      CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created_ms, id);
+    )sql",
 };
+
+// The candidate's kernel_type in a stored request (a compare's custom_kernel, else kernel).
+constexpr std::string_view kKernelTypeSql =
+    "COALESCE(request::jsonb #>> '{custom_kernel,kernel_type}',"
+    " request::jsonb #>> '{kernel,kernel_type}')";
 
 constexpr std::string_view kChannel = "kforge_jobs";
 constexpr std::string_view kColumns =
@@ -69,6 +80,17 @@ constexpr std::string_view kColumns =
 constexpr std::string_view kColumnsNoRequest =
     "id, kind, state, NULL, result, device, error, attempts, created_ms, started_ms, "
     "finished_ms, submitter";
+
+// kColumns for a listing: the request and result cut to what it shows (Store::list_jobs).
+std::string listed_columns() {
+  const JsonSqlDialect dialect{
+      "jsonb_build_object",
+      [](std::string_view name) { return "result::jsonb -> '" + std::string(name) + "'"; },
+      "::text"};
+  return "id, kind, state, " + listed_request_sql(kKernelTypeSql, dialect) + ", " +
+         listed_result_sql(dialect) +
+         ", device, error, attempts, created_ms, started_ms, finished_ms, submitter";
+}
 
 std::string dump(const Json& value) {
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -365,6 +387,20 @@ StatusOr<std::vector<JobRecord>> PostgresStore::unfinished_jobs() {
                                                   " FROM jobs WHERE state IN ('queued', "
                                                   "'running') ORDER BY created_ms, seq",
                                               {}, "list unfinished jobs"));
+  return decode_jobs(rows);
+}
+
+StatusOr<std::vector<JobRecord>> PostgresStore::list_jobs(const model::JobQuery& query) {
+  KF_ASSIGN_OR_RETURN(JobListSql sql, job_list_sql(query, kKernelTypeSql,
+                                                   [](int i) { return "$" + std::to_string(i); }));
+  std::vector<Param> params;
+  params.reserve(sql.params.size());
+  for (const SqlParam& p : sql.params)
+    params.emplace_back(p.text);
+  std::lock_guard lock(mu_);
+  KF_ASSIGN_OR_RETURN(
+      Rows rows,
+      conn_->query("SELECT " + listed_columns() + " FROM jobs" + sql.tail, params, "list jobs"));
   return decode_jobs(rows);
 }
 

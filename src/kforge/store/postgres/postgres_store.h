@@ -9,6 +9,7 @@
 //        owner text,               -- node running the job (NULL unless running)
 //        lease_until timestamptz,  -- the owner's lease, by the database's clock
 //        cancel_reason text)       -- a cancellation requested by another node
+//   indexes: jobs_by_created(created_ms, id) for job listings (version 3), and the queue's.
 //   job_runs(job_id, attempt, node, device, claimed_ms, ended_ms, outcome): one row per
 //        start; outcome is the terminal state the node recorded, 'requeued' (the node
 //        stopped), 'lease_expired' (the node died), NULL while it runs.
@@ -69,6 +70,7 @@ class PostgresStore final : public Store, public SharedQueue {
   Status finish_job(const std::string& id, model::JobState state, const Json& result,
                     const std::string& error, int64_t finished_ms) override;
   StatusOr<std::optional<model::JobRecord>> get_job(const std::string& id) override;
+  StatusOr<std::vector<model::JobRecord>> list_jobs(const model::JobQuery& query) override;
   StatusOr<std::vector<model::JobRecord>> unfinished_jobs() override;
   StatusOr<int64_t> delete_finished_before(int64_t unix_ms) override;
   StatusOr<std::map<model::JobState, int64_t>> count_by_state() override;

@@ -3,12 +3,15 @@
 #include <sqlite3.h>
 
 #include <charconv>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <utility>
+#include <variant>
 
 #include "kforge/common/files.h"
 #include "kforge/common/json.h"
+#include "kforge/store/job_query_sql.h"
 #include "kforge/store/sqlite/sqlite_support.h"
 #include "kforge/store/summary.h"
 
@@ -95,7 +98,27 @@ constexpr std::string_view kMigrations[] = {
     R"sql(
       ALTER TABLE jobs ADD COLUMN process_bound INTEGER NOT NULL DEFAULT 0;
     )sql",
+    // 4 -> 5: job listings (GET /jobs) read newest first by (created_ms, id).
+    R"sql(
+      CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs(created_ms, id);
+    )sql",
 };
+
+// The candidate's kernel_type in a stored request (a compare's custom_kernel, else kernel).
+constexpr std::string_view kKernelTypeSql =
+    "COALESCE(json_extract(request, '$.custom_kernel.kernel_type'),"
+    " json_extract(request, '$.kernel.kernel_type'))";
+
+// kSelectJob for a listing: the request and result cut to what it shows (Store::list_jobs).
+std::string select_listed_job() {
+  const JsonSqlDialect dialect{
+      "json_object",
+      [](std::string_view name) { return "result -> '$." + std::string(name) + "'"; }, ""};
+  return "SELECT id, kind, state, " + listed_request_sql(kKernelTypeSql, dialect) + ", " +
+         listed_result_sql(dialect) +
+         ", device, error, attempts, created_ms, started_ms, finished_ms, submitter,"
+         " process_bound FROM jobs";
+}
 
 constexpr std::string_view kSelectJob =
     "SELECT id, kind, state, request, result, device, error, attempts, created_ms, started_ms,"
@@ -378,6 +401,26 @@ StatusOr<std::vector<JobRecord>> SqliteStore::unfinished_jobs() {
   Call call(db_, statement(Query::kUnfinished));
   call.text(model::to_string(JobState::kQueued)).text(model::to_string(JobState::kRunning));
   return read_jobs(call, "list unfinished jobs");
+}
+
+StatusOr<std::vector<JobRecord>> SqliteStore::list_jobs(const model::JobQuery& query) {
+  KF_ASSIGN_OR_RETURN(JobListSql sql, job_list_sql(query, kKernelTypeSql, [](int) { return "?"; }));
+  const std::string text = select_listed_job() + sql.tail;
+  std::lock_guard lock(mu_);
+  sqlite3_stmt* stmt = nullptr;
+  const int rc =
+      sqlite3_prepare_v2(db_, text.c_str(), static_cast<int>(text.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return sqlite_status(db_, rc, "prepare the job listing");
+  std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> owned(stmt, &sqlite3_finalize);
+  Call call(db_, stmt);
+  for (const SqlParam& p : sql.params) {
+    if (p.is_integer) {
+      call.integer(p.integer);
+    } else {
+      call.text(p.text);
+    }
+  }
+  return read_jobs(call, "list jobs");
 }
 
 StatusOr<int64_t> SqliteStore::delete_finished_before(int64_t unix_ms) {

@@ -15,7 +15,8 @@
 //   indexes: jobs_by_state(state, created_ms), jobs_by_finished(finished_ms).
 //   Version 2 adds the workbench tables (sqlite_workbench_store.h), version 3
 //   jobs.submitter TEXT (model/principal.h), version 4 jobs.process_bound INTEGER (0 or 1:
-//   model::JobRecord::process_bound).
+//   model::JobRecord::process_bound), version 5 the index jobs_by_created(created_ms, id) of
+//   job listings.
 // Migrations are a table in sqlite_store.cc: entry i takes user_version i to i + 1 and runs
 // in one transaction at `open`. A database newer than this binary is refused.
 //
@@ -87,6 +88,8 @@ class SqliteStore final : public Store {
                     const std::string& error, int64_t finished_ms) override;
   // A row that cannot be decoded (bad JSON, unknown state or kind) is kInternal naming the id.
   StatusOr<std::optional<model::JobRecord>> get_job(const std::string& id) override;
+  // Newest first (model/job_query.h); the candidate's kernel_type is read from the request.
+  StatusOr<std::vector<model::JobRecord>> list_jobs(const model::JobQuery& query) override;
   // Oldest first by created_ms, ties in insertion order.
   StatusOr<std::vector<model::JobRecord>> unfinished_jobs() override;
   StatusOr<int64_t> delete_finished_before(int64_t unix_ms) override;

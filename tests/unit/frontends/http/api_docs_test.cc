@@ -10,6 +10,7 @@
 #include "kforge/frontends/http/bench_route.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/http/rest_handlers.h"
+#include "kforge/frontends/http/ui_route.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
 #include "kforge/frontends/mcp/server_catalog.h"
@@ -43,6 +44,7 @@ class ApiDocsTest : public ::testing::Test {
     auto blocking = make_blocking_executor(pool_);
     EXPECT_TRUE(add_rest_routes(router_, jobs_, blocking, {}).is_ok());
     EXPECT_TRUE(add_bench_route(router_, jobs_, blocking, {}).is_ok());  // as kforge serve does
+    EXPECT_TRUE(add_ui_routes(router_).is_ok());
     auto catalog = mcp::build_server_catalog(jobs_, blocking, {});
     EXPECT_TRUE(catalog.is_ok());
     catalog_ = std::move(catalog).value();
