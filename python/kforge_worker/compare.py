@@ -15,18 +15,18 @@ from typing import Any
 
 import torch
 
+from kforge_worker.bits import bits_view
+
+# fused_compare is imported in the functions that use it, on purpose: its @triton.jit decides
+# when the module is imported whether its kernels are compiled or interpreted, so it must not
+# be imported before TRITON_INTERPRET has its final value (warm_kernels.py).
+
 # fp32/fp16/bf16 at 1e-2: the kernel evaluation server's and KernelBench's default.
 _FLOAT_TOLERANCE: dict[torch.dtype, float] = {
     torch.float16: 1e-2,
     torch.bfloat16: 1e-2,
     torch.float32: 1e-2,
     torch.float64: 1e-6,
-}
-_BITS_VIEW: dict[int, torch.dtype] = {
-    1: torch.uint8,
-    2: torch.int16,
-    4: torch.int32,
-    8: torch.int64,
 }
 
 
@@ -105,13 +105,6 @@ def plain_tensor_problem(value: Any, device: torch.device) -> str | None:
     if value.device != device:
         return f"is on {value.device}, expected {device}"
     return None
-
-
-def bits_view(t: torch.Tensor) -> torch.Tensor | None:
-    """`t`'s elements as integers of the same size (a view), or None for complex dtypes and
-    sizes with no such integer."""
-    view = _BITS_VIEW.get(t.element_size())
-    return None if view is None or t.is_complex() else t.view(view)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -46,7 +46,8 @@ from typing import Any
 
 import torch
 
-from kforge_worker import devmem
+from kforge_worker import devmem, sandbox
+from kforge_worker.devinfo import one_cpu_thread
 from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.spec import TimingOptions
 from kforge_worker.timing import (
@@ -628,10 +629,8 @@ def start_echo(parts: list[EchoPart]) -> Echo:
     if pid == 0:
         code = 0
         try:
-            from kforge_worker.jailer import keep_only_fds
-
             ours.close()
-            keep_only_fds([theirs.fileno()])  # not the judge's sockets
+            sandbox.keep_only_fds([theirs.fileno()])  # not the judge's sockets
             _echo_main(StreamChannel(theirs), parts)
         except BaseException:
             code = 70
@@ -642,9 +641,6 @@ def start_echo(parts: list[EchoPart]) -> Echo:
 
 
 def _echo_main(channel: StreamChannel, parts: list[EchoPart]) -> None:
-    from kforge_worker import sandbox
-    from kforge_worker.warmup import one_cpu_thread
-
     sandbox.set_parent_death_signal()
     one_cpu_thread()
     calls = [p.call for p in parts]

@@ -25,7 +25,7 @@ import torch
 
 from kforge_worker import devmem, wire
 from kforge_worker.binding import Invocation
-from kforge_worker.compare import bits_view
+from kforge_worker.bits import bits_view
 from kforge_worker.devinfo import synchronize
 from kforge_worker.judged import (
     Echo,

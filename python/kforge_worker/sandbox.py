@@ -74,6 +74,16 @@ class SandboxReport:
         }
 
 
+def keep_only_fds(keep: list[int]) -> None:
+    """Closes every descriptor above 2 except `keep`."""
+    last = 3
+    for fd in sorted(keep):
+        if fd > last:
+            os.closerange(last, fd)
+        last = max(last, fd + 1)
+    os.closerange(last, 65536)
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 

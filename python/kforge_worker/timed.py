@@ -32,7 +32,12 @@ from typing import Any
 
 import torch
 
-from kforge_worker.binding import collect_outputs, poison_value
+from kforge_worker.binding import (
+    collect_outputs,
+    copy_returned,
+    invocation_from_plan,
+    poison_value,
+)
 from kforge_worker.compare import compare_tensors, resolve_tolerance
 from kforge_worker.correctness import call_kernel
 from kforge_worker.inputs import InputSet
@@ -47,7 +52,7 @@ from kforge_worker.judged import (
     within_bound,
 )
 from kforge_worker.kernels import JobKernels
-from kforge_worker.link import Failure
+from kforge_worker.link import Failure, plan_invocation
 from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
@@ -389,9 +394,6 @@ class CpuEcho:
         with_reference: bool,
     ) -> CpuEcho:
         """Builds what the echo runs per set (judged.EchoPart), then forks it."""
-        from kforge_worker.candidate import _copy_returned, invocation_from_plan
-        from kforge_worker.link import plan_invocation
-
         parts: list[EchoPart] = []
         ref_regions: JudgeRegions | None = None
         cand_returned = sum(p.nbytes for p in regions.layout.returned)
@@ -412,7 +414,7 @@ class CpuEcho:
                 parts.append(
                     EchoPart(
                         call=lambda inv=inv: runnable(inv.args, inv.kwargs),
-                        copy_out=lambda v, inv=inv, views=views: _copy_returned(inv, v, views),
+                        copy_out=lambda v, inv=inv, views=views: copy_returned(inv, v, views),
                         touch=lambda spans=spans, r=ref_regions: r.touch(spans),
                         null_copy=_scratch_copy(cand_returned),
                     )
@@ -434,8 +436,6 @@ class CpuEcho:
         """Writes a trial's inputs into set `index` of the reference's regions."""
         if self._ref_regions is None:
             return
-        from kforge_worker.link import plan_invocation
-
         inv = self._kernels.bind_reference(inputs.shared())
         self._ref_regions.load(plan_invocation(inv)[1], outputs=True, index=index)
 
@@ -455,16 +455,12 @@ def _scratch_copy(nbytes: int) -> Callable[[], None]:
 
 def _plan_outputs(inv: Any) -> list[tuple[str, int]]:
     """(name, slot) of the declared outputs, in the order the plan numbers them."""
-    from kforge_worker.link import plan_invocation
-
     plan, _ = plan_invocation(inv)
     names = [a.name for a in inv.outputs]
     return list(zip(names, plan["outputs"], strict=True))
 
 
 def _slot_values(inv: Any) -> list[Any]:
-    from kforge_worker.link import plan_invocation
-
     return plan_invocation(inv)[1]
 
 
