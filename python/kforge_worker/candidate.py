@@ -42,6 +42,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -119,7 +120,7 @@ def install_launch_counter() -> None:
         _LAUNCHES[0] += 1
         return run(self, *args, **kwargs)
 
-    InterpretedFunction.run = counted  # type: ignore[method-assign]
+    InterpretedFunction.run = counted
 
 
 class counting_launches:
@@ -217,7 +218,8 @@ class Candidate:
             scratch = str(message.get("scratch_dir") or os.getcwd())
             cache = str(message.get("cache_dir") or "")
             self.scratch = scratch
-            self.module = load_module(kernel, "candidate", scratch, cache)
+            module = load_module(kernel, "candidate", scratch, cache)
+            self.module = module
             init = list(init_inputs) if isinstance(init_inputs, list | tuple) else None
             self.loaded_as = {
                 "kernel": message.get("spec"),
@@ -229,7 +231,7 @@ class Candidate:
             }
             started = time.perf_counter_ns()
             try:
-                self.runnable = self._build(kernel, message, init, cache)
+                self.runnable = self._build(kernel, module, message, init, cache)
             finally:
                 if kernel.kernel_type == "cuda":
                     self.compile_ms = (time.perf_counter_ns() - started) / 1e6
@@ -263,7 +265,12 @@ class Candidate:
         )
 
     def _build(
-        self, kernel: KernelSpec, message: dict[str, Any], init: list[Any] | None, cache: str
+        self,
+        kernel: KernelSpec,
+        module: ModuleType,
+        message: dict[str, Any],
+        init: list[Any] | None,
+        cache: str,
     ) -> Runnable:
         """The kernel built where the judge built the reference's model (kernels.py); on the
         cpu when the device refuses the model's constructor (the reply says why)."""
@@ -273,7 +280,7 @@ class Candidate:
             self.loaded_as["model_on_device"] = on_device
             return build_runnable(
                 kernel,
-                self.module,
+                module,
                 init,
                 int(message.get("model_seed", 0)),
                 prefer_new=bool(message.get("prefer_new", True)),
@@ -488,11 +495,11 @@ class Candidate:
             return
         _send(self.channel, {"type": "time_ready", "ok": True, "enqueue_ms": enqueue_ms})
         calls = [target] + [call_of(one) for one in invs[1:]]
-        touches = None
+        touches: list[Callable[[], None]] | None = None
         if self.tdev.type != "cuda":
             regions = self.regions
             set_spans = [input_spans(places_in_set(places, k, strides, sizes)) for k in range(sets)]
-            touches = [(lambda spans=spans: regions.touch(spans)) for spans in set_spans]
+            touches = [partial(regions.touch, spans) for spans in set_spans]
         trials = CandidateTrials(
             self.channel, self.tdev, self.clock, calls, copy_outs, touches=touches
         )

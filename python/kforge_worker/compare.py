@@ -154,7 +154,7 @@ def bits_digest(t: torch.Tensor) -> BitsDigest:
             plain, weighted = (plain + more_plain) & mask, (weighted + more_weighted) & mask
             offset += words.numel()
         else:
-            chunks = [*words.split(DIGEST_CHUNK_WORDS), tail]
+            chunks = [*torch.split(words, DIGEST_CHUNK_WORDS), tail]
         for chunk in chunks:
             if chunk.numel() == 0:
                 continue
@@ -467,10 +467,12 @@ def output_spread(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) 
     got = actual.detach().to(want.device).reshape(-1)
     device = want.device
     first = got[:1].to(torch.float64)
-    f64 = {"dtype": torch.float64, "device": device}
+    f64 = torch.float64
     finite = torch.zeros((), dtype=torch.int64, device=device)
-    low, high = torch.full((), math.inf, **f64), torch.full((), -math.inf, **f64)
-    max_abs, max_error = torch.zeros((), **f64), torch.zeros((), **f64)
+    low = torch.full((), math.inf, dtype=f64, device=device)
+    high = torch.full((), -math.inf, dtype=f64, device=device)
+    max_abs = torch.zeros((), dtype=f64, device=device)
+    max_error = torch.zeros((), dtype=f64, device=device)
     within_zero = torch.ones((), dtype=torch.bool, device=device)
     constant = torch.ones((), dtype=torch.bool, device=device)
     with torch.no_grad():

@@ -42,6 +42,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -382,7 +383,7 @@ def run_trials(side: JudgeSide) -> JudgedRun:
             n = side.clock.next
             side.clock.next += 1
             start, end = side.clock.enqueue(
-                n, spin, lambda i=index: side.prepare(i), lambda i=index: side.after(i)
+                n, spin, partial(side.prepare, index), partial(side.after, index)
             )
             sent = time.perf_counter_ns()
             side.channel.send({"type": "go", "n": n})
@@ -500,7 +501,7 @@ def _stop(trials: int, claims: list[float], opts: TimingOptions, elapsed_ms: flo
 
 def _cpu_trial(
     side: JudgeSide, index: int, n: int, *, echo: bool = False, null: bool = False
-) -> tuple[float, dict]:
+) -> tuple[float, dict[str, Any]]:
     """One trial on the cpu, timed by the judge from its `go` to the candidate's (or the
     echo's) `done`. Its inputs are in the regions before the clock runs: copying them inside
     the window made the judge's view of a few-microsecond call the difference of two

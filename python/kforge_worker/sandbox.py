@@ -91,7 +91,7 @@ def _libc() -> ctypes.CDLL:
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
     """prctl(PR_SET_PDEATHSIG): the kernel sends `sig` when the parent dies."""
     try:
-        return _libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+        return bool(_libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 

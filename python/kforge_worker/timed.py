@@ -28,6 +28,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -159,7 +160,7 @@ def cpu_calls_per_trial(kernels: JobKernels, first: InputSet) -> int:
         a.value.numel() * a.value.element_size() for a in first.args if a.is_tensor
     ) + max(kernels.output_bytes, 1)
     by_time = math.ceil(CPU_TRIAL_MS / max(call_ms, 1e-3))
-    return max(1, min(MAX_CPU_CALLS, by_time, CPU_SETS_BYTES // per_set))
+    return int(max(1, min(MAX_CPU_CALLS, by_time, CPU_SETS_BYTES // per_set)))
 
 
 def time_candidate(
@@ -413,9 +414,9 @@ class CpuEcho:
                 spans = input_spans(ref_regions.places(k))
                 parts.append(
                     EchoPart(
-                        call=lambda inv=inv: runnable(inv.args, inv.kwargs),
-                        copy_out=lambda v, inv=inv, views=views: copy_returned(inv, v, views),
-                        touch=lambda spans=spans, r=ref_regions: r.touch(spans),
+                        call=partial(runnable, inv.args, inv.kwargs),
+                        copy_out=partial(copy_returned, inv, places=views),
+                        touch=partial(ref_regions.touch, spans),
                         null_copy=_scratch_copy(cand_returned),
                     )
                 )
@@ -426,7 +427,7 @@ class CpuEcho:
                     EchoPart(
                         call=None,
                         copy_out=lambda _: None,
-                        touch=lambda spans=spans: regions.touch(spans),
+                        touch=partial(regions.touch, spans),
                         null_copy=_scratch_copy(cand_returned),
                     )
                 )
@@ -450,7 +451,12 @@ def _scratch_copy(nbytes: int) -> Callable[[], None]:
     empty trials."""
     source = torch.empty(nbytes, dtype=torch.uint8)
     target = torch.empty_like(source)
-    return lambda: target.copy_(source) if nbytes else None
+
+    def copy() -> None:
+        if nbytes:
+            target.copy_(source)
+
+    return copy
 
 
 def _plan_outputs(inv: Any) -> list[tuple[str, int]]:
@@ -507,7 +513,7 @@ def _copy_ms(returned: list[torch.Tensor], device: torch.device) -> float:
     dst = torch.empty_like(src)
     spinner = spinner_for(device)
     copies = 8
-    times = []
+    times: list[float] = []
     for _ in range(4):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
