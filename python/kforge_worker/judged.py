@@ -49,6 +49,7 @@ import torch
 
 from kforge_worker import devmem, sandbox
 from kforge_worker.devinfo import one_cpu_thread
+from kforge_worker.loaders import describe_call_failure
 from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.spec import TimingOptions
 from kforge_worker.timing import (
@@ -323,8 +324,6 @@ class CandidateTrials:
 
 
 def _error_of(e: BaseException) -> tuple[str, str]:
-    from kforge_worker.loaders import describe_call_failure
-
     return describe_call_failure(e)
 
 

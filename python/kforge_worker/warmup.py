@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import triton
 
-from kforge_worker.devinfo import WorkerDevice, one_cpu_thread
+from kforge_worker.devinfo import WorkerDevice, describe, one_cpu_thread
 
 # warm_kernels and fused_compare are imported in the functions that use them, on purpose: their
 # @triton.jit decides at import whether the kernels are compiled or interpreted, so they wait
@@ -267,8 +267,6 @@ def warm_child(device: WorkerDevice, role: str = "judge") -> tuple[WarmupReport,
     candidate never uses it; a torch one that does makes it in its first correctness call,
     before anything is timed): ~0.4 s of a 1.4 s warm-up on an H200."""
     judge = role == "judge"
-    from kforge_worker.devinfo import describe
-
     report = WarmupReport()
     described: dict[str, Any] = {"kind": device.kind}
     tdev = device.torch_device()
