@@ -79,6 +79,7 @@ adversarial: build
 lint: setup
 	$(PY) -m ruff check python tests bench clients kernels knowledge scripts
 	$(PY) -m ruff format --check python tests bench clients kernels knowledge scripts
+	$(PY) -m mypy  # strict over python/kforge_worker and the client ([tool.mypy] in pyproject.toml)
 	@clang-format --dry-run --Werror $(CXX_SOURCES) && echo "clang-format: ok"
 	@scripts/check-k8s.sh  # deploy/k8s against the Kubernetes schemas (kubeconform)
 

@@ -48,6 +48,7 @@ from kforge_worker.timing import (
     PREPARE_RANGE,
     SPIN_RANGE,
     WINDOW_RANGE,
+    GpuTrialRunner,
     TimingReport,
     spin_us_for,
 )
@@ -448,8 +449,6 @@ def profile_windows(
     candidate process rotates its input sets and re-poisons its outputs there, as in the
     timed trials; those copies and fills are the protocol's, not the call's). Never raises."""
     import torch
-
-    from kforge_worker.timing import GpuTrialRunner
 
     if report.call is None:
         return "nothing was timed on the GPU"

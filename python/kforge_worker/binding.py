@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from kforge_worker import wire
 from kforge_worker.inputs import DTYPES, BoundArg, InputSet
 from kforge_worker.spec import IOContract
 
@@ -221,3 +222,68 @@ def timing_rotation(
         return rotating, []
     restored = [i for i in rotating if slots[i].get("role") == "inout"]
     return restored, [i for i in rotating if i not in restored]
+
+
+def copy_returned(inv: Invocation, value: object, places: list[torch.Tensor]) -> None:
+    """Copies what a call returned into the judge's places for it (nothing when the call
+    writes declared buffers). A returned output of another shape or dtype than the place the
+    judge made from the reference's is an error of the kernel's."""
+    if inv.outputs or not places:
+        return
+    outputs = collect_outputs(inv, value)
+    if len(outputs) != len(places):
+        raise RuntimeError(f"the kernel returned {len(outputs)} output(s), expected {len(places)}")
+    for (name, got), place in zip(outputs, places, strict=True):
+        if not isinstance(got, torch.Tensor):
+            raise RuntimeError(f"output '{name}' is a {type(got).__name__}, not a tensor")
+        if got.shape != place.shape or got.dtype != place.dtype:
+            raise RuntimeError(
+                f"output '{name}' has shape {tuple(got.shape)} and dtype {got.dtype}, "
+                f"expected {tuple(place.shape)} and {place.dtype}"
+            )
+        place.copy_(got)
+
+
+def invocation_from_plan(
+    plan: dict[str, Any], slots: Any, device: torch.device | None = None
+) -> Invocation:
+    """Rebuilds the judge's Invocation (link.plan_invocation) from its plan and the slot
+    values, making the slots described by a `fill` on `device`. Raises KeyError, TypeError,
+    ValueError or ProtocolError on a malformed plan."""
+    bound = [
+        BoundArg(
+            str(s["name"]),
+            _filled(s["fill"], device) if s.get("fill") is not None else v,
+            str(s.get("role", "input")),
+            bool(s.get("is_meta")),
+        )
+        for s, v in zip(plan["slots"], slots, strict=True)
+    ]
+
+    def value(ref: dict[str, Any]) -> Any:
+        return bound[ref["slot"]].value if "slot" in ref else wire.decode(ref["lit"], [])
+
+    args = [value(r) for r in plan["args"]]
+    kwargs = {k: value(r) for k, r in plan["kwargs"].items()}
+    return Invocation(
+        args,
+        kwargs,
+        outputs=[bound[i] for i in plan["outputs"]],
+        read_only=[bound[i] for i in plan["read_only"]],
+    )
+
+
+def _filled(fill: Any, device: torch.device | None) -> torch.Tensor:
+    """The output buffer a slot's `fill` describes (link.uniform_fill)."""
+    if device is None:
+        raise ValueError("a filled slot needs a device")
+    dtype = wire.DTYPES.get(str(fill["dtype"]))
+    shape = fill["shape"]
+    if dtype is None or not isinstance(shape, list):
+        raise ValueError("malformed fill")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise ValueError("malformed fill shape")
+    value = wire.decode(fill["value"], [])
+    if not isinstance(value, bool | int | float):
+        raise ValueError("malformed fill value")
+    return torch.full(shape, value, dtype=dtype, device=device)

@@ -42,6 +42,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -49,7 +50,16 @@ import torch
 
 from kforge_worker import device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
-from kforge_worker.binding import Invocation, poison_value, takes_io_positionally
+from kforge_worker.binding import (
+    Invocation,
+    collect_outputs,
+    invocation_from_plan,
+    poison_value,
+    takes_io_positionally,
+)
+
+# Looked up in this module at each call, as when it was defined here.
+from kforge_worker.binding import copy_returned as _copy_returned
 from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
@@ -82,9 +92,11 @@ from kforge_worker.spec import (
 from kforge_worker.timing import (
     SPIN_CAP_US,
     TimingReport,
+    capture_graph,
     compute_stats,
     measure_enqueue_ms,
     spin_us_for,
+    warm_up,
 )
 
 # Triton launches in this process (a launch-enter hook installed before any user code).
@@ -108,7 +120,7 @@ def install_launch_counter() -> None:
         _LAUNCHES[0] += 1
         return run(self, *args, **kwargs)
 
-    InterpretedFunction.run = counted  # type: ignore[method-assign]
+    InterpretedFunction.run = counted
 
 
 class counting_launches:
@@ -206,7 +218,8 @@ class Candidate:
             scratch = str(message.get("scratch_dir") or os.getcwd())
             cache = str(message.get("cache_dir") or "")
             self.scratch = scratch
-            self.module = load_module(kernel, "candidate", scratch, cache)
+            module = load_module(kernel, "candidate", scratch, cache)
+            self.module = module
             init = list(init_inputs) if isinstance(init_inputs, list | tuple) else None
             self.loaded_as = {
                 "kernel": message.get("spec"),
@@ -218,7 +231,7 @@ class Candidate:
             }
             started = time.perf_counter_ns()
             try:
-                self.runnable = self._build(kernel, message, init, cache)
+                self.runnable = self._build(kernel, module, message, init, cache)
             finally:
                 if kernel.kernel_type == "cuda":
                     self.compile_ms = (time.perf_counter_ns() - started) / 1e6
@@ -252,7 +265,12 @@ class Candidate:
         )
 
     def _build(
-        self, kernel: KernelSpec, message: dict[str, Any], init: list[Any] | None, cache: str
+        self,
+        kernel: KernelSpec,
+        module: ModuleType,
+        message: dict[str, Any],
+        init: list[Any] | None,
+        cache: str,
     ) -> Runnable:
         """The kernel built where the judge built the reference's model (kernels.py); on the
         cpu when the device refuses the model's constructor (the reply says why)."""
@@ -262,7 +280,7 @@ class Candidate:
             self.loaded_as["model_on_device"] = on_device
             return build_runnable(
                 kernel,
-                self.module,
+                module,
                 init,
                 int(message.get("model_seed", 0)),
                 prefer_new=bool(message.get("prefer_new", True)),
@@ -360,8 +378,6 @@ class Candidate:
         return returned
 
     def _outputs(self, inv: Invocation, returned: Any) -> tuple[list[dict[str, Any]], list[Any]]:
-        from kforge_worker.binding import collect_outputs
-
         described: list[dict[str, Any]] = []
         values: list[Any] = []
         for name, value in collect_outputs(inv, returned):
@@ -479,11 +495,11 @@ class Candidate:
             return
         _send(self.channel, {"type": "time_ready", "ok": True, "enqueue_ms": enqueue_ms})
         calls = [target] + [call_of(one) for one in invs[1:]]
-        touches = None
+        touches: list[Callable[[], None]] | None = None
         if self.tdev.type != "cuda":
             regions = self.regions
             set_spans = [input_spans(places_in_set(places, k, strides, sizes)) for k in range(sets)]
-            touches = [(lambda spans=spans: regions.touch(spans)) for spans in set_spans]
+            touches = [partial(regions.touch, spans) for spans in set_spans]
         trials = CandidateTrials(
             self.channel, self.tdev, self.clock, calls, copy_outs, touches=touches
         )
@@ -582,8 +598,6 @@ def _prepared_call(
 ) -> tuple[int, Callable[[], object]]:
     """Warms `call` up (timing.warm_up) and, with `opts.cuda_graph`, captures it: the
     warm-up calls and what each trial runs (a graph replay returns the captured outputs)."""
-    from kforge_worker.timing import capture_graph, warm_up
-
     sync: Callable[[], None] = (
         (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     )
@@ -605,73 +619,6 @@ def _prepared_call(
         return captured[0]
 
     return warmups, replay
-
-
-def _copy_returned(inv: Invocation, value: object, places: list[torch.Tensor]) -> None:
-    """Copies what a call returned into the judge's places for it (nothing when the call
-    writes declared buffers). A returned output of another shape or dtype than the place the
-    judge made from the reference's is an error of the kernel's."""
-    if inv.outputs or not places:
-        return
-    from kforge_worker.binding import collect_outputs
-
-    outputs = collect_outputs(inv, value)
-    if len(outputs) != len(places):
-        raise RuntimeError(f"the kernel returned {len(outputs)} output(s), expected {len(places)}")
-    for (name, got), place in zip(outputs, places, strict=True):
-        if not isinstance(got, torch.Tensor):
-            raise RuntimeError(f"output '{name}' is a {type(got).__name__}, not a tensor")
-        if got.shape != place.shape or got.dtype != place.dtype:
-            raise RuntimeError(
-                f"output '{name}' has shape {tuple(got.shape)} and dtype {got.dtype}, "
-                f"expected {tuple(place.shape)} and {place.dtype}"
-            )
-        place.copy_(got)
-
-
-def invocation_from_plan(
-    plan: dict[str, Any], slots: Any, device: torch.device | None = None
-) -> Invocation:
-    """Rebuilds the judge's Invocation (link.plan_invocation) from its plan and the slot
-    values, making the slots described by a `fill` on `device`. Raises KeyError, TypeError,
-    ValueError or ProtocolError on a malformed plan."""
-    bound = [
-        BoundArg(
-            str(s["name"]),
-            _filled(s["fill"], device) if s.get("fill") is not None else v,
-            str(s.get("role", "input")),
-            bool(s.get("is_meta")),
-        )
-        for s, v in zip(plan["slots"], slots, strict=True)
-    ]
-
-    def value(ref: dict[str, Any]) -> Any:
-        return bound[ref["slot"]].value if "slot" in ref else wire.decode(ref["lit"], [])
-
-    args = [value(r) for r in plan["args"]]
-    kwargs = {k: value(r) for k, r in plan["kwargs"].items()}
-    return Invocation(
-        args,
-        kwargs,
-        outputs=[bound[i] for i in plan["outputs"]],
-        read_only=[bound[i] for i in plan["read_only"]],
-    )
-
-
-def _filled(fill: Any, device: torch.device | None) -> torch.Tensor:
-    """The output buffer a slot's `fill` describes (link.uniform_fill)."""
-    if device is None:
-        raise ValueError("a filled slot needs a device")
-    dtype = wire.DTYPES.get(str(fill["dtype"]))
-    shape = fill["shape"]
-    if dtype is None or not isinstance(shape, list):
-        raise ValueError("malformed fill")
-    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise ValueError("malformed fill shape")
-    value = wire.decode(fill["value"], [])
-    if not isinstance(value, bool | int | float):
-        raise ValueError("malformed fill value")
-    return torch.full(shape, value, dtype=dtype, device=device)
 
 
 def _snapshot(args: list[BoundArg]) -> list[torch.Tensor | BitsDigest | None]:

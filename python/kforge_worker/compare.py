@@ -15,18 +15,18 @@ from typing import Any
 
 import torch
 
+from kforge_worker.bits import bits_view
+
+# fused_compare is imported in the functions that use it, on purpose: its @triton.jit decides
+# when the module is imported whether its kernels are compiled or interpreted, so it must not
+# be imported before TRITON_INTERPRET has its final value (warm_kernels.py).
+
 # fp32/fp16/bf16 at 1e-2: the kernel evaluation server's and KernelBench's default.
 _FLOAT_TOLERANCE: dict[torch.dtype, float] = {
     torch.float16: 1e-2,
     torch.bfloat16: 1e-2,
     torch.float32: 1e-2,
     torch.float64: 1e-6,
-}
-_BITS_VIEW: dict[int, torch.dtype] = {
-    1: torch.uint8,
-    2: torch.int16,
-    4: torch.int32,
-    8: torch.int64,
 }
 
 
@@ -107,13 +107,6 @@ def plain_tensor_problem(value: Any, device: torch.device) -> str | None:
     return None
 
 
-def bits_view(t: torch.Tensor) -> torch.Tensor | None:
-    """`t`'s elements as integers of the same size (a view), or None for complex dtypes and
-    sizes with no such integer."""
-    view = _BITS_VIEW.get(t.element_size())
-    return None if view is None or t.is_complex() else t.view(view)
-
-
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-for-bit equality (NaN payloads included); used to detect mutated inputs."""
     if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
@@ -161,7 +154,7 @@ def bits_digest(t: torch.Tensor) -> BitsDigest:
             plain, weighted = (plain + more_plain) & mask, (weighted + more_weighted) & mask
             offset += words.numel()
         else:
-            chunks = [*words.split(DIGEST_CHUNK_WORDS), tail]
+            chunks = [*torch.split(words, DIGEST_CHUNK_WORDS), tail]
         for chunk in chunks:
             if chunk.numel() == 0:
                 continue
@@ -474,10 +467,12 @@ def output_spread(expected: torch.Tensor, actual: torch.Tensor, tol: Tolerance) 
     got = actual.detach().to(want.device).reshape(-1)
     device = want.device
     first = got[:1].to(torch.float64)
-    f64 = {"dtype": torch.float64, "device": device}
+    f64 = torch.float64
     finite = torch.zeros((), dtype=torch.int64, device=device)
-    low, high = torch.full((), math.inf, **f64), torch.full((), -math.inf, **f64)
-    max_abs, max_error = torch.zeros((), **f64), torch.zeros((), **f64)
+    low = torch.full((), math.inf, dtype=f64, device=device)
+    high = torch.full((), -math.inf, dtype=f64, device=device)
+    max_abs = torch.zeros((), dtype=f64, device=device)
+    max_error = torch.zeros((), dtype=f64, device=device)
     within_zero = torch.ones((), dtype=torch.bool, device=device)
     constant = torch.ones((), dtype=torch.bool, device=device)
     with torch.no_grad():

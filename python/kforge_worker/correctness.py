@@ -43,7 +43,7 @@ from kforge_worker.compare import (
 from kforge_worker.devinfo import is_device_oom_text, synchronize
 from kforge_worker.inputs import InputSet, derive_seed, summarize
 from kforge_worker.kernels import JobKernels, RemoteError
-from kforge_worker.link import CallReply
+from kforge_worker.link import READ_ONLY_HINT, CallReply
 from kforge_worker.loaders import Runnable, describe_call_failure, format_user_traceback
 from kforge_worker.reference_reuse import ReferenceCache
 from kforge_worker.results import CorrectnessDetails, FirstMismatch, JobResult, TrialResult
@@ -89,8 +89,6 @@ def report_exception(
         # which the jail does not give): say what happened.
         text += "\n(kforge: the kernel ran out of device memory)"
     if "illegal memory access" in detail:
-        from kforge_worker.link import READ_ONLY_HINT
-
         text += f"\n(kforge: {READ_ONLY_HINT})"
     result.fail("runtime", text)
 
@@ -189,10 +187,10 @@ def run_correctness(
             f"the fused comparison kernel disagreed with torch's on this GPU ({key}: {problem}); "
             "those outputs were compared with torch ops instead"
         )
-    passed = ["inputs_unchanged", "verdict_out_of_process"]
+    checks = ["inputs_unchanged", "verdict_out_of_process"]
     if kernels.reference is None:
-        passed += ["outputs_dense", "outputs_fully_written", "deterministic"]
-    for name in passed:
+        checks += ["outputs_dense", "outputs_fully_written", "deterministic"]
+    for name in checks:
         result.add_check(name, True)
     return True
 

@@ -30,7 +30,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_worker.spec import DeviceMetricsSpec
+from kforge_worker.spec import DeviceMetricsSpec, parse_kernel
+
+# torch and the modules that build a kernel are imported by the replay's functions below
+# (io_bundle, save_bundle, load_bundle, replay_main), not here: what the judge and the candidate
+# call (ncu_command, run_ncu, collect, checked_run) needs none of them.
 
 REPLAY_RANGE = "kforge_replay"
 OUTPUT_CAP = 8 << 20  # bytes of ncu stdout kept per run
@@ -157,7 +161,6 @@ def io_bundle(
     from kforge_worker.inputs import derive_seed, make_io_inputs
     from kforge_worker.kernels import TORCH_TYPES
     from kforge_worker.link import plan_invocation
-    from kforge_worker.spec import parse_kernel
 
     kernel = parse_kernel(kernel_json, "kernel")
     if kernel.io is None:
@@ -190,10 +193,9 @@ def load_bundle(bundle_path: str) -> tuple[Any, Any, Any]:
     it. Raises ValueError for a file that is not a bundle, LoadError or SetupError."""
     import torch
 
-    from kforge_worker.candidate import invocation_from_plan
+    from kforge_worker.binding import invocation_from_plan
     from kforge_worker.kernels import build_runnable
     from kforge_worker.loaders import load_module
-    from kforge_worker.spec import parse_kernel
 
     bundle = torch.load(bundle_path, weights_only=False)
     if not isinstance(bundle, dict) or bundle.get("version") != BUNDLE_VERSION:

@@ -114,6 +114,16 @@ def _uuid(props: Any) -> str | None:
     return text if text.startswith("GPU-") else f"GPU-{text}"
 
 
+def one_cpu_thread() -> None:
+    """On the cpu device a job's processes run torch single-threaded, unless OMP_NUM_THREADS
+    says otherwise: the judge, its echo and the candidate take turns on the machine, and an
+    idle process's OpenMP threads spin-waiting beside the one being timed made a 2^16 add
+    read 2-3 times slower in one process than in another (judged.py; the reference and the
+    candidate are timed alike either way)."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -32,7 +32,7 @@ from kforge_worker.activity import (
     summarize,
     timing_flags,
 )
-from kforge_worker.correctness import report_exception, run_correctness
+from kforge_worker.correctness import _RemoteCallError, report_exception, run_correctness
 from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.devinfo import WorkerDevice
@@ -405,8 +405,6 @@ class _StepClock:
 
 
 def _remote(kind: str, text: str) -> Exception:
-    from kforge_worker.correctness import _RemoteCallError
-
     return _RemoteCallError(kind, text)
 
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from kforge_worker.compare import bits_view
+from kforge_worker.bits import bits_view
 
 # 8 elements per thread: float64 temporaries of 16 would spill registers.
 BLOCK = 1024
@@ -50,8 +51,10 @@ SUPPORTED = (
 )
 
 
-@triton.jit
-def compare_blocks(  # noqa: ANN201, PLR0917
+# A Triton kernel: Triton has no types, and its parameters stay unannotated (Triton reads
+# annotations as part of the kernel's signature).
+@triton.jit  # type: ignore[untyped-decorator]
+def compare_blocks(  # type: ignore[no-untyped-def]  # noqa: ANN201, PLR0917
     actual_ptr,  # noqa: ANN001
     expected_ptr,  # noqa: ANN001
     consts_ptr,  # noqa: ANN001  float64 [atol, rtol, inf, the actual output's first element]
@@ -129,8 +132,10 @@ def compare_blocks(  # noqa: ANN201, PLR0917
     tl.store(floats + 5, max_error)
 
 
-@triton.jit
-def digest_blocks(  # noqa: ANN201
+# A Triton kernel: Triton has no types, and its parameters stay unannotated (Triton reads
+# annotations as part of the kernel's signature).
+@triton.jit  # type: ignore[untyped-decorator]
+def digest_blocks(  # type: ignore[no-untyped-def]  # noqa: ANN201
     words_ptr,  # noqa: ANN001  int32 words
     meta_ptr,  # noqa: ANN001  int64 [words in this launch, position of the first in the tensor]
     sums_ptr,  # noqa: ANN001  int64 [blocks, 2]: plain and weighted sums (wrapping)
@@ -379,12 +384,20 @@ def _boundary(
 
 
 def bits_of(t: torch.Tensor) -> torch.Tensor:
-    return bits_view(t).to(torch.int64)
+    return _bits(t).to(torch.int64)
 
 
 def from_bits(bits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    width = bits_view(torch.empty(0, dtype=dtype)).dtype
+    width = _bits(torch.empty(0, dtype=dtype)).dtype
     return bits.to(width).view(dtype)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """bits_view of a dtype the verification cases use (all have one)."""
+    view = bits_view(t)
+    if view is None:
+        raise TypeError(f"{t.dtype} has no integer view")
+    return view
 
 
 # The variants the zygote compiles before any job: (dtype, exact) of most outputs. Others
@@ -436,7 +449,11 @@ def precompile(arch: int) -> list[object]:
 
 
 def _compile_as_launched(
-    fn: object, backend: object, target: object, kinds: tuple[torch.dtype, ...], kwargs: dict
+    fn: object,
+    backend: object,
+    target: object,
+    kinds: tuple[torch.dtype, ...],
+    kwargs: dict[str, Any],
 ) -> object:
     """triton.compile of `fn` for tensors of `kinds` (aligned, as torch allocates them) and
     `kwargs`, bound and specialised as JITFunction.run (Triton 3.6) would for such a launch,

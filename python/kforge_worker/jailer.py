@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kforge_worker import sandbox
 from kforge_worker.devinfo import WorkerDevice
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -86,16 +87,6 @@ def fork_into_pid_namespace() -> int:
     return int(pid)
 
 
-def keep_only_fds(keep: list[int]) -> None:
-    """Closes every descriptor above 2 except `keep`."""
-    last = 3
-    for fd in sorted(keep):
-        if fd > last:
-            os.closerange(last, fd)
-        last = max(last, fd + 1)
-    os.closerange(last, 65536)
-
-
 def start_candidate(
     device: WorkerDevice,
     *,
@@ -135,7 +126,7 @@ def start_candidate(
             ours.close()
             fd = os.dup2(theirs.fileno(), CANDIDATE_FD)
             theirs.close()
-            keep_only_fds([fd])
+            sandbox.keep_only_fds([fd])
             os.environ.update(env)
             code = candidate_main(socket.socket(fileno=fd), device, jail, held=held)
         finally:
@@ -151,7 +142,7 @@ def candidate_main(
     judge."""
     import time
 
-    from kforge_worker import candidate, sandbox
+    from kforge_worker import candidate
     from kforge_worker.protocol import ProtocolError, StreamChannel
     from kforge_worker.warmup import warm_child
 

@@ -42,11 +42,14 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
 
-from kforge_worker import devmem
+from kforge_worker import devmem, sandbox
+from kforge_worker.devinfo import one_cpu_thread
+from kforge_worker.loaders import describe_call_failure
 from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.spec import TimingOptions
 from kforge_worker.timing import (
@@ -321,8 +324,6 @@ class CandidateTrials:
 
 
 def _error_of(e: BaseException) -> tuple[str, str]:
-    from kforge_worker.loaders import describe_call_failure
-
     return describe_call_failure(e)
 
 
@@ -381,7 +382,7 @@ def run_trials(side: JudgeSide) -> JudgedRun:
             n = side.clock.next
             side.clock.next += 1
             start, end = side.clock.enqueue(
-                n, spin, lambda i=index: side.prepare(i), lambda i=index: side.after(i)
+                n, spin, partial(side.prepare, index), partial(side.after, index)
             )
             sent = time.perf_counter_ns()
             side.channel.send({"type": "go", "n": n})
@@ -499,7 +500,7 @@ def _stop(trials: int, claims: list[float], opts: TimingOptions, elapsed_ms: flo
 
 def _cpu_trial(
     side: JudgeSide, index: int, n: int, *, echo: bool = False, null: bool = False
-) -> tuple[float, dict]:
+) -> tuple[float, dict[str, Any]]:
     """One trial on the cpu, timed by the judge from its `go` to the candidate's (or the
     echo's) `done`. Its inputs are in the regions before the clock runs: copying them inside
     the window made the judge's view of a few-microsecond call the difference of two
@@ -628,10 +629,8 @@ def start_echo(parts: list[EchoPart]) -> Echo:
     if pid == 0:
         code = 0
         try:
-            from kforge_worker.jailer import keep_only_fds
-
             ours.close()
-            keep_only_fds([theirs.fileno()])  # not the judge's sockets
+            sandbox.keep_only_fds([theirs.fileno()])  # not the judge's sockets
             _echo_main(StreamChannel(theirs), parts)
         except BaseException:
             code = 70
@@ -642,9 +641,6 @@ def start_echo(parts: list[EchoPart]) -> Echo:
 
 
 def _echo_main(channel: StreamChannel, parts: list[EchoPart]) -> None:
-    from kforge_worker import sandbox
-    from kforge_worker.warmup import one_cpu_thread
-
     sandbox.set_parent_death_signal()
     one_cpu_thread()
     calls = [p.call for p in parts]

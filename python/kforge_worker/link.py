@@ -25,7 +25,7 @@ import torch
 
 from kforge_worker import devmem, wire
 from kforge_worker.binding import Invocation
-from kforge_worker.compare import bits_view
+from kforge_worker.bits import bits_view
 from kforge_worker.devinfo import synchronize
 from kforge_worker.judged import (
     Echo,
@@ -115,7 +115,7 @@ def plan_invocation(inv: Invocation, *, fills: bool = False) -> tuple[dict[str, 
             return {"slot": slot_of(value, name, role, bool(arg and arg.is_meta))}
         return {"lit": wire.encode(value, [])}
 
-    plan = {
+    plan: dict[str, Any] = {
         "args": [ref(v, f"arg{i}") for i, v in enumerate(inv.args)],
         "kwargs": {k: ref(v, k) for k, v in inv.kwargs.items()},
     }

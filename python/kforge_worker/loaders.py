@@ -219,7 +219,7 @@ def _compilation_error_summary(exc: BaseException) -> str:
         exc = exc.__cause__
     node = getattr(exc, "node", None)
     lineno = getattr(node, "lineno", None)
-    where = f" at {lineno}:{node.col_offset}" if lineno is not None else ""
+    where = f" at {lineno}:{node.col_offset}" if node is not None and lineno is not None else ""
     src = getattr(exc, "src", None)
     name = re.match(r"\s*def\s+(\w+)", src or "")
     function = f"@triton.jit function {name.group(1)}" if name else "@triton.jit function"
@@ -388,7 +388,7 @@ def _defined_names(module: ModuleType) -> str:
 
 def named_function(module: ModuleType, name: str) -> Callable[..., Any]:
     """The module-level function `name` (metadata.function_name). Raises LoadError."""
-    fn = getattr(module, name, None)
+    fn: object = getattr(module, name, None)
     if fn is None:
         raise LoadError(
             f"metadata.function_name {name!r} is not defined in the source "

@@ -15,11 +15,13 @@ import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import torch
 
 from kforge_worker import wire
+from kforge_worker.binding import Invocation
 from kforge_worker.correctness import report_exception
 from kforge_worker.inputs import InputSet
 from kforge_worker.kernels import JobKernels
@@ -112,7 +114,7 @@ def time_reference(
         more = [kernels.make_inputs(job.num_correct_trials + k) for k in range(1, sets)]
         ref_report = time_local(
             kernels.reference,
-            [lambda one=one: kernels.bind_reference(one.clone()) for one in [inputs, *more]],
+            [partial(_bind_copy, kernels, one) for one in [inputs, *more]],
             opts,
             tdev,
             result=result,
@@ -123,6 +125,11 @@ def time_reference(
         result.ref_runtime_stats = ref_report.stats
     result.ref_runtime = result.ref_runtime_stats.median
     return timed
+
+
+def _bind_copy(kernels: JobKernels, inputs: InputSet) -> Invocation:
+    """The reference bound to a fresh copy of `inputs` (each timed set's own)."""
+    return kernels.bind_reference(inputs.clone())
 
 
 def time_second_half(

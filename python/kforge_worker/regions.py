@@ -27,7 +27,7 @@ import mmap
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -97,7 +97,7 @@ class Place:
         return place
 
 
-def _count(value: Any) -> bool:
+def _count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < (1 << 50)
 
 

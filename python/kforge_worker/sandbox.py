@@ -74,6 +74,16 @@ class SandboxReport:
         }
 
 
+def keep_only_fds(keep: list[int]) -> None:
+    """Closes every descriptor above 2 except `keep`."""
+    last = 3
+    for fd in sorted(keep):
+        if fd > last:
+            os.closerange(last, fd)
+        last = max(last, fd + 1)
+    os.closerange(last, 65536)
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -81,7 +91,7 @@ def _libc() -> ctypes.CDLL:
 def set_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
     """prctl(PR_SET_PDEATHSIG): the kernel sends `sig` when the parent dies."""
     try:
-        return _libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+        return bool(_libc().prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 

@@ -28,11 +28,17 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import torch
 
-from kforge_worker.binding import collect_outputs, poison_value
+from kforge_worker.binding import (
+    collect_outputs,
+    copy_returned,
+    invocation_from_plan,
+    poison_value,
+)
 from kforge_worker.compare import compare_tensors, resolve_tolerance
 from kforge_worker.correctness import call_kernel
 from kforge_worker.inputs import InputSet
@@ -47,7 +53,7 @@ from kforge_worker.judged import (
     within_bound,
 )
 from kforge_worker.kernels import JobKernels
-from kforge_worker.link import Failure
+from kforge_worker.link import Failure, plan_invocation
 from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
@@ -154,7 +160,7 @@ def cpu_calls_per_trial(kernels: JobKernels, first: InputSet) -> int:
         a.value.numel() * a.value.element_size() for a in first.args if a.is_tensor
     ) + max(kernels.output_bytes, 1)
     by_time = math.ceil(CPU_TRIAL_MS / max(call_ms, 1e-3))
-    return max(1, min(MAX_CPU_CALLS, by_time, CPU_SETS_BYTES // per_set))
+    return int(max(1, min(MAX_CPU_CALLS, by_time, CPU_SETS_BYTES // per_set)))
 
 
 def time_candidate(
@@ -389,9 +395,6 @@ class CpuEcho:
         with_reference: bool,
     ) -> CpuEcho:
         """Builds what the echo runs per set (judged.EchoPart), then forks it."""
-        from kforge_worker.candidate import _copy_returned, invocation_from_plan
-        from kforge_worker.link import plan_invocation
-
         parts: list[EchoPart] = []
         ref_regions: JudgeRegions | None = None
         cand_returned = sum(p.nbytes for p in regions.layout.returned)
@@ -411,9 +414,9 @@ class CpuEcho:
                 spans = input_spans(ref_regions.places(k))
                 parts.append(
                     EchoPart(
-                        call=lambda inv=inv: runnable(inv.args, inv.kwargs),
-                        copy_out=lambda v, inv=inv, views=views: _copy_returned(inv, v, views),
-                        touch=lambda spans=spans, r=ref_regions: r.touch(spans),
+                        call=partial(runnable, inv.args, inv.kwargs),
+                        copy_out=partial(copy_returned, inv, places=views),
+                        touch=partial(ref_regions.touch, spans),
                         null_copy=_scratch_copy(cand_returned),
                     )
                 )
@@ -424,7 +427,7 @@ class CpuEcho:
                     EchoPart(
                         call=None,
                         copy_out=lambda _: None,
-                        touch=lambda spans=spans: regions.touch(spans),
+                        touch=partial(regions.touch, spans),
                         null_copy=_scratch_copy(cand_returned),
                     )
                 )
@@ -434,8 +437,6 @@ class CpuEcho:
         """Writes a trial's inputs into set `index` of the reference's regions."""
         if self._ref_regions is None:
             return
-        from kforge_worker.link import plan_invocation
-
         inv = self._kernels.bind_reference(inputs.shared())
         self._ref_regions.load(plan_invocation(inv)[1], outputs=True, index=index)
 
@@ -450,21 +451,22 @@ def _scratch_copy(nbytes: int) -> Callable[[], None]:
     empty trials."""
     source = torch.empty(nbytes, dtype=torch.uint8)
     target = torch.empty_like(source)
-    return lambda: target.copy_(source) if nbytes else None
+
+    def copy() -> None:
+        if nbytes:
+            target.copy_(source)
+
+    return copy
 
 
 def _plan_outputs(inv: Any) -> list[tuple[str, int]]:
     """(name, slot) of the declared outputs, in the order the plan numbers them."""
-    from kforge_worker.link import plan_invocation
-
     plan, _ = plan_invocation(inv)
     names = [a.name for a in inv.outputs]
     return list(zip(names, plan["outputs"], strict=True))
 
 
 def _slot_values(inv: Any) -> list[Any]:
-    from kforge_worker.link import plan_invocation
-
     return plan_invocation(inv)[1]
 
 
@@ -511,7 +513,7 @@ def _copy_ms(returned: list[torch.Tensor], device: torch.device) -> float:
     dst = torch.empty_like(src)
     spinner = spinner_for(device)
     copies = 8
-    times = []
+    times: list[float] = []
     for _ in range(4):
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)

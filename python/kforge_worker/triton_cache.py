@@ -21,7 +21,8 @@ def _readonly_dirs() -> list[str]:
     return [d for d in os.environ.get(READONLY_ENV, "").split(":") if d]
 
 
-class LayeredCacheManager(FileCacheManager):
+# Triton has no type information: FileCacheManager is Any to mypy.
+class LayeredCacheManager(FileCacheManager):  # type: ignore[misc]
     """FileCacheManager over TRITON_CACHE_DIR, falling back to read-only layers."""
 
     def _layer_path(self, filename: str) -> str | None:
@@ -36,7 +37,7 @@ class LayeredCacheManager(FileCacheManager):
         return own if own is not None else self._layer_path(filename)
 
     def get_group(self, filename: str) -> dict[str, str] | None:
-        own = super().get_group(filename)
+        own: dict[str, str] | None = super().get_group(filename)
         if own is not None:
             return own
         path = self._layer_path(f"__grp__{filename}")

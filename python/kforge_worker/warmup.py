@@ -24,7 +24,11 @@ from typing import Any
 import torch
 import triton
 
-from kforge_worker.devinfo import WorkerDevice
+from kforge_worker.devinfo import WorkerDevice, describe, one_cpu_thread
+
+# warm_kernels and fused_compare are imported in the functions that use them, on purpose: their
+# @triton.jit decides at import whether the kernels are compiled or interpreted, so they wait
+# for TRITON_INTERPRET's final value (__main__.py sets it per device).
 
 
 @dataclass
@@ -173,7 +177,6 @@ def _build_host_module(src: str, name: str) -> None:
     """What triton.runtime.build.compile_module_from_src does, less loading the module: the
     same key, cache entry and build (Triton 3.6), so a later call finds it in the cache."""
     import hashlib
-    import os
     import sysconfig
     import tempfile
 
@@ -256,16 +259,6 @@ def _fused_compile(arch: int) -> list[Any]:
     return fused_compare.precompile(arch)
 
 
-def one_cpu_thread() -> None:
-    """On the cpu device a job's processes run torch single-threaded, unless OMP_NUM_THREADS
-    says otherwise: the judge, its echo and the candidate take turns on the machine, and an
-    idle process's OpenMP threads spin-waiting beside the one being timed made a 2^16 add
-    read 2-3 times slower in one process than in another (judged.py; the reference and the
-    candidate are timed alike either way)."""
-    if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(1)
-
-
 def warm_child(device: WorkerDevice, role: str = "judge") -> tuple[WarmupReport, dict[str, Any]]:
     """Warms a job process; returns the report and the `device` description for `ready`.
     `role` is "judge" (the forked child) or "candidate" (its candidate process), which
@@ -274,8 +267,6 @@ def warm_child(device: WorkerDevice, role: str = "judge") -> tuple[WarmupReport,
     candidate never uses it; a torch one that does makes it in its first correctness call,
     before anything is timed): ~0.4 s of a 1.4 s warm-up on an H200."""
     judge = role == "judge"
-    from kforge_worker.devinfo import describe
-
     report = WarmupReport()
     described: dict[str, Any] = {"kind": device.kind}
     tdev = device.torch_device()

@@ -177,7 +177,7 @@ def _sealed_memfd(t: torch.Tensor) -> int:
     try:
         os.ftruncate(fd, src.numel())  # over the jail's RLIMIT_FSIZE: OSError here
         for offset, chunk in _host_chunks(src):
-            _pwrite_all(fd, memoryview(chunk.numpy()), offset)
+            _pwrite_all(fd, chunk.numpy().data, offset)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
     except BaseException:
         os.close(fd)
@@ -229,7 +229,7 @@ def send(channel: StreamChannel, header: dict[str, Any], values: Any = None) -> 
     tensors: list[torch.Tensor] = []
     message = dict(header)
     message["values"] = encode(values, tensors)
-    specs = []
+    specs: list[dict[str, Any]] = []
     for t in tensors:
         nbytes = t.numel() * t.element_size()
         specs.append({"dtype": dtype_name(t.dtype), "shape": list(t.shape), "nbytes": nbytes})
@@ -266,7 +266,7 @@ def send(channel: StreamChannel, header: dict[str, Any], values: Any = None) -> 
             socket.send_fds(sock, [b"F"], fds[i : i + FDS_PER_MESSAGE])
         for t, spec in zip(tensors, specs, strict=True):
             if "via" not in spec and spec["nbytes"]:
-                sock.sendall(memoryview(_tensor_bytes(t).cpu().numpy()))
+                sock.sendall(_tensor_bytes(t).cpu().numpy().data)
     finally:
         for fd in [*fds, *(f for f in (arena_fd, device_fd) if f is not None)]:
             os.close(fd)
@@ -400,14 +400,15 @@ def _place_on_device(
             _SHARING[device] = False
             return None
         state.device_mine = block
-    view = state.device_mine.view
+        mine = block
+    view = mine.view
     for t, offset in zip(tensors, offsets, strict=True):
         src = _tensor_bytes(t)
         view[offset : offset + src.numel()].copy_(src)
     torch.cuda.synchronize(device)  # the bytes are in place before the peer hears of them
-    if _single_use(state.device_mine):
+    if _single_use(mine):
         _make_room_for_peer(device, total)
-    return offsets, new_fd, state.device_mine.size
+    return offsets, new_fd, mine.size
 
 
 def _make_room_for_peer(device: torch.device, nbytes: int) -> None:
@@ -543,7 +544,7 @@ def receive(
         else:
             raw = torch.empty(nbytes, dtype=torch.uint8)
             if nbytes:
-                _recv_exact(sock, memoryview(raw.numpy()))
+                _recv_exact(sock, raw.numpy().data)
         value = raw.view(dtype).reshape(shape)
         if device.type != "cpu":
             value = value.to(device)

@@ -41,7 +41,7 @@ def cuda_initialised() -> bool:
             if not any("libcuda.so" in line for line in maps):
                 return False
         count = ctypes.c_int(0)
-        return ctypes.CDLL("libcuda.so.1").cuDeviceGetCount(ctypes.byref(count)) != 3
+        return bool(ctypes.CDLL("libcuda.so.1").cuDeviceGetCount(ctypes.byref(count)) != 3)
     except (OSError, AttributeError):
         return False
 

@@ -1,5 +1,5 @@
-"""Output buffers described by a `fill` instead of sent (link.uniform_fill, candidate's
-invocation_from_plan)."""
+"""Output buffers described by a `fill` instead of sent (link.uniform_fill,
+binding.invocation_from_plan)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from kforge_worker import wire
-from kforge_worker.binding import Invocation
-from kforge_worker.candidate import invocation_from_plan
+from kforge_worker.binding import Invocation, invocation_from_plan
 from kforge_worker.compare import same_bits
 from kforge_worker.inputs import BoundArg
 from kforge_worker.link import plan_invocation, uniform_fill

@@ -28,7 +28,7 @@ SERVER_QUEUE_ALLOWANCE_S = 600.0
 # The most candidates one POST /batch takes (the server's RequestLimits::max_batch_candidates).
 MAX_BATCH_CANDIDATES = 64
 
-KernelLike = Union[KernelCode, dict]
+KernelLike = Union[KernelCode, dict[str, Any]]
 T = TypeVar("T")
 
 
@@ -231,7 +231,7 @@ def retry_after_s(response: httpx.Response, attempt: int) -> float:
     try:
         return max(0.0, email.utils.parsedate_to_datetime(header).timestamp() - time.time())
     except (TypeError, ValueError):  # absent, or neither seconds nor an HTTP date
-        return min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt)
+        return min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2.0**attempt)
 
 
 def send(config: Config, call: Call) -> Operation[httpx.Response]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from kforge_client.models import (
     ArgSpec,
@@ -48,7 +48,7 @@ INIT_PARAMETERS = tuple(
     f.name for f in dataclasses.fields(TensorInit) if f.name not in ("kind", "seed")
 )
 
-TensorSpecLike = Union[TensorSpec, dict]
+TensorSpecLike = Union[TensorSpec, dict[str, Any]]
 
 
 def _tensor_spec(
@@ -136,7 +136,7 @@ class IOContractBuilder:
     ) -> IOContractBuilder:
         """A tensor the kernel writes (the server allocates it and compares it)."""
         with field_errors(f"add_output_tensor({name!r})"):
-            spec = TensorSpec(shape=shape, dtype=dtype)
+            spec = TensorSpec(shape=cast("list[int]", shape), dtype=dtype)  # made a list there
         return self._add_tensor(name, spec, "output")
 
     def add_inout_tensor(
@@ -194,7 +194,7 @@ class IOContractBuilder:
 
     def set_launch_config(
         self,
-        launch_config: LaunchConfig | dict | None = None,
+        launch_config: LaunchConfig | dict[str, Any] | None = None,
         *,
         grid: DimLike | None = None,
         block: DimLike | None = None,
@@ -212,7 +212,7 @@ class IOContractBuilder:
             "num_warps": num_warps,
             "num_stages": num_stages,
         }
-        given = {k: v for k, v in parts.items() if v is not None}
+        given: dict[str, Any] = {k: v for k, v in parts.items() if v is not None}
         if launch_config is not None and given:
             raise ValueError(
                 f"set_launch_config: give a launch_config or its fields ({', '.join(given)}), "

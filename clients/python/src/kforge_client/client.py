@@ -145,7 +145,7 @@ class KernelEvalClient:
     ) -> dict[str, Any]:
         """Deletes finished jobs older than an age (default: the server's, 300 s). On a server
         with tokens, only an admin token may (403 otherwise)."""
-        return self._run(op.cleanup(self._config, max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
+        return self._run(op.cleanup(self._config, max_age_hours, older_than_seconds))
 
     def close(self) -> None:
         self.session.close()
@@ -360,7 +360,7 @@ class AsyncKernelEvalClient:
     async def cleanup_jobs(
         self, max_age_hours: float | None = None, older_than_seconds: int | None = None
     ) -> dict[str, Any]:
-        return await self._run(op.cleanup(self._config, max_age_hours, older_than_seconds))  # type: ignore[no-any-return]
+        return await self._run(op.cleanup(self._config, max_age_hours, older_than_seconds))
 
     async def aclose(self) -> None:
         await self.session.aclose()

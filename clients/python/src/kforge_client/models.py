@@ -228,7 +228,7 @@ class LaunchDim(_Model):
 
 
 # What a grid or block may be given as: the server's {x, y, z} or [x, y?, z?] forms.
-DimLike = Union[LaunchDim, dict, int, tuple, list]
+DimLike = Union[LaunchDim, dict[str, int], int, tuple[int, ...], list[int]]
 
 
 def _launch_dim(where: str, value: Any) -> LaunchDim | None:

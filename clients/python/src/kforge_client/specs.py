@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from kforge_client.models import IOContract, KernelCode, TensorInit, TensorSpec
 
@@ -21,11 +22,11 @@ __all__ = [
     "to_json",
 ]
 
-Serializable = Union[IOContract, KernelCode, TensorSpec, dict]
+Serializable = Union[IOContract, KernelCode, TensorSpec, dict[str, Any]]
 
 
 def create_tensor_spec(
-    shape: list[int],
+    shape: Sequence[int],
     dtype: str = "float32",
     init_kind: str | None = None,
     seed: int | None = None,
@@ -35,11 +36,13 @@ def create_tensor_spec(
 
     init_kwargs: mean, std (randn), low, high (uniform), fill_value (full), start, step (arange).
     """
-    # TensorSpec checks the shape (a str is not a list of chars, an int is not a shape).
+    # TensorSpec checks the shape (a str is not a list of chars, an int is not a shape) and
+    # makes it a list.
+    as_given = cast("list[int]", shape)
     if init_kind is None:
-        return TensorSpec(shape=shape, dtype=dtype)
+        return TensorSpec(shape=as_given, dtype=dtype)
     return TensorSpec(
-        shape=shape, dtype=dtype, init=TensorInit(kind=init_kind, seed=seed, **init_kwargs)
+        shape=as_given, dtype=dtype, init=TensorInit(kind=init_kind, seed=seed, **init_kwargs)
     )
 
 
