@@ -223,12 +223,14 @@ StatusOr<std::vector<double>> parse_fast_p_list(std::string_view text, const std
 Json judged_record(const SampleContext& context, const std::string& job_id, const Json& view) {
   const std::string state = string_or_empty(view, "state");
   const Json exec = view.is_object() ? view.value("kernel_exec_result", Json::object()) : Json();
-  const bool has_verdict = exec.is_object() && exec.contains("correctness");
-  Json r = base_record(
-      context, has_verdict ? "judged" : (state == "cancelled" ? "cancelled" : "not_judged"));
+  // A job cancelled while it ran has a result too (error_kind "cancelled"): no verdict.
+  const bool cancelled = state == "cancelled" || string_or_empty(exec, "error_kind") == "cancelled";
+  const bool has_verdict = !cancelled && exec.is_object() && exec.contains("correctness");
+  Json r = base_record(context, has_verdict ? "judged" : (cancelled ? "cancelled" : "not_judged"));
   r["job_id"] = job_id;
   if (!has_verdict) {
     std::string why = view.is_object() ? string_or_empty(view, "error") : std::string();
+    if (why.empty()) why = string_or_empty(exec, "runtime_error");
     r["reason"] =
         capped(why.empty() ? "the job ended without a verdict (state " + state + ")" : why);
     return r;

@@ -102,6 +102,16 @@ TEST(KernelbenchTest, AJudgedRecordKeepsTheVerdictTimesAndFlags) {
   EXPECT_EQ(failed["reason"], "worker died");
   Json cancelled = judged_record(context(1, 4, 3), "job-y", Json{{"state", "cancelled"}});
   EXPECT_EQ(cancelled["status"], "cancelled");
+  Json stopped = judged_record(context(1, 4, 3), "job-z",
+                               Json{{"state", "success"},
+                                    {"kernel_exec_result",
+                                     {{"compiled", true},
+                                      {"correctness", false},
+                                      {"error_kind", "cancelled"},
+                                      {"runtime_error", "cancelled while it ran"}}}});
+  EXPECT_EQ(stopped["status"], "cancelled");  // judged again on a re-run
+  EXPECT_EQ(stopped["reason"], "cancelled while it ran");
+  EXPECT_FALSE(is_reusable(stopped, context(1, 4, 3)));
 }
 
 TEST(KernelbenchTest, FastNeedsTheWholeIntervalAboveP) {
