@@ -10,7 +10,7 @@ import pytest
 
 from integration.kernels import FAST_TIMING, TORCH_ADD_REF, torch_kernel, triton_add
 from integration.kforge_server import KforgeServer
-from integration.mcp_support import RawMcp, sse_messages
+from integration.mcp_support import RawMcp, call_result
 
 WRONG = triton_add(" + 1.0")
 
@@ -164,20 +164,14 @@ def test_mcp_batch_compare(server: KforgeServer) -> None:
         args = batch_body(server, [triton_add(), WRONG])
         r = mcp.request("tools/call", {"name": "batch_compare", "arguments": args}, timeout=600)
         assert r.status_code == 200, r.text
-        messages = (
-            sse_messages(r.text) if "event-stream" in r.headers["content-type"] else [r.json()]
-        )
-        result = messages[-1]["result"]
+        result = call_result(r)
         assert not result.get("isError"), result
         out = result["structuredContent"]
         assert [exec_of(v)["correctness"] for v in out["results"]] == [True, False]
         assert len(out["jobs"]) == 2
         bad = dict(args, candidates=[triton_add(), {"kernel_type": "triton"}])
         r = mcp.request("tools/call", {"name": "batch_compare", "arguments": bad})
-        messages = (
-            sse_messages(r.text) if "event-stream" in r.headers["content-type"] else [r.json()]
-        )
-        result = messages[-1]["result"]
+        result = call_result(r)
         assert result["isError"]
         assert "candidates[1].source_code" in result["content"][0]["text"]
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from integration.kforge_server import KforgeServer, device_under_test, kforge_binary
-from integration.mcp_support import worker_env
+from integration.mcp_support import RawMcp, call_result, worker_env
 
 ADD = """
 import torch
@@ -328,3 +328,92 @@ def test_server_mode_runs_the_batches_on_a_server(server: KforgeServer, tmp_path
     assert got["1/1/0"]["correct"] is True and got["1/1/1"]["correct"] is False
     job = server.client().get(f"/job/{got['1/1/0']['job_id']}").json()
     assert job["kernel_exec_result"]["correctness"] is True
+
+
+def kernelbench_body(server: KforgeServer) -> dict[str, Any]:
+    return {
+        "problems": [
+            {
+                "level": 1,
+                "problem_id": 1,
+                "name": "1_Add.py",
+                "ref_code": ADD,
+                "samples": [
+                    {"sample_id": 0, "source_code": ADD_OK},
+                    {"sample_id": 1, "source_code": ADD_WRONG},
+                ],
+            },
+            {
+                "level": 2,
+                "problem_id": 1,
+                "ref_code": RELU,
+                "samples": [{"sample_id": 0, "source_code": RELU_OK}],
+            },
+        ],
+        "device": server.devices,
+        "num_correct_trials": 2,
+        "num_trials": 5,
+        "fast_p": [0.5],
+    }
+
+
+def test_post_kernelbench_answers_every_sample_and_the_summary(server: KforgeServer) -> None:
+    with server.client() as c:
+        r = c.post("/kernelbench", json=kernelbench_body(server))
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert len(answer["batches"]) == 2
+        got = {f"{s['level']}/{s['problem_id']}/{s['sample_id']}": s for s in answer["samples"]}
+        assert sorted(got) == ["1/1/0", "1/1/1", "2/1/0"]
+        assert got["1/1/0"]["correct"] and not got["1/1/1"]["correct"] and got["2/1/0"]["correct"]
+        assert got["1/1/1"]["error_kind"] == "mismatch"
+        summary = answer["summary"]
+        assert summary["levels"]["1"]["samples"] == 2 and summary["levels"]["1"]["correct"] == 1
+        assert summary["all"]["correct"] == 2 and "fast_0.5" in summary["all"]["fast_p"]
+        job = c.get(f"/job/{got['1/1/0']['job_id']}").json()
+        assert job["kernel_exec_result"]["correctness"] is True
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda b: b.pop("problems"), "problems"),
+        (lambda b: b["problems"][0]["samples"][1].pop("source_code"),
+         "problems[0].samples[1].source_code"),
+        (lambda b: b["problems"][1].pop("ref_code"), "problems[1].ref_code"),
+        (lambda b: b["problems"][1].update(level=1), "problems[1].problem_id"),
+        (lambda b: b.update(num_correct_trials=0), "num_correct_trials"),
+    ],
+)  # fmt: skip
+def test_bad_kernelbench_bodies_name_the_field(
+    server: KforgeServer, change: Any, field: str
+) -> None:
+    body = kernelbench_body(server)
+    change(body)
+    with server.client() as c:
+        r = c.post("/kernelbench", json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == field, r.json()
+
+
+def test_mcp_kernelbench_eval(server: KforgeServer) -> None:
+    mcp = RawMcp(server.url)
+    try:
+        mcp.initialize()
+        tools = [t["name"] for t in mcp.request("tools/list").json()["result"]["tools"]]
+        assert "kernelbench_eval" in tools
+        args = kernelbench_body(server)
+        r = mcp.request("tools/call", {"name": "kernelbench_eval", "arguments": args}, timeout=600)
+        assert r.status_code == 200, r.text
+        result = call_result(r)
+        assert not result.get("isError"), result
+        out = result["structuredContent"]
+        assert [s["correct"] for s in out["samples"]] == [True, False, True]
+        assert "3 sample(s): 2 correct" in result["content"][0]["text"]
+        args["problems"][0]["samples"][0].pop("source_code")
+        r = mcp.request("tools/call", {"name": "kernelbench_eval", "arguments": args})
+        result = call_result(r)
+        assert result["isError"]
+        assert "problems[0].samples[0].source_code" in result["content"][0]["text"]
+    finally:
+        mcp.close()

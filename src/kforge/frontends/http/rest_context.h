@@ -30,6 +30,8 @@ void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest reque
 // POST /batch and GET /batch/{id} (batch_handlers.cc).
 void handle_submit_batch(const RestContextPtr& ctx, HttpRequest request, Responder responder);
 void handle_get_batch(const RestContextPtr& ctx, const HttpRequest& request, Responder responder);
+// POST /kernelbench (batch_handlers.cc).
+void handle_submit_kernelbench(const RestContextPtr& ctx, HttpRequest request, Responder responder);
 
 // A boolean query parameter (?wait=false, ?stream=1): `absent` when it is not given;
 // kInvalidArgument (field "query.<name>") for a value that is not a boolean.
