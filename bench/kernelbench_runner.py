@@ -1,7 +1,8 @@
 """`kforge kernelbench` on KernelBench's own problems: the issue's two GPU figures in one run.
 
     python bench/kernelbench_runner.py --kb KB [--device cuda:0] [--levels 1,2]
-        [--l2-problems 1-12] [--baseline process|none] [--in-flight 4] [--out FILE]
+        [--l2-problems 1-12] [--baseline process|none] [--in-flight 4] [--pipeline-depth 1]
+        [--parts all,l2] [--out FILE]
 
 KB is a ScalingIntelligence/KernelBench checkout (its problems are public but not ours: never
 commit them). Each problem is made its own candidate (`ModelNew = Model` appended) in a run
@@ -16,8 +17,9 @@ must come out correct and, identical kernels not being faster, none `fast_1`.
    --kernelbench-dir: KernelBench's own eval_kernel_against_ref, 5 correctness trials, 100
    timed); both on the same device in the same call, and their ratio.
 
-Runs on cpu too (`--device cpu`, a fake checkout of a few tiny problems): that is how the
-script is tested. `--limit N` takes the first N problems of each level.
+`--parts` runs only some (`all`: 1., `l2`: 2.), to split the figures across calls of a
+limited length. Runs on cpu too (`--device cpu`, a fake checkout of a few tiny problems):
+that is how the script is tested. `--limit N` takes the first N problems of each level.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ def kforge_kernelbench(
         cmd += ["--server", args.server]
     else:
         cmd += ["--data-dir", str(out / "data"), "--devices", args.device]
+        cmd += ["--pipeline-depth", str(args.pipeline_depth)]
     env = dict(os.environ)
     if args.python:
         env["KFORGE_PYTHON"] = args.python
@@ -117,7 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--l2-problems", default="1-12")
     p.add_argument("--limit", type=int, default=None, help="first N problems of each level")
     p.add_argument("--baseline", choices=["process", "none"], default="process")
-    p.add_argument("--in-flight", type=int, default=4)
+    p.add_argument("--in-flight", type=int, default=4, help="problems in flight")
+    p.add_argument("--pipeline-depth", type=int, default=1, help="the engine's, per GPU")
+    p.add_argument("--parts", default="all,l2", help="all (levels torch vs torch), l2 (subset)")
     p.add_argument("--correct-trials", type=int, default=5)
     p.add_argument("--perf-trials", type=int, default=100)
     p.add_argument("--job-timeout-s", type=float, default=300.0)
@@ -137,22 +142,27 @@ def main(argv: list[str] | None = None) -> int:
     ]
     with tempfile.TemporaryDirectory(prefix="kb-runner-") as tmp_name:
         tmp = Path(tmp_name)
-        everything = find_problems(root, levels, args.limit)
-        make_run(everything, tmp / "run_all")
-        all_run = kforge_kernelbench(args, tmp / "run_all", tmp / "out_all", args.levels, None)
-        s = all_run["summary"]
-        fast_1 = sum(
-            1 for r in all_run["records"] if r["correct"] and (r.get("speedup_ci") or [0])[0] > 1
-        )
-        figures["torch_vs_torch"] = {"wall_s": all_run["wall_s"], "summary": s}
-        lines.append(
-            row(
-                f"levels {args.levels}, torch vs torch", s["samples"], s["correct"],
-                f"{s['fast_p']['fast_1']:.3f} ({fast_1})", all_run["wall_s"],
-                "target: all correct, fast_1 0, <= 120 s on one H200",
+        parts = set(args.parts.split(","))
+        if "all" in parts:
+            everything = find_problems(root, levels, args.limit)
+            make_run(everything, tmp / "run_all")
+            all_run = kforge_kernelbench(args, tmp / "run_all", tmp / "out_all", args.levels, None)
+            s = all_run["summary"]
+            fast_1 = sum(
+                1
+                for r in all_run["records"]
+                if r["correct"] and (r.get("speedup_ci") or [0])[0] > 1
             )
-        )  # fmt: skip
-        l2 = [q for q in find_problems(root, ["2"], None) if problem_id(q) in l2_ids]
+            figures["torch_vs_torch"] = {"wall_s": all_run["wall_s"], "summary": s}
+            lines.append(
+                row(
+                    f"levels {args.levels}, torch vs torch", s["samples"], s["correct"],
+                    f"{s['fast_p']['fast_1']:.3f} ({fast_1})", all_run["wall_s"],
+                    "target: all correct, fast_1 0, <= 120 s on one H200",
+                )
+            )  # fmt: skip
+        l2_all = find_problems(root, ["2"], None) if "l2" in parts else []
+        l2 = [q for q in l2_all if problem_id(q) in l2_ids]
         if l2:
             make_run(l2, tmp / "run_l2")
             ids = ",".join(str(problem_id(q)) for q in l2)
