@@ -201,7 +201,7 @@ class Driver {
       events_.push_back(Event{slot, index, job.id, view});
       cv_.notify_all();
     };
-    auto on_all = [this, slot](Json) {
+    auto on_all = [this, slot](const Json&) {
       std::lock_guard lock(mu_);
       events_.push_back(Event{slot, std::nullopt, "", Json()});
       cv_.notify_all();

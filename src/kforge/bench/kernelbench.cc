@@ -130,7 +130,9 @@ Json level_summary(const std::vector<const Json*>& records, const std::vector<do
     }
   }
   const size_t n = records.size();
-  auto rate = [n](size_t count) { return n == 0 ? 0.0 : static_cast<double>(count) / n; };
+  auto rate = [n](size_t count) {
+    return n == 0 ? 0.0 : static_cast<double>(count) / static_cast<double>(n);
+  };
   Json fast = Json::object(), fast_point = Json::object();
   for (double p : fast_p) {
     size_t sure = 0, point = 0;
@@ -153,7 +155,8 @@ Json level_summary(const std::vector<const Json*>& records, const std::vector<do
       {"correctness_rate", rate(n_correct)},
       {"fast_p", fast},
       {"fast_p_point", fast_point},
-      {"geomean_speedup", log_count == 0 ? Json(nullptr) : Json(std::exp(log_sum / log_count))},
+      {"geomean_speedup",
+       log_count == 0 ? Json(nullptr) : Json(std::exp(log_sum / static_cast<double>(log_count)))},
       {"geomean_count", log_count}};
 }
 

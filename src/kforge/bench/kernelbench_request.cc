@@ -188,7 +188,7 @@ StatusOr<std::shared_ptr<KernelbenchRun>> KernelbenchRun::start(
                                                    const Json& view, size_t) {
       if (index < samples.size()) run->finished(samples[index], job.id, view);
     };
-    auto watch = jobs::BatchWatch::start(service, *batch, std::move(on_job), [](Json) {});
+    auto watch = jobs::BatchWatch::start(service, *batch, std::move(on_job), [](const Json&) {});
     std::lock_guard lock(run->mu_);
     // The watch's callback holds the run: the run holds the watch only while it is running.
     if (!run->ended_) run->watches_.push_back(std::move(watch));

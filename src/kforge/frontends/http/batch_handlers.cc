@@ -171,7 +171,7 @@ void handle_submit_kernelbench(const RestContextPtr& ctx, HttpRequest request,
     }
     auto run = bench::kernelbench::KernelbenchRun::start(
         ctx->service, ctx->batches.get(), std::move(parsed).value(), caller, nullptr,
-        [responder](Json answer) { responder.send(HttpResponse::json(200, std::move(answer))); });
+        [responder](const Json& answer) { responder.send(HttpResponse::json(200, answer)); });
     if (!run.is_ok()) {
       responder.send(submit_error_response(run.status()));
       return;
