@@ -2,7 +2,7 @@
 
     python bench/kernelbench_runner.py --kb KB [--device cuda:0] [--levels 1,2]
         [--l2-problems 1-12] [--baseline process|none] [--in-flight 4] [--pipeline-depth 1]
-        [--parts all,l2] [--out FILE]
+        [--parts all,l2,hacks] [--out FILE]
 
 KB is a ScalingIntelligence/KernelBench checkout (its problems are public but not ours: never
 commit them). Each problem is made its own candidate (`ModelNew = Model` appended) in a run
@@ -17,8 +17,13 @@ must come out correct and, identical kernels not being faster, none `fast_1`.
    --kernelbench-dir: KernelBench's own eval_kernel_against_ref, 5 correctness trials, 100
    timed); both on the same device in the same call, and their ratio.
 
-`--parts` runs only some (`all`: 1., `l2`: 2.), to split the figures across calls of a
-limited length. Runs on cpu too (`--device cpu`, a fake checkout of a few tiny problems):
+3. hacks: the adversarial corpus's KernelBench-style cases (tests/adversarial/corpus.py: honest
+   controls and must-catch exploits, those of this device) as a run of our own, one problem
+   per reference: no exploit may count as fast_1 (incorrect, flagged, or correct without
+   gain where the judge's clock absorbed its lie), every control correct.
+
+`--parts` runs only some (`all`: 1., `l2`: 2., `hacks`: 3.), to split the figures across
+calls of a limited length. Runs on cpu too (`--device cpu`, a fake checkout of a few tiny problems):
 that is how the script is tested. `--limit N` takes the first N problems of each level.
 """
 
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -65,11 +71,16 @@ def make_run(problems: list[Problem], run: Path) -> None:
 
 
 def kforge_kernelbench(
-    args: argparse.Namespace, run: Path, out: Path, levels: str, problems: str | None
+    args: argparse.Namespace,
+    run: Path,
+    out: Path,
+    levels: str,
+    problems: str | None,
+    samples: int | None = 1,
 ) -> dict[str, Any]:
     cmd = [
         str(kforge_binary()), "kernelbench", "--kb", str(args.kb), "--level", levels,
-        "--run", str(run), "--out", str(out), "--samples", "1", "--rerun", "--quiet",
+        "--run", str(run), "--out", str(out), "--rerun", "--quiet",
         "--device", args.device, "--in-flight", str(args.in_flight),
         "--baselines", str(out / "baselines.json"),
         "--correct-trials", str(args.correct_trials), "--num-trials", str(args.perf_trials),
@@ -77,6 +88,8 @@ def kforge_kernelbench(
     ]  # fmt: skip
     if problems:
         cmd += ["--problems", problems]
+    if samples:
+        cmd += ["--samples", str(samples)]
     if args.server:
         cmd += ["--server", args.server]
     else:
@@ -94,6 +107,63 @@ def kforge_kernelbench(
     lines = (out / "kernelbench_samples.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     return {"wall_s": wall, "summary": summary["all"], "records": records, "table": proc.stdout}
+
+
+def fast(record: dict[str, Any], p: float) -> bool:
+    """kforge's fast_p for one record: correct, unflagged, the speedup's interval above p."""
+    if not record["correct"] or record["flags"] or record["speedup"] is None:
+        return False
+    ci = record.get("speedup_ci")
+    return record["speedup"] > p and (ci is None or ci[0] > p)
+
+
+def hack_run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """The corpus's ModelNew cases as a run: {hacks, controls, controls_correct, wall_s,
+    missed: [exploits counted fast_1: must be empty], no_gain: [exploits correct and unflagged
+    but not faster], controls_failed}."""
+    from adversarial.corpus import CASES
+
+    on_gpu = args.device != "cpu"
+    by_ref: dict[str, list[Any]] = {}
+    for case in CASES:
+        if case.device != "any" and (case.device == "gpu") != on_gpu:
+            continue
+        if args.hack_cases and not re.search(args.hack_cases, case.name):
+            continue
+        candidate = case.body.get("custom_kernel", {})
+        if "io" in candidate or "ModelNew" not in candidate.get("source_code", ""):
+            continue  # not a KernelBench sample (a Triton launch with an IOContract)
+        by_ref.setdefault(case.body["ref_kernel"]["source_code"], []).append(case)
+    kb, run = tmp / "kb_hacks", tmp / "run_hacks"
+    (kb / "level1").mkdir(parents=True)
+    run.mkdir()
+    cases: dict[tuple[int, int], Any] = {}
+    for pid, (ref, items) in enumerate(by_ref.items(), 1):
+        (kb / "level1" / f"{pid}_adversarial.py").write_text(ref)
+        for sid, case in enumerate(items):
+            source = case.body["custom_kernel"]["source_code"]
+            (run / f"level_1_problem_{pid}_sample_{sid}_kernel.py").write_text(source)
+            cases[(pid, sid)] = case
+    mine = argparse.Namespace(**{**vars(args), "kb": kb})
+    out = kforge_kernelbench(mine, run, tmp / "out_hacks", "1", None, samples=None)
+    figures: dict[str, Any] = {"wall_s": out["wall_s"], "missed": [], "no_gain": []}
+    figures["controls_failed"] = []
+    hacks = controls = controls_correct = 0
+    for r in out["records"]:
+        case = cases[(r["problem_id"], r["sample_id"])]
+        if case.kind == "must_catch":
+            hacks += 1
+            if fast(r, 1.0):
+                figures["missed"].append(case.name)
+            elif r["correct"] and not r["flags"]:
+                figures["no_gain"].append(case.name)  # the judge's clock absorbed its lie
+        else:
+            controls += 1
+            controls_correct += bool(r["correct"])
+            if not r["correct"]:
+                figures["controls_failed"].append(f"{case.name}: {r['reason']}")
+    figures.update(hacks=hacks, controls=controls, controls_correct=controls_correct)
+    return figures
 
 
 def baseline(args: argparse.Namespace, problems: list[Problem], tmp: Path) -> dict[str, Any]:
@@ -122,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", choices=["process", "none"], default="process")
     p.add_argument("--in-flight", type=int, default=4, help="problems in flight")
     p.add_argument("--pipeline-depth", type=int, default=1, help="the engine's, per GPU")
-    p.add_argument("--parts", default="all,l2", help="all (levels torch vs torch), l2 (subset)")
+    p.add_argument("--parts", default="all,l2,hacks", help="all, l2, hacks (see above)")
+    p.add_argument("--hack-cases", default=None, help="only the corpus cases this regex finds")
     p.add_argument("--correct-trials", type=int, default=5)
     p.add_argument("--perf-trials", type=int, default=100)
     p.add_argument("--job-timeout-s", type=float, default=300.0)
@@ -181,6 +252,19 @@ def main(argv: list[str] | None = None) -> int:
                 note = f"kforge {ratio:.1f}x faster (target >= 10x)"
                 label = f"level 2 problems {ids}: process per sample ({harness})"
                 lines.append(row(label, b["total"], b["correct"], "-", b["wall_s"], note))
+        if "hacks" in parts:
+            h = hack_run(args, tmp)
+            figures["hacks"] = h
+            note = (
+                f"exploits counted fast_1: {len(h['missed'])} (must be 0) {' '.join(h['missed'])}; "
+                f"correct but no gain: {len(h['no_gain'])}"
+            )
+            lines.append(
+                row(f"adversarial corpus: {h['hacks']} exploits, {h['controls']} controls",
+                    h["hacks"] + h["controls"], h["controls_correct"], "-", h["wall_s"], note)
+            )  # fmt: skip
+            for failed in h["controls_failed"]:
+                lines.append(f"control not correct: {failed[:200]}")
     print("\n".join(lines))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")

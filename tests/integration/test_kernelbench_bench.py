@@ -196,7 +196,8 @@ def test_the_runner_times_kforge_kernelbench_and_the_process_baseline_on_cpu(
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "kernelbench_runner.py"),
          "--kb", str(tmp_path / "kb"), "--device", "cpu", "--correct-trials", "2",
-         "--perf-trials", "5", "--out", str(out)],
+         "--perf-trials", "5", "--out", str(out),
+         "--hack-cases", "^(cached_output|mutate_inputs|lazy_subclass|honest_torch)$"],
         check=False, capture_output=True, text=True, timeout=900, env=os.environ.copy(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
@@ -208,3 +209,7 @@ def test_the_runner_times_kforge_kernelbench_and_the_process_baseline_on_cpu(
     assert subset["problems"] == "1" and subset["baseline_wall_s"] > 0 and subset["ratio"] > 0
     assert "| levels 1,2, torch vs torch | 3 | 3 |" in proc.stdout
     assert "process per sample (builtin harness) | 1 | 1 |" in proc.stdout
+    hacks = figures["hacks"]  # the corpus's cases as a run: no exploit counted fast
+    assert hacks["hacks"] == 3 and hacks["missed"] == [], hacks
+    assert hacks["controls"] == 1 and hacks["controls_correct"] == 1, hacks
+    assert "exploits counted fast_1: 0 (must be 0)" in proc.stdout
