@@ -140,6 +140,22 @@ Plan make_plan(const KernelbenchConfig& c, const std::map<std::pair<int, int>, P
     found[{key->level, key->problem}].insert(key->sample);
   }
   std::sort(plan.ignored.begin(), plan.ignored.end());
+  // Without --problems every problem of a level is in scope: a sample of a problem the
+  // checkout does not have is a result saying so.
+  for (const auto& [where, ids] : found) {
+    const bool level_chosen = std::any_of(problems.begin(), problems.end(), [&](const auto& p) {
+      return p.first.first == where.first;
+    });
+    if (!c.problems.empty() || !level_chosen || problems.contains(where)) continue;
+    for (int s : ids) {
+      const kb::SampleKey key{where.first, where.second, s};
+      kb::SampleContext ctx{key, kb::sample_file_name(key), "", "", "", settings};
+      plan.settled.push_back(
+          kb::unjudged_record(ctx, "no_problem",
+                              fmt::format("the KernelBench checkout has no problem {} in level {}",
+                                          where.second, where.first)));
+    }
+  }
   for (const auto& [where, problem] : problems) {
     std::set<int> samples = found[where];
     if (c.samples) {

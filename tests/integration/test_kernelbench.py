@@ -118,6 +118,7 @@ def fake_run(run: Path) -> Path:
         # level_1_problem_2_sample_2: missing
         "level_2_problem_1_sample_0_kernel.py": RELU_OK,
         "notes.py": "# not a sample\n",
+        "level_2_problem_7_sample_0_kernel.py": RELU_OK,  # the checkout has no such problem
     }
     for name, text in files.items():
         (run / name).write_text(text)
@@ -164,8 +165,9 @@ def test_every_sample_is_a_record_with_its_verdict(first_run: tuple[Path, Any]) 
     got = records(tmp / "out")
     # 3 samples of each of the 3 problems (level 2's problem 1: sample 0 found, 1-2 missing).
     assert sorted(got) == sorted(
-        f"{lv}/{p}/{s}" for lv, p in [(1, 1), (1, 2), (2, 1)] for s in range(3)
+        [f"{lv}/{p}/{s}" for lv, p in [(1, 1), (1, 2), (2, 1)] for s in range(3)] + ["2/7/0"]
     )
+    assert got["2/7/0"]["status"] == "no_problem" and "no problem 7" in got["2/7/0"]["reason"]
     assert got["1/1/0"]["status"] == "judged" and got["1/1/0"]["correct"] is True
     assert got["1/1/0"]["job_id"] and got["1/1/0"]["runtime_stats"]["trials"] >= 1
     assert got["1/1/0"]["speedup"] is not None and got["1/1/0"]["problem"] == "1_Add.py"
@@ -199,7 +201,7 @@ def test_summary_counts_fast_p_and_flags(first_run: tuple[Path, Any]) -> None:
     surely_faster = honest["speedup_ci"] is not None and honest["speedup_ci"][0] > 1
     assert l1["fast_p"]["fast_1"] == pytest.approx((1 / 6) if surely_faster else 0)
     assert l1["geomean_count"] == 1
-    assert summary["all"]["samples"] == 9
+    assert summary["all"]["samples"] == 10  # level 2's problem 7 counts, as a failed sample
     assert "fast_1" in r.stdout and "all" in r.stdout
 
 
@@ -254,7 +256,7 @@ def test_a_rerun_judges_only_what_changed(first_run: tuple[Path, Any]) -> None:
     )
     assert after["1/2/2"]["correct"] is True
     assert after["1/1/0"]["job_id"] == before["1/1/0"]["job_id"]  # reused, not judged again
-    assert len((tmp / "out" / "kernelbench_samples.jsonl").read_text().splitlines()) == 9
+    assert len((tmp / "out" / "kernelbench_samples.jsonl").read_text().splitlines()) == 10
 
 
 def test_one_level_writes_eval_results_in_the_out_dir(tmp_path: Path) -> None:
