@@ -89,6 +89,10 @@ StatusOr<std::map<std::pair<int, int>, Problem>> find_problems(const fs::path& r
             "problems");
       }
       KF_ASSIGN_OR_RETURN(std::string source, read_file(it->second));
+      if (auto at = kb::invalid_utf8_at(source)) {
+        return invalid_argument(
+            fmt::format("{} is not UTF-8 text (byte {})", it->second.string(), *at), "kb");
+      }
       out[{level, id}] = Problem{level, id, it->second, source, sha256_hex(source)};
     }
   }
@@ -189,6 +193,11 @@ Plan make_plan(const KernelbenchConfig& c, const std::map<std::pair<int, int>, P
       ctx.source_sha256 = sha256_hex(*source);
       if (source->find_first_not_of(" \t\r\n") == std::string::npos) {
         plan.settled.push_back(kb::unjudged_record(ctx, "unreadable", "the file is empty"));
+        continue;
+      }
+      if (auto at = kb::invalid_utf8_at(*source)) {
+        plan.settled.push_back(kb::unjudged_record(
+            ctx, "unreadable", fmt::format("the file is not UTF-8 text (byte {})", *at)));
         continue;
       }
       if (auto it = previous.find(key_of(where.first, where.second, s));

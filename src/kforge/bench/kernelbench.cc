@@ -172,6 +172,40 @@ std::optional<SampleKey> parse_sample_file_name(std::string_view name) {
   return SampleKey{*level, *problem, *sample};
 }
 
+std::optional<size_t> invalid_utf8_at(std::string_view text) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = byte(i);
+    size_t extra = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the bounds of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      if (c == 0xE0) low = 0xA0;
+      if (c == 0xED) high = 0x9F;  // no UTF-16 surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      if (c == 0xF0) low = 0x90;
+      if (c == 0xF4) high = 0x8F;  // nothing past U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + extra >= text.size()) return i;  // cut short
+    for (size_t k = 1; k <= extra; ++k) {
+      const unsigned char b = byte(i + k);
+      if (k == 1 ? (b < low || b > high) : (b < 0x80 || b > 0xBF)) return i;
+    }
+    i += extra + 1;
+  }
+  return std::nullopt;
+}
+
 std::string sample_file_name(const SampleKey& key) {
   return fmt::format("level_{}_problem_{}_sample_{}_kernel.py", key.level, key.problem, key.sample);
 }

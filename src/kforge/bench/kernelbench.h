@@ -43,6 +43,10 @@ std::string sample_file_name(const SampleKey& key);
 // A KernelBench problem file, "19_ReLU.py" -> 19; nullopt for any other name.
 std::optional<int> parse_problem_file_name(std::string_view name);
 
+// The offset of the first byte of `text` that is not well-formed UTF-8 (RFC 3629); nullopt
+// when it all is. A sample that is not UTF-8 text cannot be sent as JSON: it is unreadable.
+std::optional<size_t> invalid_utf8_at(std::string_view text);
+
 // "1-20,25" -> {1, ..., 20, 25} (sorted, unique, each ≥ 1 and ≤ 100000); kInvalidArgument
 // naming `field` for anything else.
 StatusOr<std::vector<int>> parse_id_list(std::string_view text, const std::string& field);

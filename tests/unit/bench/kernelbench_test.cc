@@ -57,6 +57,17 @@ TEST(KernelbenchTest, SampleFileNamesFollowTheRunLayout) {
   EXPECT_FALSE(parse_problem_file_name("0_Zero.py").has_value());
 }
 
+TEST(KernelbenchTest, Utf8IsCheckedByteByByte) {
+  EXPECT_FALSE(invalid_utf8_at("plain ascii").has_value());
+  EXPECT_FALSE(invalid_utf8_at("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80").has_value());
+  EXPECT_EQ(invalid_utf8_at("ab\xff"), 2u);
+  EXPECT_EQ(invalid_utf8_at("a\xc3"), 1u);             // cut short
+  EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);          // overlong
+  EXPECT_EQ(invalid_utf8_at("x\xed\xa0\x80"), 1u);     // a surrogate
+  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
+  EXPECT_EQ(invalid_utf8_at("\xe2\x28\xa1"), 0u);      // a bad continuation
+}
+
 TEST(KernelbenchTest, IdListsAreRangesAndBadOnesNameTheField) {
   auto ids = parse_id_list("3,1-4,9", "problems");
   ASSERT_TRUE(ids.is_ok());
