@@ -147,8 +147,9 @@ Plan make_plan(const KernelbenchConfig& c, const std::map<std::pair<int, int>, P
   // Without --problems every problem of a level is in scope: a sample of a problem the
   // checkout does not have is a result saying so.
   for (const auto& [where, ids] : found) {
-    const bool level_chosen = std::any_of(problems.begin(), problems.end(), [&](const auto& p) {
-      return p.first.first == where.first;
+    const int level = where.first;  // a copy: clang's lambdas do not capture bindings
+    const bool level_chosen = std::any_of(problems.begin(), problems.end(), [level](const auto& p) {
+      return p.first.first == level;
     });
     if (!c.problems.empty() || !level_chosen || problems.contains(where)) continue;
     for (int s : ids) {
