@@ -410,8 +410,8 @@ CLI::App* add_kernelbench_command(CLI::App& app, KernelbenchConfig& c) {
       ->check(CLI::Range(1, 10000));
   cmd->add_option("--device", c.device, "cpu, cuda:N or gpu (default: a GPU, else cpu)");
   cmd->add_option("--kernel-type", c.kernel_type,
-                  "kernel_type of the samples (torch_cuda: a ModelNew, load_inline allowed; "
-                  "triton)")
+                  "kernel_type of the samples (torch_cuda: a ModelNew in any Python: torch, "
+                  "load_inline, Triton kernels launched from forward)")
       ->capture_default_str();
   // The bounds are a request's (model::RequestLimits): checked here, named by their flag.
   const model::RequestLimits limits;
