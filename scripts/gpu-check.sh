@@ -23,6 +23,12 @@
 #   ONLY_TIMING=1        run only the timing / kernel activity / device metrics checks under the
 #                        sandbox: tests/python/test_gpu.py + test_device_metrics.py,
 #                        tests/integration/test_timing_fields.py and the adversarial corpus
+#   ONLY_KERNELBENCH_RUN=1  run only bench/kernelbench_runner.py: `kforge kernelbench` on levels
+#                        1+2 torch vs torch (all correct, fast_1, wall time) and on 12 level-2
+#                        problems against a process per sample (KernelBench's eval with a
+#                        checkout at KERNELBENCH_DIR, default kernelbench/); KB_RUN_PARTS
+#                        (all,l2: one part per call if both pass the 10-minute limit),
+#                        KB_RUN_ARGS (more options, e.g. "--in-flight 8 --pipeline-depth 2")
 #   ONLY_IDENTITY=1      run only bench/identity.py: identical sources as reference and
 #                        candidate through POST /compare (issue 31's targets: speedups within
 #                        1.00 +- 0.03, `indistinguishable`, intervals covering 1); IDENTITY_ARGS
@@ -113,6 +119,17 @@ timing_fields() {
   record "  driver counters" "$(cat "$out/profiling-params.txt" 2>/dev/null || echo 'no /proc/driver/nvidia/params')"
   record "  device metrics skipped because" "$(grep -o 'device metrics unavailable here: .\{0,60\}' "$out/pytest-timing-fields.log" | head -1)"
 }
+
+if [[ -n "${ONLY_KERNELBENCH_RUN:-}" ]]; then
+  echo "== kforge kernelbench on $KFORGE_TEST_DEVICE (bench/kernelbench_runner.py)"
+  # shellcheck disable=SC2086  # KB_RUN_ARGS is a list of options
+  "$py" bench/kernelbench_runner.py --kb "${KERNELBENCH_DIR:-$PWD/kernelbench}" \
+    --device "$KFORGE_TEST_DEVICE" --parts "${KB_RUN_PARTS:-all,l2}" ${KB_RUN_ARGS:-} \
+    --out "$out/kernelbench-run.json" 2>"$out/kernelbench-run.log" | tee "$out/kernelbench-run.txt"
+  while IFS= read -r line; do record "kernelbench run" "$line"; done < <(grep '^| [l]' "$out/kernelbench-run.txt")
+  summary
+  exit 0
+fi
 
 if [[ -n "${ONLY_IDENTITY:-}" ]]; then
   echo "== identical kernels through /compare on $KFORGE_TEST_DEVICE"

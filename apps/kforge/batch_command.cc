@@ -8,6 +8,7 @@
 #include <iostream>
 #include <optional>
 
+#include "kforge/bench/kernelbench.h"
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/rest_client.h"
@@ -159,6 +160,9 @@ int run_batch(const BatchConfig& c) {
   if (Status s = log::init(c.log_level); !s) return fail(s.to_string(), 2);
   auto problem = read_file(c.problem);
   if (!problem.is_ok()) return fail("--problem: " + problem.status().message(), 2);
+  if (auto at = bench::kernelbench::invalid_utf8_at(*problem)) {
+    return fail("--problem: not UTF-8 text (byte " + std::to_string(*at) + ")", 2);
+  }
   std::error_code ec;
   if (!fs::is_directory(c.candidates_dir, ec)) {
     return fail("--candidates: " + c.candidates_dir + " is not a directory", 2);
@@ -173,6 +177,9 @@ int run_batch(const BatchConfig& c) {
   for (const auto& f : files) {
     auto source = read_file(f);
     if (!source.is_ok()) return fail(f.string() + ": " + source.status().message(), 2);
+    if (auto at = bench::kernelbench::invalid_utf8_at(*source)) {
+      return fail(f.string() + ": not UTF-8 text (byte " + std::to_string(*at) + ")", 2);
+    }
     candidates.push_back({{"source_code", *source}, {"kernel_type", c.kernel_type}});
   }
   Json body = {{"ref_kernel", {{"source_code", *problem}, {"kernel_type", "torch"}}},

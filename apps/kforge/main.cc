@@ -4,6 +4,7 @@
 
 #include "batch_command.h"
 #include "bench_command.h"
+#include "kernelbench_command.h"
 #include "mcp_command.h"
 #include "secrets.h"
 #include "serve_command.h"
@@ -23,6 +24,8 @@ int main(int argc, char** argv, char** envp) {
   CLI::App* bench_cmd = kforge::app::add_bench_command(app, bench);
   kforge::app::BatchConfig batch;
   CLI::App* batch_cmd = kforge::app::add_batch_command(app, batch);
+  kforge::app::KernelbenchConfig kernelbench;
+  CLI::App* kernelbench_cmd = kforge::app::add_kernelbench_command(app, kernelbench);
   kforge::app::WorkerConfig worker;
   CLI::App* worker_cuda_cmd = kforge::app::add_worker_command(app, worker);
 
@@ -33,6 +36,7 @@ int main(int argc, char** argv, char** envp) {
   if (mcp_cmd->parsed()) return kforge::app::run_mcp(mcp);
   if (bench_cmd->parsed()) return kforge::app::run_bench(bench);
   if (batch_cmd->parsed()) return kforge::app::run_batch(batch);
+  if (kernelbench_cmd->parsed()) return kforge::app::run_kernelbench(kernelbench);
   if (worker_cuda_cmd->parsed()) return kforge::app::run_worker_cuda(worker);
   std::cerr << app.help() << '\n';
   return 2;

@@ -170,6 +170,13 @@ def sse_messages(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def call_result(response: Any) -> dict[str, Any]:
+    """The `result` of a tools/call answered over HTTP, as JSON or as an SSE stream."""
+    is_stream = "event-stream" in response.headers["content-type"]
+    messages = sse_messages(response.text) if is_stream else [response.json()]
+    return messages[-1]["result"]
+
+
 class StdioPeer:
     """A `kforge mcp` child with a reader thread collecting every stdout line."""
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from integration.kernels import FAST_TIMING, TORCH_ADD_REF, torch_kernel, triton_add
-from integration.kforge_server import KforgeServer
-from integration.mcp_support import RawMcp, sse_messages
+from integration.kforge_server import KforgeServer, kforge_binary
+from integration.mcp_support import RawMcp, call_result
 
 WRONG = triton_add(" + 1.0")
 
@@ -164,21 +166,29 @@ def test_mcp_batch_compare(server: KforgeServer) -> None:
         args = batch_body(server, [triton_add(), WRONG])
         r = mcp.request("tools/call", {"name": "batch_compare", "arguments": args}, timeout=600)
         assert r.status_code == 200, r.text
-        messages = (
-            sse_messages(r.text) if "event-stream" in r.headers["content-type"] else [r.json()]
-        )
-        result = messages[-1]["result"]
+        result = call_result(r)
         assert not result.get("isError"), result
         out = result["structuredContent"]
         assert [exec_of(v)["correctness"] for v in out["results"]] == [True, False]
         assert len(out["jobs"]) == 2
         bad = dict(args, candidates=[triton_add(), {"kernel_type": "triton"}])
         r = mcp.request("tools/call", {"name": "batch_compare", "arguments": bad})
-        messages = (
-            sse_messages(r.text) if "event-stream" in r.headers["content-type"] else [r.json()]
-        )
-        result = messages[-1]["result"]
+        result = call_result(r)
         assert result["isError"]
         assert "candidates[1].source_code" in result["content"][0]["text"]
     finally:
         mcp.close()
+
+
+def test_cli_batch_names_a_candidate_that_is_not_utf8(tmp_path: Path) -> None:
+    # Such a source cannot travel as JSON: a bad option naming the file, not an abort.
+    (tmp_path / "problem.py").write_text(TORCH_ADD_REF)
+    (tmp_path / "candidates").mkdir()
+    (tmp_path / "candidates" / "a.py").write_bytes(b"import torch\n# \xff\n")
+    r = subprocess.run(
+        [str(kforge_binary()), "batch", "--problem", str(tmp_path / "problem.py"),
+         "--candidates", str(tmp_path / "candidates")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "a.py: not UTF-8 text (byte 15)" in r.stderr

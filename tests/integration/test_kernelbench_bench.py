@@ -184,3 +184,32 @@ def test_the_baseline_imports_kernelbench_without_its_llm_clients(tmp_path: Path
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["harness"] == "kernelbench" and out["compiled"] and out["runtime_ms"] == 1.5
     assert "litellm.completion: litellm is not installed" in out["error"], out
+
+
+def test_the_runner_times_kforge_kernelbench_and_the_process_baseline_on_cpu(
+    tmp_path: Path,
+) -> None:
+    # bench/kernelbench_runner.py: levels 1+2 torch vs torch through `kforge kernelbench`, then
+    # the level-2 subset (here its one problem) against one process per sample.
+    write_problems(tmp_path / "kb")
+    out = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "kernelbench_runner.py"),
+         "--kb", str(tmp_path / "kb"), "--device", "cpu", "--correct-trials", "2",
+         "--perf-trials", "5", "--out", str(out),
+         "--hack-cases", "^(cached_output|mutate_inputs|lazy_subclass|honest_torch)$"],
+        check=False, capture_output=True, text=True, timeout=900, env=os.environ.copy(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    figures = json.loads(out.read_text())
+    summary = figures["torch_vs_torch"]["summary"]
+    assert summary["samples"] == 3 and summary["correct"] == 3, summary
+    assert summary["fast_p"]["fast_1"] == 0, summary  # identical kernels are not faster
+    subset = figures["level2_subset"]
+    assert subset["problems"] == "1" and subset["baseline_wall_s"] > 0 and subset["ratio"] > 0
+    assert "| levels 1,2, torch vs torch | 3 | 3 |" in proc.stdout
+    assert "process per sample (builtin harness) | 1 | 1 |" in proc.stdout
+    hacks = figures["hacks"]  # the corpus's cases as a run: no exploit counted fast
+    assert hacks["hacks"] == 3 and hacks["missed"] == [], hacks
+    assert hacks["controls"] == 1 and hacks["controls_correct"] == 1, hacks
+    assert "exploits counted fast_1: 0 (must be 0)" in proc.stdout

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "kforge/bench/json_number.h"
 #include "kforge/common/iso8601.h"
 #include "kforge/model/speedup.h"
 
@@ -14,13 +15,6 @@ namespace kforge::bench {
 namespace {
 
 constexpr size_t kMaxErrorChars = 4000;
-
-std::optional<double> number(const Json& j, const char* key) {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
 
 // Worker errors keep the end of a traceback, which says what went wrong.
 std::string clip(std::string text) {
@@ -67,8 +61,8 @@ Measured measure(const JobOutcome& o) {
     }
     if (m.error.empty()) m.error = "incorrect (no reason given)";
   }
-  if (auto it = r.find("runtime_stats"); it != r.end() && number(*it, "mean")) m.stats = *it;
-  if (auto it = r.find("ref_runtime_stats"); it != r.end() && number(*it, "mean")) {
+  if (auto it = r.find("runtime_stats"); it != r.end() && json_number(*it, "mean")) m.stats = *it;
+  if (auto it = r.find("ref_runtime_stats"); it != r.end() && json_number(*it, "mean")) {
     m.ref_stats = *it;
   }
   if (auto it = r.find("correctness_details"); it != r.end() && it->is_object()) {

@@ -2,9 +2,13 @@
 // each an ordinary compare job (GET /job/{id} works for each). The answer waits for every job
 // (default), says where to poll (?wait=false: 202), or streams one SSE event per finished
 // candidate (Accept: text/event-stream or ?stream=1).
+// POST /kernelbench: a batch of KernelBench problems, one /batch per problem
+// (bench/kernelbench_request.h); the answer waits for every sample.
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
+#include "kforge/bench/kernelbench_request.h"
 #include "kforge/common/error_mapping.h"
 #include "kforge/common/json.h"
 #include "kforge/frontends/http/rest_context.h"
@@ -143,6 +147,55 @@ void handle_submit_batch(const RestContextPtr& ctx, HttpRequest request, Respond
                  caller = jobs::Caller(std::move(request.client), std::move(request.principal)),
                  responder = std::move(responder)] {
     submit_batch_blocking(ctx, body, caller, wait, sse, responder);
+  });
+}
+
+void handle_submit_kernelbench(const RestContextPtr& ctx, HttpRequest request,
+                               Responder responder) {
+  ctx->blocking([ctx, body = std::move(request.body),
+                 caller = jobs::Caller(std::move(request.client), std::move(request.principal)),
+                 responder = std::move(responder)] {
+    auto json = submit_body_json(body, responder);
+    if (!json) return;
+    auto parsed = bench::kernelbench::parse_kernelbench_request(*json, ctx->options.limits);
+    if (!parsed.is_ok()) {
+      responder.send(HttpResponse::error(parsed.status()));
+      return;
+    }
+    double timeout_s = 0;
+    size_t jobs = 0;
+    for (const auto& p : parsed->problems) {
+      for (const auto& job : p.batch.jobs)
+        timeout_s = std::max(timeout_s, job.timeout_s);
+      jobs += p.batch.jobs.size();
+    }
+    auto run = bench::kernelbench::KernelbenchRun::start(
+        ctx->service, ctx->batches.get(), std::move(parsed).value(), caller, nullptr,
+        [responder](const Json& answer) { responder.send(HttpResponse::json(200, answer)); });
+    if (!run.is_ok()) {
+      responder.send(submit_error_response(run.status()));
+      return;
+    }
+    // Held weakly: the jobs' callbacks keep the run until its last sample. Cancelling jobs
+    // reads the store: on the blocking pool, never on the io thread.
+    std::weak_ptr<bench::kernelbench::KernelbenchRun> weak = *run;
+    responder.on_cancel([ctx, weak](CancelReason, const Responder&) {
+      ctx->blocking([weak] {
+        if (auto live = weak.lock()) live->end("the client went away or the server is stopping");
+      });
+    });
+    const auto bound = std::chrono::milliseconds(
+                           static_cast<int64_t>(timeout_s * static_cast<double>(jobs) * 1000.0)) +
+                       ctx->options.queue_wait_allowance;
+    responder.on_deadline(bound, [ctx, weak, bound](const Responder& r) {
+      ctx->blocking([weak, bound, r] {
+        auto live = weak.lock();
+        if (!live || !live->end("not finished in time")) return;
+        r.send(HttpResponse::error(unavailable("not every sample finished after " +
+                                               std::to_string(bound.count()) +
+                                               " ms of waiting; their jobs are cancelled")));
+      });
+    });
   });
 }
 

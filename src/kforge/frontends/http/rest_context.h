@@ -30,6 +30,8 @@ void handle_submit(const RestContextPtr& ctx, SubmitKind kind, HttpRequest reque
 // POST /batch and GET /batch/{id} (batch_handlers.cc).
 void handle_submit_batch(const RestContextPtr& ctx, HttpRequest request, Responder responder);
 void handle_get_batch(const RestContextPtr& ctx, const HttpRequest& request, Responder responder);
+// POST /kernelbench (batch_handlers.cc).
+void handle_submit_kernelbench(const RestContextPtr& ctx, HttpRequest request, Responder responder);
 
 // GET /jobs (job_list.cc).
 void handle_list_jobs(const RestContextPtr& ctx, const HttpRequest& request, Responder responder);

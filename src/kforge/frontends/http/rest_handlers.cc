@@ -241,6 +241,9 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
   KF_RETURN_IF_ERROR(router.add("POST", "/batch", [ctx](HttpRequest r, Responder s) {
     handle_submit_batch(ctx, std::move(r), std::move(s));
   }));
+  KF_RETURN_IF_ERROR(router.add("POST", "/kernelbench", [ctx](HttpRequest r, Responder s) {
+    handle_submit_kernelbench(ctx, std::move(r), std::move(s));
+  }));
   KF_RETURN_IF_ERROR(router.add("GET", "/batch/{id}", [ctx](const HttpRequest& r, Responder s) {
     handle_get_batch(ctx, r, std::move(s));
   }));

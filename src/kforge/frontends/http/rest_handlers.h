@@ -4,6 +4,7 @@
 //                                                                 or ?wait=false -> 202
 //   POST /batch                                                  one reference, N candidates
 //   GET  /batch/{id}                                             a batch's jobs and results
+//   POST /kernelbench                                            KernelBench problems, samples
 //   GET  /job/{id}                                               a job and its result
 //   GET  /health                                                 liveness, devices, job counts
 //   GET  /stats                                                  counters

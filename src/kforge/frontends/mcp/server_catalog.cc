@@ -4,6 +4,7 @@
 #include "kforge/frontends/mcp/bench_tool.h"
 #include "kforge/frontends/mcp/fixtures/conformance_fixtures.h"
 #include "kforge/frontends/mcp/kernel_tasks.h"
+#include "kforge/frontends/mcp/kernelbench_tool.h"
 #include "kforge/frontends/mcp/skills.h"
 #include "kforge/frontends/mcp/workbench_tools.h"
 
@@ -28,6 +29,8 @@ StatusOr<std::unique_ptr<Catalog>> build_server_catalog(jobs::JobService& servic
   KF_RETURN_IF_ERROR(add_kernel_tasks(*catalog, service, book));
   KF_RETURN_IF_ERROR(
       add_batch_tool(catalog->tools, service, blocking, options.kernel_tools.limits, book));
+  KF_RETURN_IF_ERROR(
+      add_kernelbench_tool(catalog->tools, service, blocking, options.kernel_tools.limits));
   if (options.workbench != nullptr) {
     catalog->info.instructions += workbench_instructions();
     KF_RETURN_IF_ERROR(
