@@ -239,7 +239,7 @@ class KernelEvalClient:
             status=status, kernel_type=kernel_type, device=device, submitter=submitter,
             since=since, until=until, limit=limit, cursor=cursor,
         )  # fmt: skip
-        return self._run(op.list_jobs(self._config, params))  # type: ignore[no-any-return]
+        return self._run(op.list_jobs(self._config, params))
 
     def iter_jobs(self, **filters: Any) -> Iterator[dict[str, Any]]:
         """Every job list_jobs(**filters) selects, newest first, page after page."""
@@ -446,7 +446,7 @@ class AsyncKernelEvalClient:
             status=status, kernel_type=kernel_type, device=device, submitter=submitter,
             since=since, until=until, limit=limit, cursor=cursor,
         )  # fmt: skip
-        return await self._run(op.list_jobs(self._config, params))  # type: ignore[no-any-return]
+        return await self._run(op.list_jobs(self._config, params))
 
     async def iter_jobs(self, **filters: Any) -> AsyncIterator[dict[str, Any]]:
         cursor = filters.pop("cursor", None)
