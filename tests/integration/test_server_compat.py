@@ -111,6 +111,7 @@ def test_openapi_document_is_valid_and_matches_the_routes(server: KforgeServer) 
         validate(doc)  # raises on an invalid OpenAPI 3.1 document
         for path, item in doc["paths"].items():
             concrete = path.replace("{job_id}", "0123456789abcdef").replace("{batch_id}", "b-0")
+            concrete = concrete.replace("{asset}", "style.css")  # a file the UI serves
             unknown_id = path.startswith(("/job/", "/batch/"))
             for method in item:
                 # (an age no job has: the session's server keeps its jobs)

@@ -1,5 +1,5 @@
 // The MCP tool kernelbench_eval: a batch of KernelBench problems with their generated samples
-// (the arguments are POST /kernelbench's body, docs/rest-api.md "KernelBench runs"), one
+// (the arguments are POST /kernelbench's body, docs/rest-api.md "POST /kernelbench"), one
 // batch_compare per problem. Progress counts the finished samples; the answer is {batches,
 // samples, summary} once every sample has finished; notifications/cancelled cancels the jobs.
 #pragma once
