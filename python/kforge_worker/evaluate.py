@@ -356,7 +356,9 @@ def _time_both(
     if ref_timed is not None and timed.ref_stats is not None:
         result.ref_runtime_stats = timed.ref_stats
         result.ref_runtime = timed.ref_stats.median
-        ref_timed.report = TimingReport(timed.ref_stats, samples=list(timed.ref_samples))
+        ref_timed.report = TimingReport(
+            timed.ref_stats, list(timed.ref_warnings), samples=list(timed.ref_samples)
+        )
     stats = timed.stats
     result.runtime_stats = stats
     result.runtime = stats.median

@@ -104,6 +104,10 @@ def time_reference(
     timed = ReferenceTimed(reused=reuse.reference_timing())
     if timed.reused is not None:
         result.ref_runtime_stats = TimingStats(**timed.reused.stats)
+        # What its timing said then holds for this job's speedup too (a reference that took
+        # no measurable time on a busy cpu gives no speedup, and says so).
+        for warning in timed.reused.warnings:
+            result.warn(warning)
     elif not measure:
         return timed  # timed beside the candidate (the cpu: timed.py's echo)
     else:

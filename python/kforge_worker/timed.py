@@ -92,6 +92,7 @@ class CandidateTiming:
     # cpu: the reference timed in the same trials through the judge's echo
     ref_stats: TimingStats | None = None
     ref_samples: list[float] = field(default_factory=list)
+    ref_warnings: list[str] = field(default_factory=list)  # its warnings, kept for reuse
 
 
 def output_like(kernels: JobKernels) -> list[torch.Tensor]:
@@ -570,6 +571,7 @@ def _judge(
             unresolved = _unresolved(echo.ref_samples, null, "the reference")
             if unresolved:
                 result.warn(unresolved)
+                timing.ref_warnings.append(unresolved)
         return timing
     clock = link.clock
     null = clock.null_ms if clock is not None and clock.null_ms is not None else 0.0

@@ -167,3 +167,33 @@ def test_outputs_of_a_model_built_elsewhere_are_recomputed_and_the_timing_reused
     cpu_again.bind_model_place(False)
     expected = cpu_again.expected(0, torch.device("cpu"))
     assert expected is not None and torch.equal(expected[0][1], torch.zeros(4))
+
+
+def test_a_reused_reference_timing_brings_its_warnings(tmp_path):
+    """A reference that took no measurable time on a busy cpu gives the batch's later jobs no
+    speedup either: they say why, as the job that timed it did."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import torch
+
+    from kforge_worker.reference_reuse import ReferenceTiming
+    from kforge_worker.reference_timing import time_reference
+    from kforge_worker.results import JobResult
+    from kforge_worker.timing import compute_stats
+
+    warning = "the reference took no measurable time on the judge's clock: ..."
+    stored = ReferenceTiming(
+        stats=dataclasses.asdict(compute_stats([0.0, 0.0, 0.0], "cpu_wall_clock")),
+        warnings=[warning],
+        activity={},
+        samples=[0.0, 0.0, 0.0],
+    )
+    reuse = SimpleNamespace(reference_timing=lambda: stored)
+    result = JobResult(compiled=True)
+    timed = time_reference(
+        SimpleNamespace(), torch.device("cpu"), SimpleNamespace(), SimpleNamespace(), result,
+        report=lambda *_: None, reuse=reuse, measure=False,
+    )  # fmt: skip
+    assert timed is not None and timed.reused is stored
+    assert result.ref_runtime == 0.0 and warning in result.warnings
