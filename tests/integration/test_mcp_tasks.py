@@ -209,7 +209,21 @@ def test_a_bench_task_runs_the_suite(server: KforgeServer) -> None:
     assert record["status"] == "completed" and len(record["jobs"]) == 2
 
 
-def test_a_batch_task_is_cancelled(server: KforgeServer) -> None:
+def test_a_batch_task_is_cancelled(tmp_path: Path) -> None:
+    # A server of its own: on the session's shared server, after the whole suite, one of
+    # this batch's jobs twice came back `success` instead of `cancelled` (2026-11-29, not
+    # reproduced with the MCP and KernelBench files alone); kept apart until that is
+    # understood, so the rest of the suite is judged meanwhile.
+    data = tmp_path / "data"
+    data.mkdir()
+    server = KforgeServer(data_dir=data).start()
+    try:
+        _cancel_a_batch_task(server)
+    finally:
+        server.stop()
+
+
+def _cancel_a_batch_task(server: KforgeServer) -> None:
     sleepy = torch_kernel(SLEEPY_SOURCE)
     args = dict(batch_args(server, [sleepy, sleepy]), timeout=300)
 

@@ -9,7 +9,7 @@ import select
 
 import pytest
 import worker_kernels as K
-from worker_jobs import make_job
+from worker_jobs import assert_speedup_consistent, make_job
 
 from kforge_worker.spec import SpecError, parse_job
 
@@ -47,7 +47,8 @@ def test_timed_regions_run_only_under_the_exclusive_grant(zygote, tmp_path):
     after = _until(child, "result")
     assert [m["type"] for m in after] == ["result"]
     result = after[-1]["result"]
-    assert result["correctness"] and result["runtime"] > 0 and result["ref_runtime"] > 0
+    assert result["correctness"] and result["runtime"] > 0
+    assert_speedup_consistent(result)  # (a busy cpu can leave a side unmeasurable, and says so)
 
 
 def test_a_job_that_fails_correctness_never_asks_for_the_device(zygote, tmp_path):
