@@ -163,7 +163,6 @@ Json level_summary(const std::vector<const Json*>& records, const std::vector<do
 }  // namespace
 
 std::optional<SampleKey> parse_sample_file_name(std::string_view name) {
-  SampleKey key;
   std::optional<int> level, problem, sample;
   if (!consume(name, "level_") || !(level = leading_number(name))) return std::nullopt;
   if (!consume(name, "_problem_") || !(problem = leading_number(name))) return std::nullopt;
