@@ -13,16 +13,16 @@ namespace kforge::frontends::mcp {
 namespace {
 
 namespace kb = bench::kernelbench;
-constexpr const char* kToolName = "kernelbench_eval";
+constexpr const char* kKernelbenchToolName = "kernelbench_eval";
 
 struct KernelbenchToolContext {
   jobs::JobService& service;
   http::BlockingExecutor blocking;
   model::RequestLimits limits;
 };
-using ContextPtr = std::shared_ptr<const KernelbenchToolContext>;
+using KernelbenchContextPtr = std::shared_ptr<const KernelbenchToolContext>;
 
-ToolResult answer_of(Json answer) {
+ToolResult kernelbench_answer_of(Json answer) {
   const Json all = answer["summary"].value("all", Json::object());
   const std::string text =
       fmt::format("{} sample(s): {} correct, {} flagged, fast_1 {:.3f}", all.value("samples", 0),
@@ -31,11 +31,11 @@ ToolResult answer_of(Json answer) {
   return ToolResult::structured_value(std::move(answer), text);
 }
 
-void run_tool(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
+void run_kernelbench_tool(const KernelbenchContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   auto request = kb::parse_kernelbench_request(call->arguments(), ctx->limits);
   if (!request.is_ok()) {
-    call->finish(ToolResult::error(std::string("Invalid arguments for ") + kToolName + ": " +
-                                   request.status().to_string()));
+    call->finish(ToolResult::error(std::string("Invalid arguments for ") + kKernelbenchToolName +
+                                   ": " + request.status().to_string()));
     return;
   }
   auto on_sample = [call](const Json& record, size_t finished, size_t total) {
@@ -49,10 +49,11 @@ void run_tool(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   auto run = kb::KernelbenchRun::start(
       ctx->service, nullptr, std::move(request).value(),
       job_caller(call->context().session(), true), on_sample,
-      [call](Json answer) { call->finish(answer_of(std::move(answer))); });
+      [call](Json answer) { call->finish(kernelbench_answer_of(std::move(answer))); });
   if (!run.is_ok()) {
-    call->finish(ToolResult::error(
-        std::string(kToolName) + ": the problems were not accepted: " + run.status().to_string()));
+    call->finish(
+        ToolResult::error(std::string(kKernelbenchToolName) +
+                          ": the problems were not accepted: " + run.status().to_string()));
     return;
   }
   std::weak_ptr<kb::KernelbenchRun> weak = *run;
@@ -115,7 +116,7 @@ Status add_kernelbench_tool(ToolRegistry& tools, jobs::JobService& service,
   auto ctx = std::make_shared<const KernelbenchToolContext>(
       KernelbenchToolContext{service, std::move(blocking), limits});
   ToolSpec spec;
-  spec.name = kToolName;
+  spec.name = kKernelbenchToolName;
   spec.title = "Evaluate KernelBench problems and their samples";
   spec.description =
       "Judge generated KernelBench samples (ModelNew) against their problems (Model, "
@@ -132,7 +133,8 @@ Status add_kernelbench_tool(ToolRegistry& tools, jobs::JobService& service,
   };
   spec.annotations = job_tool_annotations();
   spec.long_running = true;
-  return tools.add(std::move(spec), [ctx](std::shared_ptr<ToolCall> call) { run_tool(ctx, call); });
+  return tools.add(std::move(spec),
+                   [ctx](std::shared_ptr<ToolCall> call) { run_kernelbench_tool(ctx, call); });
 }
 
 }  // namespace kforge::frontends::mcp
