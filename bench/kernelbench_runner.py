@@ -80,7 +80,7 @@ def kforge_kernelbench(
 ) -> dict[str, Any]:
     cmd = [
         str(kforge_binary()), "kernelbench", "--kb", str(args.kb), "--level", levels,
-        "--run", str(run), "--out", str(out), "--rerun", "--quiet",
+        "--run", str(run), "--out", str(out), "--rerun",
         "--device", args.device, "--in-flight", str(args.in_flight),
         "--baselines", str(out / "baselines.json"),
         "--correct-trials", str(args.correct_trials), "--num-trials", str(args.perf_trials),
@@ -99,10 +99,12 @@ def kforge_kernelbench(
     if args.python:
         env["KFORGE_PYTHON"] = args.python
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    # Its progress (a line per sample) goes to our stderr as it comes: a run cut short by a
+    # time limit still says how far it got.
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        raise SystemExit(f"kforge kernelbench exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"kforge kernelbench exited {proc.returncode} (its stderr is above)")
     summary = json.loads((out / "kernelbench_summary.json").read_text())
     lines = (out / "kernelbench_samples.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]

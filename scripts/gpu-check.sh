@@ -122,11 +122,13 @@ timing_fields() {
 
 if [[ -n "${ONLY_KERNELBENCH_RUN:-}" ]]; then
   echo "== kforge kernelbench on $KFORGE_TEST_DEVICE (bench/kernelbench_runner.py)"
+  kb_parts="${KB_RUN_PARTS:-all,l2}"  # each part's files named by it: one call per part
   # shellcheck disable=SC2086  # KB_RUN_ARGS is a list of options
   "$py" bench/kernelbench_runner.py --kb "${KERNELBENCH_DIR:-$PWD/kernelbench}" \
-    --device "$KFORGE_TEST_DEVICE" --parts "${KB_RUN_PARTS:-all,l2}" ${KB_RUN_ARGS:-} \
-    --out "$out/kernelbench-run.json" 2>"$out/kernelbench-run.log" | tee "$out/kernelbench-run.txt"
-  while IFS= read -r line; do record "kernelbench run" "$line"; done < <(grep '^| [l]' "$out/kernelbench-run.txt")
+    --device "$KFORGE_TEST_DEVICE" --parts "$kb_parts" ${KB_RUN_ARGS:-} \
+    --out "$out/kernelbench-run-$kb_parts.json" 2>"$out/kernelbench-run-$kb_parts.log" |
+    tee "$out/kernelbench-run-$kb_parts.txt"
+  while IFS= read -r line; do record "kernelbench run" "$line"; done < <(grep '^| [l]' "$out/kernelbench-run-$kb_parts.txt")
   summary
   exit 0
 fi

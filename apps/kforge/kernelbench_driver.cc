@@ -1,8 +1,10 @@
 #include "kernelbench_driver.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -13,6 +15,7 @@
 #include <optional>
 
 #include "engine_flags.h"
+#include "kforge/common/clock.h"
 
 namespace kforge::app {
 namespace {
@@ -22,6 +25,10 @@ using Clock = std::chrono::steady_clock;
 
 // How long cancelled jobs get to report before their samples are recorded as cancelled.
 constexpr auto kCancelGrace = std::chrono::seconds(60);
+// After this long with no sample finished, the progress says which jobs are still out and
+// what each is doing (and again after each further spell): a stalled run shows where.
+constexpr auto kQuietSpell = std::chrono::seconds(30);
+constexpr size_t kWaitingShown = 6;  // jobs named in such a line
 
 struct Event {
   size_t batch = 0;
@@ -38,7 +45,8 @@ struct ActiveBatch {
   bool done = false;
 };
 
-// One line per sample, or on a terminal one line kept up to date.
+// One line per sample (with the seconds since the start), or on a terminal one line kept up
+// to date.
 class Progress {
  public:
   Progress(size_t total, bool quiet) : total_(total), quiet_(quiet), tty_(isatty(2) == 1) {}
@@ -55,8 +63,9 @@ class Progress {
                                verdict.substr(0, 60))
                 << std::flush;
     } else {
-      std::cerr << fmt::format("[{}/{}] {}: {}\n", done_, total_, r.value("file", std::string()),
-                               verdict);
+      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
+      std::cerr << fmt::format("[{}/{} {:.1f} s] {}: {}\n", done_, total_, elapsed.count(),
+                               r.value("file", std::string()), verdict);
     }
   }
   void note(const std::string& line) {
@@ -88,6 +97,7 @@ class Progress {
   const size_t total_;
   const bool quiet_;
   const bool tty_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   size_t done_ = 0, correct_ = 0, not_judged_ = 0;
 };
 
@@ -143,6 +153,9 @@ class Driver {
         abandon_in_flight();
         break;
       }
+      if (!options_.quiet && !cancel_deadline && Clock::now() - last_news_ > kQuietSpell) {
+        say_waiting();
+      }
     }
     progress_.finish();
     outcome_.interrupted = interrupted_.load();
@@ -151,6 +164,7 @@ class Driver {
 
  private:
   void emit(Json record) {
+    last_news_ = Clock::now();
     progress_.record(record);
     on_record_(record);
     outcome_.records.push_back(std::move(record));
@@ -222,6 +236,37 @@ class Driver {
     return false;
   }
 
+  // "still waiting after 30 s for 4 job(s): level_1_problem_23_sample_0_kernel.py (running:
+  // timing_candidate, 95 s), ...": the jobs not reported yet, with their state, progress phase
+  // and how long they have run.
+  void say_waiting() {
+    last_news_ = Clock::now();
+    const auto since = std::chrono::duration_cast<std::chrono::seconds>(last_news_ - started_);
+    const int64_t now_ms = SystemClock::instance().unix_ms();
+    std::vector<std::string> waiting;
+    size_t out = 0;
+    for (const ActiveBatch& batch : active_) {
+      if (batch.done) continue;
+      for (size_t i = 0; i < batch.job_ids.size(); ++i) {
+        if (batch.reported[i]) continue;
+        if (++out > kWaitingShown) continue;
+        std::string what = "state unknown";
+        if (auto job = service_.get(batch.job_ids[i]); job.is_ok()) {
+          what = std::string(model::to_string(job->state));
+          if (!job->phase.empty()) what += ": " + job->phase;
+          if (job->started_ms > 0)
+            what += fmt::format(", {} s", std::max<int64_t>(0, now_ms - job->started_ms) / 1000);
+        }
+        waiting.push_back(fmt::format("{} ({})", batch.samples[i].file, what));
+      }
+    }
+    if (out == 0) return;
+    std::string line = fmt::format("kforge kernelbench: {} s in, waiting for {} job(s): {}",
+                                   since.count(), out, fmt::join(waiting, ", "));
+    if (out > kWaitingShown) line += fmt::format(" and {} more", out - kWaitingShown);
+    progress_.note(line);
+  }
+
   void cancel_in_flight() {
     for (ActiveBatch& batch : active_) {
       if (batch.done) continue;
@@ -253,6 +298,8 @@ class Driver {
   Progress progress_;
   const std::function<void(const Json&)>& on_record_;
   std::atomic<bool> interrupted_{false};
+  const Clock::time_point started_ = Clock::now();
+  Clock::time_point last_news_ = started_;  // the last record, or the last waiting line
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Event> events_;        // guarded by mu_

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -316,6 +317,11 @@ def test_ctrl_c_cancels_the_jobs_in_flight(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "cancelling the jobs in flight" in err
+    # 30 s without a finished sample: the progress said which job was still out, and how far.
+    assert re.search(
+        r"s in, waiting for 1 job\(s\): level_1_problem_1_sample_0_kernel\.py \((queued|running)",
+        err,
+    ), err
     got = records(run)
     assert got["1/1/0"]["status"] == "cancelled"
 
