@@ -5,273 +5,13 @@
 #include <array>
 #include <cmath>
 
+#include "kforge/bench/bench_log_words.h"
 #include "kforge/bench/kernel_library.h"
 #include "kforge/bench/svg_chart.h"
 #include "kforge/common/files.h"
 
 namespace kforge::bench {
 namespace {
-
-// The fixed text of a log, per language. Headings follow the skill (docs/compatibility.md §3): its
-// original Korean ones, and their English translations.
-struct Words {
-  const char* title;  // after "# torch.<op> "
-  const char* meta;   // version, device, name, dtype, runs, finished
-  const char* note;
-  const char* phase1;
-  const char* definition;
-  const char* io;
-  const char* complexity;
-  const char* bound;
-  const char* memory_bound;
-  const char* compute_bound;
-  const char* sizes;
-  const char* size_cost;  // bytes, flops
-  const char* size_mapping;
-  const char* phase2;
-  const char* from_library;  // op
-  const char* from_inline;
-  const char* from_dir;  // dir, op
-  const char* source;
-  const char* not_loaded;
-  const char* no_summary;
-  const char* phase3_correct;
-  const char* correct_intro;  // reference, trials, atol, rtol, dtype
-  const char* correct_header;
-  const char* failures;
-  const char* phase3_bench;
-  const char* bench_intro;  // runs, method
-  const char* method_gpu;
-  const char* method_cpu;
-  const char* median_title;
-  const char* speedup_title;
-  const char* throughput_title;
-  const char* throughput_header;
-  const char* chart_alt;
-  const char* phase4;
-  const char* selected;
-  const char* speedup;
-  const char* speedup_line;  // x, kernel ms, torch ms
-  const char* vs_compile;    // y
-  const char* analysis;
-  const char* lowest_final;  // kernel, n
-  const char* runner_up;     // kernel, ms, pct
-  const char* interval;      // low, high, verdict
-  const char* tie;           // kernels
-  const char* at_large;      // achieved {0}, unit {1}, pct {2}, peak name {3}, peak {4}, unit {5}
-  const char* copy_peak;
-  const char* matmul_peak;    // dtype
-  const char* no_peak;        // reason
-  const char* none_selected;  // reason
-  const char* summary_title;
-  const char* summary_meta;  // version, device, name, runs, sizes
-  const char* summary_header;
-  const char* summary_peaks;
-  const char* of_copy;
-  const char* of_matmul;
-  const char* checklist;
-  const char* ck_intro;
-  const char* ck_research;  // bound
-  const char* ck_loaded;    // origin
-  const char* ck_not_loaded;
-  const char* ck_compiled;
-  const char* ck_correct_at;  // size, label
-  const char* ck_timed;       // final ms
-  const char* ck_not_timed;
-  const char* ck_faster;       // speedup, verdict
-  const char* ck_regenerated;  // tries, outcome
-  const char* ck_regen_ok;     // try
-  const char* ck_regen_failing;
-  const char* ck_baseline;  // kernel
-  const char* ck_selected;  // kernel
-  const char* ck_none_selected;
-  const char* ck_tests;  // dir, files
-  const char* ck_no_tests;
-  const char* regen_title;  // max tries
-  const char* regen_try;    // {0} kernel, {1} try, {2} of, {3} after, {4} how, {5} seconds
-  const char* regen_correct;
-  const char* regen_failing;  // kind, error
-  const char* regen_unchanged;
-  const char* regen_no_file;
-  const char* regen_not_judged;
-};
-
-constexpr Words kEnglish = {
-    "Triton kernel development log",
-    "kforge bench {} · device {} ({}) · {} · {} runs per size · {}",
-    "> **Note:** {}",
-    "## Phase 1: Research and analysis",
-    "Mathematical definition",
-    "Inputs/outputs",
-    "Computational complexity",
-    "Bound",
-    "Memory-bound",
-    "Compute-bound",
-    "Sizes",
-    "{} moved, {} per call",
-    "Size mapping",
-    "## Phase 2: Kernel writing",
-    "Versions from the kforge kernel library (`kernels/{}/`).",
-    "Versions given as sources with the request.",
-    "Versions from `{}/{}/`.",
-    "Source",
-    "Not loaded",
-    "(no description in its docstring)",
-    "## Phase 3: Correctness Check",
-    "Each version against `{}` at every size: {} trials with fresh inputs each, atol={}, "
-    "rtol={} ({}).",
-    "| Kernel | Result | Retries | Max abs error | Max rel error |",
-    "Failures:",
-    "## Phase 3: Benchmark results",
-    "Mean time per call in ms over {} runs per size ({}); Final = mean of the size means; "
-    "Speedup = torch Final / kernel Final. ❌ marks a version that failed its correctness check "
-    "(excluded from selection).",
-    "each run timed with CUDA events after an L2 flush",
-    "CPU wall clock; Triton in its interpreter",
-    "Median time per call (ms) of the same runs:",
-    "Speedup vs torch per size (torch mean / kernel mean):",
-    "Throughput at the large size (achieved, and % of the measured peak):",
-    "| Kernel | GB/s | TFLOP/s | % of peak |",
-    "time per size per kernel",
-    "## Phase 4: Best kernel",
-    "Selected kernel",
-    "Speedup",
-    "{} vs torch (Final {} ms vs {} ms)",
-    "; {} vs torch.compile",
-    "Analysis",
-    "{} has the lowest Final among {} correct version(s)",
-    " (runner-up {}: {} ms, {:.1f} % slower)",
-    " (95 % interval {}-{}: {})",
-    "; a tie, not a win: {} cannot be told apart from it (the 95 % interval of their Final "
-    "ratio covers 1x)",
-    "At the large size it reaches {} {}, {:.1f} % of the measured {} ({} {}).",
-    "device-to-device copy bandwidth",
-    "matmul throughput ({})",
-    "% of the measured peak at the large size: not available ({}).",
-    "none: {}.",
-    "# kforge bench summary",
-    "kforge bench {} · device {} ({}) · {} runs per size · sizes {}",
-    "| Op | Best kernel | Final (ms) | Speedup vs torch | vs torch.compile | Large: % of peak | "
-    "Correct versions |",
-    "Measured peaks:",
-    "of the copy bandwidth",
-    "of the matmul peak",
-    "## Checklist",
-    "What this bench checked ([x] done or true, [ ] not):",
-    "Phase 1: research from the manifest (definition, inputs/outputs, complexity, {})",
-    "loaded (`{}`)",
-    "loaded",
-    "compiled",
-    "correct at {} ({})",
-    "timed at every size: Final {} ms",
-    "timed at every size",
-    "faster than torch: {} ({})",
-    "regenerated by --regenerate-cmd, tries: {}, {}",
-    "correct after try {}",
-    "still failing",
-    "{} timed at every size",
-    "best kernel selected: {}",
-    "best kernel selected",
-    "per-op tests in `{}`: {}",
-    "per-op tests",
-    "Regeneration (`--regenerate-cmd`, at most {} tries per op):",
-    "**{0}** try {1} of {2}, after {3}: the command {4} in {5:.3g} s",
-    "re-judged: ✅ correct at every size",
-    "re-judged: ❌ {}: {}",
-    "the file was left unchanged: not judged again",
-    "no readable file was left: not judged again",
-    "not judged again",
-};
-
-constexpr Words kKorean = {
-    "Triton Kernel 개발 로그",
-    "kforge bench {} · 장치 {} ({}) · {} · 크기별 {}회 실행 · {}",
-    "> **참고:** cpu 장치: Triton은 인터프리터에서, torch는 CPU에서 실행되었습니다. 이 값은 "
-    "인터프리터의 CPU 벽시계 시간이며 GPU 시간이 아니므로 GPU 결과와 비교할 수 없습니다.",
-    "## Phase 1: 자료 조사 및 분석",
-    "수학적 정의",
-    "입력/출력",
-    "계산 복잡도",
-    "병목 유형",
-    "메모리 바운드",
-    "연산 바운드",
-    "크기",
-    "호출당 {} 이동, {}",
-    "크기 매핑",
-    "## Phase 2: 커널 작성",
-    "버전 출처: kforge 커널 라이브러리 (`kernels/{}/`).",
-    "버전 출처: 요청과 함께 전달된 소스.",
-    "버전 출처: `{}/{}/`.",
-    "소스",
-    "불러오지 못함",
-    "(docstring에 설명 없음)",
-    "## Phase 3: Correctness Check",
-    "각 버전을 모든 크기에서 `{}`와 비교: 크기마다 새 입력으로 {}회 시행, atol={}, rtol={} ({}).",
-    "| Kernel | 결과 | 재시도 | 최대 절대 오차 | 최대 상대 오차 |",
-    "실패:",
-    "## Phase 3: 벤치마크 결과",
-    "크기별 {}회 실행의 호출당 평균 시간(ms) ({}); Final = 크기별 평균의 평균; Speedup = torch "
-    "Final / 커널 Final. ❌는 정확성 검사에 실패한 버전(선택에서 제외)입니다.",
-    "각 실행은 L2 캐시를 비운 뒤 CUDA 이벤트로 측정",
-    "CPU 벽시계 시간, Triton 인터프리터",
-    "같은 실행의 호출당 중앙값 시간(ms):",
-    "크기별 torch 대비 Speedup (torch 평균 / 커널 평균):",
-    "large 크기의 처리량 (달성값과 측정된 피크 대비 %):",
-    "| Kernel | GB/s | TFLOP/s | 피크 대비 % |",
-    "크기별 커널 시간",
-    "## Phase 4: 최적 커널",
-    "선택된 커널",
-    "Speedup",
-    "torch 대비 {} (Final {} ms, torch {} ms)",
-    "; torch.compile 대비 {}",
-    "분석",
-    "{}이(가) 정확한 버전 {}개 중 Final이 가장 낮습니다",
-    " (차순위 {}: {} ms, {:.1f}% 느림)",
-    " (95% 구간 {}-{}: {})",
-    "; 승리가 아닌 동점: {}은(는) 이 커널과 구별되지 않습니다 (Final 비율의 95% 구간이 1x를 포함)",
-    "large 크기에서 {0} {1}로, 측정된 {3}({4} {5})의 {2:.1f}%입니다.",
-    "장치 내 복사 대역폭",
-    "행렬곱 처리량 ({})",
-    "large 크기의 피크 대비 비율: 알 수 없음 ({}).",
-    "없음: {}.",
-    "# kforge 벤치마크 요약",
-    "kforge bench {} · 장치 {} ({}) · 크기별 {}회 실행 · 크기 {}",
-    "| 연산 | 최적 커널 | Final (ms) | torch 대비 Speedup | torch.compile 대비 | Large: 피크 대비 "
-    "% | "
-    "정확한 버전 |",
-    "측정된 피크:",
-    "(복사 대역폭 대비)",
-    "(행렬곱 피크 대비)",
-    "## 체크리스트",
-    "이 벤치가 확인한 항목 ([x] 완료 또는 참, [ ] 아님):",
-    "Phase 1: manifest 기반 자료 조사 (정의, 입력/출력, 복잡도, {})",
-    "불러옴 (`{}`)",
-    "불러옴",
-    "컴파일됨",
-    "{} ({})에서 정확",
-    "모든 크기에서 측정됨: Final {} ms",
-    "모든 크기에서 측정됨",
-    "torch보다 빠름: {} ({})",
-    "--regenerate-cmd로 재생성, 시도 {}회, {}",
-    "{}번째 시도 후 정확",
-    "여전히 실패",
-    "{}: 모든 크기에서 측정됨",
-    "최적 커널 선택: {}",
-    "최적 커널 선택",
-    "연산별 테스트 `{}`: {}",
-    "연산별 테스트",
-    "재생성 (`--regenerate-cmd`, 연산당 최대 {}회):",
-    "**{0}** 시도 {1}/{2}, {3} 이후: 명령이 {5:.3g}초 만에 끝남 ({4})",
-    "재검사: ✅ 모든 크기에서 정확",
-    "재검사: ❌ {}: {}",
-    "파일이 바뀌지 않아 다시 검사하지 않음",
-    "읽을 수 있는 파일이 없어 다시 검사하지 않음",
-    "다시 검사하지 않음",
-};
-
-const Words& words(LogLang lang) {
-  return lang == LogLang::kKo ? kKorean : kEnglish;
-}
 
 template <typename... Args>
 std::string say(const char* pattern, Args&&... args) {
@@ -720,7 +460,7 @@ StatusOr<LogLang> parse_log_lang(std::string_view text, const std::string& field
 }
 
 std::string render_op_log(const Json& report, const Json& op, LogLang lang) {
-  const Words& w = words(lang);
+  const Words& w = log_words(lang);
   std::string md = "# " + str(op, "title") + " " + w.title + "\n\n";
   md += meta_line(report, op, w) + "\n\n" + note(report, lang, w);
   md += phase1(op, w) + "\n" + phase2(op, lang, w) + "\n" + phase3_correctness(report, op, w) +
@@ -729,7 +469,7 @@ std::string render_op_log(const Json& report, const Json& op, LogLang lang) {
 }
 
 std::string render_summary(const Json& report, LogLang lang) {
-  const Words& w = words(lang);
+  const Words& w = log_words(lang);
   std::string sizes;
   for (const auto& s : sub(report, "sizes"))
     sizes += (sizes.empty() ? "" : ", ") + s.get<std::string>();
