@@ -6,6 +6,7 @@ own only, an admin every one, nothing without a token; a bad parameter is a 400 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 import threading
@@ -232,3 +233,26 @@ def test_job_streams_report_changes_to_those_who_may_see_them(
     assert get(srv, None, "/jobs/events").status_code == 401
     bad = get(srv, "alice", "/jobs/events", since="1")
     assert bad.status_code == 400 and bad.json()["field"] == "query.since"
+
+
+def test_the_python_client_reads_sessions_and_reports(
+    served: tuple[KforgeServer, dict[str, Any]],
+) -> None:
+    from kforge_client import AsyncKernelEvalClient, KernelEvalClient
+
+    srv, made = served
+    with KernelEvalClient(srv.url, token=TOKENS["alice"]) as c:
+        page = c.list_workbench_sessions(state=["write", "evaluation"], limit=5)
+        assert [s["session_id"] for s in page["sessions"]] == [made["alice"]]
+        assert c.workbench_session(made["alice"])["versions"][1]["correct"] is True
+        reports = c.list_bench_reports(limit=1)["reports"]
+        assert [r["report_id"] for r in reports] == [made["report"]["report_id"]]
+        assert c.bench_report(made["report"]["report_id"])["report"] == made["report"]["report"]
+
+    async def as_bob() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with AsyncKernelEvalClient(srv.url, token=TOKENS["bob"]) as c:
+            return await c.list_workbench_sessions(), await c.list_bench_reports()
+
+    sessions, reports = asyncio.run(as_bob())
+    assert [s["session_id"] for s in sessions["sessions"]] == [made["bob"]]
+    assert reports["reports"] == []
