@@ -1,5 +1,5 @@
 // Bench reports (#/bench, #/bench/<report id>), from GET /bench/reports: the reports this
-// server kept of `kforge bench --server` / POST /bench, and one report: per op its kernels'
+// server kept of POST /bench, and one report: per op its kernels'
 // times per size as a chart and a table (correct, mean per size, Final, speedup with its 95 %
 // interval and verdict), the best and how close it comes to the peak, and the summary.
 import * as api from '/ui/api.js';
@@ -28,7 +28,7 @@ async function reportsList(main, params) {
   if (cursor) links.push(el('a', {href: '#/bench', id: 'newest'}, '« Newest'));
   if (page.next_cursor) links.push(el('a', {href: `#/bench?cursor=${encodeURIComponent(page.next_cursor)}`, id: 'older'}, 'Older »'));
   replace(main, el('h1', {}, 'Bench reports'),
-    el('p', {class: 'muted'}, 'The reports of kforge bench --server and POST /bench that this server kept (the latest of each submitter).'),
+    el('p', {class: 'muted'}, 'The reports of POST /bench that this server kept (the latest of each submitter).'),
     rows.length ? table(['report', 'finished', 'submitter', 'device', 'sizes', 'best per op'], rows, 'reports')
                 : el('p', {class: 'muted empty'}, 'No bench reports yet.'),
     el('div', {class: 'pager'}, links));

@@ -1,4 +1,4 @@
-// BenchReportBook: the finished reports of `POST /bench` (and `kforge bench --server`), kept so
+// BenchReportBook: the finished reports of `POST /bench`, kept so
 // that GET /bench/reports and the web UI can show them after the answer (docs/rest-api.md
 // "GET /bench/reports").
 //
