@@ -105,8 +105,8 @@ class JobService {
   // Calls `changed` for every change of every job this service runs, from now on, until
   // unsubscribed (GET /jobs/events). kUnimplemented where a service cannot (one that forwards
   // to another server, or whose jobs other nodes run).
-  virtual StatusOr<uint64_t> on_job_changes(ChangeCallback changed) {
-    (void)changed;
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): a sink; implementations keep it.
+  virtual StatusOr<uint64_t> on_job_changes(ChangeCallback /*changed*/) {
     return Status(ErrorCode::kUnimplemented, "this service does not report job changes");
   }
 

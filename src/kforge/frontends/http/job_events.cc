@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 
+#include "kforge/common/error_mapping.h"
 #include "kforge/frontends/http/rest_context.h"
 #include "kforge/jobs/job_access.h"
 #include "kforge/jobs/job_view.h"
@@ -69,7 +70,11 @@ void handle_job_events(const RestContextPtr& ctx, const HttpRequest& request, Re
       return;
     }
     auto subs = std::make_shared<Subscriptions>(ctx->service);
-    responder.on_cancel([subs](CancelReason, const Responder&) { subs->end(); });
+    // A stopping server closes the stream at once (it would otherwise hold the drain).
+    responder.on_cancel([subs, stream](CancelReason, const Responder&) {
+      subs->end();
+      stream.close();
+    });
     // A job that ends between get() and here has no progress left: when_done answers at once.
     auto progress = ctx->service.on_progress(id, [stream](const jobs::JobProgress& p) {
       stream.send_event(SseEvent::of(dump_json(progress_json(p)), "progress"));
@@ -99,7 +104,11 @@ void handle_jobs_events(const RestContextPtr& ctx, const HttpRequest& request,
   }
   EventStream stream = responder.start_stream(StreamHead{});
   auto subs = std::make_shared<Subscriptions>(ctx->service);
-  responder.on_cancel([subs](CancelReason, const Responder&) { subs->end(); });
+  // A stopping server closes the stream at once (it would otherwise hold the drain).
+  responder.on_cancel([subs, stream](CancelReason, const Responder&) {
+    subs->end();
+    stream.close();
+  });
   auto changes = ctx->service.on_job_changes(
       [stream, principal = request.principal](const jobs::JobChange& change) {
         if (!principal.may_access(change.submitter)) return;  // not theirs: not even its id
