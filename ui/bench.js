@@ -1,7 +1,8 @@
 // Bench reports (#/bench, #/bench/<report id>), from GET /bench/reports: the reports this
 // server kept of POST /bench, and one report: per op its kernels'
 // times per size as a chart and a table (correct, mean per size, Final, speedup with its 95 %
-// interval and verdict), the best and how close it comes to the peak, and the summary.
+// interval and verdict), the best and how close it comes to the peak, its development log, and
+// the summary.
 import * as api from '/ui/api.js';
 import {el, replace, when, num, table, facts, badge} from '/ui/dom.js';
 import {barsPlot} from '/ui/plot.js';
@@ -40,7 +41,7 @@ function speedupCell(x) {
   return `${num(x.speedup)}×${ci}`;
 }
 
-function opSection(op, sizes) {
+function opSection(op, sizes, files) {
   const rows = op.rows || [];
   const chart = barsPlot(sizes.map((size) => ({
     label: `${size}${op.sizes && op.sizes[size] && op.sizes[size].label ? ' · ' + op.sizes[size].label : ''}`,
@@ -67,7 +68,11 @@ function opSection(op, sizes) {
              ? `${num(large.achieved)} ${large.unit || ''} = ${num(large.percent_of_peak)} % of ${num(large.peak)}` : (large.reason || '')]]),
     chart,
     table(['kernel', 'kind', 'correct', ...sizes.map((s) => `${s} mean (ms)`), 'Final (ms)', 'speedup [95 %]', 'verdict', 'error'],
-          tableRows, 'bench-rows'));
+          tableRows, 'bench-rows'),
+    typeof files[`${op.op}_log.md`] === 'string'
+      ? el('details', {class: 'bench-log'}, el('summary', {}, `${op.op}_log.md, the development log`),
+        markdown(files[`${op.op}_log.md`]))
+      : null);
 }
 
 async function reportPage(main, id) {
@@ -82,7 +87,7 @@ async function reportPage(main, id) {
            ['runs per size', report.runs], ['correctness trials', report.correct_trials],
            ['sizes', sizes.join(', ')], ['submitter', r.submitter], ['started', report.started_at], ['finished', report.finished_at],
            ['kforge', report.kforge_version]]),
-    (report.ops || []).map((op) => opSection(op, sizes)),
+    (report.ops || []).map((op) => opSection(op, sizes, r.files || {})),
     summary ? el('section', {id: 'bench-summary'}, el('h2', {}, 'Summary'), markdown(summary)) : null);
 }
 

@@ -33,8 +33,15 @@ export async function sessionsPage(main, _arg, params) {
     if (form.elements.state.value) next.set('state', form.elements.state.value);
     location.hash = `#/sessions${next.toString() ? '?' + next : ''}`;
   });
-  const page = await api.getJson('/workbench/sessions',
-    {state, cursor, limit: params.get('limit') || 25});
+  let page;
+  try {
+    page = await api.getJson('/workbench/sessions', {state, cursor, limit: params.get('limit') || 25});
+  } catch (e) {
+    if (!(e instanceof api.ApiError) || e.status !== 404) throw e;
+    replace(main, el('h1', {}, 'Workbench sessions'), el('p', {class: 'muted'},
+      'This server does not serve the workbench (it runs without MCP: --mode rest).'));
+    return null;
+  }
   const rows = page.sessions.map((s) => [
     sessionLink(s.session_id), s.kernel_name || '—', badge(s.state, s.state === 'end' ? 'ok' : 'live'),
     s.owner || '', s.device || '', String(s.versions ?? ''), String(s.correct_versions ?? ''),

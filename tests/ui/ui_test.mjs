@@ -296,6 +296,9 @@ await check('bench reports: the kept report with its per-op chart and table', as
   }
   assert(await page.locator('table.bench-rows .badge:text-is("best")').count() === 1, 'no best kernel marked');
   assert(await page.locator('#bench-summary .markdown table').count() >= 1, 'no summary table');
+  await page.click('details.bench-log > summary');
+  const phases = await page.locator('details.bench-log .markdown h3').allTextContents();
+  assert(phases.some((h) => h.startsWith('Phase 1')), `the op log's headings: ${phases}`);
   await shot(page, 'bench-report', 1200);
   assert(page.events.errors.length === 0, `page errors: ${page.events.errors}`);
   await page.context().close();
