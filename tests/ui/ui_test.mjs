@@ -120,7 +120,7 @@ await check('jobs list: newest first, filters, pagination', async () => {
   await page.context().close();
 });
 
-await check('live update: a new job appears and finishes without a reload', async () => {
+await check('live update: a new job appears and finishes without a reload (stream, then polling)', async () => {
   const page = await openPage();
   await page.goto(`${url}/ui`);
   await page.locator('table.jobs tbody tr').first().waitFor({timeout: T});
@@ -146,6 +146,19 @@ await check('live update: a new job appears and finishes without a reload', asyn
   await page.locator('p.verdict .badge:text-is("correct")').waitFor({timeout: 120000});
   assert(page.events.errors.length === 0, `page errors: ${page.events.errors}`);
   await page.context().close();
+  // Without the stream (a proxy that drops it, say) the list falls back to polling.
+  const polling = await openPage();
+  await polling.route('**/jobs/events', (r) => r.abort());
+  await polling.goto(`${url}/ui`);
+  await polling.waitForFunction(() => document.querySelector('.view')?.dataset.live === 'polling', null, {timeout: T});
+  const late = await polling.evaluate(async ({body, t}) => {
+    const r = await fetch('/evaluate?wait=false', {method: 'POST', body: JSON.stringify(body),
+      headers: {'Content-Type': 'application/json', Authorization: `Bearer ${t}`}});
+    return (await r.json()).job_id;
+  }, {body: jobs.live_body, t: token});
+  const lateRow = polling.locator('table.jobs tr', {has: polling.locator(`a.job-link:text-is("${late}")`)});
+  await lateRow.locator('.badge:text-is("success")').waitFor({timeout: 120000});
+  await polling.context().close();
 });
 
 await check('job page: verdict, plots, sources; then a source diff', async () => {
