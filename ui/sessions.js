@@ -45,7 +45,7 @@ export async function sessionsPage(main, _arg, params) {
   const rows = page.sessions.map((s) => [
     sessionLink(s.session_id), s.kernel_name || '—', badge(s.state, s.state === 'end' ? 'ok' : 'live'),
     s.owner || '', s.device || '', String(s.versions ?? ''), String(s.correct_versions ?? ''),
-    s.best_version ? `v${s.best_version}` : '—', num(s.best_time_ms), 
+    s.best_version ? `v${s.best_version}` : '—', num(s.best_time_ms),
     typeof s.best_speedup === 'number' ? `${num(s.best_speedup)}×` : '—', when(s.updated_at),
     s.error ? el('span', {class: 'error-text'}, s.error) : '']);
   const links = [];
