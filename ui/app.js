@@ -1,5 +1,6 @@
-// The single-page app: a hash router (#/jobs, #/job/<id>, #/devices, #/diff, #/batch/<id>)
-// over the REST API, and the token prompt. Each page is a function that renders into <main>
+// The single-page app: a hash router (#/jobs, #/job/<id>, #/devices, #/diff, #/batch/<id>,
+// #/sessions, #/session/<id>, #/bench, #/bench/<report id>) over the REST API, and the token
+// prompt. Each page is a function that renders into <main>
 // and may return a stop function (its live updates end when the page is left).
 import * as api from '/ui/api.js';
 import {el, replace} from '/ui/dom.js';
@@ -8,6 +9,8 @@ import {jobPage} from '/ui/job.js';
 import {devicesPage} from '/ui/devices.js';
 import {diffPage} from '/ui/diff.js';
 import {batchPage} from '/ui/batch.js';
+import {sessionsPage, sessionPage} from '/ui/sessions.js';
+import {benchPage} from '/ui/bench.js';
 
 const main = document.getElementById('main');
 const tokenForm = document.getElementById('token-form');
@@ -26,7 +29,10 @@ function route() {
           params: new URLSearchParams(query || '')};
 }
 
-const pages = {jobs: jobsPage, job: jobPage, devices: devicesPage, diff: diffPage, batch: batchPage};
+const pages = {jobs: jobsPage, job: jobPage, devices: devicesPage, diff: diffPage, batch: batchPage,
+               sessions: sessionsPage, session: sessionPage, bench: benchPage};
+// The nav entry a page belongs to.
+const navOf = {job: 'jobs', session: 'sessions'};
 
 // Each render draws into a fresh view: a page still loading when the user moves on writes
 // into its own detached view, and its live updates are stopped as soon as it returns.
@@ -38,7 +44,7 @@ async function render() {
   const mine = ++generation;
   const r = route();
   for (const a of document.querySelectorAll('nav a')) {
-    a.classList.toggle('active', a.dataset.page === r.name);
+    a.classList.toggle('active', a.dataset.page === (navOf[r.name] || r.name));
   }
   const page = pages[r.name];
   const view = el('div', {class: 'view'});

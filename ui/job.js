@@ -1,11 +1,13 @@
 // One job (#/job/<id>): verdict and reason, checks and flags, correctness per trial, the
 // timing of reference and candidate, the speedup with its interval, roofline, launched
 // kernels, both sources, errors and tracebacks, and a diff against another job. A job that
-// has not finished is read again every 2 s.
+// has not finished is read again at each of its progress events (GET /job/{id}/events), or
+// every 2 s when that stream cannot be read.
 import * as api from '/ui/api.js';
 import {el, replace, pre, when, duration, num, table, facts, jsonTree, badge, stateBadge} from '/ui/dom.js';
 import {timingPlot, speedupPlot, trialsPlot} from '/ui/plot.js';
 import {highlighted} from '/ui/highlight.js';
+import {follow} from '/ui/live.js';
 
 const REFRESH_MS = 2000;
 const TERMINAL = new Set(['success', 'failed', 'cancelled']);
@@ -183,15 +185,17 @@ export async function jobPage(main, id) {
     return TERMINAL.has(job.state);
   };
   if (await load()) return null;
-  let timer = null;
-  let stopped = false;
-  const tick = async () => {
-    try {
-      if (!stopped && !(await load())) timer = setTimeout(tick, REFRESH_MS);
-    } catch (e) {
-      if (!stopped) timer = setTimeout(tick, REFRESH_MS);
-    }
+  let stop = null;
+  let finished = false;
+  const reload = async () => {
+    if (finished) return;
+    finished = await load();
+    if (finished && stop) stop();
   };
-  timer = setTimeout(tick, REFRESH_MS);
-  return () => { stopped = true; clearTimeout(timer); };
+  stop = follow(`/job/${encodeURIComponent(id)}/events`, {
+    reload, pollMs: REFRESH_MS, debounceMs: 100,
+    wants: (name) => name === 'progress' || name === 'done',
+    onMode: (mode) => { main.dataset.live = mode; },
+  });
+  return () => stop();
 }

@@ -1,7 +1,9 @@
 // The front page: the most recent jobs (GET /jobs), with filters, cursor pagination, a JSON
-// Lines export and live updates (the first page is read again every few seconds).
+// Lines export and live updates: the first page is read again when GET /jobs/events says a
+// job changed (ui/live.js), or every few seconds when that stream cannot be read.
 import * as api from '/ui/api.js';
 import {el, replace, when, duration, num, table, stateBadge, badge} from '/ui/dom.js';
+import {follow} from '/ui/live.js';
 
 const REFRESH_MS = 3000;
 const STATES = ['', 'queued', 'running', 'success', 'failed', 'cancelled'];
@@ -126,14 +128,19 @@ export async function jobsPage(main, _arg, params) {
     }
     replace(pager, links);
     replace(status, cursor ? 'An older page (not updated live).'
-                           : `Updated ${new Date().toLocaleTimeString()}; live every ${REFRESH_MS / 1000} s.`);
+                           : `Updated ${new Date().toLocaleTimeString()}; ${live}.`);
   }
 
+  let live = 'live';
   await load();
   if (cursor) return null;  // later pages stay put; the first follows new jobs
-  let stopped = false;
-  const timer = setInterval(() => {
-    if (!stopped) load().catch((e) => replace(status, el('span', {class: 'error'}, e.message)));
-  }, REFRESH_MS);
-  return () => { stopped = true; clearInterval(timer); };
+  const reload = () => load().catch((e) => replace(status, el('span', {class: 'error'}, e.message)));
+  return follow('/jobs/events', {
+    reload, pollMs: REFRESH_MS,
+    onMode: (mode) => {
+      live = mode === 'stream' ? 'live (server-sent events)' : `read again every ${REFRESH_MS / 1000} s`;
+      main.dataset.live = mode;
+      reload();
+    },
+  });
 }

@@ -101,3 +101,33 @@ export function trialsPlot(perTrial) {
   });
   return root;
 }
+
+// Horizontal bars in groups, each group on its own scale (a group is one input size, its bars
+// the kernels timed at that size): `groups` [{label, bars: [{label, value, cls, note}]}].
+// Null when nothing has a value.
+export function barsPlot(groups, ariaLabel) {
+  const shown = groups.map((g) => ({...g, bars: g.bars.filter((b) => typeof b.value === 'number' && b.value > 0)}))
+    .filter((g) => g.bars.length > 0);
+  if (shown.length === 0) return null;
+  const BAR = 16;
+  const GAP = 22;
+  const H = shown.reduce((h, g) => h + GAP + g.bars.length * (BAR + 3), 10);
+  const root = svg('svg', {viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: 'plot bars-plot',
+                           role: 'img', 'aria-label': ariaLabel || 'bars'});
+  let y = 6;
+  for (const g of shown) {
+    root.append(svg('text', {x: 8, y: y + 13, class: 'group-label'}, g.label));
+    y += GAP;
+    const hi = Math.max(...g.bars.map((b) => b.value));
+    for (const b of g.bars) {
+      const w = Math.max(1, (b.value / hi) * (W - LEFT - RIGHT - 120));
+      root.append(
+        svg('text', {x: 8, y: y + BAR - 4, class: 'label'}, b.label),
+        svg('rect', {x: LEFT, y, width: w, height: BAR, class: `bar ${b.cls || ''}`},
+          svg('title', {}, `${b.label}: ${fmt(b.value)}${b.note ? ' · ' + b.note : ''}`)),
+        svg('text', {x: LEFT + w + 6, y: y + BAR - 4, class: 'value'}, `${fmt(b.value)}${b.note ? '  ' + b.note : ''}`));
+      y += BAR + 3;
+    }
+  }
+  return root;
+}

@@ -15,6 +15,7 @@
 #include "kforge/frontends/http/bench_route.h"
 #include "kforge/frontends/http/http_server.h"
 #include "kforge/frontends/http/ui_route.h"
+#include "kforge/frontends/http/workbench_routes.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
 #include "kforge/frontends/mcp/input_required.h"
@@ -204,7 +205,14 @@ int run_serve(const ServeConfig& config) {
     bench::BenchPolicy bench_policy;
     bench_policy.kforge_version = std::string(kVersion);
     Status s = frontends::http::add_rest_routes(router, service, blocking, ho.rest);
-    if (s.is_ok()) s = frontends::http::add_bench_route(router, service, blocking, bench_policy);
+    // Finished bench reports are kept in the data dir, for GET /bench/reports.
+    auto reports =
+        bench::BenchReportBook::open({.dir = std::filesystem::path(c.data_dir) / "bench-reports"});
+    if (s.is_ok() && !reports.is_ok()) s = reports.status().with_context("bench reports");
+    if (s.is_ok()) {
+      s = frontends::http::add_bench_route(router, service, blocking, bench_policy,
+                                           std::move(reports).value());
+    }
     if (s.is_ok()) s = frontends::http::add_ui_routes(router);  // the web UI reads the REST API
     if (!s.is_ok()) {
       KF_LOG_ERROR("cannot set up the REST API: {}", s.to_string());
@@ -245,6 +253,10 @@ int run_serve(const ServeConfig& config) {
       dispatcher = std::make_unique<frontends::mcp::Dispatcher>(*catalog, blocking);
       to.sessions.idle_ttl = std::chrono::hours(c.mcp_session_ttl_hours);
       s = frontends::mcp::add_mcp_routes(router, *dispatcher, blocking, to);
+    }
+    // The REST API reads the workbench's stored sessions (its MCP tools change them).
+    if (s.is_ok() && c.mode != "mcp") {
+      s = frontends::http::add_workbench_routes(router, *workbench, blocking);
     }
     if (!s.is_ok()) {
       KF_LOG_ERROR("cannot set up MCP: {}", s.to_string());

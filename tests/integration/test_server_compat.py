@@ -112,8 +112,16 @@ def test_openapi_document_is_valid_and_matches_the_routes(server: KforgeServer) 
         for path, item in doc["paths"].items():
             concrete = path.replace("{job_id}", "0123456789abcdef").replace("{batch_id}", "b-0")
             concrete = concrete.replace("{asset}", "style.css")  # a file the UI serves
-            unknown_id = path.startswith(("/job/", "/batch/"))
+            concrete = concrete.replace("{session_id}", "wb_0").replace("{report_id}", "br_0")
+            unknown_id = path.startswith(
+                ("/job/", "/batch/", "/workbench/sessions/", "/bench/reports/")
+            )
             for method in item:
+                if path == "/jobs/events":  # a stream that lasts: its head says it is there
+                    with c.stream(method.upper(), concrete) as events:
+                        assert events.status_code == 200, (method, path)
+                        assert events.headers["content-type"].startswith("text/event-stream")
+                    continue
                 # (an age no job has: the session's server keeps its jobs)
                 body = b'{"max_age_hours": 100000}' if "cleanup" in path else b"{}"
                 r = c.request(method.upper(), concrete, content=body)

@@ -2,9 +2,11 @@
 
 The HTTP checks run here; the browser checks run in Debian's chromium through playwright-core
 (tests/ui/ui_test.mjs; scripts/setup.sh installs both): token prompt, jobs list with filters and
-pagination, live update of a new job, job page with its plots, source diff, devices, and a
-hostile job whose source, error and kernel name are HTML and script that must show as text and
-never run. Screenshots go to build/ui-screenshots (KFORGE_UI_SHOTS to change).
+pagination, live update of a new job (server-sent events), job page with its plots, source diff,
+devices with the metrics highlights, a batch, workbench sessions (a real session made through
+MCP: versions, results, a diff of two versions, the Markdown log), a kept bench report, and
+hostile jobs and a hostile session whose sources, errors and log are HTML and script that must
+show as text and never run. Screenshots go to build/ui-screenshots (KFORGE_UI_SHOTS to change).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 
 from integration.kernels import model_source, torch_kernel, triton_add
 from integration.kforge_server import KforgeServer
+from integration.workbench_rest import make_session
 
 REPO = Path(__file__).resolve().parents[2]
 UI_TESTS = REPO / "tests" / "ui"
@@ -82,8 +85,18 @@ def ui_server() -> Iterator[tuple[KforgeServer, dict[str, Any]]]:
             assert r.status_code == 202, r.text
             batch_jobs = r.json()["jobs"]
             jobs["batch"] = r.json()["batch_id"]
-        srv.wait_jobs([*(v for k, v in jobs.items() if k != "batch"), *batch_jobs])
+            # A bench report (kept by the server) for the bench pages.
+            r = c.post("/bench", json={
+                "ops": ["add"], "sizes": ["small"], "runs": 2, "peaks": False,
+                "torch_compile": False, "device": srv.devices,
+            })  # fmt: skip
+            assert r.status_code == 200, r.text
+            jobs["report"] = r.json()["report_id"]
+        srv.wait_jobs([*(v for k, v in jobs.items() if k not in ("batch", "report")), *batch_jobs])
         jobs["batch_jobs"] = batch_jobs
+        # A workbench session made through MCP: two versions, v1 wrong with markup in its
+        # source and in the development log's line about it (its first comment).
+        jobs["session"] = make_session(srv.url, TOKEN, srv.devices, hostile=True)
         jobs["live_body"] = {
             "kernel": torch_kernel(model_source("import time\ntime.sleep(2)\nreturn x")),
             "num_correct_trials": 1,
@@ -110,7 +123,10 @@ def test_assets_are_served_with_a_strict_policy_and_without_data(
         assert r.headers["x-content-type-options"] == "nosniff"
     assert httpx.get(srv.url + "/ui/nope.js", timeout=30).status_code == 404
     assert httpx.get(srv.url + "/ui/..%2Fkforge.db", timeout=30).status_code == 404
-    for path in ["/jobs", "/stats", "/health", f"/job/{ui_server[1]['correct']}"]:
+    data = ["/jobs", "/stats", "/health", "/metrics", f"/job/{ui_server[1]['correct']}",
+            "/jobs/events", "/workbench/sessions", f"/workbench/sessions/{ui_server[1]['session']}",
+            "/bench/reports", f"/bench/reports/{ui_server[1]['report']}"]  # fmt: skip
+    for path in data:
         assert httpx.get(srv.url + path, timeout=30).status_code == 401, path
 
 
@@ -144,6 +160,8 @@ def test_in_chromium(ui_server: tuple[KforgeServer, dict[str, Any]]) -> None:
     report = out.stdout + out.stderr
     print(report)
     assert out.returncode == 0, report
-    assert report.count("\nok ") + report.startswith("ok ") == 7, report
-    for name in ["token-prompt", "jobs", "job", "diff", "hostile", "devices", "batch"]:
+    assert report.count("\nok ") + report.startswith("ok ") == 10, report
+    names = ["token-prompt", "jobs", "job", "diff", "hostile", "devices", "batch", "sessions",
+             "session", "session-diff", "bench-reports", "bench-report"]  # fmt: skip
+    for name in names:
         assert (shots / f"{name}.png").stat().st_size > 1000, name

@@ -3,9 +3,11 @@
 // tests/integration/test_ui.py, which passes (environment):
 //   KFORGE_UI_URL      http://127.0.0.1:<port>
 //   KFORGE_UI_TOKEN    the API token the server asks for
-//   KFORGE_UI_JOBS     JSON {correct, compare, hostile, cancelled, broken, live_body}: job
-//                      ids (hostile: markup in its source and compile error; cancelled: in
-//                      its error), and the body of a slow job to submit for the live update
+//   KFORGE_UI_JOBS     JSON {correct, compare, hostile, cancelled, broken, live_body, batch,
+//                      batch_jobs, session, report}: job ids (hostile: markup in its source and
+//                      compile error; cancelled: in its error), the body of a slow job to
+//                      submit for the live update, a batch id, a workbench session id (v1 with
+//                      markup in its source and log) and a kept bench report id
 //   KFORGE_UI_SHOTS    directory for the screenshots
 // Prints one line per check ("ok <name>" or "FAIL <name>: <why>") and exits 1 if any failed.
 import {chromium} from 'playwright-core';
@@ -118,7 +120,7 @@ await check('jobs list: newest first, filters, pagination', async () => {
   await page.context().close();
 });
 
-await check('live update: a new job appears and finishes without a reload', async () => {
+await check('live update: a new job appears and finishes without a reload (stream, then polling)', async () => {
   const page = await openPage();
   await page.goto(`${url}/ui`);
   await page.locator('table.jobs tbody tr').first().waitFor({timeout: T});
@@ -130,8 +132,33 @@ await check('live update: a new job appears and finishes without a reload', asyn
   assert(id, 'the live job was not accepted');
   const row = page.locator('table.jobs tr', {has: page.locator(`a.job-link:text-is("${id}")`)});
   await row.waitFor({timeout: T});
+  // Pushed by GET /jobs/events, not polled: the page says which.
+  await page.waitForFunction(() => document.querySelector('.view')?.dataset.live === 'stream', null, {timeout: T});
   await row.locator('.badge:text-is("success")').waitFor({timeout: 120000});
+  // A job page follows its own stream (GET /job/{id}/events) until the job ends.
+  const slow = await page.evaluate(async ({body, t}) => {
+    const r = await fetch('/evaluate?wait=false', {method: 'POST', body: JSON.stringify(body),
+      headers: {'Content-Type': 'application/json', Authorization: `Bearer ${t}`}});
+    return (await r.json()).job_id;
+  }, {body: jobs.live_body, t: token});
+  await page.goto(`${url}/ui#/job/${slow}`);
+  await page.waitForFunction((id) => document.getElementById('job-id')?.textContent === id, slow, {timeout: T});
+  await page.locator('p.verdict .badge:text-is("correct")').waitFor({timeout: 120000});
+  assert(page.events.errors.length === 0, `page errors: ${page.events.errors}`);
   await page.context().close();
+  // Without the stream (a proxy that drops it, say) the list falls back to polling.
+  const polling = await openPage();
+  await polling.route('**/jobs/events', (r) => r.abort());
+  await polling.goto(`${url}/ui`);
+  await polling.waitForFunction(() => document.querySelector('.view')?.dataset.live === 'polling', null, {timeout: T});
+  const late = await polling.evaluate(async ({body, t}) => {
+    const r = await fetch('/evaluate?wait=false', {method: 'POST', body: JSON.stringify(body),
+      headers: {'Content-Type': 'application/json', Authorization: `Bearer ${t}`}});
+    return (await r.json()).job_id;
+  }, {body: jobs.live_body, t: token});
+  const lateRow = polling.locator('table.jobs tr', {has: polling.locator(`a.job-link:text-is("${late}")`)});
+  await lateRow.locator('.badge:text-is("success")').waitFor({timeout: 120000});
+  await polling.context().close();
 });
 
 await check('job page: verdict, plots, sources; then a source diff', async () => {
@@ -212,6 +239,94 @@ await check('batch page: candidates ranked, each linking to its job', async () =
   await rows.nth(0).locator('a').click();
   await page.waitForFunction((id) => document.getElementById('job-id')?.textContent === id,
                              jobs.batch_jobs[0], {timeout: T});
+  await page.context().close();
+});
+
+await check('workbench sessions: list, versions with results, a diff, the log as text', async () => {
+  const page = await openPage();
+  await page.goto(`${url}/ui#/sessions`);
+  await page.locator(`a.session-link:text-is("${jobs.session}")`).waitFor({timeout: T});
+  await shot(page, 'sessions');
+  await page.click(`a.session-link:text-is("${jobs.session}")`);
+  await page.waitForFunction((id) => document.getElementById('session-id')?.textContent === id, jobs.session, {timeout: T});
+  const rows = await page.locator('table.versions tbody tr').allTextContents();
+  assert(rows.length === 2, `versions: ${rows}`);
+  assert(rows[0].includes('incorrect') && rows[1].includes('correct') && rows[1].includes('best'), `versions: ${rows}`);
+  const cases = await page.locator('#version-2 table.cases tbody tr').count();
+  assert(cases >= 1, 'no benchmark case of v2');
+  // The log is Markdown drawn as elements: its headings and its versions table.
+  const headings = await page.locator('#session-log .markdown h3').allTextContents();
+  assert(headings.includes('Versions'), `log headings: ${headings}`);
+  assert(await page.locator('#session-log .markdown table.md').count() >= 1, 'no table in the log');
+  await shot(page, 'session', 1400);
+  // The diff between the two versions (v1 -> v2 is shown at once).
+  const added = await page.locator('#version-diff-out pre.diff span.add').count();
+  const removed = await page.locator('#version-diff-out pre.diff span.del').count();
+  assert(added > 0 && removed > 0, `version diff: ${added} added, ${removed} removed`);
+  await page.locator('#version-diff-out').scrollIntoViewIfNeeded();
+  await shot(page, 'session-diff');
+  // Hostile text: v1's source and the log's line about it show their markup as text.
+  const log = await page.locator('#session-log').textContent();
+  assert(log.includes('<script>window.__pwned=4</script>'), 'the log does not show the markup literally');
+  await page.click('#version-1 > summary');
+  const source = await page.locator('#version-1 pre.source').textContent();
+  assert(source.includes('<img src=x onerror="window.__pwned=5">'), 'v1 source does not show the markup');
+  await page.waitForTimeout(500);
+  const pwned = await page.evaluate(() => window.__pwned);
+  assert(pwned === undefined, `window.__pwned is ${pwned}`);
+  const injected = await page.evaluate(() => document.querySelectorAll('main img, main script, main iframe').length);
+  assert(injected === 0, `${injected} injected elements in the page`);
+  // The renderer itself: markup stays text, and only http(s) and in-page links become anchors.
+  const drawn = await page.evaluate(async () => {
+    const {markdown} = await import('/ui/markdown.js');
+    const node = markdown('# <b>t</b>\n\n| <i>c</i> |\n|---|\n| `<img src=x onerror=alert(1)>` |\n\n' +
+      '> <script>x</script>\n\n[bad](javascript:alert(1)) [good](https://example.org) **<u>u</u>**');
+    return {elements: [...node.querySelectorAll('*')].map((e) => e.tagName.toLowerCase()).sort().join(),
+            links: [...node.querySelectorAll('a')].map((a) => a.getAttribute('href')), text: node.textContent};
+  });
+  assert(drawn.elements === 'a,blockquote,code,h2,p,strong,table,tbody,td,th,thead,tr,tr', `elements: ${drawn.elements}`);
+  assert(drawn.links.join() === 'https://example.org', `links: ${drawn.links}`);
+  for (const t of ['<b>t</b>', '<i>c</i>', '<img src=x onerror=alert(1)>', '<script>x</script>', 'javascript:alert(1)', '<u>u</u>']) {
+    assert(drawn.text.includes(t), `the markdown does not show ${t} as text`);
+  }
+  assert(page.events.dialogs.length === 0 && page.events.errors.length === 0,
+         `dialogs ${page.events.dialogs}, errors ${page.events.errors}`);
+  await page.context().close();
+});
+
+await check('bench reports: the kept report with its per-op chart and table', async () => {
+  const page = await openPage();
+  await page.goto(`${url}/ui#/bench`);
+  await page.locator(`a.report-link:text-is("${jobs.report}")`).waitFor({timeout: T});
+  await shot(page, 'bench-reports');
+  await page.click(`a.report-link:text-is("${jobs.report}")`);
+  await page.waitForFunction((id) => document.getElementById('report-id')?.textContent === id, jobs.report, {timeout: T});
+  const bars = await page.locator('section.bench-op svg.bars-plot rect.bar').count();
+  assert(bars >= 5, `${bars} bars (torch and four versions expected)`);
+  const kernels = await page.locator('table.bench-rows tbody tr td:first-child').allTextContents();
+  for (const k of ['torch', 'v1_baseline', 'v4_optimized']) {
+    assert(kernels.some((t) => t.startsWith(k)), `kernel ${k} not in the table: ${kernels}`);
+  }
+  assert(await page.locator('table.bench-rows .badge:text-is("best")').count() === 1, 'no best kernel marked');
+  assert(await page.locator('#bench-summary .markdown table').count() >= 1, 'no summary table');
+  await page.click('details.bench-log > summary');
+  const phases = await page.locator('details.bench-log .markdown h3').allTextContents();
+  assert(phases.some((h) => h.startsWith('Phase 1')), `the op log's headings: ${phases}`);
+  await shot(page, 'bench-report', 1200);
+  assert(page.events.errors.length === 0, `page errors: ${page.events.errors}`);
+  await page.context().close();
+});
+
+await check('devices: the /metrics highlights', async () => {
+  const page = await openPage();
+  await page.goto(`${url}/ui#/devices`);
+  await page.locator('#metrics-highlights table.metrics tbody tr').waitFor({timeout: T});
+  const cells = await page.locator('#metrics-highlights table.metrics tbody td').allTextContents();
+  assert(Number(cells[0]) > 0 && Number(cells[1]) > 0, `submitted/finished: ${cells}`);
+  const devices = await page.locator('#metrics-highlights table.metrics-devices tbody tr').count();
+  assert(devices >= 1, 'no device in the metrics');
+  await page.locator('#metrics-highlights').scrollIntoViewIfNeeded();
+  await shot(page, 'devices-metrics');
   await page.context().close();
 });
 

@@ -35,6 +35,15 @@ struct JobProgress {
   double fraction = 0;  // 0..1, monotonically increasing per job
 };
 
+// A job changed: it was accepted (queued), started or reported progress (running, with its
+// phase), or ended (a terminal state). What a live listing needs to know that it is stale.
+struct JobChange {
+  std::string job_id;
+  std::string submitter;  // the job's principal, so a listener can tell whose it is
+  model::JobState state = model::JobState::kQueued;
+  std::string phase;  // a running job's progress phase; "" otherwise
+};
+
 // Who submits a job. `client` keys the per-client queue quota (frontends derive it: "peer
 // 10.0.0.7", "token 1a2b3c4d peer 10.0.0.7", "stdio"); `principal` is recorded as the job's
 // submitter (model/principal.h): the anonymous principal on a server without tokens, and for
@@ -60,6 +69,7 @@ class JobService {
  public:
   using DoneCallback = std::function<void(const model::JobRecord&)>;
   using ProgressCallback = std::function<void(const JobProgress&)>;
+  using ChangeCallback = std::function<void(const JobChange&)>;
 
   virtual ~JobService() = default;
 
@@ -92,7 +102,15 @@ class JobService {
   // terminal. kNotFound when the job is unknown, kFailedPrecondition when it has finished.
   virtual StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) = 0;
 
-  // Drops a subscription made by when_done/on_progress; unknown ids are ignored.
+  // Calls `changed` for every change of every job this service runs, from now on, until
+  // unsubscribed (GET /jobs/events). kUnimplemented where a service cannot (one that forwards
+  // to another server, or whose jobs other nodes run).
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): a sink; implementations keep it.
+  virtual StatusOr<uint64_t> on_job_changes(ChangeCallback /*changed*/) {
+    return Status(ErrorCode::kUnimplemented, "this service does not report job changes");
+  }
+
+  // Drops a subscription made by when_done/on_progress/on_job_changes; unknown ids are ignored.
   virtual void unsubscribe(uint64_t subscription) = 0;
 
   // Cancels a queued or running job (a running job's process group is killed). Returns OK

@@ -323,6 +323,7 @@ StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request, con
   }
   scheduler_->enqueue(record.id, target);
   tell_queued(target, uses_only_cuda(request) ? "cuda" : "python");
+  publish_change({record.id, record.submitter, model::JobState::kQueued, ""});
   ++submitted_;
   legacy_.job_submitted(record.created_ms);
   KF_LOG_DEBUG("job={} accepted kind={} target={}", record.id, model::to_string(record.kind),
@@ -540,10 +541,12 @@ void JobServiceImpl::finish(const std::string& id, model::JobState state, Json r
   ++finished_;
   for (auto& [sub, cb] : subs)
     cb(record);
+  publish_change({id, record.submitter, state, ""});
 }
 
 void JobServiceImpl::publish_progress(const std::string& id, JobProgress progress) {
   std::vector<ProgressCallback> subs;
+  JobChange change;
   {
     std::lock_guard lock(mu_);
     auto it = active_.find(id);
@@ -559,9 +562,33 @@ void JobServiceImpl::publish_progress(const std::string& id, JobProgress progres
     if (progress.phase.starts_with("timing") && a.timing_ms == 0) a.timing_ms = now;
     for (const auto& [sub, cb] : it->second.progress_subs)
       subs.push_back(cb);
+    change = {id, a.record.submitter, a.record.state, progress.phase};
   }
   for (auto& cb : subs)
     cb(progress);
+  publish_change(change);
+}
+
+void JobServiceImpl::publish_change(const JobChange& change) {
+  std::vector<ChangeCallback> listeners;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [sub, cb] : change_subs_)
+      listeners.push_back(cb);
+  }
+  for (auto& cb : listeners)
+    cb(change);
+}
+
+StatusOr<uint64_t> JobServiceImpl::on_job_changes(ChangeCallback changed) {
+  if (shared_ != nullptr) {
+    return Status(ErrorCode::kUnimplemented,
+                  "with a shared queue other nodes run jobs too: poll GET /jobs");
+  }
+  std::lock_guard lock(mu_);
+  const uint64_t sub = next_subscription_++;
+  change_subs_[sub] = std::move(changed);
+  return sub;
 }
 
 StatusOr<model::JobRecord> JobServiceImpl::get(const std::string& id) {
@@ -669,6 +696,7 @@ StatusOr<uint64_t> JobServiceImpl::on_progress(const std::string& id, ProgressCa
 
 void JobServiceImpl::unsubscribe(uint64_t subscription) {
   std::lock_guard lock(mu_);
+  if (change_subs_.erase(subscription) > 0) return;
   auto s = subscription_.find(subscription);
   if (s == subscription_.end()) return;
   auto it = active_.find(s->second);

@@ -98,6 +98,7 @@ class JobServiceImpl final : public JobService {
   StatusOr<std::vector<model::JobRecord>> list_jobs(const model::JobQuery& query) override;
   StatusOr<uint64_t> when_done(const std::string& id, DoneCallback done) override;
   StatusOr<uint64_t> on_progress(const std::string& id, ProgressCallback progress) override;
+  StatusOr<uint64_t> on_job_changes(ChangeCallback changed) override;
   void unsubscribe(uint64_t subscription) override;
   Status cancel(const std::string& id, const std::string& reason) override;
   Json stats() override;
@@ -159,6 +160,8 @@ class JobServiceImpl final : public JobService {
   // the job from active_ and notifies subscribers.
   void finish(const std::string& id, model::JobState state, Json result, std::string error);
   void publish_progress(const std::string& id, JobProgress progress);
+  // Tells the on_job_changes listeners; without mu_.
+  void publish_change(const JobChange& change);
   StatusOr<model::JobRequest> parse_stored_request(const model::JobRecord& record) const;
   // The request of an unfinished job, read back from the store.
   StatusOr<model::JobRequest> load_request(const std::string& job_id);
@@ -186,10 +189,11 @@ class JobServiceImpl final : public JobService {
   std::map<std::string, Active> active_;  // guarded by mu_: queued + running jobs
   // Queued (not yet started) jobs per (scheduler target, worker type); guarded by mu_.
   std::map<std::pair<std::string, std::string>, int> queued_for_;
-  QueueQuota quota_;                              // guarded by mu_: what active_ holds
-  std::map<uint64_t, std::string> subscription_;  // guarded by mu_: id -> job id
-  uint64_t next_subscription_ = 1;                // guarded by mu_
-  bool stopping_ = false;                         // guarded by mu_
+  QueueQuota quota_;                                // guarded by mu_: what active_ holds
+  std::map<uint64_t, std::string> subscription_;    // guarded by mu_: id -> job id
+  std::map<uint64_t, ChangeCallback> change_subs_;  // guarded by mu_: on_job_changes
+  uint64_t next_subscription_ = 1;                  // guarded by mu_
+  bool stopping_ = false;                           // guarded by mu_
   std::map<std::string, Json> peaks_;       // guarded by mu_: device -> peaks or {"error": ...}
   std::map<std::string, Watched> watched_;  // guarded by mu_: shared queue only
   std::thread coordinator_;                 // shared queue only; started by start()

@@ -41,6 +41,17 @@ struct WorkbenchVersionRecord {
   int64_t created_ms = 0;
 };
 
+// Which sessions list_sessions returns: the most recently updated first (ties by id,
+// descending); every given filter must hold; `after_*` continues a listing after that session.
+struct WorkbenchSessionQuery {
+  std::vector<std::string> states{};          // any of these; empty: every state
+  std::optional<std::string> kernel_name{};   // exactly this name
+  std::optional<std::string> owner{};         // sessions of this principal ("" for unowned ones)
+  std::optional<int64_t> after_updated_ms{};  // with after_id: the last session of a page
+  std::string after_id{};
+  int limit = 20;  // >= 1
+};
+
 class WorkbenchStore {
  public:
   virtual ~WorkbenchStore() = default;
@@ -51,8 +62,11 @@ class WorkbenchStore {
   virtual Status update_session(const WorkbenchSessionRecord& session) = 0;
   // nullopt when unknown.
   virtual StatusOr<std::optional<WorkbenchSessionRecord>> get_session(const std::string& id) = 0;
-  // The most recently updated sessions first, at most `limit`.
+  // The most recently updated sessions first (ties by id, descending), at most `limit`.
   virtual StatusOr<std::vector<WorkbenchSessionRecord>> recent_sessions(int limit) = 0;
+  // The sessions `query` selects, in its order.
+  virtual StatusOr<std::vector<WorkbenchSessionRecord>> list_sessions(
+      const WorkbenchSessionQuery& query) = 0;
 
   // kAlreadyExists when the session already has this version number, kNotFound when the
   // session is unknown.

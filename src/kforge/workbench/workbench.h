@@ -97,6 +97,8 @@ class Workbench {
 
   const Knowledge& knowledge() const { return *knowledge_; }
   const WorkbenchOptions& options() const { return options_; }
+  // The stored sessions, for read-only views (session_views.h).
+  store::WorkbenchStore& store() const { return *store_; }
 
   // One session's live object: its mutex serialises the calls on it.
   struct Slot {

@@ -320,13 +320,12 @@ Reply CallRunner::context_usage(const Session& s) {
 
 StatusOr<std::vector<store::WorkbenchSessionRecord>> CallRunner::visible_recent_sessions(
     size_t limit) {
-  // The caller's own (model/principal.h), among the last 500 sessions of every principal.
-  KF_ASSIGN_OR_RETURN(auto recent, wb_.store_->recent_sessions(500));
-  std::erase_if(recent, [this](const store::WorkbenchSessionRecord& r) {
-    return !caller_.principal.may_access(Session::owner_of(r));
-  });
-  if (recent.size() > limit) recent.resize(limit);
-  return recent;
+  // The caller's own (model/principal.h): a user's are selected by the store, whatever other
+  // principals have stored since.
+  store::WorkbenchSessionQuery query;
+  query.limit = static_cast<int>(limit);
+  if (caller_.principal.role == model::Role::kUser) query.owner = caller_.principal.name;
+  return wb_.store_->list_sessions(query);
 }
 
 Reply CallRunner::list_sessions() {

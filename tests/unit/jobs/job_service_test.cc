@@ -180,6 +180,35 @@ TEST_F(JobServiceTest, ProgressIsDeliveredAndMonotonic) {
     EXPECT_GE(seen[i].fraction, seen[i - 1].fraction);
 }
 
+TEST_F(JobServiceTest, JobChangesReachEveryListenerUntilItUnsubscribes) {
+  start_service();
+  std::mutex mu;
+  std::vector<JobChange> seen;
+  auto sub = service_->on_job_changes([&](const JobChange& c) {
+    std::lock_guard lock(mu);
+    seen.push_back(c);
+  });
+  ASSERT_TRUE(sub.is_ok());
+  auto job = service_->submit(torch_request(), jobs::Caller("test", {"alice", model::Role::kUser}));
+  ASSERT_TRUE(job.is_ok());
+  wait_done(job->id);
+  service_->unsubscribe(*sub);
+  auto later = service_->submit(torch_request(), "test");
+  ASSERT_TRUE(later.is_ok());
+  wait_done(later->id);
+  std::lock_guard lock(mu);
+  ASSERT_GE(seen.size(), 3u);  // queued, running (with its phases), success
+  EXPECT_EQ(seen.front().state, model::JobState::kQueued);
+  EXPECT_EQ(seen.back().state, model::JobState::kSucceeded);
+  bool ran = false;
+  for (const JobChange& c : seen) {
+    EXPECT_EQ(c.job_id, job->id);  // nothing of the job after unsubscribe
+    EXPECT_EQ(c.submitter, "alice");
+    ran = ran || (c.state == model::JobState::kRunning && !c.phase.empty());
+  }
+  EXPECT_TRUE(ran);
+}
+
 TEST_F(JobServiceTest, WorkerFailureFailsTheJob) {
   start_service();
   worker_->fail_next = true;

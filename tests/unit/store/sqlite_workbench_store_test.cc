@@ -76,6 +76,41 @@ TEST_F(SqliteWorkbenchStoreTest, SessionsAndVersionsRoundTripAcrossReopen) {
   EXPECT_EQ((*versions)[1].file, "kernel/softmax_v2.py");
 }
 
+TEST_F(SqliteWorkbenchStoreTest, ListsSessionsFilteredByStateNameAndOwnerWithACursor) {
+  auto store = SqliteWorkbenchStore::open({path_});
+  ASSERT_TRUE(store.is_ok()) << store.status().to_string();
+  auto add = [&](const std::string& id, int64_t updated, const std::string& state,
+                 const std::string& owner) {
+    WorkbenchSessionRecord s = session(id, updated);
+    s.state = state;
+    s.kernel_name = id == "wb_d" ? "gelu" : "softmax";
+    if (!owner.empty()) s.data["owner"] = owner;
+    ASSERT_TRUE((*store)->insert_session(s).is_ok());
+  };
+  add("wb_a", 10, "write", "alice");
+  add("wb_b", 20, "end", "bob");
+  add("wb_c", 20, "write", "alice");
+  add("wb_d", 30, "evaluation", "");
+  auto ids = [&](const WorkbenchSessionQuery& q) {
+    std::vector<std::string> out;
+    auto got = (*store)->list_sessions(q);
+    EXPECT_TRUE(got.is_ok()) << got.status().to_string();
+    if (got.is_ok()) {
+      for (const auto& s : *got)
+        out.push_back(s.id);
+    }
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(ids({}), (V{"wb_d", "wb_c", "wb_b", "wb_a"}));  // updated, then id, descending
+  EXPECT_EQ(ids({.states = {"write", "end"}}), (V{"wb_c", "wb_b", "wb_a"}));
+  EXPECT_EQ(ids({.kernel_name = "gelu"}), (V{"wb_d"}));
+  EXPECT_EQ(ids({.owner = "alice"}), (V{"wb_c", "wb_a"}));
+  EXPECT_EQ(ids({.owner = ""}), (V{"wb_d"}));  // stored without an owner
+  EXPECT_EQ(ids({.limit = 2}), (V{"wb_d", "wb_c"}));
+  EXPECT_EQ(ids({.after_updated_ms = 20, .after_id = "wb_c", .limit = 2}), (V{"wb_b", "wb_a"}));
+}
+
 TEST_F(SqliteWorkbenchStoreTest, SharesTheJobStoresFileAndSchema) {
   auto jobs = SqliteStore::open({.path = path_});
   ASSERT_TRUE(jobs.is_ok());

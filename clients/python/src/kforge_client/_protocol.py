@@ -368,6 +368,24 @@ def list_jobs(config: Config, params: dict[str, str]) -> Operation[Any]:
     return (yield from request_json(config, Call("GET", "/jobs", params=params)))
 
 
+def listing_params(**given: str | Sequence[str] | int | None) -> dict[str, str]:
+    """A listing's query parameters (GET /workbench/sessions, /bench/reports): None leaves
+    one out, a sequence is joined with commas."""
+    out = {}
+    for key, value in given.items():
+        if value is None:
+            continue
+        out[key] = value if isinstance(value, str) else (
+            ",".join(value) if isinstance(value, Sequence) else str(value)
+        )  # fmt: skip
+    return out
+
+
+def get_resource(config: Config, path: str, params: dict[str, str] | None = None) -> Operation[Any]:
+    """GET one of the read-only resources (a listing page, a session, a bench report)."""
+    return (yield from request_json(config, Call("GET", path, params=params)))
+
+
 def cancel(config: Config, job_id: str, reason: str | None) -> Operation[Any]:
     body = {"reason": reason} if reason else None
     call = Call("POST", f"/job/{job_id}/cancel", body, timeout=60)

@@ -5,7 +5,8 @@ values (dicts, with `ref_runtime` and `runtime_stats` as RuntimeStats): compare,
 health_check, get_job_status, get_stats, cleanup_jobs, close. kforge adds typed results
 (compare_result, evaluate_result, job), submission without waiting (submit_evaluate,
 submit_compare, wait_for_job, cancel_job), job listings (list_jobs, iter_jobs), batches
-(run_batch, submit_batch) and openapi().
+(run_batch, submit_batch), the workbench's sessions (list_workbench_sessions,
+workbench_session), the kept bench reports (list_bench_reports, bench_report) and openapi().
 
 A submit that the server answers with 202 (the job is still queued after the server's wait
 bound) is polled until it finishes, so evaluate/compare always return a finished job. The
@@ -18,6 +19,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -271,6 +273,42 @@ class KernelEvalClient:
         """The server's OpenAPI document (GET /openapi.json)."""
         return self._get("/openapi.json", timeout=10)  # type: ignore[no-any-return]
 
+    def list_workbench_sessions(
+        self,
+        *,
+        state: str | Sequence[str] | None = None,
+        kernel_name: str | None = None,
+        owner: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of the Triton workbench's sessions, most recently updated first (GET
+        /workbench/sessions): {"sessions": [summary, ...], "next_cursor", "limit"}. Filters:
+        state (one or several of start, write, evaluation, end), kernel_name, owner. A user
+        token lists only its own sessions."""
+        params = op.listing_params(
+            state=state, kernel_name=kernel_name, owner=owner, limit=limit, cursor=cursor
+        )
+        return self._run(op.get_resource(self._config, "/workbench/sessions", params))
+
+    def workbench_session(self, session_id: str) -> dict[str, Any]:
+        """A session: state, versions (source, results), history and its Markdown log."""
+        path = f"/workbench/sessions/{quote(session_id, safe='')}"
+        return self._run(op.get_resource(self._config, path))
+
+    def list_bench_reports(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """One page of the bench reports the server kept, newest first (GET /bench/reports):
+        {"reports": [summary, ...], "next_cursor", "limit"}."""
+        params = op.listing_params(limit=limit, cursor=cursor)
+        return self._run(op.get_resource(self._config, "/bench/reports", params))
+
+    def bench_report(self, report_id: str) -> dict[str, Any]:
+        """A kept bench report: its summary, `report` (bench.json) and `files`."""
+        path = f"/bench/reports/{quote(report_id, safe='')}"
+        return self._run(op.get_resource(self._config, path))
+
 
 class AsyncKernelEvalClient:
     """The asyncio twin of KernelEvalClient: the same methods, awaited.
@@ -472,3 +510,31 @@ class AsyncKernelEvalClient:
 
     async def openapi(self) -> dict[str, Any]:
         return await self._get("/openapi.json", timeout=10)  # type: ignore[no-any-return]
+
+    async def list_workbench_sessions(
+        self,
+        *,
+        state: str | Sequence[str] | None = None,
+        kernel_name: str | None = None,
+        owner: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        params = op.listing_params(
+            state=state, kernel_name=kernel_name, owner=owner, limit=limit, cursor=cursor
+        )
+        return await self._run(op.get_resource(self._config, "/workbench/sessions", params))
+
+    async def workbench_session(self, session_id: str) -> dict[str, Any]:
+        path = f"/workbench/sessions/{quote(session_id, safe='')}"
+        return await self._run(op.get_resource(self._config, path))
+
+    async def list_bench_reports(
+        self, *, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        params = op.listing_params(limit=limit, cursor=cursor)
+        return await self._run(op.get_resource(self._config, "/bench/reports", params))
+
+    async def bench_report(self, report_id: str) -> dict[str, Any]:
+        path = f"/bench/reports/{quote(report_id, safe='')}"
+        return await self._run(op.get_resource(self._config, path))

@@ -38,19 +38,6 @@ StatusOr<int64_t> parse_time(const std::string& text, std::string_view name) {
       field(name));
 }
 
-StatusOr<int> parse_limit(const std::string& text) {
-  int limit = 0;
-  const char* end = text.data() + text.size();
-  const auto [stop, err] = std::from_chars(text.data(), end, limit);
-  if (text.empty() || err != std::errc() || stop != end || limit < 1 ||
-      limit > model::kMaxJobListLimit) {
-    return invalid_argument("must be an integer from 1 to " +
-                                std::to_string(model::kMaxJobListLimit) + ", got '" + text + "'",
-                            "query.limit");
-  }
-  return limit;
-}
-
 StatusOr<std::vector<model::JobState>> parse_states(const std::string& text) {
   std::vector<model::JobState> states;
   size_t start = 0;
@@ -80,6 +67,18 @@ StatusOr<std::string> parse_text(const std::string& text, std::string_view name)
 }
 
 }  // namespace
+
+StatusOr<int> parse_limit_param(const std::string& text, int max_limit) {
+  int limit = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, err] = std::from_chars(text.data(), end, limit);
+  if (text.empty() || err != std::errc() || stop != end || limit < 1 || limit > max_limit) {
+    return invalid_argument(
+        "must be an integer from 1 to " + std::to_string(max_limit) + ", got '" + text + "'",
+        "query.limit");
+  }
+  return limit;
+}
 
 StatusOr<JobListRequest> parse_job_list_request(const HttpRequest& request) {
   for (const auto& [name, value] : request.query) {
@@ -117,7 +116,7 @@ StatusOr<JobListRequest> parse_job_list_request(const HttpRequest& request) {
     return invalid_argument("must be later than since", "query.until");
   }
   if (const std::string* v = request.query_param("limit")) {
-    KF_ASSIGN_OR_RETURN(q.limit, parse_limit(*v));
+    KF_ASSIGN_OR_RETURN(q.limit, parse_limit_param(*v, model::kMaxJobListLimit));
   }
   if (const std::string* v = request.query_param("cursor")) {
     KF_ASSIGN_OR_RETURN(q.after, model::decode_job_cursor(*v, "query.cursor"));

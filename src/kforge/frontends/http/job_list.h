@@ -31,4 +31,8 @@ struct JobListRequest {
 // The listing `request` asks for, narrowed to what its principal may see.
 StatusOr<JobListRequest> parse_job_list_request(const HttpRequest& request);
 
+// A listing's `limit` query parameter (GET /jobs, /workbench/sessions, /bench/reports): an
+// integer from 1 to `max_limit`; kInvalidArgument naming "query.limit" otherwise.
+StatusOr<int> parse_limit_param(const std::string& text, int max_limit);
+
 }  // namespace kforge::frontends::http

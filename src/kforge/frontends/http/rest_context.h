@@ -36,6 +36,11 @@ void handle_submit_kernelbench(const RestContextPtr& ctx, HttpRequest request, R
 // GET /jobs (job_list.cc).
 void handle_list_jobs(const RestContextPtr& ctx, const HttpRequest& request, Responder responder);
 
+// GET /job/{id}/events and GET /jobs/events: server-sent events (job_events.cc).
+void handle_job_events(const RestContextPtr& ctx, const HttpRequest& request, Responder responder);
+void handle_jobs_events(const RestContextPtr& ctx, const HttpRequest& request,
+                        const Responder& responder);
+
 // A boolean query parameter (?wait=false, ?stream=1): `absent` when it is not given;
 // kInvalidArgument (field "query.<name>") for a value that is not a boolean.
 StatusOr<bool> parse_bool_query(const HttpRequest& request, std::string_view name, bool absent);

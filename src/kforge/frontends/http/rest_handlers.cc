@@ -253,6 +253,12 @@ Status add_rest_routes(Router& router, jobs::JobService& service, BlockingExecut
   KF_RETURN_IF_ERROR(router.add("GET", "/job/{id}", [ctx](const HttpRequest& r, Responder s) {
     handle_get_job(ctx, r, std::move(s));
   }));
+  KF_RETURN_IF_ERROR(router.add(
+      "GET", "/jobs/events",
+      [ctx](const HttpRequest& r, const Responder& s) { handle_jobs_events(ctx, r, s); }));
+  KF_RETURN_IF_ERROR(router.add(
+      "GET", "/job/{id}/events",
+      [ctx](const HttpRequest& r, Responder s) { handle_job_events(ctx, r, std::move(s)); }));
   KF_RETURN_IF_ERROR(router.add("POST", "/job/{id}/cancel", [ctx](HttpRequest r, Responder s) {
     handle_cancel_job(ctx, std::move(r), std::move(s));
   }));

@@ -6,6 +6,8 @@
 //   GET  /batch/{id}                                             a batch's jobs and results
 //   POST /kernelbench                                            KernelBench problems, samples
 //   GET  /job/{id}                                               a job and its result
+//   GET  /job/{id}/events, GET /jobs/events                      progress and changes (SSE)
+//   GET  /jobs                                                   the jobs, filtered, paged
 //   GET  /health                                                 liveness, devices, job counts
 //   GET  /stats                                                  counters
 //   POST /admin/cleanup-jobs                                     delete old finished jobs

@@ -145,12 +145,35 @@ StatusOr<std::optional<WorkbenchSessionRecord>> SqliteWorkbenchStore::get_sessio
 }
 
 StatusOr<std::vector<WorkbenchSessionRecord>> SqliteWorkbenchStore::recent_sessions(int limit) {
+  WorkbenchSessionQuery query;
+  query.limit = limit;
+  return list_sessions(query);
+}
+
+StatusOr<std::vector<WorkbenchSessionRecord>> SqliteWorkbenchStore::list_sessions(
+    const WorkbenchSessionQuery& query) {
+  std::string sql = std::string(kSelectSession) + " WHERE 1 = 1";
+  if (!query.states.empty()) {
+    sql += " AND state IN (?";
+    for (size_t i = 1; i < query.states.size(); ++i)
+      sql += ", ?";
+    sql += ")";
+  }
+  if (query.kernel_name) sql += " AND kernel_name = ?";
+  if (query.owner) sql += " AND COALESCE(json_extract(data, '$.owner'), '') = ?";
+  if (query.after_updated_ms) sql += " AND (updated_ms < ? OR (updated_ms = ? AND id < ?))";
+  sql += " ORDER BY updated_ms DESC, id DESC LIMIT ?";
   std::lock_guard lock(mu_);
-  KF_ASSIGN_OR_RETURN(
-      Statement stmt,
-      prepare(db_, std::string(kSelectSession) + " ORDER BY updated_ms DESC, rowid DESC LIMIT ?"));
+  KF_ASSIGN_OR_RETURN(Statement stmt, prepare(db_, sql));
   Call call(db_, stmt.get());
-  call.integer(limit);
+  for (const std::string& state : query.states)
+    call.text(state);
+  if (query.kernel_name) call.text(*query.kernel_name);
+  if (query.owner) call.text(*query.owner);
+  if (query.after_updated_ms) {
+    call.integer(*query.after_updated_ms).integer(*query.after_updated_ms).text(query.after_id);
+  }
+  call.integer(query.limit);
   std::vector<WorkbenchSessionRecord> out;
   while (true) {
     KF_ASSIGN_OR_RETURN(bool row, call.step("list workbench sessions"));

@@ -50,6 +50,8 @@ class SqliteWorkbenchStore final : public WorkbenchStore {
   Status update_session(const WorkbenchSessionRecord& session) override;
   StatusOr<std::optional<WorkbenchSessionRecord>> get_session(const std::string& id) override;
   StatusOr<std::vector<WorkbenchSessionRecord>> recent_sessions(int limit) override;
+  StatusOr<std::vector<WorkbenchSessionRecord>> list_sessions(
+      const WorkbenchSessionQuery& query) override;
   Status insert_version(const WorkbenchVersionRecord& version) override;
   Status update_version_results(const std::string& session_id, int version,
                                 const Json& results) override;

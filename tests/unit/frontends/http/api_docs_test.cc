@@ -5,15 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/thread_pool.hpp>
+#include <filesystem>
 
 #include "fakes/fake_job_service.h"
+#include "kforge/common/random.h"
 #include "kforge/frontends/http/bench_route.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/http/rest_handlers.h"
 #include "kforge/frontends/http/ui_route.h"
+#include "kforge/frontends/http/workbench_routes.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
 #include "kforge/frontends/mcp/server_catalog.h"
+#include "kforge/store/sqlite/sqlite_workbench_store.h"
 
 namespace kforge::frontends::http {
 namespace {
@@ -43,17 +47,35 @@ class ApiDocsTest : public ::testing::Test {
   ApiDocsTest() {
     auto blocking = make_blocking_executor(pool_);
     EXPECT_TRUE(add_rest_routes(router_, jobs_, blocking, {}).is_ok());
-    EXPECT_TRUE(add_bench_route(router_, jobs_, blocking, {}).is_ok());  // as kforge serve does
+    auto reports = bench::BenchReportBook::open({.dir = dir_ / "bench-reports"});
+    EXPECT_TRUE(reports.is_ok());
+    // as kforge serve does
+    EXPECT_TRUE(add_bench_route(router_, jobs_, blocking, {}, std::move(reports).value()).is_ok());
     EXPECT_TRUE(add_ui_routes(router_).is_ok());
+    auto store = store::SqliteWorkbenchStore::open({dir_ / "kforge.db"});
+    auto knowledge = workbench::Knowledge::load();
+    EXPECT_TRUE(store.is_ok() && knowledge.is_ok());
+    auto wb = workbench::Workbench::create(
+        {.root = dir_ / "ws", .device = "cpu"}, jobs_,
+        std::shared_ptr<store::WorkbenchStore>(std::move(store).value()), *knowledge, blocking);
+    EXPECT_TRUE(wb.is_ok());
+    workbench_ = std::move(wb).value();
+    EXPECT_TRUE(add_workbench_routes(router_, *workbench_, blocking).is_ok());
     auto catalog = mcp::build_server_catalog(jobs_, blocking, {});
     EXPECT_TRUE(catalog.is_ok());
     catalog_ = std::move(catalog).value();
     dispatcher_ = std::make_unique<mcp::Dispatcher>(*catalog_, blocking);
     EXPECT_TRUE(mcp::add_mcp_routes(router_, *dispatcher_, blocking, {}).is_ok());
   }
-  ~ApiDocsTest() override { pool_.join(); }
+  ~ApiDocsTest() override {
+    pool_.join();
+    std::filesystem::remove_all(dir_);
+  }
 
+  std::filesystem::path dir_ =
+      std::filesystem::temp_directory_path() / ("kforge-apidocs-" + random_hex(6));
   testing::FakeJobService jobs_;
+  std::unique_ptr<workbench::Workbench> workbench_;
   boost::asio::thread_pool pool_{1};
   std::unique_ptr<mcp::Catalog> catalog_;
   std::unique_ptr<mcp::Dispatcher> dispatcher_;
