@@ -11,9 +11,10 @@ must come out correct and, identical kernels not being faster, none `fast_1`.
 
 1. torch-vs-torch: `kforge kernelbench --level 1,2` over every problem of --levels (one sample
    each), timed from start to exit; the table says samples, correct, fast_1 and the wall time.
-2. --l2-problems of level 2 (default 1-12): `kforge kernelbench --level 2 --problems ...`
-   against KernelBench's protocol run the way eval_from_generations.py runs it on one GPU, a
-   fresh process per sample one after another (bench/kernelbench_process.py with
+2. --l2-problems of level 2 (default 1-12): `kforge kernelbench --level 2 --problems ...`,
+   twice (first as it comes, then with the caches the first run filled, as a user's later
+   runs find them), against KernelBench's protocol run the way eval_from_generations.py runs
+   it on one GPU, a fresh process per sample one after another (bench/kernelbench_process.py with
    --kernelbench-dir: KernelBench's own eval_kernel_against_ref, 5 correctness trials, 100
    timed); both on the same device in the same call, and their ratio.
 
@@ -93,7 +94,9 @@ def kforge_kernelbench(
     if args.server:
         cmd += ["--server", args.server]
     else:
-        cmd += ["--data-dir", str(out / "data"), "--devices", args.device]
+        # One data dir for the whole run: a later part finds the caches (Triton's, the
+        # server's) an earlier one filled, as a user's second run does.
+        cmd += ["--data-dir", str(args.data_dir), "--devices", args.device]
         cmd += ["--pipeline-depth", str(args.pipeline_depth)]
     env = dict(os.environ)
     if args.python:
@@ -215,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     with tempfile.TemporaryDirectory(prefix="kb-runner-") as tmp_name:
         tmp = Path(tmp_name)
+        args.data_dir = tmp / "data"
         parts = set(args.parts.split(","))
         if "all" in parts:
             everything = find_problems(root, levels, args.limit)
@@ -239,21 +243,37 @@ def main(argv: list[str] | None = None) -> int:
         if l2:
             make_run(l2, tmp / "run_l2")
             ids = ",".join(str(problem_id(q)) for q in l2)
-            k = kforge_kernelbench(args, tmp / "run_l2", tmp / "out_l2", "2", ids)
-            figures["level2_subset"] = {"problems": ids, "kforge_wall_s": k["wall_s"]}
-            ks = k["summary"]
-            lines.append(
-                row(f"level 2 problems {ids}: kforge", ks["samples"], ks["correct"],
-                    f"{ks['fast_p']['fast_1']:.3f}", k["wall_s"], "")
-            )  # fmt: skip
-            if args.baseline == "process":
-                b = baseline(args, l2, tmp)
-                ratio = b["wall_s"] / k["wall_s"] if k["wall_s"] > 0 else float("nan")
-                figures["level2_subset"].update(baseline_wall_s=b["wall_s"], ratio=ratio)
+            # Twice: the first run as it comes (on a fresh host every cache is cold), then
+            # again with the caches the first filled (its own baselines file: the reference
+            # is timed again), as every later run of a user.
+            runs = {
+                "first run": kforge_kernelbench(args, tmp / "run_l2", tmp / "out_l2", "2", ids),
+                "again": kforge_kernelbench(args, tmp / "run_l2", tmp / "out_l2b", "2", ids),
+            }
+            figures["level2_subset"] = {
+                "problems": ids,
+                "kforge_wall_s": runs["first run"]["wall_s"],
+                "kforge_again_wall_s": runs["again"]["wall_s"],
+            }
+            b = baseline(args, l2, tmp) if args.baseline == "process" else None
+            for name, k in runs.items():
+                ks = k["summary"]
+                note = ""
+                if b is not None:
+                    ratio = b["wall_s"] / k["wall_s"] if k["wall_s"] > 0 else float("nan")
+                    note = f"{ratio:.1f}x faster than a process per sample (target >= 10x)"
+                    figures["level2_subset"]["ratio" if name == "first run" else "ratio_again"] = (
+                        ratio
+                    )
+                lines.append(
+                    row(f"level 2 problems {ids}: kforge, {name}", ks["samples"], ks["correct"],
+                        f"{ks['fast_p']['fast_1']:.3f}", k["wall_s"], note)
+                )  # fmt: skip
+            if b is not None:
+                figures["level2_subset"]["baseline_wall_s"] = b["wall_s"]
                 harness = "KernelBench's eval" if args.kernelbench_dir else "builtin harness"
-                note = f"kforge {ratio:.1f}x faster (target >= 10x)"
                 label = f"level 2 problems {ids}: process per sample ({harness})"
-                lines.append(row(label, b["total"], b["correct"], "-", b["wall_s"], note))
+                lines.append(row(label, b["total"], b["correct"], "-", b["wall_s"], ""))
         if "hacks" in parts:
             h = hack_run(args, tmp)
             figures["hacks"] = h

@@ -207,6 +207,8 @@ def test_the_runner_times_kforge_kernelbench_and_the_process_baseline_on_cpu(
     assert summary["fast_p"]["fast_1"] == 0, summary  # identical kernels are not faster
     subset = figures["level2_subset"]
     assert subset["problems"] == "1" and subset["baseline_wall_s"] > 0 and subset["ratio"] > 0
+    assert subset["kforge_again_wall_s"] > 0 and subset["ratio_again"] > 0, subset
+    assert "| level 2 problems 1: kforge, again | 1 | 1 |" in proc.stdout
     assert "| levels 1,2, torch vs torch | 3 | 3 |" in proc.stdout
     assert "process per sample (builtin harness) | 1 | 1 |" in proc.stdout
     hacks = figures["hacks"]  # the corpus's cases as a run: no exploit counted fast
