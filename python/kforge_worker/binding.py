@@ -15,18 +15,30 @@ Calling conventions (docs/evaluation-protocol.md, "The compare rule"):
   (takes_io_positionally). Its outputs are still its return value(s).
 
 Output buffers are poisoned before a run (NaN for floats, a bit pattern for integers) so
-elements a kernel never writes cannot pass.
+elements a kernel never writes cannot pass; where the expected outputs are known (the judge's
+correctness trials), with a value outside every expected value's tolerance (poison_for).
+
+An invocation crosses to the candidate process as a plan (plan_invocation: one slot per
+argument object, a large uniformly filled output described by its fill) and is rebuilt there
+(invocation_from_plan).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from kforge_worker import wire
+from kforge_worker.bits import bits_view
+from kforge_worker.compare import (
+    Tolerance,
+    clear_of_every_value,
+    finite_range,
+)
 from kforge_worker.inputs import DTYPES, BoundArg, InputSet
 from kforge_worker.spec import IOContract
 
@@ -247,7 +259,7 @@ def copy_returned(inv: Invocation, value: object, places: list[torch.Tensor]) ->
 def invocation_from_plan(
     plan: dict[str, Any], slots: Any, device: torch.device | None = None
 ) -> Invocation:
-    """Rebuilds the judge's Invocation (link.plan_invocation) from its plan and the slot
+    """Rebuilds the judge's Invocation (plan_invocation) from its plan and the slot
     values, making the slots described by a `fill` on `device`. Raises KeyError, TypeError,
     ValueError or ProtocolError on a malformed plan."""
     bound = [
@@ -274,7 +286,7 @@ def invocation_from_plan(
 
 
 def _filled(fill: Any, device: torch.device | None) -> torch.Tensor:
-    """The output buffer a slot's `fill` describes (link.uniform_fill)."""
+    """The output buffer a slot's `fill` describes (uniform_fill)."""
     if device is None:
         raise ValueError("a filled slot needs a device")
     dtype = wire.DTYPES.get(str(fill["dtype"]))
@@ -287,3 +299,109 @@ def _filled(fill: Any, device: torch.device | None) -> torch.Tensor:
     if not isinstance(value, bool | int | float):
         raise ValueError("malformed fill value")
     return torch.full(shape, value, dtype=dtype, device=device)
+
+
+def poison_for(buf: torch.Tensor, want: Any, tol: Tolerance) -> None:
+    """Fills `buf` with values that differ from `want` at every element and tell nothing
+    about it: one constant outside every expected value's tolerance (floats, integers),
+    random bits (bool, where no such constant exists)."""
+    with torch.no_grad():
+        if not isinstance(want, torch.Tensor) or want.shape != buf.shape or want.dtype != buf.dtype:
+            buf.fill_(poison_value(buf.dtype, 0))
+            return
+        want = want.to(buf.device)
+        if buf.dtype == torch.bool:
+            buf.copy_(torch.randint(0, 2, buf.shape, device=buf.device).bool())
+            return
+        if buf.dtype.is_floating_point:
+            # First from the expected values' finite range (one pass, no copy of them: a
+            # float64 copy and masks of a 6 GB output took tens of GB); only when every
+            # constant lies inside it, element by element, a chunk at a time.
+            info = torch.finfo(buf.dtype)
+            constants = [
+                c
+                for c in (info.max, info.min, info.max / 3, -info.max / 3, 1e30, -1e30)
+                if abs(c) <= info.max  # an infinity could equal an expected one
+            ]
+            bounds = finite_range(want)
+            chosen = next(
+                (c for c in constants if bounds is None or _clear_of(c, bounds, tol)), None
+            )
+            if chosen is None:
+                clear = (c for c in constants if clear_of_every_value(c, want, tol))
+                chosen = next(clear, math.nan)
+            buf.fill_(chosen)
+            return
+        info_i = torch.iinfo(buf.dtype)
+        for c in (info_i.max, info_i.min, info_i.max // 3, info_i.min // 3):
+            if not bool((want == c).any()):
+                buf.fill_(c)
+                return
+        buf.fill_(poison_value(buf.dtype, 0))
+
+
+def _clear_of(c: float, bounds: tuple[float, float], tol: Tolerance) -> bool:
+    """Whether `c` is outside the tolerance of every value in [low, high]: beyond the range by
+    more than the widest tolerance of any value in it (with a margin for rounding)."""
+    low, high = bounds
+    reach = (tol.atol + tol.rtol * max(abs(low), abs(high))) * (1 + 1e-6)
+    return c - high > reach or low - c > reach
+
+
+def plan_invocation(inv: Invocation, *, fills: bool = False) -> tuple[dict[str, Any], list[Any]]:
+    """The invocation as a plan of slots (one per argument object) and the slot values. With
+    `fills`, a large output buffer holding one value everywhere (a poisoned one) is described
+    by its slot's `fill` instead of sent (its value None): the candidate makes it itself."""
+    slots: list[dict[str, Any]] = []
+    values: list[Any] = []
+    by_id: dict[int, int] = {}
+
+    def slot_of(value: Any, name: str, role: str, is_meta: bool) -> int:
+        key = id(value)
+        if key not in by_id:
+            by_id[key] = len(slots)
+            slots.append({"name": name, "role": role, "is_meta": is_meta})
+            values.append(value)
+        return by_id[key]
+
+    named = {id(a.value): a for a in [*inv.outputs, *inv.read_only, *inv.writable]}
+
+    def ref(value: Any, fallback: str) -> dict[str, Any]:
+        if isinstance(value, torch.Tensor | list | tuple):
+            arg = named.get(id(value))
+            name = arg.name if arg else fallback
+            role = arg.role if arg else "input"
+            return {"slot": slot_of(value, name, role, bool(arg and arg.is_meta))}
+        return {"lit": wire.encode(value, [])}
+
+    plan: dict[str, Any] = {
+        "args": [ref(v, f"arg{i}") for i, v in enumerate(inv.args)],
+        "kwargs": {k: ref(v, k) for k, v in inv.kwargs.items()},
+    }
+    plan["outputs"] = [slot_of(a.value, a.name, a.role, a.is_meta) for a in inv.outputs]
+    plan["read_only"] = [slot_of(a.value, a.name, a.role, a.is_meta) for a in inv.read_only]
+    if fills:
+        for i, slot in enumerate(slots):
+            fill = uniform_fill(values[i]) if slot["role"] == "output" else None
+            if fill is not None:
+                slot["fill"], values[i] = fill, None
+    plan["slots"] = slots
+    return plan, values
+
+
+def uniform_fill(value: Any) -> dict[str, Any] | None:
+    """`{"dtype", "shape", "value"}` of a tensor of at least wire.FD_MIN_BYTES whose every
+    element has the same bits, where torch.full rebuilds exactly those bits; else None."""
+    if not isinstance(value, torch.Tensor) or value.dtype not in wire.NAMES:
+        return None
+    if value.numel() * value.element_size() < wire.FD_MIN_BYTES:
+        return None
+    bits = bits_view(value.detach().reshape(-1))  # None for complex dtypes
+    if bits is None or not bool((bits == bits[0]).all()):
+        return None
+    encoded = wire.encode(value.reshape(-1)[0].item(), [])
+    scalar = wire.decode(encoded, [])  # what the candidate will read
+    rebuilt = bits_view(torch.full((1,), scalar, dtype=value.dtype, device=value.device))
+    if rebuilt is None or not bool(rebuilt[0] == bits[0]):  # e.g. a NaN with a payload
+        return None
+    return {"dtype": wire.dtype_name(value.dtype), "shape": list(value.shape), "value": encoded}

@@ -21,21 +21,18 @@ after both runs was never written), leave its inputs unchanged and agree with it
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from kforge_worker import binding
-from kforge_worker.binding import Invocation
+from kforge_worker.binding import Invocation, poison_for
 from kforge_worker.compare import (
     FUSED_DISAGREEMENTS,
     TensorComparison,
     Tolerance,
-    clear_of_every_value,
     compare_tensors,
-    finite_range,
     output_spread,
     resolve_tolerance,
     unravel_index,
@@ -208,53 +205,6 @@ def _modified_input(trial: _Trial, name: str) -> bool:
         "(write to an output, or declare the argument 'inout')",
         check="inputs_unchanged",
     )
-
-
-def poison_for(buf: torch.Tensor, want: Any, tol: Tolerance) -> None:
-    """Fills `buf` with values that differ from `want` at every element and tell nothing
-    about it: one constant outside every expected value's tolerance (floats, integers),
-    random bits (bool, where no such constant exists)."""
-    with torch.no_grad():
-        if not isinstance(want, torch.Tensor) or want.shape != buf.shape or want.dtype != buf.dtype:
-            buf.fill_(binding.poison_value(buf.dtype, 0))
-            return
-        want = want.to(buf.device)
-        if buf.dtype == torch.bool:
-            buf.copy_(torch.randint(0, 2, buf.shape, device=buf.device).bool())
-            return
-        if buf.dtype.is_floating_point:
-            # First from the expected values' finite range (one pass, no copy of them: a
-            # float64 copy and masks of a 6 GB output took tens of GB); only when every
-            # constant lies inside it, element by element, a chunk at a time.
-            info = torch.finfo(buf.dtype)
-            constants = [
-                c
-                for c in (info.max, info.min, info.max / 3, -info.max / 3, 1e30, -1e30)
-                if abs(c) <= info.max  # an infinity could equal an expected one
-            ]
-            bounds = finite_range(want)
-            chosen = next(
-                (c for c in constants if bounds is None or _clear_of(c, bounds, tol)), None
-            )
-            if chosen is None:
-                clear = (c for c in constants if clear_of_every_value(c, want, tol))
-                chosen = next(clear, math.nan)
-            buf.fill_(chosen)
-            return
-        info_i = torch.iinfo(buf.dtype)
-        for c in (info_i.max, info_i.min, info_i.max // 3, info_i.min // 3):
-            if not bool((want == c).any()):
-                buf.fill_(c)
-                return
-        buf.fill_(binding.poison_value(buf.dtype, 0))
-
-
-def _clear_of(c: float, bounds: tuple[float, float], tol: Tolerance) -> bool:
-    """Whether `c` is outside the tolerance of every value in [low, high]: beyond the range by
-    more than the widest tolerance of any value in it (with a margin for rounding)."""
-    low, high = bounds
-    reach = (tol.atol + tol.rtol * max(abs(low), abs(high))) * (1 + 1e-6)
-    return c - high > reach or low - c > reach
 
 
 def _remote_failure(trial: _Trial, reply: CallReply) -> bool:

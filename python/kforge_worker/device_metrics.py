@@ -54,7 +54,7 @@ class ReplayBundle:
     init_seed: int
     prefer_new: bool
     init_inputs: list[Any] | None  # None: the module's own get_init_inputs()
-    plan: dict[str, Any]  # link.plan_invocation's plan of the call...
+    plan: dict[str, Any]  # binding.plan_invocation's plan of the call...
     slots: list[Any]  # ...and its slot values
     device: str = "cuda"  # cuda (this process's current GPU) or cpu (tests)
     model_on_device: bool = False  # a torch model built on the device, as the job built it
@@ -158,9 +158,9 @@ def io_bundle(
     """The bundle of one call of a kernel on inputs from its own IOContract, made as a job
     makes its trial inputs (for bench/timing_fidelity.py, outside any job)."""
     from kforge_worker import binding
+    from kforge_worker.binding import plan_invocation
     from kforge_worker.inputs import derive_seed, make_io_inputs
     from kforge_worker.kernels import TORCH_TYPES
-    from kforge_worker.link import plan_invocation
 
     kernel = parse_kernel(kernel_json, "kernel")
     if kernel.io is None:

@@ -32,6 +32,7 @@ from kforge_worker.activity import (
     summarize,
     timing_flags,
 )
+from kforge_worker.binding import plan_invocation
 from kforge_worker.correctness import _RemoteCallError, report_exception, run_correctness
 from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
@@ -45,12 +46,7 @@ from kforge_worker.kernels import (
     kernel_spec_json,
     load_kernels,
 )
-from kforge_worker.link import (
-    CandidateGone,
-    CandidateLink,
-    Failure,
-    plan_invocation,
-)
+from kforge_worker.link import CandidateGone, CandidateLink, Failure
 from kforge_worker.loaders import DeviceUnavailable, LoadError
 from kforge_worker.reference_reuse import ReferenceCache
 from kforge_worker.reference_timing import (

@@ -24,8 +24,7 @@ from typing import Any
 import torch
 
 from kforge_worker import devmem, wire
-from kforge_worker.binding import Invocation
-from kforge_worker.bits import bits_view
+from kforge_worker.binding import Invocation, plan_invocation
 from kforge_worker.devinfo import synchronize
 from kforge_worker.judged import (
     Echo,
@@ -87,65 +86,6 @@ class CallReply:
     aliases: list[tuple[str, str]] = field(default_factory=list)  # (output, input), claimed
     kernel_launches: int = -1  # Triton launches the candidate reported (-1: not counted)
     failure: Failure | None = None
-
-
-def plan_invocation(inv: Invocation, *, fills: bool = False) -> tuple[dict[str, Any], list[Any]]:
-    """The invocation as a plan of slots (one per argument object) and the slot values. With
-    `fills`, a large output buffer holding one value everywhere (a poisoned one) is described
-    by its slot's `fill` instead of sent (its value None): the candidate makes it itself."""
-    slots: list[dict[str, Any]] = []
-    values: list[Any] = []
-    by_id: dict[int, int] = {}
-
-    def slot_of(value: Any, name: str, role: str, is_meta: bool) -> int:
-        key = id(value)
-        if key not in by_id:
-            by_id[key] = len(slots)
-            slots.append({"name": name, "role": role, "is_meta": is_meta})
-            values.append(value)
-        return by_id[key]
-
-    named = {id(a.value): a for a in [*inv.outputs, *inv.read_only, *inv.writable]}
-
-    def ref(value: Any, fallback: str) -> dict[str, Any]:
-        if isinstance(value, torch.Tensor | list | tuple):
-            arg = named.get(id(value))
-            name = arg.name if arg else fallback
-            role = arg.role if arg else "input"
-            return {"slot": slot_of(value, name, role, bool(arg and arg.is_meta))}
-        return {"lit": wire.encode(value, [])}
-
-    plan: dict[str, Any] = {
-        "args": [ref(v, f"arg{i}") for i, v in enumerate(inv.args)],
-        "kwargs": {k: ref(v, k) for k, v in inv.kwargs.items()},
-    }
-    plan["outputs"] = [slot_of(a.value, a.name, a.role, a.is_meta) for a in inv.outputs]
-    plan["read_only"] = [slot_of(a.value, a.name, a.role, a.is_meta) for a in inv.read_only]
-    if fills:
-        for i, slot in enumerate(slots):
-            fill = uniform_fill(values[i]) if slot["role"] == "output" else None
-            if fill is not None:
-                slot["fill"], values[i] = fill, None
-    plan["slots"] = slots
-    return plan, values
-
-
-def uniform_fill(value: Any) -> dict[str, Any] | None:
-    """`{"dtype", "shape", "value"}` of a tensor of at least wire.FD_MIN_BYTES whose every
-    element has the same bits, where torch.full rebuilds exactly those bits; else None."""
-    if not isinstance(value, torch.Tensor) or value.dtype not in wire.NAMES:
-        return None
-    if value.numel() * value.element_size() < wire.FD_MIN_BYTES:
-        return None
-    bits = bits_view(value.detach().reshape(-1))  # None for complex dtypes
-    if bits is None or not bool((bits == bits[0]).all()):
-        return None
-    encoded = wire.encode(value.reshape(-1)[0].item(), [])
-    scalar = wire.decode(encoded, [])  # what the candidate will read
-    rebuilt = bits_view(torch.full((1,), scalar, dtype=value.dtype, device=value.device))
-    if rebuilt is None or not bool(rebuilt[0] == bits[0]):  # e.g. a NaN with a payload
-        return None
-    return {"dtype": wire.dtype_name(value.dtype), "shape": list(value.shape), "value": encoded}
 
 
 class CandidateLink:

@@ -37,6 +37,7 @@ from kforge_worker.binding import (
     collect_outputs,
     copy_returned,
     invocation_from_plan,
+    plan_invocation,
     poison_value,
 )
 from kforge_worker.compare import compare_tensors, resolve_tolerance
@@ -53,7 +54,7 @@ from kforge_worker.judged import (
     within_bound,
 )
 from kforge_worker.kernels import JobKernels
-from kforge_worker.link import Failure, plan_invocation
+from kforge_worker.link import Failure
 from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec

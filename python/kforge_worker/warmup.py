@@ -77,8 +77,8 @@ def harness_checks(device: torch.device) -> None:
     kernels, a fixed cost that showed as ~70 ms of `compare` phase on an H200 whatever the
     output's size. Small enough that no CPU op starts a thread pool (a candidate is forked
     after this on the cpu device)."""
+    from kforge_worker.binding import poison_for
     from kforge_worker.compare import compare_tensors, output_spread, resolve_tolerance, same_bits
-    from kforge_worker.correctness import poison_for
 
     gen = torch.Generator(device=device)
     gen.manual_seed(2)

@@ -103,7 +103,7 @@ def test_a_large_poisoned_output_made_by_the_candidate_still_catches_unwritten_e
     tmp_path,
 ):
     # 1 MiB output buffers are not sent: the candidate fills them from the plan's `fill`
-    # (link.uniform_fill), with the judge's poison, so the unwritten half still shows.
+    # (binding.uniform_fill), with the judge's poison, so the unwritten half still shows.
     n = 1 << 18
     kernel = K.triton_vadd(K.VADD_PARTIAL, n=n)
     kernel["io"] = K.vadd_io(n, 1 << 14)
