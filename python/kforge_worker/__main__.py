@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         return peaks_module.main(args.device, args.out)
     if args.command == "replay":
         prepare_environment(args.device)
-        from kforge_worker import device_metrics
+        from kforge_worker import replay as replay_module
 
-        return device_metrics.replay_main(args.bundle, max(1, args.repeat))
+        return replay_module.replay_main(args.bundle, max(1, args.repeat))
     if args.command == "zygote":
         prepare_environment("cpu" if args.device == "cpu" else "cuda")
         from kforge_worker import zygote

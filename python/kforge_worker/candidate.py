@@ -63,7 +63,6 @@ from kforge_worker.binding import copy_returned as _copy_returned
 from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
 from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
 from kforge_worker.inputs import BoundArg, ProblemCalls
-from kforge_worker.judged import MAX_CPU_CALLS, CandidateClock, CandidateTrials
 from kforge_worker.loaders import (
     DeviceUnavailable,
     LoadError,
@@ -98,6 +97,7 @@ from kforge_worker.timing import (
     spin_us_for,
     warm_up,
 )
+from kforge_worker.trials import MAX_CPU_CALLS, CandidateClock, CandidateTrials
 
 # Triton launches in this process (a launch-enter hook installed before any user code).
 _LAUNCHES = [0]
@@ -274,7 +274,7 @@ class Candidate:
     ) -> Runnable:
         """The kernel built where the judge built the reference's model (kernels.py); on the
         cpu when the device refuses the model's constructor (the reply says why)."""
-        from kforge_worker.kernels import ModelOnDeviceError, build_runnable
+        from kforge_worker.build import ModelOnDeviceError, build_runnable
 
         def build(on_device: bool) -> Runnable:
             self.loaded_as["model_on_device"] = on_device

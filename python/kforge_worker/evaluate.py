@@ -33,19 +33,14 @@ from kforge_worker.activity import (
     timing_flags,
 )
 from kforge_worker.binding import plan_invocation
+from kforge_worker.build import SetupError
 from kforge_worker.correctness import _RemoteCallError, report_exception, run_correctness
 from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.devinfo import WorkerDevice
 from kforge_worker.inputs import InputError, InputSet, derive_seed
 from kforge_worker.judged import JudgeClock
-from kforge_worker.kernels import (
-    JobKernels,
-    ReferenceLoadError,
-    SetupError,
-    kernel_spec_json,
-    load_kernels,
-)
+from kforge_worker.kernels import JobKernels, ReferenceLoadError, kernel_spec_json, load_kernels
 from kforge_worker.link import CandidateGone, CandidateLink, Failure
 from kforge_worker.loaders import DeviceUnavailable, LoadError
 from kforge_worker.reference_reuse import ReferenceCache
@@ -58,12 +53,7 @@ from kforge_worker.reference_timing import (
 )
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
-from kforge_worker.timed import (
-    CandidateTiming,
-    TimingFailed,
-    cpu_calls_per_trial,
-    time_candidate,
-)
+from kforge_worker.timed import CandidateTiming, TimingFailed, cpu_calls_per_trial, time_candidate
 from kforge_worker.timing import (
     EVENT_RESOLUTION_MS,
     SPEEDUP_SYSTEMATIC,

@@ -46,7 +46,6 @@ from kforge_worker.inputs import InputSet
 from kforge_worker.judged import (
     ALLOWANCE_FRACTION,
     ALLOWANCE_MS,
-    MAX_CPU_CALLS,
     Echo,
     EchoPart,
     JudgedRun,
@@ -59,6 +58,7 @@ from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
 from kforge_worker.timing import TimingStats, compute_stats, flusher_for, spinner_for
+from kforge_worker.trials import MAX_CPU_CALLS
 
 # Timed trials whose outputs the judge verifies: the first, each later one with this
 # probability (decided before it runs), at most MAX_VERIFIED so, and the last one (known only
@@ -66,7 +66,7 @@ from kforge_worker.timing import TimingStats, compute_stats, flusher_for, spinne
 VERIFY_PROBABILITY = 0.25
 MAX_VERIFIED = 5
 # On the cpu a judged trial makes enough calls (each on its own inputs) for the judge's clock
-# to see about this long, at most judged.MAX_CPU_CALLS, with at most CPU_SETS_BYTES of
+# to see about this long, at most trials.MAX_CPU_CALLS, with at most CPU_SETS_BYTES of
 # inputs and outputs in the regions.
 CPU_TRIAL_MS = 2.0
 CPU_SETS_BYTES = 256 << 20

@@ -18,13 +18,11 @@ from kforge_worker.device_metrics import (
     REPLAY_RANGE,
     STDERR_CAP,
     checked_run,
-    io_bundle,
-    load_bundle,
     ncu_command,
-    replay_main,
     run_ncu,
     save_bundle,
 )
+from kforge_worker.replay import io_bundle, load_bundle, replay_main
 from kforge_worker.spec import DeviceMetricsSpec, SpecError, parse_job
 
 SECTIONS = ["SpeedOfLight", "Occupancy"]

@@ -345,7 +345,7 @@ def test_a_model_is_built_under_the_device_and_one_that_needs_the_cpu_says_so(tm
     # torch's meta device stands in for a GPU here: a constructor run "on the device" makes
     # meta tensors; one that needs the cpu (.numpy()) raises ModelOnDeviceError there, and
     # builds on the cpu path (kernels.py).
-    from kforge_worker.kernels import ModelOnDeviceError, SetupError, build_runnable
+    from kforge_worker.build import ModelOnDeviceError, SetupError, build_runnable
 
     meta = torch.device("meta")
     init = "        super().__init__()\n"
