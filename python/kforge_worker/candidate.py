@@ -18,7 +18,7 @@ supervisor's protocol socket, and what it answers is treated as a claim (docs/ar
                 With `places` the slots' tensors are views of the regions and declared
                 outputs stay there (null values); without, the inputs come as copies and
                 read_only_changed names those the call changed (a claim)
-    trim        {} -> trimmed: torch's cached device blocks beyond wire.keep_bytes given back
+    trim        {} -> trimmed: torch's cached device blocks beyond arena.keep_bytes given back
                 (before the judge's timing phase needs the room)
     time        {plan, places, returned, timing, activity} + values -> time_ready {ok,
                 enqueue_ms, error?} after the warm-up calls; then the judge's trials: `go {n}`
@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker import device_metrics, wire
+from kforge_worker import arena, device_metrics, wire
 from kforge_worker.activity import pass_to_wire, profile_windows
 from kforge_worker.binding import (
     Invocation,
@@ -434,9 +434,9 @@ class Candidate:
         _send(self.channel, header, [values, []])
 
     def trim(self, message: dict[str, Any], values: Any) -> None:
-        """Gives back torch's cached blocks beyond wire.keep_bytes (link.trim)."""
+        """Gives back torch's cached blocks beyond arena.keep_bytes (link.trim)."""
         del message, values
-        wire.release_cached(self.tdev)
+        arena.release_cached(self.tdev)
         _send(self.channel, {"type": "trimmed"})
 
     def time(self, message: dict[str, Any], slots: Any) -> None:
@@ -520,7 +520,7 @@ class Candidate:
             reply["error"] = error
         elif message.get("activity") and self.tdev.type == "cuda":
             reply["activity"] = self._profiled(target, opts, enqueue_ms, inv)
-        wire.release_cached(self.tdev)
+        arena.release_cached(self.tdev)
         _send(self.channel, reply)
 
     def _profiled(

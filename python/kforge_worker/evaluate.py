@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker import devinfo, jailer, wire
+from kforge_worker import arena, devinfo, jailer
 from kforge_worker.activity import (
     NOT_ON_CPU,
     Flag,
@@ -290,7 +290,7 @@ def _time_both(
     kernels.candidate.link.trim()
     try:
         with result.phases.phase("inputs"):
-            wire.release_cached(tdev)
+            arena.release_cached(tdev)
             inputs = kernels.make_inputs(job.num_correct_trials)
     except Exception as e:
         result.fail("runtime", f"could not build the timing inputs: {e}")
@@ -320,7 +320,7 @@ def _time_both(
             result.set_activity(activity, timing_flags(ref, activity), reference=True)
             ref.call = None
             steps.mark("reference_profile")
-        wire.release_cached(tdev)
+        arena.release_cached(tdev)
     report("timing_candidate", "timing the kernel", result.to_dict())
     try:
         beside = cpu and ref_timed is not None and ref_timed.reused is None

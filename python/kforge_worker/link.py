@@ -241,7 +241,7 @@ class CandidateLink:
 
     def trim(self) -> None:
         """Has the candidate process give back what its allocator caches beyond
-        wire.keep_bytes (its correctness calls' GB-sized leftovers) before the timing phase,
+        arena.keep_bytes (its correctness calls' GB-sized leftovers) before the timing phase,
         whose input sets and reference runs need the room on the same GPU."""
         reply, _ = self._request({"type": "trim"})
         self._expect(reply, "trimmed")

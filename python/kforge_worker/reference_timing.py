@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker import wire
+from kforge_worker import arena
 from kforge_worker.binding import Invocation
 from kforge_worker.correctness import report_exception
 from kforge_worker.inputs import InputSet
@@ -30,13 +30,7 @@ from kforge_worker.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, Refer
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec, TimingOptions
 from kforge_worker.timed import per_call
-from kforge_worker.timing import (
-    TimingReport,
-    TimingStats,
-    compute_stats,
-    time_cpu,
-    time_gpu,
-)
+from kforge_worker.timing import TimingReport, TimingStats, compute_stats, time_cpu, time_gpu
 
 # How a phase reports progress: (phase, message, the partial result).
 ProgressFn = Callable[[str, str, dict[str, Any]], None]
@@ -158,7 +152,7 @@ def time_second_half(
         tdev,
         result=scratch,
     )
-    wire.release_cached(tdev)
+    arena.release_cached(tdev)
     if second is None or not second.samples:
         why = (scratch.runtime_error or "no trials").strip().splitlines()[-1][:300]
         result.warn(f"the reference was timed before the kernel only (after it: {why})")

@@ -115,20 +115,21 @@ def test_a_large_poisoned_output_made_by_the_candidate_still_catches_unwritten_e
 
 
 def test_a_compare_and_an_evaluate_through_the_arena(tmp_path, monkeypatch):
-    # The arena carries device tensors (wire._wants_arena); here it carries host tensors too,
-    # both ways, in every request of a job (calls, timing sets, verified trial outputs).
+    # The arena carries device tensors (arena.wants_arena, looked up by wire.send); here it
+    # carries host tensors too, both ways, in every request of a job (calls, timing sets,
+    # verified trial outputs).
     from kforge_worker import wire
 
-    monkeypatch.setattr(wire, "_wants_arena", lambda tensors: True)
+    monkeypatch.setattr(wire, "wants_arena", lambda tensors: True)
     placed = []
-    place = wire._place_in_arena
+    place = wire.place_in_arena
 
     def counted(channel, tensors):
         out = place(channel, tensors)
         placed.append(out is not None)
         return out
 
-    monkeypatch.setattr(wire, "_place_in_arena", counted)
+    monkeypatch.setattr(wire, "place_in_arena", counted)
     n = 1 << 18
     kernel = K.triton_vadd(n=n)
     kernel["io"] = K.vadd_io(n, 1 << 14)
