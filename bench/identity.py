@@ -54,7 +54,7 @@ def _judge_window_speedup(res: dict[str, Any]) -> tuple[float | None, list[float
         c_ev, r_ev = float(cand["event_median"]) * 1e3, float(ref["event_median"]) * 1e3
     except (KeyError, TypeError, ValueError):
         return None, []
-    floor = 0.5  # us: the statistics' floor (timing.EVENT_RESOLUTION_MS)
+    floor = 0.5  # us: the statistics' floor (stats.EVENT_RESOLUTION_MS)
     return max(floor, r_ev - rw) / max(floor, c_ev - rw), [cw, rw]
 
 

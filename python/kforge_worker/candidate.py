@@ -88,11 +88,11 @@ from kforge_worker.spec import (
     parse_kernel,
     parse_timing,
 )
+from kforge_worker.stats import compute_stats
 from kforge_worker.timing import (
     SPIN_CAP_US,
     TimingReport,
     capture_graph,
-    compute_stats,
     measure_enqueue_ms,
     spin_us_for,
     warm_up,

@@ -53,18 +53,17 @@ from kforge_worker.reference_timing import (
 )
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
-from kforge_worker.timed import CandidateTiming, TimingFailed, cpu_calls_per_trial, time_candidate
-from kforge_worker.timing import (
+from kforge_worker.stats import (
     EVENT_RESOLUTION_MS,
     SPEEDUP_SYSTEMATIC,
     SPEEDUP_SYSTEMATIC_MS,
-    TimingReport,
     TimingStats,
     speedup_interval,
     speedup_verdict,
-    window_overhead_ms,
     without_window_overhead,
 )
+from kforge_worker.timed import CandidateTiming, TimingFailed, cpu_calls_per_trial, time_candidate
+from kforge_worker.timing import TimingReport, window_overhead_ms
 
 EXCESSIVE_SPEEDUP = 10.0
 MAX_ACTIVITY_ERROR_CHARS = 500
@@ -509,7 +508,7 @@ def _speedup(
     device_kind: str = "cuda",
 ) -> None:
     """Speedup = reference median / candidate median, with its 95 % interval over both
-    sides' trials and the verdict the interval gives (timing.speedup_interval)."""
+    sides' trials and the verdict the interval gives (stats.speedup_interval)."""
     if result.ref_runtime_stats is None or result.runtime_stats is None:
         return
     cand_ms = result.runtime_stats.median

@@ -52,6 +52,7 @@ from kforge_worker import devmem, sandbox
 from kforge_worker.devinfo import one_cpu_thread
 from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.spec import TimingOptions
+from kforge_worker.stats import stop_reason
 from kforge_worker.timing import (
     MAX_SPIN_GROWTHS,
     SPIN_CAP_US,
@@ -59,7 +60,6 @@ from kforge_worker.timing import (
     flusher_for,
     next_spin_us,
     spin_us_for,
-    stop_reason,
 )
 from kforge_worker.trials import CandidateTrials
 
@@ -333,7 +333,7 @@ def _settle(
 
 
 def _stop(trials: int, claims: list[float], opts: TimingOptions, elapsed_ms: float) -> str | None:
-    """timing.stop_reason, with the trial count taken from the trials run (on a GPU the
+    """stats.stop_reason, with the trial count taken from the trials run (on a GPU the
     claims of the last trials arrive later than the trials); the budget never ends a run
     without one counted trial."""
     if trials < max(1, opts.min_trials):

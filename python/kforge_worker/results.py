@@ -9,7 +9,7 @@ from typing import Any
 from kforge_worker.activity import Flag, KernelActivity, not_measured
 from kforge_worker.compare import Mismatch
 from kforge_worker.phases import PhaseClock
-from kforge_worker.timing import TimingStats
+from kforge_worker.stats import TimingStats
 
 # Each text of a result (an error message, a traceback, a warning, a check's message) is cut
 # to this many bytes of UTF-8 before it leaves the judge, keeping its start and its end: the
@@ -86,7 +86,7 @@ class JobResult:
     ref_runtime: float = -1.0
     ref_runtime_stats: TimingStats | None = None
     speedup: float | None = None
-    # A 95 % interval of the speedup (timing.speedup_interval) and what it says: `faster`,
+    # A 95 % interval of the speedup (stats.speedup_interval) and what it says: `faster`,
     # `slower` or `indistinguishable` (None where a side has fewer than 2 trials).
     speedup_ci: list[float] | None = None
     speedup_verdict: str | None = None

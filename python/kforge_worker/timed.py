@@ -57,7 +57,8 @@ from kforge_worker.link import Failure
 from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
 from kforge_worker.spec import JobSpec
-from kforge_worker.timing import TimingStats, compute_stats, flusher_for, spinner_for
+from kforge_worker.stats import TimingStats, compute_stats
+from kforge_worker.timing import flusher_for, spinner_for
 from kforge_worker.trials import MAX_CPU_CALLS
 
 # Timed trials whose outputs the judge verifies: the first, each later one with this

@@ -15,14 +15,8 @@ from kforge_worker.activity import (
     union_length,
     windows_from_trace,
 )
-from kforge_worker.timing import (
-    FLUSH_RANGE,
-    PREPARE_RANGE,
-    SPIN_RANGE,
-    WINDOW_RANGE,
-    TimingReport,
-    compute_stats,
-)
+from kforge_worker.stats import compute_stats
+from kforge_worker.timing import FLUSH_RANGE, PREPARE_RANGE, SPIN_RANGE, WINDOW_RANGE, TimingReport
 
 LAUNCH = 7  # the launch stream's id in the trace
 SIDE = 13

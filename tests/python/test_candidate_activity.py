@@ -25,8 +25,8 @@ from kforge_worker.activity import (
 from kforge_worker.evaluate import _candidate_activity, _withhold_speedup
 from kforge_worker.judged import JudgedRun
 from kforge_worker.results import JobResult
+from kforge_worker.stats import compute_stats
 from kforge_worker.timed import CandidateTiming
-from kforge_worker.timing import compute_stats
 
 LAUNCH = 7
 SIDE = 13

@@ -17,7 +17,7 @@ import worker_kernels as K
 from fake_supervisor import FakeSupervisor
 from worker_jobs import SERVER_DEFAULTS, make_job, run_python_compiled
 
-from kforge_worker.timing import EVENT_RESOLUTION_MS
+from kforge_worker.stats import EVENT_RESOLUTION_MS
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu

@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 from worker_jobs import timing_options
 
-from kforge_worker.timing import (
+from kforge_worker.stats import (
     EVENT_RESOLUTION_MS,
+    TrialSample,
     compute_stats,
     percentile,
     relative_standard_error,
     stop_reason,
-    time_cpu,
     without_window_overhead,
 )
+from kforge_worker.timing import time_cpu
 
 
 def test_stats_match_numpy():
@@ -121,7 +122,7 @@ def test_spin_grows_after_an_uncovered_trial_and_stops_at_the_cap():
 
 
 def test_launch_not_hidden_only_beyond_the_documented_fraction():
-    from kforge_worker.timing import launch_not_hidden_message
+    from kforge_worker.stats import launch_not_hidden_message
 
     assert launch_not_hidden_message(0, 100, 0.02) == ""
     assert launch_not_hidden_message(10, 100, 0.02) == ""  # 10 % is tolerated
@@ -131,7 +132,7 @@ def test_launch_not_hidden_only_beyond_the_documented_fraction():
 
 
 def test_stream_skew_bound():
-    from kforge_worker.timing import stream_skew_message
+    from kforge_worker.stats import stream_skew_message
 
     assert stream_skew_message(0.149, 0.1) == ""  # within 50 % / 0.05 ms
     assert "outside the launch stream" in stream_skew_message(0.2, 0.1)
@@ -142,7 +143,6 @@ def test_stream_skew_bound():
 def test_time_cpu_calls_the_hook_around_every_trial_and_stops_when_told():
     """The one hook shape of both loops: (i, None) before trial i, (i, sample) after it; a
     True after a trial stops timing there (stop_reason "judge")."""
-    from kforge_worker.timing import TrialSample
 
     seen: list[tuple[int, str]] = []
 
@@ -219,7 +219,7 @@ def test_the_spin_kernel_is_the_native_workers_own():
 
 
 def test_speedup_interval_of_few_trials_is_the_range_of_trial_ratios():
-    from kforge_worker.timing import SPEEDUP_MIN_TRIALS, speedup_interval, speedup_verdict
+    from kforge_worker.stats import SPEEDUP_MIN_TRIALS, speedup_interval, speedup_verdict
 
     ref, cand = [0.09, 0.10, 0.12], [44.0, 45.0, 46.0]
     assert len(ref) < SPEEDUP_MIN_TRIALS
@@ -237,7 +237,7 @@ def test_speedup_interval_of_few_trials_is_the_range_of_trial_ratios():
 
 
 def test_speedup_interval_covers_the_gpu_paths_absolute_bias():
-    from kforge_worker.timing import SPEEDUP_SYSTEMATIC_MS, speedup_interval, speedup_verdict
+    from kforge_worker.stats import SPEEDUP_SYSTEMATIC_MS, speedup_interval, speedup_verdict
 
     # An H200 read one 2^20-element Triton add as candidate and reference 5.82 us vs 5.44 us
     # (timed by different paths), each side's trials tight: 3 % alone reads "slower".
@@ -280,7 +280,7 @@ def test_a_gpu_trial_whose_launch_was_not_hidden_runs_again_uncounted(monkeypatc
             self.calls += 1
             hidden = self.calls > unhidden_first
             ms = 0.002 if hidden else 0.060
-            return timing.TrialSample(event_ms=ms, synced_ms=ms, launch_hidden=hidden)
+            return TrialSample(event_ms=ms, synced_ms=ms, launch_hidden=hidden)
 
     monkeypatch.setattr(timing, "GpuTrialRunner", FakeRunner)
     monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda *_: None)
