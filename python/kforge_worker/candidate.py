@@ -49,7 +49,8 @@ from typing import Any
 import torch
 
 from kforge_worker import arena, device_metrics, wire
-from kforge_worker.activity import pass_to_wire, profile_windows
+from kforge_worker.activity import profile_windows
+from kforge_worker.activity_wire import pass_to_wire
 from kforge_worker.binding import (
     Invocation,
     collect_outputs,

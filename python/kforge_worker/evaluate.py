@@ -23,15 +23,13 @@ from kforge_worker import arena, devinfo, jailer
 from kforge_worker.activity import (
     NOT_ON_CPU,
     Flag,
-    WireError,
-    cross_check,
     loop_flags,
     not_measured,
-    pass_from_wire,
     profile_gpu,
     summarize,
     timing_flags,
 )
+from kforge_worker.activity_wire import WireError, cross_check, pass_from_wire
 from kforge_worker.binding import plan_invocation
 from kforge_worker.build import SetupError
 from kforge_worker.correctness import _RemoteCallError, report_exception, run_correctness

@@ -10,15 +10,17 @@ import dataclasses
 import pytest
 
 from kforge_worker.activity import (
-    MAX_WIRE_OPS,
-    MAX_WIRE_TRIALS,
     SOURCE_CANDIDATE,
     KernelRecord,
     ProfiledPass,
     WindowActivity,
+    loop_flags,
+)
+from kforge_worker.activity_wire import (
+    MAX_WIRE_OPS,
+    MAX_WIRE_TRIALS,
     WireError,
     cross_check,
-    loop_flags,
     pass_from_wire,
     pass_to_wire,
 )
