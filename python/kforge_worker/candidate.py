@@ -61,9 +61,17 @@ from kforge_worker.binding import (
 
 # Looked up in this module at each call, as when it was defined here.
 from kforge_worker.binding import copy_returned as _copy_returned
-from kforge_worker.compare import BitsDigest, bits_digest, plain_tensor_problem, same_bits
-from kforge_worker.devinfo import WorkerDevice, is_device_oom, synchronize
-from kforge_worker.inputs import BoundArg, ProblemCalls
+from kforge_worker.call_checks import (
+    LAUNCHES,
+    aliases,
+    counting_launches,
+    install_launch_counter,
+    snapshot,
+    unchanged,
+)
+from kforge_worker.compare import plain_tensor_problem
+from kforge_worker.devinfo import WorkerDevice, synchronize
+from kforge_worker.inputs import ProblemCalls
 from kforge_worker.loaders import (
     DeviceUnavailable,
     LoadError,
@@ -93,57 +101,11 @@ from kforge_worker.stats import compute_stats
 from kforge_worker.timing import (
     SPIN_CAP_US,
     TimingReport,
-    capture_graph,
     measure_enqueue_ms,
+    prepared_call,
     spin_us_for,
-    warm_up,
 )
 from kforge_worker.trials import MAX_CPU_CALLS, CandidateClock, CandidateTrials
-
-# Triton launches in this process (a launch-enter hook installed before any user code).
-_LAUNCHES = [0]
-
-
-def _count_launch(*_: Any) -> None:
-    _LAUNCHES[0] += 1
-
-
-def install_launch_counter() -> None:
-    """Counts Triton kernel launches of the interpreter (GPU launches are counted by a
-    launch hook, only around correctness calls: see counting_launches)."""
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-    except ImportError:
-        return
-    run = InterpretedFunction.run
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        _LAUNCHES[0] += 1
-        return run(self, *args, **kwargs)
-
-    InterpretedFunction.run = counted
-
-
-class counting_launches:
-    """Counts GPU Triton launches inside the block (the hook costs host time per launch, so
-    it is never on while timing)."""
-
-    def __enter__(self) -> None:
-        try:
-            import triton
-
-            triton.knobs.runtime.launch_enter_hook.add(_count_launch)
-        except (ImportError, AttributeError):
-            pass
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            import triton
-
-            triton.knobs.runtime.launch_enter_hook.remove(_count_launch)
-        except (ImportError, AttributeError):
-            pass
-
 
 # Bound now, before any user code runs: a candidate that replaces these names in their
 # modules does not change what the harness calls.
@@ -405,9 +367,9 @@ class Candidate:
         seed = message.get("seed")
         if isinstance(seed, int):
             torch.manual_seed(seed)  # also seeds every CUDA device's generator
-        before = _snapshot(inv.read_only) if places is None else []
+        before = snapshot(inv.read_only) if places is None else []
         threads_before = _active_count()
-        launches_before = _LAUNCHES[0]
+        launches_before = LAUNCHES[0]
         try:
             with counting_launches():
                 returned = self._run_once(inv)
@@ -423,14 +385,14 @@ class Candidate:
             "ok": True,
             "outputs": described,
             "threads_started": max(0, threads_after - threads_before),
-            "aliases": _aliases(inv, described, values),
-            "kernel_launches": _LAUNCHES[0] - launches_before,
+            "aliases": aliases(inv, described, values),
+            "kernel_launches": LAUNCHES[0] - launches_before,
             "in_regions": places is not None and bool(inv.outputs),
         }
         header["read_only_changed"] = [
             a.name
             for a, old in zip(inv.read_only, before, strict=False)
-            if old is not None and not _unchanged(old, a.value)
+            if old is not None and not unchanged(old, a.value)
         ]
         _send(self.channel, header, [values, []])
 
@@ -487,7 +449,7 @@ class Candidate:
         warnings: list[str] = []
         try:
             with torch.no_grad():
-                warmups, target = _prepared_call(call, opts, self.tdev, warnings)
+                warmups, target = prepared_call(call, opts, self.tdev, warnings)
                 enqueue_ms = (
                     measure_enqueue_ms(target, self.tdev) if self.tdev.type == "cuda" else 0.0
                 )
@@ -592,88 +554,6 @@ def _wire_places(places: list[Any]) -> list[Any]:
         else:
             out.append(None)
     return out
-
-
-def _prepared_call(
-    call: Callable[[], object], opts: TimingOptions, device: torch.device, warnings: list[str]
-) -> tuple[int, Callable[[], object]]:
-    """Warms `call` up (timing.warm_up) and, with `opts.cuda_graph`, captures it: the
-    warm-up calls and what each trial runs (a graph replay returns the captured outputs)."""
-    sync: Callable[[], None] = (
-        (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-    )
-    warmups = warm_up(call, opts, sync)
-    if not (opts.cuda_graph and device.type == "cuda"):
-        return warmups, call
-    captured: list[object] = [None]
-
-    def capture() -> object:
-        captured[0] = call()
-        return captured[0]
-
-    graph = capture_graph(capture, warnings)
-    if graph is None:
-        return warmups, call
-
-    def replay() -> object:
-        graph.replay()
-        return captured[0]
-
-    return warmups, replay
-
-
-def _snapshot(args: list[BoundArg]) -> list[torch.Tensor | BitsDigest | None]:
-    """What each tensor argument a call must leave unchanged was before it (other values as
-    None), to compare with after the call here instead of sending the inputs back to the
-    judge: a copy, or where the device has no room for one its BitsDigest."""
-    return [_before(a.value) if isinstance(a.value, torch.Tensor) else None for a in args]
-
-
-def _before(value: torch.Tensor) -> torch.Tensor | BitsDigest:
-    try:
-        return value.clone()
-    except RuntimeError as e:
-        if not is_device_oom(e):
-            raise
-        torch.cuda.empty_cache()  # the failed copy's memory, for the call that follows
-        return bits_digest(value)
-
-
-def _unchanged(before: torch.Tensor | BitsDigest, after: Any) -> bool:
-    if not isinstance(after, torch.Tensor):
-        return False
-    if isinstance(before, BitsDigest):
-        return bits_digest(after) == before
-    return same_bits(before, after)
-
-
-def _aliases(
-    inv: Invocation, described: list[dict[str, Any]], values: list[Any]
-) -> list[list[str]]:
-    """[output, input] pairs where a returned output shares memory with an input (their byte
-    spans overlap: the inputs may all be views of one region, so storages cannot tell)."""
-    if inv.outputs:  # declared output buffers are the harness's own tensors
-        return []
-    inputs = [(a.name, _span(a.value)) for a in inv.read_only if isinstance(a.value, torch.Tensor)]
-    pairs = []
-    for d, value in zip(described, values, strict=True):
-        if isinstance(value, torch.Tensor):
-            lo, hi = _span(value)
-            owner = next((n for n, (a, b) in inputs if lo < b and a < hi), None)
-            if owner is not None:
-                pairs.append([str(d["name"]), owner])
-    return pairs
-
-
-def _span(t: torch.Tensor) -> tuple[int, int]:
-    """The bytes a tensor's elements occupy: [first, past the last)."""
-    if t.numel() == 0:
-        return t.data_ptr(), t.data_ptr()
-    extent = sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True))
-    low = t.data_ptr() - sum(
-        (size - 1) * -stride for size, stride in zip(t.shape, t.stride(), strict=True) if stride < 0
-    )
-    return low, low + (extent + 1) * t.element_size()
 
 
 def serve(channel: StreamChannel, device: WorkerDevice, budget_bytes: int) -> int:

@@ -494,3 +494,31 @@ def capture_graph(fn: Callable[[], object], warnings: list[str]) -> torch.cuda.C
         torch.cuda.synchronize()
         warnings.append(f"CUDA-graph capture failed, timed eager launches instead: {e}")
         return None
+
+
+def prepared_call(
+    call: Callable[[], object], opts: TimingOptions, device: torch.device, warnings: list[str]
+) -> tuple[int, Callable[[], object]]:
+    """Warms `call` up (warm_up) and, with `opts.cuda_graph`, captures it: the
+    warm-up calls and what each trial runs (a graph replay returns the captured outputs)."""
+    sync: Callable[[], None] = (
+        (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    )
+    warmups = warm_up(call, opts, sync)
+    if not (opts.cuda_graph and device.type == "cuda"):
+        return warmups, call
+    captured: list[object] = [None]
+
+    def capture() -> object:
+        captured[0] = call()
+        return captured[0]
+
+    graph = capture_graph(capture, warnings)
+    if graph is None:
+        return warmups, call
+
+    def replay() -> object:
+        graph.replay()
+        return captured[0]
+
+    return warmups, replay

@@ -201,10 +201,10 @@ def test_without_regions_the_candidate_process_checks_its_inputs(tmp_path, monke
 def _digests_only(monkeypatch):
     """The candidate process finds no room for a copy of any input (as a 17 GB input on an
     80 GB GPU): it keeps each input's BitsDigest instead."""
-    import kforge_worker.candidate as candidate
+    from kforge_worker import call_checks
     from kforge_worker.compare import bits_digest
 
-    monkeypatch.setattr(candidate, "_before", bits_digest)
+    monkeypatch.setattr(call_checks, "_before", bits_digest)
 
 
 def test_without_room_for_copies_the_candidate_compares_digests(tmp_path, monkeypatch):
@@ -219,7 +219,7 @@ def test_without_room_for_copies_the_candidate_compares_digests(tmp_path, monkey
 
 
 def test_the_candidate_keeps_a_digest_where_a_copy_does_not_fit():
-    import kforge_worker.candidate as candidate
+    import kforge_worker.call_checks as call_checks
     from kforge_worker.compare import BitsDigest, bits_digest
 
     class NoRoom(torch.Tensor):
@@ -227,16 +227,16 @@ def test_the_candidate_keeps_a_digest_where_a_copy_does_not_fit():
             raise torch.OutOfMemoryError("CUDA out of memory (test)")
 
     x = torch.randn(8)
-    kept = candidate._before(x.as_subclass(NoRoom))
+    kept = call_checks._before(x.as_subclass(NoRoom))
     assert isinstance(kept, BitsDigest) and kept == bits_digest(x)
-    assert isinstance(candidate._before(x), torch.Tensor)  # a copy where one fits
+    assert isinstance(call_checks._before(x), torch.Tensor)  # a copy where one fits
     with pytest.raises(ValueError):  # any other error is not a lack of room
 
         class Broken(torch.Tensor):
             def clone(self, *args, **kwargs):
                 raise ValueError("broken")
 
-        candidate._before(x.as_subclass(Broken))
+        call_checks._before(x.as_subclass(Broken))
 
 
 # After the three correctness calls it leaves its input changed by one after each call and
