@@ -72,14 +72,7 @@ from kforge_worker.call_checks import (
 from kforge_worker.compare import plain_tensor_problem
 from kforge_worker.devinfo import WorkerDevice, synchronize
 from kforge_worker.inputs import ProblemCalls
-from kforge_worker.loaders import (
-    DeviceUnavailable,
-    LoadError,
-    Runnable,
-    describe_call_failure,
-    format_user_traceback,
-    load_module,
-)
+from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable, load_module
 from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.regions import (
     CandidateRegions,
@@ -105,6 +98,7 @@ from kforge_worker.timing import (
     prepared_call,
     spin_us_for,
 )
+from kforge_worker.tracebacks import describe_call_failure, format_user_traceback
 from kforge_worker.trials import MAX_CPU_CALLS, CandidateClock, CandidateTrials
 
 # Bound now, before any user code runs: a candidate that replaces these names in their

@@ -8,16 +8,10 @@ import worker_kernels as K
 from worker_jobs import make_job, run
 
 from kforge_worker.correctness import report_exception
-from kforge_worker.loaders import (
-    LoadError,
-    entry_runnable,
-    import_source,
-    is_build_failure,
-    load_module,
-    model_class,
-)
+from kforge_worker.loaders import LoadError, entry_runnable, import_source, load_module, model_class
 from kforge_worker.results import JobResult
 from kforge_worker.spec import parse_kernel
+from kforge_worker.tracebacks import is_build_failure
 
 
 def kernel(d):
@@ -280,7 +274,7 @@ def test_the_interpreters_asserts_are_told_apart(tmp_path, monkeypatch):
 
     from triton.runtime import interpreter
 
-    from kforge_worker.loaders import describe_call_failure
+    from kforge_worker.tracebacks import describe_call_failure
 
     builder = interpreter.interpreter_builder
     monkeypatch.setattr(builder, "options", dataclasses.replace(builder.options, debug=True))

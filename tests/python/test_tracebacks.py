@@ -17,14 +17,8 @@ import worker_kernels as K
 from worker_jobs import make_job, run
 
 from kforge_worker import loaders
-from kforge_worker.loaders import (
-    LoadError,
-    appended_filename,
-    describe_call_failure,
-    format_user_traceback,
-    import_source,
-    split_appended,
-)
+from kforge_worker.loaders import LoadError, appended_filename, import_source, split_appended
+from kforge_worker.tracebacks import describe_call_failure, format_user_traceback
 
 # A user's kernel file of the workbench's kind: `solve` fails at line 8.
 USER_FILE = """\
