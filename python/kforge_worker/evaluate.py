@@ -60,7 +60,8 @@ from kforge_worker.stats import (
     speedup_verdict,
     without_window_overhead,
 )
-from kforge_worker.timed import CandidateTiming, TimingFailed, cpu_calls_per_trial, time_candidate
+from kforge_worker.timed import TimingFailed, cpu_calls_per_trial, time_candidate
+from kforge_worker.timed_verdict import CandidateTiming
 from kforge_worker.timing import TimingReport, window_overhead_ms
 
 EXCESSIVE_SPEEDUP = 10.0

@@ -28,7 +28,7 @@ from kforge_worker.evaluate import _candidate_activity, _withhold_speedup
 from kforge_worker.judged import JudgedRun
 from kforge_worker.results import JobResult
 from kforge_worker.stats import compute_stats
-from kforge_worker.timed import CandidateTiming
+from kforge_worker.timed_verdict import CandidateTiming
 
 LAUNCH = 7
 SIDE = 13

@@ -179,7 +179,7 @@ def test_window_overhead_comes_off_every_location_statistic_down_to_the_floor():
 
 
 def test_a_cpu_time_under_the_empty_trial_is_said_not_hidden_as_zero():
-    from kforge_worker.timed import _unresolved
+    from kforge_worker.timed_verdict import _unresolved
 
     # Brackets no longer than the echo's empty trial: the time reads 0, and a warning says so.
     said = _unresolved([0.05, 0.04, 0.06], 0.05, "the kernel")
@@ -329,7 +329,7 @@ def test_a_judged_trial_whose_launch_was_not_hidden_is_replaced_not_counted(tmp_
     from kforge_worker.judged import JudgedRun, JudgedTrial
     from kforge_worker.results import JobResult
     from kforge_worker.spec import parse_job
-    from kforge_worker.timed import _judge
+    from kforge_worker.timed_verdict import judge_run
 
     null = 0.29
     trials = [JudgedTrial(0, 35.0 + null, claim_ms=0.045, hidden=False, counted=False)]
@@ -339,7 +339,7 @@ def test_a_judged_trial_whose_launch_was_not_hidden_is_replaced_not_counted(tmp_
     job = parse_job(make_job({"source_code": "", "kernel_type": "torch"}, tmp_path=tmp_path))
     link = SimpleNamespace(clock=SimpleNamespace(null_ms=null, null_claim_ms=0.0013))
     result = JobResult(compiled=True)
-    timing = _judge(
+    timing = judge_run(
         run, job=job, device=torch.device("cuda"), result=result, returned=[], link=link
     )
     assert timing.stats.trials == 6 and timing.stats.mean == pytest.approx(0.045)
