@@ -44,7 +44,7 @@ def main() -> int:
     import torch
     import triton  # noqa: F401
 
-    from kforge_worker.devinfo import parse_device
+    from kforge_worker.core.devinfo import parse_device
     from kforge_worker.warmup import WarmupReport, warm_child, warm_zygote
 
     imported = time.perf_counter() - started

@@ -32,7 +32,7 @@ def child(device_name: str, fds: list[int], sizes: list[int]) -> int:
     """The second process: commands on stdin, answers on stdout, one JSON line each."""
     import torch
 
-    from kforge_worker import devmem
+    from kforge_worker.core import devmem
 
     device = torch.device(device_name)
     torch.cuda.set_device(device)
@@ -90,7 +90,7 @@ def main() -> int:
 
     import torch
 
-    from kforge_worker import devmem
+    from kforge_worker.core import devmem
     from kforge_worker.timing import GlobalTimerSpin, GpuTrialRunner, flusher_for
 
     device = torch.device(args.device)

@@ -50,7 +50,7 @@ def main() -> int:
 
     import torch
 
-    from kforge_worker import devmem
+    from kforge_worker.core import devmem
     from kforge_worker.timing import GpuTrialRunner
 
     device = torch.device(args.device)

@@ -57,10 +57,10 @@ def _run_job(spec_path: str, device_text: str | None) -> int:
     spec.setdefault("scratch_dir", tempfile.mkdtemp(prefix="kforge-job-"))
     prepare_environment("cpu" if device_text == "cpu" else "cuda")
 
-    from kforge_worker.devinfo import parse_device
+    from kforge_worker.core.devinfo import parse_device
+    from kforge_worker.core.protocol import encode_json
+    from kforge_worker.core.spec import SpecError, parse_job
     from kforge_worker.evaluate import run_job
-    from kforge_worker.protocol import encode_json
-    from kforge_worker.spec import SpecError, parse_job
 
     try:
         job = parse_job(spec)
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         prepare_environment("cpu" if args.device == "cpu" else "cuda")
         import socket
 
-        from kforge_worker.devinfo import parse_device
+        from kforge_worker.core.devinfo import parse_device
         from kforge_worker.jailer import candidate_main
 
         code = candidate_main(socket.socket(fileno=args.fd), parse_device(args.device), None)

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from kforge_worker import devmem
-from kforge_worker.devinfo import is_device_oom
-from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.core import devmem
+from kforge_worker.core.devinfo import is_device_oom
+from kforge_worker.core.protocol import ProtocolError, StreamChannel
 
 _CHUNK = 1 << 24
 

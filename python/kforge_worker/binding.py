@@ -39,8 +39,8 @@ from kforge_worker.compare import (
     clear_of_every_value,
     finite_range,
 )
-from kforge_worker.inputs import DTYPES, BoundArg, InputSet
-from kforge_worker.spec import IOContract
+from kforge_worker.core.inputs import DTYPES, BoundArg, InputSet
+from kforge_worker.core.spec import IOContract
 
 _INT_PATTERNS = (0x5A, 0x25)
 

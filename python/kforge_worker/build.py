@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from kforge_worker.inputs import ProblemCalls, call_seeded, clone_value, to_device
+from kforge_worker.core.inputs import ProblemCalls, call_seeded, clone_value, to_device
+from kforge_worker.core.spec import KernelSpec
 from kforge_worker.loaders import (
     Runnable,
     cuda_runnable,
@@ -24,7 +25,6 @@ from kforge_worker.loaders import (
     torch_runnable,
     torch_target,
 )
-from kforge_worker.spec import KernelSpec
 
 TORCH_TYPES = ("torch", "torch_cuda")
 

@@ -13,8 +13,8 @@ import torch
 
 from kforge_worker.binding import Invocation
 from kforge_worker.compare import BitsDigest, bits_digest, same_bits
-from kforge_worker.devinfo import is_device_oom
-from kforge_worker.inputs import BoundArg
+from kforge_worker.core.devinfo import is_device_oom
+from kforge_worker.core.inputs import BoundArg
 
 # Triton launches in this process (a launch-enter hook installed before any user code).
 LAUNCHES = [0]

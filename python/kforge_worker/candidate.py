@@ -70,10 +70,18 @@ from kforge_worker.call_checks import (
     unchanged,
 )
 from kforge_worker.compare import plain_tensor_problem
-from kforge_worker.devinfo import WorkerDevice, synchronize
-from kforge_worker.inputs import ProblemCalls
+from kforge_worker.core.devinfo import WorkerDevice, synchronize
+from kforge_worker.core.inputs import ProblemCalls
+from kforge_worker.core.protocol import ProtocolError, StreamChannel
+from kforge_worker.core.spec import (
+    KernelSpec,
+    SpecError,
+    TimingOptions,
+    parse_device_metrics,
+    parse_kernel,
+    parse_timing,
+)
 from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable, load_module
-from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.regions import (
     CandidateRegions,
     Place,
@@ -81,14 +89,6 @@ from kforge_worker.regions import (
     input_spans,
     places_from_wire,
     places_in_set,
-)
-from kforge_worker.spec import (
-    KernelSpec,
-    SpecError,
-    TimingOptions,
-    parse_device_metrics,
-    parse_kernel,
-    parse_timing,
 )
 from kforge_worker.stats import compute_stats
 from kforge_worker.timing import (

@@ -26,13 +26,13 @@ from collections.abc import Callable
 from typing import Any
 
 from kforge_worker import PROTOCOL_VERSION, jailer, sandbox
+from kforge_worker.core.devinfo import WorkerDevice, parse_device
+from kforge_worker.core.protocol import ProtocolError, StreamChannel, encode_frame
+from kforge_worker.core.spec import SpecError, parse_job
 from kforge_worker.device_grant import ExclusiveGrant, no_grant
-from kforge_worker.devinfo import WorkerDevice, parse_device
 from kforge_worker.evaluate import run_job
 from kforge_worker.link import CandidateGone, CandidateLink
-from kforge_worker.protocol import ProtocolError, StreamChannel, encode_frame
 from kforge_worker.results import JobResult
-from kforge_worker.spec import SpecError, parse_job
 from kforge_worker.warmup import WarmupReport, warm_child
 
 

@@ -37,14 +37,14 @@ from kforge_worker.compare import (
     resolve_tolerance,
     unravel_index,
 )
-from kforge_worker.devinfo import is_device_oom_text, synchronize
-from kforge_worker.inputs import InputSet, derive_seed, summarize
+from kforge_worker.core.devinfo import is_device_oom_text, synchronize
+from kforge_worker.core.inputs import InputSet, derive_seed, summarize
+from kforge_worker.core.spec import JobSpec
 from kforge_worker.kernels import JobKernels, RemoteError
 from kforge_worker.link import READ_ONLY_HINT, CallReply
 from kforge_worker.loaders import Runnable
 from kforge_worker.reference_reuse import ReferenceCache
 from kforge_worker.results import CorrectnessDetails, FirstMismatch, JobResult, TrialResult
-from kforge_worker.spec import JobSpec
 from kforge_worker.tracebacks import describe_call_failure, format_user_traceback
 
 

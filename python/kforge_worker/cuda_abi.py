@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kforge_worker.spec import KernelSpec
+from kforge_worker.core.spec import KernelSpec
 
 ABI_VERSION = 1
 _REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 
-from kforge_worker.protocol import StreamChannel
+from kforge_worker.core.protocol import StreamChannel
 
 # A context manager factory: the timed regions run inside it.
 ExclusiveFn = Callable[[], contextlib.AbstractContextManager[None]]

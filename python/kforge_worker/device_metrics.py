@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kforge_worker.spec import DeviceMetricsSpec
+from kforge_worker.core.spec import DeviceMetricsSpec
 
 # torch is imported by save_bundle alone, and the modules that build a kernel by the replay
 # (replay.py), not here: what the judge and the candidate call (ncu_command, run_ncu, collect,

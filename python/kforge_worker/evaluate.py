@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker import arena, devinfo, jailer
+from kforge_worker import arena, jailer
 from kforge_worker.activity import (
     NOT_ON_CPU,
     Flag,
@@ -32,11 +32,13 @@ from kforge_worker.activity import (
 from kforge_worker.activity_wire import WireError, cross_check, pass_from_wire
 from kforge_worker.binding import plan_invocation
 from kforge_worker.build import SetupError
+from kforge_worker.core import devinfo
+from kforge_worker.core.devinfo import WorkerDevice
+from kforge_worker.core.inputs import InputError, InputSet, derive_seed
+from kforge_worker.core.spec import JobSpec
 from kforge_worker.correctness import _RemoteCallError, report_exception, run_correctness
 from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
-from kforge_worker.devinfo import WorkerDevice
-from kforge_worker.inputs import InputError, InputSet, derive_seed
 from kforge_worker.judged import JudgeClock
 from kforge_worker.kernels import JobKernels, ReferenceLoadError, kernel_spec_json, load_kernels
 from kforge_worker.link import CandidateGone, CandidateLink, Failure
@@ -50,7 +52,6 @@ from kforge_worker.reference_timing import (
     time_second_half,
 )
 from kforge_worker.results import JobResult
-from kforge_worker.spec import JobSpec
 from kforge_worker.stats import (
     EVENT_RESOLUTION_MS,
     SPEEDUP_SYSTEMATIC,

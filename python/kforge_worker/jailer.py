@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_worker import sandbox
-from kforge_worker.devinfo import WorkerDevice
+from kforge_worker.core.devinfo import WorkerDevice
 
 _REPO = Path(__file__).resolve().parents[2]
 CANDIDATE_FD = 990  # where the judge link lives in the candidate
@@ -143,7 +143,7 @@ def candidate_main(
     import time
 
     from kforge_worker import candidate
-    from kforge_worker.protocol import ProtocolError, StreamChannel
+    from kforge_worker.core.protocol import ProtocolError, StreamChannel
     from kforge_worker.warmup import warm_child
 
     start = time.perf_counter()

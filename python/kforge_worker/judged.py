@@ -48,10 +48,11 @@ from typing import Any
 
 import torch
 
-from kforge_worker import devmem, sandbox
-from kforge_worker.devinfo import one_cpu_thread
-from kforge_worker.protocol import ProtocolError, StreamChannel
-from kforge_worker.spec import TimingOptions
+from kforge_worker import sandbox
+from kforge_worker.core import devmem
+from kforge_worker.core.devinfo import one_cpu_thread
+from kforge_worker.core.protocol import ProtocolError, StreamChannel
+from kforge_worker.core.spec import TimingOptions
 from kforge_worker.stats import stop_reason
 from kforge_worker.timing import (
     MAX_SPIN_GROWTHS,

@@ -33,7 +33,7 @@ from kforge_worker.build import (
     build_runnable,
     module_attr,
 )
-from kforge_worker.inputs import (
+from kforge_worker.core.inputs import (
     BoundArg,
     InputError,
     InputSet,
@@ -43,10 +43,10 @@ from kforge_worker.inputs import (
     make_kernelbench_inputs,
     to_device,
 )
+from kforge_worker.core.phases import PhaseClock
+from kforge_worker.core.spec import IOContract, JobSpec, KernelSpec
 from kforge_worker.link import CandidateLink
 from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable, load_module
-from kforge_worker.phases import PhaseClock
-from kforge_worker.spec import IOContract, JobSpec, KernelSpec
 
 
 class ReferenceLoadError(LoadError):

@@ -23,9 +23,12 @@ from typing import Any
 
 import torch
 
-from kforge_worker import devmem, wire
+from kforge_worker import wire
 from kforge_worker.binding import Invocation, plan_invocation
-from kforge_worker.devinfo import synchronize
+from kforge_worker.core import devmem
+from kforge_worker.core.devinfo import synchronize
+from kforge_worker.core.protocol import ProtocolError, StreamChannel
+from kforge_worker.core.spec import TimingOptions
 from kforge_worker.judged import (
     Echo,
     JudgeClock,
@@ -36,9 +39,7 @@ from kforge_worker.judged import (
     run_trials,
     spin_for_enqueue,
 )
-from kforge_worker.protocol import ProtocolError, StreamChannel
 from kforge_worker.regions import JudgeRegions, Layout, RegionError, strip_tensors
-from kforge_worker.spec import TimingOptions
 
 DEFAULT_BUDGET_BYTES = 64 << 30
 # Said of a candidate that faulted while its inputs were mapped read-only (regions.py).

@@ -49,7 +49,7 @@ from typing import Any
 
 import triton
 
-from kforge_worker.spec import KernelSpec
+from kforge_worker.core.spec import KernelSpec
 from kforge_worker.tracebacks import USER_FILES, format_user_traceback
 
 # Where code the server appended to a kernel's source begins (see the module docstring); the

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker.spec import ReferenceReuseSpec
+from kforge_worker.core.spec import ReferenceReuseSpec
 
 FORMAT = 2
 MAX_BYTES = 1 << 30

@@ -22,13 +22,13 @@ import torch
 
 from kforge_worker import arena
 from kforge_worker.binding import Invocation
+from kforge_worker.core.inputs import InputSet
+from kforge_worker.core.spec import JobSpec, TimingOptions
 from kforge_worker.correctness import report_exception
-from kforge_worker.inputs import InputSet
 from kforge_worker.kernels import JobKernels
 from kforge_worker.loaders import Runnable
 from kforge_worker.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, ReferenceTiming
 from kforge_worker.results import JobResult
-from kforge_worker.spec import JobSpec, TimingOptions
 from kforge_worker.stats import TimingStats, compute_stats
 from kforge_worker.timed import per_call
 from kforge_worker.timing import TimingReport, time_cpu, time_gpu

@@ -31,8 +31,8 @@ from typing import Any, TypeGuard
 
 import torch
 
-from kforge_worker import devmem
-from kforge_worker.inputs import DTYPES as INPUT_DTYPES
+from kforge_worker.core import devmem
+from kforge_worker.core.inputs import DTYPES as INPUT_DTYPES
 
 INPUTS, OUTPUTS = 0, 1
 ALIGN = 512  # every place starts at a multiple of this (Triton specialises 16-byte pointers)

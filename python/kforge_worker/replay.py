@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kforge_worker.core.spec import parse_kernel
 from kforge_worker.device_metrics import BUNDLE_VERSION, REPLAY_RANGE, ReplayBundle
-from kforge_worker.spec import parse_kernel
 
 
 def io_bundle(
@@ -22,7 +22,7 @@ def io_bundle(
     from kforge_worker import binding
     from kforge_worker.binding import plan_invocation
     from kforge_worker.build import TORCH_TYPES
-    from kforge_worker.inputs import derive_seed, make_io_inputs
+    from kforge_worker.core.inputs import derive_seed, make_io_inputs
 
     kernel = parse_kernel(kernel_json, "kernel")
     if kernel.io is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from kforge_worker.activity import Flag, KernelActivity, not_measured
 from kforge_worker.compare import Mismatch
-from kforge_worker.phases import PhaseClock
+from kforge_worker.core.phases import PhaseClock
 from kforge_worker.stats import TimingStats
 
 # Each text of a result (an error message, a traceback, a warning, a check's message) is cut

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kforge_worker.spec import TimingOptions
+from kforge_worker.core.spec import TimingOptions
 
 STREAM_SKEW_RATIO = 0.5  # device-synchronised median may exceed the event median by 50 %...
 STREAM_SKEW_FLOOR_MS = 0.05  # ...or by 0.05 ms, whichever is larger

@@ -41,14 +41,14 @@ from kforge_worker.binding import (
     poison_value,
 )
 from kforge_worker.compare import compare_tensors, resolve_tolerance
+from kforge_worker.core.inputs import InputSet
+from kforge_worker.core.spec import JobSpec
 from kforge_worker.correctness import call_kernel
-from kforge_worker.inputs import InputSet
 from kforge_worker.judged import Echo, EchoPart, start_echo
 from kforge_worker.kernels import JobKernels
 from kforge_worker.link import Failure
 from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
-from kforge_worker.spec import JobSpec
 from kforge_worker.stats import TimingStats
 from kforge_worker.timed_verdict import CandidateTiming, judge_run
 from kforge_worker.timing import flusher_for

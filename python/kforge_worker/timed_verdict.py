@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
+from kforge_worker.core.spec import JobSpec
 from kforge_worker.judged import ALLOWANCE_FRACTION, ALLOWANCE_MS, Echo, JudgedRun, within_bound
 from kforge_worker.results import JobResult
-from kforge_worker.spec import JobSpec
 from kforge_worker.stats import TimingStats, compute_stats
 from kforge_worker.timing import spinner_for
 

@@ -50,7 +50,7 @@ from typing import ClassVar
 
 import torch
 
-from kforge_worker.spec import TimingOptions
+from kforge_worker.core.spec import TimingOptions
 from kforge_worker.stats import (
     TimingStats,
     TrialSample,

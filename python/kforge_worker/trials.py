@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from kforge_worker import devmem
-from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.core import devmem
+from kforge_worker.core.protocol import ProtocolError, StreamChannel
 from kforge_worker.tracebacks import describe_call_failure
 
 # On the cpu a judged trial calls the kernel this many times at most, each on its own inputs

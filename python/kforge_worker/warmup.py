@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import triton
 
-from kforge_worker.devinfo import WorkerDevice, describe, one_cpu_thread
+from kforge_worker.core.devinfo import WorkerDevice, describe, one_cpu_thread
 
 # warm_kernels and fused_compare are imported in the functions that use them, on purpose: their
 # @triton.jit decides at import whether the kernels are compiled or interpreted, so they wait

@@ -71,7 +71,6 @@ from typing import Any
 
 import torch
 
-from kforge_worker import inputs
 from kforge_worker.arena import (
     arena_state,
     clone_out,
@@ -89,7 +88,8 @@ from kforge_worker.arena import (
     tensor_bytes,
     wants_arena,
 )
-from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.core import inputs
+from kforge_worker.core.protocol import ProtocolError, StreamChannel
 
 # Every dtype a request may declare, and what a kernel may also return.
 DTYPES: dict[str, torch.dtype] = {

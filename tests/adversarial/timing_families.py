@@ -37,7 +37,7 @@ HONEST = "return torch.relu(x) * y + 0.5"
 # Halves every time the candidate's harness reports to the judge (its `claims`), however the
 # harness computed it.
 HALVED_CLAIMS = """
-import kforge_worker.protocol as _p
+import kforge_worker.core.protocol as _p
 _send = _p.StreamChannel.send
 def _forged(self, message):
     claims = message.get("claims") if isinstance(message, dict) else None

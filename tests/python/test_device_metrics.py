@@ -13,6 +13,7 @@ import pytest
 import worker_kernels as K
 from worker_jobs import make_job, run
 
+from kforge_worker.core.spec import DeviceMetricsSpec, SpecError, parse_job
 from kforge_worker.device_metrics import (
     OUTPUT_CAP,
     REPLAY_RANGE,
@@ -23,7 +24,6 @@ from kforge_worker.device_metrics import (
     save_bundle,
 )
 from kforge_worker.replay import io_bundle, load_bundle, replay_main
-from kforge_worker.spec import DeviceMetricsSpec, SpecError, parse_job
 
 SECTIONS = ["SpeedOfLight", "Occupancy"]
 

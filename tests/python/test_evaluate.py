@@ -14,9 +14,9 @@ import torch
 import worker_kernels as K
 from worker_jobs import FAST_TIMING, assert_speedup_consistent, make_job, run
 
-from kforge_worker.devinfo import parse_device
+from kforge_worker.core.devinfo import parse_device
+from kforge_worker.core.spec import parse_job
 from kforge_worker.evaluate import run_job
-from kforge_worker.spec import parse_job
 
 REPO = Path(__file__).resolve().parents[2]
 

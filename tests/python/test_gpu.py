@@ -361,7 +361,7 @@ def test_kernel_activity_in_cuda_graph_mode(tmp_path):
 
 FIXED_SPIN = """
 import time, torch
-from kforge_worker.spec import TimingOptions
+from kforge_worker.core.spec import TimingOptions
 from kforge_worker.timing import time_gpu
 
 ends = []

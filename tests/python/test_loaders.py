@@ -7,10 +7,10 @@ import torch
 import worker_kernels as K
 from worker_jobs import make_job, run
 
+from kforge_worker.core.spec import parse_kernel
 from kforge_worker.correctness import report_exception
 from kforge_worker.loaders import LoadError, entry_runnable, import_source, load_module, model_class
 from kforge_worker.results import JobResult
-from kforge_worker.spec import parse_kernel
 from kforge_worker.tracebacks import is_build_failure
 
 

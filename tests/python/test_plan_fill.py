@@ -11,7 +11,7 @@ import torch
 from kforge_worker import wire
 from kforge_worker.binding import Invocation, invocation_from_plan, plan_invocation, uniform_fill
 from kforge_worker.compare import same_bits
-from kforge_worker.inputs import BoundArg
+from kforge_worker.core.inputs import BoundArg
 
 CPU = torch.device("cpu")
 BIG = wire.FD_MIN_BYTES // 4  # float32 elements in FD_MIN_BYTES

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kforge_worker import compare, results, stats, timing
-from kforge_worker.spec import JobSpec, SpecError, TimingOptions, parse_job, tensor_bytes
+from kforge_worker.core.spec import JobSpec, SpecError, TimingOptions, parse_job, tensor_bytes
 
 VECTORS = Path(__file__).resolve().parents[1] / "protocol"
 ACCEPTED = sorted((VECTORS / "specs").glob("accepted_*.json"))

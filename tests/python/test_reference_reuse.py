@@ -137,8 +137,8 @@ def test_outputs_above_the_keep_limit_are_recomputed_and_the_timing_still_reused
 
 
 def test_outputs_of_a_model_built_elsewhere_are_recomputed_and_the_timing_reused(tmp_path):
+    from kforge_worker.core.spec import ReferenceReuseSpec
     from kforge_worker.reference_reuse import ReferenceCache, ReferenceTiming
-    from kforge_worker.spec import ReferenceReuseSpec
 
     spec = ReferenceReuseSpec(dir=str(tmp_path / "refs"), key=KEY, sha256=None)
     first = ReferenceCache.open(spec)

@@ -326,9 +326,9 @@ def test_a_judged_trial_whose_launch_was_not_hidden_is_replaced_not_counted(tmp_
     import torch
     from worker_jobs import make_job
 
+    from kforge_worker.core.spec import parse_job
     from kforge_worker.judged import JudgedRun, JudgedTrial
     from kforge_worker.results import JobResult
-    from kforge_worker.spec import parse_job
     from kforge_worker.timed_verdict import judge_run
 
     null = 0.29

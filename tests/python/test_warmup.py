@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kforge_worker.devinfo import parse_device
+from kforge_worker.core.devinfo import parse_device
 from kforge_worker.warmup import warm_child
 
 

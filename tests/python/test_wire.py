@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kforge_worker import arena, wire
-from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.core.protocol import ProtocolError, StreamChannel
 
 CPU = torch.device("cpu")
 BUDGET = 1 << 30
@@ -473,7 +473,7 @@ def test_a_device_arena_the_driver_refuses_falls_back_to_the_host_arena(
 
 
 def test_a_jailed_out_of_memory_assert_is_recognised_as_out_of_memory():
-    from kforge_worker.devinfo import is_device_oom
+    from kforge_worker.core.devinfo import is_device_oom
 
     jailed = RuntimeError(
         'NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at "/pytorch/'
@@ -485,7 +485,7 @@ def test_a_jailed_out_of_memory_assert_is_recognised_as_out_of_memory():
 
 
 def test_an_out_of_memory_traceback_from_the_other_process_is_recognised():
-    from kforge_worker.devinfo import is_device_oom_text
+    from kforge_worker.core.devinfo import is_device_oom_text
 
     assert is_device_oom_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")
     assert is_device_oom_text(

@@ -16,7 +16,7 @@ from fake_supervisor import FakeSupervisor
 from worker_jobs import assert_speedup_consistent, make_job
 
 from kforge_worker import PROTOCOL_VERSION
-from kforge_worker.protocol import send_control
+from kforge_worker.core.protocol import send_control
 
 _ids = itertools.count(1)
 

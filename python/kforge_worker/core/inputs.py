@@ -27,7 +27,14 @@ from typing import Any
 
 import torch
 
-from kforge_worker.spec import ArgSpec, InitSpec, IOContract, TensorData, TensorSpec, tensor_bytes
+from kforge_worker.core.spec import (
+    ArgSpec,
+    InitSpec,
+    IOContract,
+    TensorData,
+    TensorSpec,
+    tensor_bytes,
+)
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
