@@ -33,8 +33,8 @@ from typing import Any
 import torch
 
 from kforge_worker import wire
-from kforge_worker.bits import bits_view
-from kforge_worker.compare import (
+from kforge_worker.check.bits import bits_view
+from kforge_worker.check.compare import (
     Tolerance,
     clear_of_every_value,
     finite_range,

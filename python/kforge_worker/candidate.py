@@ -69,7 +69,7 @@ from kforge_worker.call_checks import (
     snapshot,
     unchanged,
 )
-from kforge_worker.compare import plain_tensor_problem
+from kforge_worker.check.compare import plain_tensor_problem
 from kforge_worker.core.devinfo import WorkerDevice, synchronize
 from kforge_worker.core.inputs import ProblemCalls
 from kforge_worker.core.protocol import ProtocolError, StreamChannel

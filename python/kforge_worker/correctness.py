@@ -28,7 +28,7 @@ import torch
 
 from kforge_worker import binding
 from kforge_worker.binding import Invocation, poison_for
-from kforge_worker.compare import (
+from kforge_worker.check.compare import (
     FUSED_DISAGREEMENTS,
     TensorComparison,
     Tolerance,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kforge_worker.activity import Flag, KernelActivity, not_measured
-from kforge_worker.compare import Mismatch
+from kforge_worker.check.compare import Mismatch
 from kforge_worker.core.phases import PhaseClock
 from kforge_worker.stats import TimingStats
 

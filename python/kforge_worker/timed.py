@@ -40,7 +40,7 @@ from kforge_worker.binding import (
     plan_invocation,
     poison_value,
 )
-from kforge_worker.compare import compare_tensors, resolve_tolerance
+from kforge_worker.check.compare import compare_tensors, resolve_tolerance
 from kforge_worker.core.inputs import InputSet
 from kforge_worker.core.spec import JobSpec
 from kforge_worker.correctness import call_kernel

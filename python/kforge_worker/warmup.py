@@ -78,7 +78,12 @@ def harness_checks(device: torch.device) -> None:
     output's size. Small enough that no CPU op starts a thread pool (a candidate is forked
     after this on the cpu device)."""
     from kforge_worker.binding import poison_for
-    from kforge_worker.compare import compare_tensors, output_spread, resolve_tolerance, same_bits
+    from kforge_worker.check.compare import (
+        compare_tensors,
+        output_spread,
+        resolve_tolerance,
+        same_bits,
+    )
 
     gen = torch.Generator(device=device)
     gen.manual_seed(2)
@@ -98,7 +103,7 @@ def candidate_checks(device: torch.device) -> None:
     """What a candidate process runs of the checks: the bit equality of inputs before and
     after a call and their digests (candidate.py; on a GPU the digest kernel, verified at
     its first use), once per common dtype."""
-    from kforge_worker.compare import bits_digest, same_bits
+    from kforge_worker.check.compare import bits_digest, same_bits
 
     gen = torch.Generator(device=device)
     gen.manual_seed(2)
@@ -225,7 +230,7 @@ def preload_modules() -> None:
         "triton.backends.nvidia.driver",
         "numpy",
         "kforge_worker.warm_kernels",
-        "kforge_worker.fused_compare",
+        "kforge_worker.check.fused_compare",
         # The judge's and candidate's own modules (a child imported correctness.py in its
         # warm-up: ~0.1 s on an H100 host).
         "kforge_worker.correctness",
@@ -254,7 +259,7 @@ def warm_zygote(device: WorkerDevice, arch: int | None) -> WarmupReport:
 
 
 def _fused_compile(arch: int) -> list[Any]:
-    from kforge_worker import fused_compare
+    from kforge_worker.check import fused_compare
 
     return fused_compare.precompile(arch)
 
@@ -328,7 +333,7 @@ def _fused_compare(device: torch.device) -> None:
     """The fused comparison kernel for float32 outputs loaded from the zygote's cache and
     verified against the torch path (compare.fused_ready); other dtypes are verified at
     their first use in a job. Raises where the kernel disagreed (compare then uses torch)."""
-    from kforge_worker.compare import FUSED_DISAGREEMENTS, fused_ready
+    from kforge_worker.check.compare import FUSED_DISAGREEMENTS, fused_ready
 
     fused_ready(device, torch.float32, exact=False)
     if FUSED_DISAGREEMENTS:

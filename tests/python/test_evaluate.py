@@ -202,7 +202,7 @@ def _digests_only(monkeypatch):
     """The candidate process finds no room for a copy of any input (as a 17 GB input on an
     80 GB GPU): it keeps each input's BitsDigest instead."""
     from kforge_worker import call_checks
-    from kforge_worker.compare import bits_digest
+    from kforge_worker.check.compare import bits_digest
 
     monkeypatch.setattr(call_checks, "_before", bits_digest)
 
@@ -220,7 +220,7 @@ def test_without_room_for_copies_the_candidate_compares_digests(tmp_path, monkey
 
 def test_the_candidate_keeps_a_digest_where_a_copy_does_not_fit():
     import kforge_worker.call_checks as call_checks
-    from kforge_worker.compare import BitsDigest, bits_digest
+    from kforge_worker.check.compare import BitsDigest, bits_digest
 
     class NoRoom(torch.Tensor):
         def clone(self, *args, **kwargs):

@@ -10,7 +10,7 @@ import torch
 
 from kforge_worker import wire
 from kforge_worker.binding import Invocation, invocation_from_plan, plan_invocation, uniform_fill
-from kforge_worker.compare import same_bits
+from kforge_worker.check.compare import same_bits
 from kforge_worker.core.inputs import BoundArg
 
 CPU = torch.device("cpu")

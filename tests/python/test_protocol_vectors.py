@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_worker import compare, results, stats, timing
+from kforge_worker import results, stats, timing
+from kforge_worker.check import compare
 from kforge_worker.core.spec import JobSpec, SpecError, TimingOptions, parse_job, tensor_bytes
 
 VECTORS = Path(__file__).resolve().parents[1] / "protocol"

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker.bits import bits_view
+from kforge_worker.check.bits import bits_view
 
 # fused_compare is imported in the functions that use it, on purpose: its @triton.jit decides
 # when the module is imported whether its kernels are compiled or interpreted, so it must not
@@ -148,7 +148,7 @@ def bits_digest(t: torch.Tensor) -> BitsDigest:
         tail = raw[words.numel() * 4 :]
         chunks = [tail]
         if words.numel() and words.data_ptr() % 16 == 0 and digest_kernel_ready(words.device):
-            from kforge_worker import fused_compare
+            from kforge_worker.check import fused_compare
 
             more_plain, more_weighted = fused_compare.word_sums(words, offset)
             plain, weighted = (plain + more_plain) & mask, (weighted + more_weighted) & mask
@@ -190,7 +190,7 @@ def digest_kernel_ready(device: torch.device) -> bool:
 
 def digest_differences(device: torch.device) -> list[str]:
     """Where fused_compare.word_sums differs from the torch path (empty: nowhere)."""
-    from kforge_worker import fused_compare
+    from kforge_worker.check import fused_compare
 
     gen = torch.Generator().manual_seed(99)
     info = torch.iinfo(torch.int32)
@@ -312,7 +312,7 @@ def compare_fused(
 ) -> TensorComparison:
     """compare_torch's result, and output_spread's, from one pass of fused_compare's kernel
     (a CUDA tensor of a dtype it supports; the caller checked)."""
-    from kforge_worker import fused_compare
+    from kforge_worker.check import fused_compare
 
     stats = fused_compare.output_stats(expected, actual, tol.atol, tol.rtol, exact)
     numel = expected.numel()
@@ -353,7 +353,7 @@ def fused_ready(device: torch.device, dtype: torch.dtype, exact: bool) -> bool:
     reads, and the kernel verified against the torch path on this device."""
     if device.type != "cuda":
         return False
-    from kforge_worker import fused_compare
+    from kforge_worker.check import fused_compare
 
     if dtype not in fused_compare.SUPPORTED:
         return False
@@ -372,7 +372,7 @@ def verify_fused(device: torch.device, dtype: torch.dtype, exact: bool) -> list[
     """Where the fused kernel's comparison differs from the torch path's on
     fused_compare.verification_cases (empty: none). A kernel that fails to compile or
     launch is one difference."""
-    from kforge_worker import fused_compare
+    from kforge_worker.check import fused_compare
 
     problems = []
     try:
@@ -503,7 +503,7 @@ def finite_range(t: torch.Tensor) -> tuple[float, float] | None:
     if flat.numel() == 0:
         return None
     if fused_ready(flat.device, flat.dtype, False):
-        from kforge_worker import fused_compare
+        from kforge_worker.check import fused_compare
 
         stats = fused_compare.output_stats(flat, flat, 0.0, 0.0, False)
         return None if stats.finite == 0 else (stats.low, stats.high)

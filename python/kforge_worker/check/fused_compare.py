@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kforge_worker.bits import bits_view
+from kforge_worker.check.bits import bits_view
 
 # 8 elements per thread: float64 temporaries of 16 would spill registers.
 BLOCK = 1024
