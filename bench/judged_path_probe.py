@@ -91,7 +91,7 @@ def main() -> int:
     import torch
 
     from kforge_worker.core import devmem
-    from kforge_worker.timing import GlobalTimerSpin, GpuTrialRunner, flusher_for
+    from kforge_worker.timing.timing import GlobalTimerSpin, GpuTrialRunner, flusher_for
 
     device = torch.device(args.device)
     torch.cuda.set_device(device)

@@ -51,7 +51,7 @@ def main() -> int:
     import torch
 
     from kforge_worker.core import devmem
-    from kforge_worker.timing import GpuTrialRunner
+    from kforge_worker.timing.timing import GpuTrialRunner
 
     device = torch.device(args.device)
     torch.cuda.init()

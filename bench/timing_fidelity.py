@@ -239,8 +239,8 @@ def timers_child(spec_path: str, bundle_path: str) -> int:
 
     from kforge_worker.core.devinfo import parse_device
     from kforge_worker.core.spec import parse_job
-    from kforge_worker.device_metrics import save_bundle
     from kforge_worker.replay import io_bundle, load_bundle
+    from kforge_worker.timing.device_metrics import save_bundle
 
     job = parse_job(json.loads(Path(spec_path).read_text()))
     device = parse_device(job.device).torch_device()

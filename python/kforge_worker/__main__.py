@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "measure-peaks":
         prepare_environment("cuda")
-        from kforge_worker import peaks as peaks_module
+        from kforge_worker.timing import peaks as peaks_module
 
         return peaks_module.main(args.device, args.out)
     if args.command == "replay":

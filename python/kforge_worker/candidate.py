@@ -48,9 +48,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker import arena, device_metrics, wire
-from kforge_worker.activity import profile_windows
-from kforge_worker.activity_wire import pass_to_wire
+from kforge_worker import arena, wire
 from kforge_worker.binding import (
     Invocation,
     collect_outputs,
@@ -90,8 +88,11 @@ from kforge_worker.regions import (
     places_from_wire,
     places_in_set,
 )
-from kforge_worker.stats import compute_stats
-from kforge_worker.timing import (
+from kforge_worker.timing import device_metrics
+from kforge_worker.timing.activity import profile_windows
+from kforge_worker.timing.activity_wire import pass_to_wire
+from kforge_worker.timing.stats import compute_stats
+from kforge_worker.timing.timing import (
     SPIN_CAP_US,
     TimingReport,
     measure_enqueue_ms,

@@ -20,16 +20,6 @@ from typing import Any
 import torch
 
 from kforge_worker import arena, jailer
-from kforge_worker.activity import (
-    NOT_ON_CPU,
-    Flag,
-    loop_flags,
-    not_measured,
-    profile_gpu,
-    summarize,
-    timing_flags,
-)
-from kforge_worker.activity_wire import WireError, cross_check, pass_from_wire
 from kforge_worker.binding import plan_invocation
 from kforge_worker.build import SetupError
 from kforge_worker.core import devinfo
@@ -38,7 +28,6 @@ from kforge_worker.core.inputs import InputError, InputSet, derive_seed
 from kforge_worker.core.spec import JobSpec
 from kforge_worker.correctness import _RemoteCallError, report_exception, run_correctness
 from kforge_worker.device_grant import ExclusiveFn, no_grant
-from kforge_worker.device_metrics import ReplayBundle, checked_run, collect
 from kforge_worker.judged import JudgeClock
 from kforge_worker.kernels import JobKernels, ReferenceLoadError, kernel_spec_json, load_kernels
 from kforge_worker.link import CandidateGone, CandidateLink, Failure
@@ -52,7 +41,20 @@ from kforge_worker.reference_timing import (
     time_second_half,
 )
 from kforge_worker.results import JobResult
-from kforge_worker.stats import (
+from kforge_worker.timed import TimingFailed, cpu_calls_per_trial, time_candidate
+from kforge_worker.timed_verdict import CandidateTiming
+from kforge_worker.timing.activity import (
+    NOT_ON_CPU,
+    Flag,
+    loop_flags,
+    not_measured,
+    profile_gpu,
+    summarize,
+    timing_flags,
+)
+from kforge_worker.timing.activity_wire import WireError, cross_check, pass_from_wire
+from kforge_worker.timing.device_metrics import ReplayBundle, checked_run, collect
+from kforge_worker.timing.stats import (
     EVENT_RESOLUTION_MS,
     SPEEDUP_SYSTEMATIC,
     SPEEDUP_SYSTEMATIC_MS,
@@ -61,9 +63,7 @@ from kforge_worker.stats import (
     speedup_verdict,
     without_window_overhead,
 )
-from kforge_worker.timed import TimingFailed, cpu_calls_per_trial, time_candidate
-from kforge_worker.timed_verdict import CandidateTiming
-from kforge_worker.timing import TimingReport, window_overhead_ms
+from kforge_worker.timing.timing import TimingReport, window_overhead_ms
 
 EXCESSIVE_SPEEDUP = 10.0
 MAX_ACTIVITY_ERROR_CHARS = 500

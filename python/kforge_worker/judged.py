@@ -53,8 +53,8 @@ from kforge_worker.core import devmem
 from kforge_worker.core.devinfo import one_cpu_thread
 from kforge_worker.core.protocol import ProtocolError, StreamChannel
 from kforge_worker.core.spec import TimingOptions
-from kforge_worker.stats import stop_reason
-from kforge_worker.timing import (
+from kforge_worker.timing.stats import stop_reason
+from kforge_worker.timing.timing import (
     MAX_SPIN_GROWTHS,
     SPIN_CAP_US,
     GlobalTimerSpin,

@@ -29,9 +29,9 @@ from kforge_worker.kernels import JobKernels
 from kforge_worker.loaders import Runnable
 from kforge_worker.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, ReferenceTiming
 from kforge_worker.results import JobResult
-from kforge_worker.stats import TimingStats, compute_stats
 from kforge_worker.timed import per_call
-from kforge_worker.timing import TimingReport, time_cpu, time_gpu
+from kforge_worker.timing.stats import TimingStats, compute_stats
+from kforge_worker.timing.timing import TimingReport, time_cpu, time_gpu
 
 # How a phase reports progress: (phase, message, the partial result).
 ProgressFn = Callable[[str, str, dict[str, Any]], None]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kforge_worker.core.spec import parse_kernel
-from kforge_worker.device_metrics import BUNDLE_VERSION, REPLAY_RANGE, ReplayBundle
+from kforge_worker.timing.device_metrics import BUNDLE_VERSION, REPLAY_RANGE, ReplayBundle
 
 
 def io_bundle(

@@ -6,10 +6,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from kforge_worker.activity import Flag, KernelActivity, not_measured
 from kforge_worker.check.compare import Mismatch
 from kforge_worker.core.phases import PhaseClock
-from kforge_worker.stats import TimingStats
+from kforge_worker.timing.activity import Flag, KernelActivity, not_measured
+from kforge_worker.timing.stats import TimingStats
 
 # Each text of a result (an error message, a traceback, a warning, a check's message) is cut
 # to this many bytes of UTF-8 before it leaves the judge, keeping its start and its end: the

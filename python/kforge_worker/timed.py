@@ -49,9 +49,9 @@ from kforge_worker.kernels import JobKernels
 from kforge_worker.link import Failure
 from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
-from kforge_worker.stats import TimingStats
 from kforge_worker.timed_verdict import CandidateTiming, judge_run
-from kforge_worker.timing import flusher_for
+from kforge_worker.timing.stats import TimingStats
+from kforge_worker.timing.timing import flusher_for
 from kforge_worker.trials import MAX_CPU_CALLS
 
 # Timed trials whose outputs the judge verifies: the first, each later one with this

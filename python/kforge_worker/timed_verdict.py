@@ -17,8 +17,8 @@ import torch
 from kforge_worker.core.spec import JobSpec
 from kforge_worker.judged import ALLOWANCE_FRACTION, ALLOWANCE_MS, Echo, JudgedRun, within_bound
 from kforge_worker.results import JobResult
-from kforge_worker.stats import TimingStats, compute_stats
-from kforge_worker.timing import spinner_for
+from kforge_worker.timing.stats import TimingStats, compute_stats
+from kforge_worker.timing.timing import spinner_for
 
 # A claim below this fraction of the judge's view, and more than GROSS_MS below it, is a lie
 # no context switch explains: a failed fatal check. Smaller gaps are absorbed (judge_run).

@@ -361,7 +361,7 @@ def _cuda_events(device: torch.device) -> None:
 
 def _timing_protocol(device: torch.device) -> None:
     """The L2 flush buffer and the calibrated spin of timing.py, made once per process."""
-    from kforge_worker.timing import flusher_for, spinner_for
+    from kforge_worker.timing.timing import flusher_for, spinner_for
 
     flusher_for(device).flush()
     spinner_for(device)
@@ -373,7 +373,7 @@ def _profiler(device: torch.device) -> None:
     first pass of a process initialises Kineto and CUPTI, which took 6.1 s on an H200 (the
     next pass 12 ms); every job's kernel-activity pass would pay it otherwise. The pass ends
     before the job's first timed trial, as the job's own profiled pass does."""
-    from kforge_worker.activity import profiler_activities
+    from kforge_worker.timing.activity import profiler_activities
 
     buf = torch.empty(1 << 10, device=device)
     with torch.profiler.profile(activities=profiler_activities()):

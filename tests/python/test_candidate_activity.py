@@ -9,14 +9,18 @@ import dataclasses
 
 import pytest
 
-from kforge_worker.activity import (
+from kforge_worker.evaluate import _candidate_activity, _withhold_speedup
+from kforge_worker.judged import JudgedRun
+from kforge_worker.results import JobResult
+from kforge_worker.timed_verdict import CandidateTiming
+from kforge_worker.timing.activity import (
     SOURCE_CANDIDATE,
     KernelRecord,
     ProfiledPass,
     WindowActivity,
     loop_flags,
 )
-from kforge_worker.activity_wire import (
+from kforge_worker.timing.activity_wire import (
     MAX_WIRE_OPS,
     MAX_WIRE_TRIALS,
     WireError,
@@ -24,11 +28,7 @@ from kforge_worker.activity_wire import (
     pass_from_wire,
     pass_to_wire,
 )
-from kforge_worker.evaluate import _candidate_activity, _withhold_speedup
-from kforge_worker.judged import JudgedRun
-from kforge_worker.results import JobResult
-from kforge_worker.stats import compute_stats
-from kforge_worker.timed_verdict import CandidateTiming
+from kforge_worker.timing.stats import compute_stats
 
 LAUNCH = 7
 SIDE = 13

@@ -14,7 +14,8 @@ import worker_kernels as K
 from worker_jobs import make_job, run
 
 from kforge_worker.core.spec import DeviceMetricsSpec, SpecError, parse_job
-from kforge_worker.device_metrics import (
+from kforge_worker.replay import io_bundle, load_bundle, replay_main
+from kforge_worker.timing.device_metrics import (
     OUTPUT_CAP,
     REPLAY_RANGE,
     STDERR_CAP,
@@ -23,7 +24,6 @@ from kforge_worker.device_metrics import (
     run_ncu,
     save_bundle,
 )
-from kforge_worker.replay import io_bundle, load_bundle, replay_main
 
 SECTIONS = ["SpeedOfLight", "Occupancy"]
 

@@ -180,7 +180,7 @@ def test_a_reused_reference_timing_brings_its_warnings(tmp_path):
     from kforge_worker.reference_reuse import ReferenceTiming
     from kforge_worker.reference_timing import time_reference
     from kforge_worker.results import JobResult
-    from kforge_worker.stats import compute_stats
+    from kforge_worker.timing.stats import compute_stats
 
     warning = "the reference took no measurable time on the judge's clock: ..."
     stored = ReferenceTiming(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from worker_jobs import timing_options
 
-from kforge_worker.stats import (
+from kforge_worker.timing.stats import (
     EVENT_RESOLUTION_MS,
     TrialSample,
     compute_stats,
@@ -19,7 +19,7 @@ from kforge_worker.stats import (
     stop_reason,
     without_window_overhead,
 )
-from kforge_worker.timing import time_cpu
+from kforge_worker.timing.timing import time_cpu
 
 
 def test_stats_match_numpy():
@@ -102,7 +102,7 @@ def test_time_cpu_respects_budget():
 
 
 def test_spin_covers_the_measured_enqueue_within_floor_and_cap():
-    from kforge_worker import timing as T
+    from kforge_worker.timing import timing as T
 
     assert T.spin_us_for(0.0) == max(T.SPIN_FLOOR_US, T.SPIN_MARGIN_US)
     # 20 us of host enqueue (a Triton launch) -> 1.5 x 20 + 10 = 40 us
@@ -113,7 +113,7 @@ def test_spin_covers_the_measured_enqueue_within_floor_and_cap():
 
 
 def test_spin_grows_after_an_uncovered_trial_and_stops_at_the_cap():
-    from kforge_worker import timing as T
+    from kforge_worker.timing import timing as T
 
     assert T.next_spin_us(40.0, 0.010) == 80.0  # at least doubled
     assert T.next_spin_us(40.0, 0.200) == pytest.approx(310.0)  # enough for what was seen
@@ -122,7 +122,7 @@ def test_spin_grows_after_an_uncovered_trial_and_stops_at_the_cap():
 
 
 def test_launch_not_hidden_only_beyond_the_documented_fraction():
-    from kforge_worker.stats import launch_not_hidden_message
+    from kforge_worker.timing.stats import launch_not_hidden_message
 
     assert launch_not_hidden_message(0, 100, 0.02) == ""
     assert launch_not_hidden_message(10, 100, 0.02) == ""  # 10 % is tolerated
@@ -132,7 +132,7 @@ def test_launch_not_hidden_only_beyond_the_documented_fraction():
 
 
 def test_stream_skew_bound():
-    from kforge_worker.stats import stream_skew_message
+    from kforge_worker.timing.stats import stream_skew_message
 
     assert stream_skew_message(0.149, 0.1) == ""  # within 50 % / 0.05 ms
     assert "outside the launch stream" in stream_skew_message(0.2, 0.1)
@@ -207,7 +207,7 @@ def test_the_spin_kernel_is_the_native_workers_own():
     import re
     from pathlib import Path
 
-    from kforge_worker import timing
+    from kforge_worker.timing import timing
 
     def entry(text: str) -> list[str]:
         body = re.search(r"\.visible \.entry kforge_spin\(.*?\n\}", text, re.S)
@@ -219,7 +219,7 @@ def test_the_spin_kernel_is_the_native_workers_own():
 
 
 def test_speedup_interval_of_few_trials_is_the_range_of_trial_ratios():
-    from kforge_worker.stats import SPEEDUP_MIN_TRIALS, speedup_interval, speedup_verdict
+    from kforge_worker.timing.stats import SPEEDUP_MIN_TRIALS, speedup_interval, speedup_verdict
 
     ref, cand = [0.09, 0.10, 0.12], [44.0, 45.0, 46.0]
     assert len(ref) < SPEEDUP_MIN_TRIALS
@@ -237,7 +237,7 @@ def test_speedup_interval_of_few_trials_is_the_range_of_trial_ratios():
 
 
 def test_speedup_interval_covers_the_gpu_paths_absolute_bias():
-    from kforge_worker.stats import SPEEDUP_SYSTEMATIC_MS, speedup_interval, speedup_verdict
+    from kforge_worker.timing.stats import SPEEDUP_SYSTEMATIC_MS, speedup_interval, speedup_verdict
 
     # An H200 read one 2^20-element Triton add as candidate and reference 5.82 us vs 5.44 us
     # (timed by different paths), each side's trials tight: 3 % alone reads "slower".
@@ -264,7 +264,7 @@ def test_a_gpu_trial_whose_launch_was_not_hidden_runs_again_uncounted(monkeypatc
     """The first trial of a small kernel often outlasts its spin (the host's launch in the
     window: tens of us beside a few): it is run again with a longer spin, so neither the
     median nor the mean (the old `runtime`) holds it; past MAX_SPIN_GROWTHS they count."""
-    import kforge_worker.timing as timing
+    import kforge_worker.timing.timing as timing
 
     class FakeRunner:
         def __init__(self, device, *, l2_flush, spin_us):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kforge_worker.activity import (
+from kforge_worker.timing.activity import (
     DEVICE_CATEGORIES,
     SOURCE_CANDIDATE,
     Flag,

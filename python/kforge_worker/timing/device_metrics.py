@@ -87,7 +87,7 @@ def run_ncu(request: DeviceMetricsSpec, bundle_path: str, device: str = "cuda") 
     """One ncu run; never raises (a failure is in exit_code/stderr for the server to report)."""
     cmd = ncu_command(request, bundle_path, device)
     env = dict(os.environ)
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    package_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
     env.pop("TRITON_INTERPRET", None)
     try:

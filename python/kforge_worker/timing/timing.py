@@ -51,7 +51,7 @@ from typing import ClassVar
 import torch
 
 from kforge_worker.core.spec import TimingOptions
-from kforge_worker.stats import (
+from kforge_worker.timing.stats import (
     TimingStats,
     TrialSample,
     compute_stats,

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kforge_worker.timing import (
+from kforge_worker.timing.timing import (
     FLUSH_RANGE,
     PREPARE_RANGE,
     SPIN_RANGE,
