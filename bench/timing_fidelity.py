@@ -237,9 +237,9 @@ def timers_child(spec_path: str, bundle_path: str) -> int:
     import torch
     import triton.testing
 
+    from kforge_worker.candidate.replay import io_bundle, load_bundle
     from kforge_worker.core.devinfo import parse_device
     from kforge_worker.core.spec import parse_job
-    from kforge_worker.replay import io_bundle, load_bundle
     from kforge_worker.timing.device_metrics import save_bundle
 
     job = parse_job(json.loads(Path(spec_path).read_text()))

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return peaks_module.main(args.device, args.out)
     if args.command == "replay":
         prepare_environment(args.device)
-        from kforge_worker import replay as replay_module
+        from kforge_worker.candidate import replay as replay_module
 
         return replay_module.replay_main(args.bundle, max(1, args.repeat))
     if args.command == "zygote":

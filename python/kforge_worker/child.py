@@ -3,7 +3,7 @@
 Runs in the process the zygote forked; everything it needs was imported by the zygote.
 In order: basic isolation (its own session, death with the zygote, only its three
 descriptors); the supervisor's `sandbox` message (the cgroup is attached by then); the
-candidate process is started before CUDA is touched (candidate.py; jailed apart when the
+candidate process is started before CUDA is touched (candidate/server.py; jailed apart when the
 message carries jails), and with it the `spares` the message asks for: candidate processes
 jailed the same way that wait, warming nothing, for a later job of this judge; the judge
 enters its own jail; the judge and the first candidate warm up; `ready`; one `job`;

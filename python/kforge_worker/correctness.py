@@ -1,6 +1,6 @@
 """Correctness trials (docs/evaluation-protocol.md "Correctness"), judged in the judge process.
 
-The candidate runs in its own process (candidate.py) and is reached through the link: the
+The candidate runs in its own process (candidate/server.py) and is reached through the link: the
 judge builds each trial's inputs, runs the reference here, sends the candidate a copy of the
 inputs with its output buffers poisoned, and compares what comes back. Nothing the candidate
 does to its own process — patched torch, a rewritten harness, a forged message — can change
@@ -26,8 +26,10 @@ from typing import Any
 
 import torch
 
-from kforge_worker import binding
-from kforge_worker.binding import Invocation, poison_for
+from kforge_worker.candidate import binding
+from kforge_worker.candidate.binding import Invocation, poison_for
+from kforge_worker.candidate.loaders import Runnable
+from kforge_worker.candidate.tracebacks import describe_call_failure, format_user_traceback
 from kforge_worker.check.compare import (
     FUSED_DISAGREEMENTS,
     TensorComparison,
@@ -42,10 +44,8 @@ from kforge_worker.core.inputs import InputSet, derive_seed, summarize
 from kforge_worker.core.spec import JobSpec
 from kforge_worker.kernels import JobKernels, RemoteError
 from kforge_worker.link import READ_ONLY_HINT, CallReply
-from kforge_worker.loaders import Runnable
 from kforge_worker.reference_reuse import ReferenceCache
 from kforge_worker.results import CorrectnessDetails, FirstMismatch, JobResult, TrialResult
-from kforge_worker.tracebacks import describe_call_failure, format_user_traceback
 
 
 def call_kernel(runnable: Runnable, inv: Invocation, device: torch.device) -> Any:

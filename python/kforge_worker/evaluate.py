@@ -1,7 +1,7 @@
 """The job pipeline, run by the judge: load, check correctness, time (docs/worker-protocol.md).
 
 The judge never imports the candidate's code: the candidate is loaded, called and timed in
-its own process through the link (link.py, candidate.py), and the verdict is computed here.
+its own process through the link (link.py, candidate/server.py), and the verdict is computed here.
 Phases report `progress` with the partial result, so the supervisor can say how far a job
 got when a process dies. Failures of the kernel are results (error_kind + message); only a
 bug in the worker itself gives error_kind "worker".
@@ -19,9 +19,11 @@ from typing import Any
 
 import torch
 
-from kforge_worker import arena, jailer
-from kforge_worker.binding import plan_invocation
-from kforge_worker.build import SetupError
+from kforge_worker import jailer
+from kforge_worker.candidate import arena
+from kforge_worker.candidate.binding import plan_invocation
+from kforge_worker.candidate.build import SetupError
+from kforge_worker.candidate.loaders import DeviceUnavailable, LoadError
 from kforge_worker.core import devinfo
 from kforge_worker.core.devinfo import WorkerDevice
 from kforge_worker.core.inputs import InputError, InputSet, derive_seed
@@ -31,7 +33,6 @@ from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.judged import JudgeClock
 from kforge_worker.kernels import JobKernels, ReferenceLoadError, kernel_spec_json, load_kernels
 from kforge_worker.link import CandidateGone, CandidateLink, Failure
-from kforge_worker.loaders import DeviceUnavailable, LoadError
 from kforge_worker.reference_reuse import ReferenceCache
 from kforge_worker.reference_timing import (
     ProgressFn,

@@ -142,7 +142,7 @@ def candidate_main(
     judge."""
     import time
 
-    from kforge_worker import candidate
+    from kforge_worker.candidate import server as candidate
     from kforge_worker.core.protocol import ProtocolError, StreamChannel
     from kforge_worker.warmup import warm_child
 

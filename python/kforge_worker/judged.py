@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from kforge_worker import sandbox
+from kforge_worker.candidate.trials import CandidateTrials
 from kforge_worker.core import devmem
 from kforge_worker.core.devinfo import one_cpu_thread
 from kforge_worker.core.protocol import ProtocolError, StreamChannel
@@ -62,7 +63,6 @@ from kforge_worker.timing.timing import (
     next_spin_us,
     spin_us_for,
 )
-from kforge_worker.trials import CandidateTrials
 
 # Null trials the judge runs at warm-up (GPU), or per timed trial (cpu, through its echo).
 NULL_TRIALS = 21

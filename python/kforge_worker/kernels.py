@@ -24,15 +24,16 @@ from typing import Any
 
 import torch
 
-from kforge_worker import binding
-from kforge_worker.binding import Invocation
-from kforge_worker.build import (
+from kforge_worker.candidate import binding
+from kforge_worker.candidate.binding import Invocation
+from kforge_worker.candidate.build import (
     TORCH_TYPES,
     ModelOnDeviceError,
     SetupError,
     build_runnable,
     module_attr,
 )
+from kforge_worker.candidate.loaders import DeviceUnavailable, LoadError, Runnable, load_module
 from kforge_worker.core.inputs import (
     BoundArg,
     InputError,
@@ -46,7 +47,6 @@ from kforge_worker.core.inputs import (
 from kforge_worker.core.phases import PhaseClock
 from kforge_worker.core.spec import IOContract, JobSpec, KernelSpec
 from kforge_worker.link import CandidateLink
-from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable, load_module
 
 
 class ReferenceLoadError(LoadError):

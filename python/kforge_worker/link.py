@@ -1,4 +1,4 @@
-"""The judge's side of the candidate process (candidate.py): starting it, and each request.
+"""The judge's side of the candidate process (candidate/server.py): starting it, and each request.
 
 The candidate is started before the judge initialises CUDA (its own context comes from its
 own warm-up), jailed apart from the judge when the supervisor sent a jail for it (jailer.py),
@@ -23,8 +23,9 @@ from typing import Any
 
 import torch
 
-from kforge_worker import wire
-from kforge_worker.binding import Invocation, plan_invocation
+from kforge_worker.candidate import wire
+from kforge_worker.candidate.binding import Invocation, plan_invocation
+from kforge_worker.candidate.regions import JudgeRegions, Layout, RegionError, strip_tensors
 from kforge_worker.core import devmem
 from kforge_worker.core.devinfo import synchronize
 from kforge_worker.core.protocol import ProtocolError, StreamChannel
@@ -39,7 +40,6 @@ from kforge_worker.judged import (
     run_trials,
     spin_for_enqueue,
 )
-from kforge_worker.regions import JudgeRegions, Layout, RegionError, strip_tensors
 
 DEFAULT_BUDGET_BYTES = 64 << 30
 # Said of a candidate that faulted while its inputs were mapped read-only (regions.py).

@@ -20,13 +20,13 @@ from typing import Any
 
 import torch
 
-from kforge_worker import arena
-from kforge_worker.binding import Invocation
+from kforge_worker.candidate import arena
+from kforge_worker.candidate.binding import Invocation
+from kforge_worker.candidate.loaders import Runnable
 from kforge_worker.core.inputs import InputSet
 from kforge_worker.core.spec import JobSpec, TimingOptions
 from kforge_worker.correctness import report_exception
 from kforge_worker.kernels import JobKernels
-from kforge_worker.loaders import Runnable
 from kforge_worker.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, ReferenceTiming
 from kforge_worker.results import JobResult
 from kforge_worker.timed import per_call

@@ -33,13 +33,15 @@ from typing import Any
 
 import torch
 
-from kforge_worker.binding import (
+from kforge_worker.candidate.binding import (
     collect_outputs,
     copy_returned,
     invocation_from_plan,
     plan_invocation,
     poison_value,
 )
+from kforge_worker.candidate.regions import JudgeRegions, Layout, input_spans
+from kforge_worker.candidate.trials import MAX_CPU_CALLS
 from kforge_worker.check.compare import compare_tensors, resolve_tolerance
 from kforge_worker.core.inputs import InputSet
 from kforge_worker.core.spec import JobSpec
@@ -47,12 +49,10 @@ from kforge_worker.correctness import call_kernel
 from kforge_worker.judged import Echo, EchoPart, start_echo
 from kforge_worker.kernels import JobKernels
 from kforge_worker.link import Failure
-from kforge_worker.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.results import JobResult
 from kforge_worker.timed_verdict import CandidateTiming, judge_run
 from kforge_worker.timing.stats import TimingStats
 from kforge_worker.timing.timing import flusher_for
-from kforge_worker.trials import MAX_CPU_CALLS
 
 # Timed trials whose outputs the judge verifies: the first, each later one with this
 # probability (decided before it runs), at most MAX_VERIFIED so, and the last one (known only

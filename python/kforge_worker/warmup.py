@@ -77,7 +77,7 @@ def harness_checks(device: torch.device) -> None:
     kernels, a fixed cost that showed as ~70 ms of `compare` phase on an H200 whatever the
     output's size. Small enough that no CPU op starts a thread pool (a candidate is forked
     after this on the cpu device)."""
-    from kforge_worker.binding import poison_for
+    from kforge_worker.candidate.binding import poison_for
     from kforge_worker.check.compare import (
         compare_tensors,
         output_spread,
@@ -101,7 +101,7 @@ def harness_checks(device: torch.device) -> None:
 
 def candidate_checks(device: torch.device) -> None:
     """What a candidate process runs of the checks: the bit equality of inputs before and
-    after a call and their digests (candidate.py; on a GPU the digest kernel, verified at
+    after a call and their digests (candidate/server.py; on a GPU the digest kernel, verified at
     its first use), once per common dtype."""
     from kforge_worker.check.compare import bits_digest, same_bits
 
@@ -235,7 +235,7 @@ def preload_modules() -> None:
         # warm-up: ~0.1 s on an H100 host).
         "kforge_worker.correctness",
         "kforge_worker.evaluate",
-        "kforge_worker.candidate",
+        "kforge_worker.candidate.server",
     ):
         try:
             importlib.import_module(name)

@@ -207,7 +207,7 @@ CASES: list[Case] = [
                 model_new(
                     "torch.relu_(x)\nreturn x.mul_(y).add_(0.5)",
                     """
-                    import kforge_worker.candidate as _c
+                    import kforge_worker.candidate.server as _c
                     _c._unchanged = lambda *a: True
                     """,
                 )
@@ -221,7 +221,7 @@ CASES: list[Case] = [
         model_new(
             HONEST,
             """
-            import kforge_worker.candidate as _c
+            import kforge_worker.candidate.server as _c
             _c._copy_returned = lambda *a: None
             """,
         ),

@@ -239,7 +239,7 @@ def test_bits_digest_tells_nan_payloads_layouts_and_dtypes_apart():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_the_poison_is_outside_every_expected_values_tolerance(dtype):
-    from kforge_worker.binding import poison_for
+    from kforge_worker.candidate.binding import poison_for
 
     info = torch.finfo(dtype)
     tol = resolve_tolerance(dtype, None, None)
@@ -260,7 +260,7 @@ def test_the_poison_is_outside_every_expected_values_tolerance(dtype):
 
 
 def test_the_poison_is_a_constant_in_a_gap_of_the_range_and_nan_when_none_is_left():
-    from kforge_worker.binding import poison_for
+    from kforge_worker.candidate.binding import poison_for
 
     info = torch.finfo(torch.float16)
     tol = resolve_tolerance(torch.float16, None, None)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_worker import cuda_abi
+from kforge_worker.candidate import cuda_abi
 from kforge_worker.core.spec import parse_kernel
 
 VECTOR_ADD = """

@@ -13,8 +13,8 @@ import pytest
 import worker_kernels as K
 from worker_jobs import make_job, run
 
+from kforge_worker.candidate.replay import io_bundle, load_bundle, replay_main
 from kforge_worker.core.spec import DeviceMetricsSpec, SpecError, parse_job
-from kforge_worker.replay import io_bundle, load_bundle, replay_main
 from kforge_worker.timing.device_metrics import (
     OUTPUT_CAP,
     REPLAY_RANGE,

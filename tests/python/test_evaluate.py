@@ -118,7 +118,7 @@ def test_a_compare_and_an_evaluate_through_the_arena(tmp_path, monkeypatch):
     # The arena carries device tensors (arena.wants_arena, looked up by wire.send); here it
     # carries host tensors too, both ways, in every request of a job (calls, timing sets,
     # verified trial outputs).
-    from kforge_worker import wire
+    from kforge_worker.candidate import wire
 
     monkeypatch.setattr(wire, "wants_arena", lambda tensors: True)
     placed = []
@@ -176,7 +176,7 @@ def _without_regions(monkeypatch):
     """No trial regions can be made (a GPU that cannot export memory): calls go through the
     wire, and the candidate process compares the inputs itself."""
     import kforge_worker.link as link
-    from kforge_worker.regions import RegionError
+    from kforge_worker.candidate.regions import RegionError
 
     def refuse(*_args, **_kwargs):
         raise RegionError("refused for the test")
@@ -201,7 +201,7 @@ def test_without_regions_the_candidate_process_checks_its_inputs(tmp_path, monke
 def _digests_only(monkeypatch):
     """The candidate process finds no room for a copy of any input (as a 17 GB input on an
     80 GB GPU): it keeps each input's BitsDigest instead."""
-    from kforge_worker import call_checks
+    from kforge_worker.candidate import call_checks
     from kforge_worker.check.compare import bits_digest
 
     monkeypatch.setattr(call_checks, "_before", bits_digest)
@@ -219,7 +219,7 @@ def test_without_room_for_copies_the_candidate_compares_digests(tmp_path, monkey
 
 
 def test_the_candidate_keeps_a_digest_where_a_copy_does_not_fit():
-    import kforge_worker.call_checks as call_checks
+    import kforge_worker.candidate.call_checks as call_checks
     from kforge_worker.check.compare import BitsDigest, bits_digest
 
     class NoRoom(torch.Tensor):

@@ -8,8 +8,13 @@ import math
 import pytest
 import torch
 
-from kforge_worker import wire
-from kforge_worker.binding import Invocation, invocation_from_plan, plan_invocation, uniform_fill
+from kforge_worker.candidate import wire
+from kforge_worker.candidate.binding import (
+    Invocation,
+    invocation_from_plan,
+    plan_invocation,
+    uniform_fill,
+)
 from kforge_worker.check.compare import same_bits
 from kforge_worker.core.inputs import BoundArg
 

@@ -101,7 +101,8 @@ def test_a_candidate_that_fails_tells_the_judge_why(monkeypatch):
 
     import torch
 
-    from kforge_worker import candidate, link
+    from kforge_worker import link
+    from kforge_worker.candidate import server as candidate
     from kforge_worker.core.devinfo import parse_device
     from kforge_worker.core.protocol import StreamChannel
 

@@ -193,7 +193,7 @@ def test_a_cpu_time_under_the_empty_trial_is_said_not_hidden_as_zero():
 def test_touching_inputs_reads_spans_of_any_alignment_and_length():
     import torch
 
-    from kforge_worker.regions import _read
+    from kforge_worker.candidate.regions import _read
 
     data = torch.arange(1000, dtype=torch.int32).view(torch.uint8)
     for offset in range(9):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_worker import arena, wire
+from kforge_worker.candidate import arena, wire
 from kforge_worker.core.protocol import ProtocolError, StreamChannel
 
 CPU = torch.device("cpu")

@@ -2,7 +2,7 @@
 
 With `job.device_metrics` (the server's `enable_device_metrics`), after timing, each kernel
 is profiled by the process that runs it, as that process's own child, so inside its jail:
-the candidate by the candidate process (the judge's `device_metrics` request, candidate.py),
+the candidate by the candidate process (the judge's `device_metrics` request, candidate/server.py),
 the reference of a compare by the judge. That process saves a `ReplayBundle` (how to build
 the kernel again and the call's inputs, torch.save) in its own scratch directory and runs
 

@@ -33,7 +33,7 @@ max_trials, or budget_ms of trial-loop wall time, but never fewer than min_trial
 The loop knows nothing of jobs or results: `time_gpu(fn, opts, device, hook)` and
 `time_cpu(fn, opts, hook)` return a TimingReport, and activity.py's profiled pass re-runs the
 same trial protocol (`GpuTrialRunner`) on `TimingReport.call`. The candidate process runs
-them on the candidate (candidate.py), the judge on the reference and, with the candidate's
+them on the candidate (candidate/server.py), the judge on the reference and, with the candidate's
 spin, on an empty call (evaluate.py `_null_overhead_ms`: the judge's wall-clock check).
 """
 

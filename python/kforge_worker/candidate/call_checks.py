@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker.binding import Invocation
+from kforge_worker.candidate.binding import Invocation
 from kforge_worker.check.compare import BitsDigest, bits_digest, same_bits
 from kforge_worker.core.devinfo import is_device_oom
 from kforge_worker.core.inputs import BoundArg

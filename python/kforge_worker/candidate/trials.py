@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
+from kforge_worker.candidate.tracebacks import describe_call_failure
 from kforge_worker.core import devmem
 from kforge_worker.core.protocol import ProtocolError, StreamChannel
-from kforge_worker.tracebacks import describe_call_failure
 
 # On the cpu a judged trial calls the kernel this many times at most, each on its own inputs
 # (timed.cpu_calls_per_trial), so the judge's clock sees milliseconds, not one call's

@@ -17,10 +17,11 @@ from typing import Any
 
 import triton
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
+# The worker's package (python/kforge_worker, every room of it), this module being in one room.
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 # The worker's files as its code objects name them: through PYTHONPATH, which may not be the
 # resolved path (a symlinked install), so both spellings are checked.
-_PACKAGE_DIRS = tuple({_PACKAGE_DIR, str(Path(__file__).parent)})
+_PACKAGE_DIRS = tuple({_PACKAGE_DIR, str(Path(__file__).parents[1])})
 
 # The files import_source wrote: the kernels' own sources. Their frames are the user's.
 USER_FILES: set[str] = set()

@@ -19,9 +19,9 @@ def io_bundle(
 ) -> ReplayBundle:
     """The bundle of one call of a kernel on inputs from its own IOContract, made as a job
     makes its trial inputs (for bench/timing_fidelity.py, outside any job)."""
-    from kforge_worker import binding
-    from kforge_worker.binding import plan_invocation
-    from kforge_worker.build import TORCH_TYPES
+    from kforge_worker.candidate import binding
+    from kforge_worker.candidate.binding import plan_invocation
+    from kforge_worker.candidate.build import TORCH_TYPES
     from kforge_worker.core.inputs import derive_seed, make_io_inputs
 
     kernel = parse_kernel(kernel_json, "kernel")
@@ -49,9 +49,9 @@ def load_bundle(bundle_path: str) -> tuple[Any, Any, Any]:
     it. Raises ValueError for a file that is not a bundle, LoadError or SetupError."""
     import torch
 
-    from kforge_worker.binding import invocation_from_plan
-    from kforge_worker.build import build_runnable
-    from kforge_worker.loaders import load_module
+    from kforge_worker.candidate.binding import invocation_from_plan
+    from kforge_worker.candidate.build import build_runnable
+    from kforge_worker.candidate.loaders import load_module
 
     bundle = torch.load(bundle_path, weights_only=False)
     if not isinstance(bundle, dict) or bundle.get("version") != BUNDLE_VERSION:

@@ -49,8 +49,8 @@ from typing import Any
 
 import triton
 
+from kforge_worker.candidate.tracebacks import USER_FILES, format_user_traceback
 from kforge_worker.core.spec import KernelSpec
-from kforge_worker.tracebacks import USER_FILES, format_user_traceback
 
 # Where code the server appended to a kernel's source begins (see the module docstring); the
 # workbench (src/kforge/workbench/job_builder.cc) and `kforge bench` (bench_jobs.cc) write it.
@@ -377,7 +377,7 @@ def entry_runnable(kernel: KernelSpec, module: ModuleType) -> Runnable:
 def cuda_runnable(kernel: KernelSpec, module: ModuleType, cache_dir: str, device: Any) -> Runnable:
     """A `cuda` kernel compiled and loaded through the C ABI. Raises LoadError (NVRTC's log)
     or DeviceUnavailable (it compiled, but there is no CUDA device here)."""
-    from kforge_worker import cuda_abi
+    from kforge_worker.candidate import cuda_abi
 
     try:
         compiled = cuda_abi.CudaKernel(kernel, cache_dir)

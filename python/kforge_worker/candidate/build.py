@@ -14,9 +14,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker.core.inputs import ProblemCalls, call_seeded, clone_value, to_device
-from kforge_worker.core.spec import KernelSpec
-from kforge_worker.loaders import (
+from kforge_worker.candidate.loaders import (
     Runnable,
     cuda_runnable,
     entry_runnable,
@@ -25,6 +23,8 @@ from kforge_worker.loaders import (
     torch_runnable,
     torch_target,
 )
+from kforge_worker.core.inputs import ProblemCalls, call_seeded, clone_value, to_device
+from kforge_worker.core.spec import KernelSpec
 
 TORCH_TYPES = ("torch", "torch_cuda")
 

@@ -25,7 +25,7 @@ from typing import Any
 from kforge_worker.core.spec import KernelSpec
 
 ABI_VERSION = 1
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[3]
 
 OK = 0
 ERROR_INVALID_ARGUMENT = 1

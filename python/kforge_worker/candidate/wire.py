@@ -71,7 +71,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker.arena import (
+from kforge_worker.candidate.arena import (
     arena_state,
     clone_out,
     from_arena,

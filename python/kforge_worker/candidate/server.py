@@ -48,8 +48,8 @@ from typing import Any
 
 import torch
 
-from kforge_worker import arena, wire
-from kforge_worker.binding import (
+from kforge_worker.candidate import arena, wire
+from kforge_worker.candidate.binding import (
     Invocation,
     collect_outputs,
     invocation_from_plan,
@@ -58,8 +58,8 @@ from kforge_worker.binding import (
 )
 
 # Looked up in this module at each call, as when it was defined here.
-from kforge_worker.binding import copy_returned as _copy_returned
-from kforge_worker.call_checks import (
+from kforge_worker.candidate.binding import copy_returned as _copy_returned
+from kforge_worker.candidate.call_checks import (
     LAUNCHES,
     aliases,
     counting_launches,
@@ -67,6 +67,17 @@ from kforge_worker.call_checks import (
     snapshot,
     unchanged,
 )
+from kforge_worker.candidate.loaders import DeviceUnavailable, LoadError, Runnable, load_module
+from kforge_worker.candidate.regions import (
+    CandidateRegions,
+    Place,
+    RegionError,
+    input_spans,
+    places_from_wire,
+    places_in_set,
+)
+from kforge_worker.candidate.tracebacks import describe_call_failure, format_user_traceback
+from kforge_worker.candidate.trials import MAX_CPU_CALLS, CandidateClock, CandidateTrials
 from kforge_worker.check.compare import plain_tensor_problem
 from kforge_worker.core.devinfo import WorkerDevice, synchronize
 from kforge_worker.core.inputs import ProblemCalls
@@ -79,15 +90,6 @@ from kforge_worker.core.spec import (
     parse_kernel,
     parse_timing,
 )
-from kforge_worker.loaders import DeviceUnavailable, LoadError, Runnable, load_module
-from kforge_worker.regions import (
-    CandidateRegions,
-    Place,
-    RegionError,
-    input_spans,
-    places_from_wire,
-    places_in_set,
-)
 from kforge_worker.timing import device_metrics
 from kforge_worker.timing.activity import profile_windows
 from kforge_worker.timing.activity_wire import pass_to_wire
@@ -99,8 +101,6 @@ from kforge_worker.timing.timing import (
     prepared_call,
     spin_us_for,
 )
-from kforge_worker.tracebacks import describe_call_failure, format_user_traceback
-from kforge_worker.trials import MAX_CPU_CALLS, CandidateClock, CandidateTrials
 
 # Bound now, before any user code runs: a candidate that replaces these names in their
 # modules does not change what the harness calls.
@@ -232,7 +232,7 @@ class Candidate:
     ) -> Runnable:
         """The kernel built where the judge built the reference's model (kernels.py); on the
         cpu when the device refuses the model's constructor (the reply says why)."""
-        from kforge_worker.build import ModelOnDeviceError, build_runnable
+        from kforge_worker.candidate.build import ModelOnDeviceError, build_runnable
 
         def build(on_device: bool) -> Runnable:
             self.loaded_as["model_on_device"] = on_device

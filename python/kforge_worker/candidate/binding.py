@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from kforge_worker import wire
+from kforge_worker.candidate import wire
 from kforge_worker.check.bits import bits_view
 from kforge_worker.check.compare import (
     Tolerance,
