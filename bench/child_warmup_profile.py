@@ -45,7 +45,7 @@ def main() -> int:
     import triton  # noqa: F401
 
     from kforge_worker.core.devinfo import parse_device
-    from kforge_worker.warmup import WarmupReport, warm_child, warm_zygote
+    from kforge_worker.process.warmup import WarmupReport, warm_child, warm_zygote
 
     imported = time.perf_counter() - started
     device = parse_device(args.device)
@@ -67,7 +67,9 @@ def main() -> int:
         if pid == 0:
             os.environ["TRITON_CACHE_DIR"] = str(root / f"child-{n}")
             os.environ["TRITON_KFORGE_READONLY_DIRS"] = str(zygote_cache)
-            os.environ["TRITON_CACHE_MANAGER"] = "kforge_worker.triton_cache:LayeredCacheManager"
+            os.environ["TRITON_CACHE_MANAGER"] = (
+                "kforge_worker.process.triton_cache:LayeredCacheManager"
+            )
             profiles: dict[str, pstats.Stats] = {}
             original = WarmupReport.run
 

@@ -52,7 +52,7 @@ print(json.dumps(steps))
 WARM = r"""
 import json, sys
 from kforge_worker.core.devinfo import parse_device
-from kforge_worker.warmup import warm_child
+from kforge_worker.process.warmup import warm_child
 report, _ = warm_child(parse_device(sys.argv[1]), role=sys.argv[2])
 print(json.dumps({"total": report.total_ms, **report.steps_ms}))
 """
@@ -105,7 +105,7 @@ def prepare_parent(mode: str) -> None:
 
     if mode == "zygote":
         from kforge_worker.core.devinfo import parse_device
-        from kforge_worker.warmup import warm_zygote
+        from kforge_worker.process.warmup import warm_zygote
 
         warm_zygote(parse_device("cuda:0"), int(os.environ.get("KFORGE_ARCH", "90")))
     assert not torch.cuda.is_initialized(), "the parent must not initialise CUDA"

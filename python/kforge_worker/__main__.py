@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         import socket
 
         from kforge_worker.core.devinfo import parse_device
-        from kforge_worker.jailer import candidate_main
+        from kforge_worker.process.jailer import candidate_main
 
         code = candidate_main(socket.socket(fileno=args.fd), parse_device(args.device), None)
         sys.stdout.flush()

@@ -19,7 +19,6 @@ from typing import Any
 
 import torch
 
-from kforge_worker import jailer
 from kforge_worker.candidate import arena
 from kforge_worker.candidate.binding import plan_invocation
 from kforge_worker.candidate.build import SetupError
@@ -33,6 +32,7 @@ from kforge_worker.device_grant import ExclusiveFn, no_grant
 from kforge_worker.judged import JudgeClock
 from kforge_worker.kernels import JobKernels, ReferenceLoadError, kernel_spec_json, load_kernels
 from kforge_worker.link import CandidateGone, CandidateLink, Failure
+from kforge_worker.process import jailer
 from kforge_worker.reference_reuse import ReferenceCache
 from kforge_worker.reference_timing import (
     ProgressFn,

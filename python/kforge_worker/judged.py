@@ -48,12 +48,12 @@ from typing import Any
 
 import torch
 
-from kforge_worker import sandbox
 from kforge_worker.candidate.trials import CandidateTrials
 from kforge_worker.core import devmem
 from kforge_worker.core.devinfo import one_cpu_thread
 from kforge_worker.core.protocol import ProtocolError, StreamChannel
 from kforge_worker.core.spec import TimingOptions
+from kforge_worker.process import sandbox
 from kforge_worker.timing.stats import stop_reason
 from kforge_worker.timing.timing import (
     MAX_SPIN_GROWTHS,

@@ -18,11 +18,12 @@ import sys
 import time
 from typing import Any
 
-from kforge_worker import KERNEL_TYPES, PROTOCOL_VERSION, WORKER_NAME, child, sandbox
+from kforge_worker import KERNEL_TYPES, PROTOCOL_VERSION, WORKER_NAME, child
 from kforge_worker.core import devinfo
 from kforge_worker.core.devinfo import WorkerDevice
 from kforge_worker.core.protocol import ProtocolError, recv_control, send_control
-from kforge_worker.warmup import warm_zygote
+from kforge_worker.process import sandbox
+from kforge_worker.process.warmup import warm_zygote
 
 CONTROL_FD = 3
 

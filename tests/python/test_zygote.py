@@ -174,7 +174,7 @@ def test_zygote_exits_at_eof(tmp_path):
 
 LOOPBACK_CHECK = """
 import socket
-from kforge_worker import sandbox
+from kforge_worker.process import sandbox
 report = sandbox.SandboxReport()
 sandbox.isolate_network(report)
 assert report.network_isolated, report

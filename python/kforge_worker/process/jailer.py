@@ -21,10 +21,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kforge_worker import sandbox
 from kforge_worker.core.devinfo import WorkerDevice
+from kforge_worker.process import sandbox
 
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[3]
 CANDIDATE_FD = 990  # where the judge link lives in the candidate
 
 
@@ -144,7 +144,7 @@ def candidate_main(
 
     from kforge_worker.candidate import server as candidate
     from kforge_worker.core.protocol import ProtocolError, StreamChannel
-    from kforge_worker.warmup import warm_child
+    from kforge_worker.process.warmup import warm_child
 
     start = time.perf_counter()
     channel = StreamChannel(sock)

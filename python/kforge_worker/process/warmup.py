@@ -115,7 +115,7 @@ def candidate_checks(device: torch.device) -> None:
 
 def _warm_add_call(device: torch.device) -> tuple[tuple[Any, ...], tuple[int]]:
     """The warm-up kernel's arguments (x, x, out, n) and grid."""
-    from kforge_worker import warm_kernels
+    from kforge_worker.process import warm_kernels
 
     n = 1000
     x = torch.arange(n, dtype=torch.float32, device=device)
@@ -123,7 +123,7 @@ def _warm_add_call(device: torch.device) -> tuple[tuple[Any, ...], tuple[int]]:
 
 
 def triton_launch(device: torch.device) -> None:
-    from kforge_worker import warm_kernels
+    from kforge_worker.process import warm_kernels
 
     args, grid = _warm_add_call(device)
     x, _, out, _ = args
@@ -140,7 +140,7 @@ def triton_compile(arch: int) -> Any:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from kforge_worker import warm_kernels
+    from kforge_worker.process import warm_kernels
 
     src = ASTSource(
         fn=warm_kernels.warm_add,
@@ -229,7 +229,7 @@ def preload_modules() -> None:
         "triton.backends.nvidia.compiler",
         "triton.backends.nvidia.driver",
         "numpy",
-        "kforge_worker.warm_kernels",
+        "kforge_worker.process.warm_kernels",
         "kforge_worker.check.fused_compare",
         # The judge's and candidate's own modules (a child imported correctness.py in its
         # warm-up: ~0.1 s on an H100 host).
@@ -320,7 +320,7 @@ def _triton_kernel(device: torch.device) -> None:
     """The warm-up kernel compiled or loaded from Triton's cache without a launch
     (JITFunction.warmup), then its module loaded and its C launcher built or loaded
     (CompiledKernel._init_handles): what the first launch would do before launching."""
-    from kforge_worker import warm_kernels
+    from kforge_worker.process import warm_kernels
 
     args, grid = _warm_add_call(device)
     kernel = warm_kernels.warm_add.warmup(*args, BLOCK=warm_kernels.BLOCK, grid=grid)
