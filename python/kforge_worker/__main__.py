@@ -60,7 +60,7 @@ def _run_job(spec_path: str, device_text: str | None) -> int:
     from kforge_worker.core.devinfo import parse_device
     from kforge_worker.core.protocol import encode_json
     from kforge_worker.core.spec import SpecError, parse_job
-    from kforge_worker.evaluate import run_job
+    from kforge_worker.judge.evaluate import run_job
 
     try:
         job = parse_job(spec)

@@ -29,12 +29,12 @@ from kforge_worker import PROTOCOL_VERSION
 from kforge_worker.core.devinfo import WorkerDevice, parse_device
 from kforge_worker.core.protocol import ProtocolError, StreamChannel, encode_frame
 from kforge_worker.core.spec import SpecError, parse_job
-from kforge_worker.device_grant import ExclusiveGrant, no_grant
-from kforge_worker.evaluate import run_job
-from kforge_worker.link import CandidateGone, CandidateLink
+from kforge_worker.judge.device_grant import ExclusiveGrant, no_grant
+from kforge_worker.judge.evaluate import run_job
+from kforge_worker.judge.link import CandidateGone, CandidateLink
+from kforge_worker.judge.results import JobResult
 from kforge_worker.process import jailer, sandbox
 from kforge_worker.process.warmup import WarmupReport, warm_child
-from kforge_worker.results import JobResult
 
 
 def _protocol() -> dict[str, int]:

@@ -9,10 +9,10 @@ import dataclasses
 
 import pytest
 
-from kforge_worker.evaluate import _candidate_activity, _withhold_speedup
-from kforge_worker.judged import JudgedRun
-from kforge_worker.results import JobResult
-from kforge_worker.timed_verdict import CandidateTiming
+from kforge_worker.judge.evaluate import _candidate_activity, _withhold_speedup
+from kforge_worker.judge.judged import JudgedRun
+from kforge_worker.judge.results import JobResult
+from kforge_worker.judge.timed_verdict import CandidateTiming
 from kforge_worker.timing.activity import (
     SOURCE_CANDIDATE,
     KernelRecord,

@@ -16,7 +16,7 @@ from worker_jobs import FAST_TIMING, assert_speedup_consistent, make_job, run
 
 from kforge_worker.core.devinfo import parse_device
 from kforge_worker.core.spec import parse_job
-from kforge_worker.evaluate import run_job
+from kforge_worker.judge.evaluate import run_job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -175,7 +175,7 @@ def test_input_mutating_kernel_faults_on_its_read_only_inputs(tmp_path, with_ref
 def _without_regions(monkeypatch):
     """No trial regions can be made (a GPU that cannot export memory): calls go through the
     wire, and the candidate process compares the inputs itself."""
-    import kforge_worker.link as link
+    import kforge_worker.judge.link as link
     from kforge_worker.candidate.regions import RegionError
 
     def refuse(*_args, **_kwargs):

@@ -16,8 +16,8 @@ from kforge_worker.candidate.loaders import (
 )
 from kforge_worker.candidate.tracebacks import is_build_failure
 from kforge_worker.core.spec import parse_kernel
-from kforge_worker.correctness import report_exception
-from kforge_worker.results import JobResult
+from kforge_worker.judge.correctness import report_exception
+from kforge_worker.judge.results import JobResult
 
 
 def kernel(d):
@@ -187,9 +187,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
-from kforge_worker.correctness import report_exception
+from kforge_worker.judge.correctness import report_exception
 from kforge_worker.candidate.loaders import import_source
-from kforge_worker.results import JobResult
+from kforge_worker.judge.results import JobResult
 
 module = import_source(SOURCE, "kernel", SCRATCH)
 src = ASTSource(JITFunction(module.kernel), SIGNATURE, constexprs=CONSTEXPRS)

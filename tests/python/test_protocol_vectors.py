@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_worker import results
 from kforge_worker.check import compare
 from kforge_worker.core.spec import JobSpec, SpecError, TimingOptions, parse_job, tensor_bytes
+from kforge_worker.judge import results
 from kforge_worker.timing import stats, timing
 
 VECTORS = Path(__file__).resolve().parents[1] / "protocol"

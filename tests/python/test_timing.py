@@ -179,7 +179,7 @@ def test_window_overhead_comes_off_every_location_statistic_down_to_the_floor():
 
 
 def test_a_cpu_time_under_the_empty_trial_is_said_not_hidden_as_zero():
-    from kforge_worker.timed_verdict import _unresolved
+    from kforge_worker.judge.timed_verdict import _unresolved
 
     # Brackets no longer than the echo's empty trial: the time reads 0, and a warning says so.
     said = _unresolved([0.05, 0.04, 0.06], 0.05, "the kernel")
@@ -302,7 +302,7 @@ def test_a_gpu_trial_whose_launch_was_not_hidden_runs_again_uncounted(monkeypatc
 def test_the_references_gpu_trials_split_around_the_candidates():
     """The reference's trials on a GPU: half before the candidate's, half after (drift
     during the job weighs on both sides), the odd one first; none after at one trial."""
-    from kforge_worker.reference_timing import halves
+    from kforge_worker.judge.reference_timing import halves
 
     opts = timing_options(max_trials=100, min_trials=3, budget_ms=2000.0, warmup_ms=25.0)
     first, second = halves(opts)
@@ -327,9 +327,9 @@ def test_a_judged_trial_whose_launch_was_not_hidden_is_replaced_not_counted(tmp_
     from worker_jobs import make_job
 
     from kforge_worker.core.spec import parse_job
-    from kforge_worker.judged import JudgedRun, JudgedTrial
-    from kforge_worker.results import JobResult
-    from kforge_worker.timed_verdict import judge_run
+    from kforge_worker.judge.judged import JudgedRun, JudgedTrial
+    from kforge_worker.judge.results import JobResult
+    from kforge_worker.judge.timed_verdict import judge_run
 
     null = 0.29
     trials = [JudgedTrial(0, 35.0 + null, claim_ms=0.045, hidden=False, counted=False)]

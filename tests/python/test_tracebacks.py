@@ -188,9 +188,9 @@ import json
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kforge_worker.correctness import report_exception
+from kforge_worker.judge.correctness import report_exception
 from kforge_worker.candidate.loaders import import_source
-from kforge_worker.results import JobResult
+from kforge_worker.judge.results import JobResult
 
 module = import_source(SOURCE, "candidate", SCRATCH)
 src = ASTSource(module.kernel, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 16})

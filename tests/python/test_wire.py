@@ -535,7 +535,7 @@ def test_a_call_reply_must_name_the_changed_inputs_and_send_none_back():
     import socket
     import subprocess
 
-    from kforge_worker.link import CandidateGone, CandidateLink
+    from kforge_worker.judge.link import CandidateGone, CandidateLink
 
     ours, _theirs = socket.socketpair()
     for reply, values in (
@@ -558,9 +558,9 @@ def test_a_call_reply_must_name_the_changed_inputs_and_send_none_back():
 def test_a_jailed_candidates_out_of_memory_is_reported_as_out_of_memory():
     """The candidate's traceback of a jailed out-of-memory names no memory (torch's
     allocator asserts on NVML instead): the result says what happened."""
-    from kforge_worker.correctness import report_exception
-    from kforge_worker.kernels import RemoteError
-    from kforge_worker.results import JobResult
+    from kforge_worker.judge.correctness import report_exception
+    from kforge_worker.judge.kernels import RemoteError
+    from kforge_worker.judge.results import JobResult
 
     result = JobResult(compiled=True)
     text = (

@@ -233,8 +233,8 @@ def preload_modules() -> None:
         "kforge_worker.check.fused_compare",
         # The judge's and candidate's own modules (a child imported correctness.py in its
         # warm-up: ~0.1 s on an H100 host).
-        "kforge_worker.correctness",
-        "kforge_worker.evaluate",
+        "kforge_worker.judge.correctness",
+        "kforge_worker.judge.evaluate",
         "kforge_worker.candidate.server",
     ):
         try:

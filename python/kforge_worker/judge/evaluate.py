@@ -27,23 +27,28 @@ from kforge_worker.core import devinfo
 from kforge_worker.core.devinfo import WorkerDevice
 from kforge_worker.core.inputs import InputError, InputSet, derive_seed
 from kforge_worker.core.spec import JobSpec
-from kforge_worker.correctness import _RemoteCallError, report_exception, run_correctness
-from kforge_worker.device_grant import ExclusiveFn, no_grant
-from kforge_worker.judged import JudgeClock
-from kforge_worker.kernels import JobKernels, ReferenceLoadError, kernel_spec_json, load_kernels
-from kforge_worker.link import CandidateGone, CandidateLink, Failure
-from kforge_worker.process import jailer
-from kforge_worker.reference_reuse import ReferenceCache
-from kforge_worker.reference_timing import (
+from kforge_worker.judge.correctness import _RemoteCallError, report_exception, run_correctness
+from kforge_worker.judge.device_grant import ExclusiveFn, no_grant
+from kforge_worker.judge.judged import JudgeClock
+from kforge_worker.judge.kernels import (
+    JobKernels,
+    ReferenceLoadError,
+    kernel_spec_json,
+    load_kernels,
+)
+from kforge_worker.judge.link import CandidateGone, CandidateLink, Failure
+from kforge_worker.judge.reference_reuse import ReferenceCache
+from kforge_worker.judge.reference_timing import (
     ProgressFn,
     ReferenceTimed,
     keep_reference_timing,
     time_reference,
     time_second_half,
 )
-from kforge_worker.results import JobResult
-from kforge_worker.timed import TimingFailed, cpu_calls_per_trial, time_candidate
-from kforge_worker.timed_verdict import CandidateTiming
+from kforge_worker.judge.results import JobResult
+from kforge_worker.judge.timed import TimingFailed, cpu_calls_per_trial, time_candidate
+from kforge_worker.judge.timed_verdict import CandidateTiming
+from kforge_worker.process import jailer
 from kforge_worker.timing.activity import (
     NOT_ON_CPU,
     Flag,

@@ -30,7 +30,7 @@ from kforge_worker.core import devmem
 from kforge_worker.core.devinfo import synchronize
 from kforge_worker.core.protocol import ProtocolError, StreamChannel
 from kforge_worker.core.spec import TimingOptions
-from kforge_worker.judged import (
+from kforge_worker.judge.judged import (
     Echo,
     JudgeClock,
     JudgedRun,

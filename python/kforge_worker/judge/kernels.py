@@ -46,7 +46,7 @@ from kforge_worker.core.inputs import (
 )
 from kforge_worker.core.phases import PhaseClock
 from kforge_worker.core.spec import IOContract, JobSpec, KernelSpec
-from kforge_worker.link import CandidateLink
+from kforge_worker.judge.link import CandidateLink
 
 
 class ReferenceLoadError(LoadError):

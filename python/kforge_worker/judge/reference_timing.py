@@ -25,11 +25,11 @@ from kforge_worker.candidate.binding import Invocation
 from kforge_worker.candidate.loaders import Runnable
 from kforge_worker.core.inputs import InputSet
 from kforge_worker.core.spec import JobSpec, TimingOptions
-from kforge_worker.correctness import report_exception
-from kforge_worker.kernels import JobKernels
-from kforge_worker.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, ReferenceTiming
-from kforge_worker.results import JobResult
-from kforge_worker.timed import per_call
+from kforge_worker.judge.correctness import report_exception
+from kforge_worker.judge.kernels import JobKernels
+from kforge_worker.judge.reference_reuse import ACTIVITY_FIELDS, ReferenceCache, ReferenceTiming
+from kforge_worker.judge.results import JobResult
+from kforge_worker.judge.timed import per_call
 from kforge_worker.timing.stats import TimingStats, compute_stats
 from kforge_worker.timing.timing import TimingReport, time_cpu, time_gpu
 

@@ -42,10 +42,10 @@ from kforge_worker.check.compare import (
 from kforge_worker.core.devinfo import is_device_oom_text, synchronize
 from kforge_worker.core.inputs import InputSet, derive_seed, summarize
 from kforge_worker.core.spec import JobSpec
-from kforge_worker.kernels import JobKernels, RemoteError
-from kforge_worker.link import READ_ONLY_HINT, CallReply
-from kforge_worker.reference_reuse import ReferenceCache
-from kforge_worker.results import CorrectnessDetails, FirstMismatch, JobResult, TrialResult
+from kforge_worker.judge.kernels import JobKernels, RemoteError
+from kforge_worker.judge.link import READ_ONLY_HINT, CallReply
+from kforge_worker.judge.reference_reuse import ReferenceCache
+from kforge_worker.judge.results import CorrectnessDetails, FirstMismatch, JobResult, TrialResult
 
 
 def call_kernel(runnable: Runnable, inv: Invocation, device: torch.device) -> Any:

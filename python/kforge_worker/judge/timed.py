@@ -45,12 +45,12 @@ from kforge_worker.candidate.trials import MAX_CPU_CALLS
 from kforge_worker.check.compare import compare_tensors, resolve_tolerance
 from kforge_worker.core.inputs import InputSet
 from kforge_worker.core.spec import JobSpec
-from kforge_worker.correctness import call_kernel
-from kforge_worker.judged import Echo, EchoPart, start_echo
-from kforge_worker.kernels import JobKernels
-from kforge_worker.link import Failure
-from kforge_worker.results import JobResult
-from kforge_worker.timed_verdict import CandidateTiming, judge_run
+from kforge_worker.judge.correctness import call_kernel
+from kforge_worker.judge.judged import Echo, EchoPart, start_echo
+from kforge_worker.judge.kernels import JobKernels
+from kforge_worker.judge.link import Failure
+from kforge_worker.judge.results import JobResult
+from kforge_worker.judge.timed_verdict import CandidateTiming, judge_run
 from kforge_worker.timing.stats import TimingStats
 from kforge_worker.timing.timing import flusher_for
 

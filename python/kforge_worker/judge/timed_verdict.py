@@ -15,8 +15,14 @@ from typing import Any
 import torch
 
 from kforge_worker.core.spec import JobSpec
-from kforge_worker.judged import ALLOWANCE_FRACTION, ALLOWANCE_MS, Echo, JudgedRun, within_bound
-from kforge_worker.results import JobResult
+from kforge_worker.judge.judged import (
+    ALLOWANCE_FRACTION,
+    ALLOWANCE_MS,
+    Echo,
+    JudgedRun,
+    within_bound,
+)
+from kforge_worker.judge.results import JobResult
 from kforge_worker.timing.stats import TimingStats, compute_stats
 from kforge_worker.timing.timing import spinner_for
 
