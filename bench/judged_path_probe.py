@@ -1,5 +1,5 @@
 """Where the judged path's extra time comes from (issue 31): a float32 add timed the way a
-candidate is (judged.py: the judge flushes L2 and spins, writes `go`, waits for `done`; a
+candidate is (judge/judged.py: the judge flushes L2 and spins, writes `go`, waits for `done`; a
 second process waits for `go`, records its events around the add, writes `done`) against
 the same add timed in the judge's own process (timing.GpuTrialRunner), per size, with the
 second process's inputs

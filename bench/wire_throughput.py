@@ -1,4 +1,5 @@
-"""What one large tensor costs on the judge <-> candidate wire (python/kforge_worker/wire.py).
+"""What one large tensor costs on the judge <-> candidate wire
+(python/kforge_worker/candidate/wire.py).
 
 A tensor of 1 MiB or more travels through the sender's device arena (GPU memory exported as a
 descriptor: one device-to-device copy on each side), its host arena (a memfd both sides keep

@@ -1,20 +1,18 @@
 """Command line: `zygote` (the supervisor's worker) and `run-job` (one job, for debugging).
 
-    python -m kforge_worker zygote --device cpu|cuda:N [--arch 90]
-        The control socket is fd 3 (AF_UNIX SOCK_SEQPACKET); see docs/worker-protocol.md.
-    python -m kforge_worker candidate --device cpu|cuda:N --fd N
-        A candidate process serving a judge on socket N (started by the judge itself where a
-        fork is impossible; see jailer.py).
-    python -m kforge_worker run-job SPEC.json [--device cpu|cuda:N]
-        Runs one job in this process and prints the result JSON on stdout (the kernel's own
-        output goes to stderr). SPEC.json is a job spec or a whole `job` message.
-    python -m kforge_worker measure-peaks --device cuda:N [--out FILE]
-        The device's peak bandwidth and GEMM FLOP/s (peaks.py), run by the server once per
-        GPU; imports no user code.
-    python -m kforge_worker replay BUNDLE.pt [--repeat N] [--device cuda|cpu]
-        One call (or N) of one kernel on saved inputs (a device_metrics.ReplayBundle),
-        inside the NVTX range that Nsight Compute is told to profile (device_metrics.py
-        starts it under `ncu`, as a child of the process that ran the kernel).
+    python -m kforge_worker zygote --device cpu|cuda:N [--arch 90] The control socket is fd 3
+    (AF_UNIX SOCK_SEQPACKET); see docs/worker-protocol.md. python -m kforge_worker candidate
+    --device cpu|cuda:N --fd N A candidate process serving a judge on socket N (started by the
+    judge itself where a fork is impossible; see process/jailer.py). python -m kforge_worker
+    run-job SPEC.json [--device cpu|cuda:N] Runs one job in this process and prints the result
+    JSON on stdout (the kernel's own output goes to stderr). SPEC.json is a job spec or a whole
+    `job` message. python -m kforge_worker measure-peaks --device cuda:N [--out FILE] The
+    device's peak bandwidth and GEMM FLOP/s (timing/peaks.py), run by the server once per GPU;
+    imports no user code. python -m kforge_worker replay BUNDLE.pt [--repeat N] [--device
+    cuda|cpu] One call (or N) of one kernel on saved inputs (a device_metrics.ReplayBundle),
+    inside the NVTX range that Nsight Compute is told to profile (candidate/replay.py;
+    timing/device_metrics.py starts it under `ncu`, as a child of the process that ran the
+    kernel).
 
 The environment is prepared before torch or triton are imported: on the cpu device Triton
 runs through its interpreter (TRITON_INTERPRET=1); on a GPU the interpreter is off.

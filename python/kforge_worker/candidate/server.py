@@ -1,6 +1,6 @@
 """The candidate process: the only process of a job that imports the candidate's code.
 
-It serves the judge (judge.py, through link.py) over one socket and nothing else: it never
+It serves the judge (judge/, through judge/link.py) over one socket and nothing else: it never
 sees the reference, the expected outputs, the seeds of the correctness inputs or the
 supervisor's protocol socket, and what it answers is treated as a claim (docs/architecture.md
 "Threat model"). Requests and replies are wire.py messages:
