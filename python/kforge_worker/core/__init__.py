@@ -1,4 +1,4 @@
-"""core: what every process of a job shares, and nothing that knows of a judge or a candidate.
+"""core: what every process of a job shares, below every other room.
 
 - spec.py: the job spec the supervisor sends, as typed values (docs/worker-protocol.md "Job spec")
 - protocol.py: message framing on the supervisor's sockets and the judge <-> candidate socket

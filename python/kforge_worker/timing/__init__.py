@@ -1,4 +1,4 @@
-"""timing: measuring a kernel, with no notion of which process runs it or why.
+"""timing: measuring a kernel; no kernel loading, no verdict, no process of its own.
 
 - timing.py: the trial protocol (warm-up, L2 flush, the spin that hides the launch, CUDA events,
   CUDA graphs, the cpu's wall clock) and the adaptive trial loop
