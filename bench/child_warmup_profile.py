@@ -1,11 +1,11 @@
 """Where a warm child's start-up goes: the zygote's warm-up, then a forked child's steps, each
 under cProfile (the functions that took the most cumulative time, per step).
 
-A GPU child's warm-up (python/kforge_worker/warmup.py `warm_child`) took 2.1-2.5 s on an H100;
-`/stats` names the steps, this says what each step spends its time on. It mimics the worker:
-a zygote process imports torch and triton and runs `warm_zygote` with its Triton cache in a
-directory of its own; each child is forked from it, gets a fresh private Triton cache with
-the zygote's as the read-only layer (triton_cache.py), and runs `warm_child`.
+A GPU child's warm-up (python/kforge_worker/process/warmup.py `warm_child`) took 2.1-2.5 s on an
+H100; `/stats` names the steps, this says what each step spends its time on. It mimics the
+worker: a zygote process imports torch and triton and runs `warm_zygote` with its Triton cache
+in a directory of its own; each child is forked from it, gets a fresh private Triton cache with
+the zygote's as the read-only layer (process/triton_cache.py), and runs `warm_child`.
 
     python bench/child_warmup_profile.py [--device cuda:0] [--children 2] [--top 12]
 """
@@ -44,8 +44,8 @@ def main() -> int:
     import torch
     import triton  # noqa: F401
 
-    from kforge_worker.devinfo import parse_device
-    from kforge_worker.warmup import WarmupReport, warm_child, warm_zygote
+    from kforge_worker.core.devinfo import parse_device
+    from kforge_worker.process.warmup import WarmupReport, warm_child, warm_zygote
 
     imported = time.perf_counter() - started
     device = parse_device(args.device)
@@ -67,7 +67,9 @@ def main() -> int:
         if pid == 0:
             os.environ["TRITON_CACHE_DIR"] = str(root / f"child-{n}")
             os.environ["TRITON_KFORGE_READONLY_DIRS"] = str(zygote_cache)
-            os.environ["TRITON_CACHE_MANAGER"] = "kforge_worker.triton_cache:LayeredCacheManager"
+            os.environ["TRITON_CACHE_MANAGER"] = (
+                "kforge_worker.process.triton_cache:LayeredCacheManager"
+            )
             profiles: dict[str, pstats.Stats] = {}
             original = WarmupReport.run
 

@@ -36,7 +36,7 @@ def main() -> int:
     prepare_environment("cpu" if args.device == "cpu" else "cuda")  # interpreter on cpu only
     import torch
 
-    from kforge_worker.compare import verify_fused
+    from kforge_worker.check.compare import verify_fused
 
     device = torch.device(args.device)
     rows = []
@@ -73,7 +73,7 @@ def _time_both(device: object, dtype: object, numel: int, repeats: int) -> dict[
     """Both paths on one output of `numel` elements with one wrong element near its end."""
     import torch
 
-    from kforge_worker.compare import Tolerance, compare_fused, compare_torch, output_spread
+    from kforge_worker.check.compare import Tolerance, compare_fused, compare_torch, output_spread
 
     want = torch.randn(numel, device=device, dtype=dtype)
     got = want.clone()

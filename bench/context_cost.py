@@ -51,8 +51,8 @@ print(json.dumps(steps))
 # A whole warm-up of a job process (warmup.warm_child) in the given role.
 WARM = r"""
 import json, sys
-from kforge_worker.devinfo import parse_device
-from kforge_worker.warmup import warm_child
+from kforge_worker.core.devinfo import parse_device
+from kforge_worker.process.warmup import warm_child
 report, _ = warm_child(parse_device(sys.argv[1]), role=sys.argv[2])
 print(json.dumps({"total": report.total_ms, **report.steps_ms}))
 """
@@ -104,8 +104,8 @@ def prepare_parent(mode: str) -> None:
     import triton  # noqa: F401
 
     if mode == "zygote":
-        from kforge_worker.devinfo import parse_device
-        from kforge_worker.warmup import warm_zygote
+        from kforge_worker.core.devinfo import parse_device
+        from kforge_worker.process.warmup import warm_zygote
 
         warm_zygote(parse_device("cuda:0"), int(os.environ.get("KFORGE_ARCH", "90")))
     assert not torch.cuda.is_initialized(), "the parent must not initialise CUDA"

@@ -7,7 +7,7 @@ elements, as `torch`, `triton` and `cuda` kernels; several evaluations per size.
 
 Prints, per kind and size, the speedups' min / median / max, the share within 1.00 +- 0.03,
 how many read `indistinguishable` and had a `speedup_ci` covering 1, the reported medians (us)
-of both sides and the judge's view of the candidate (its clock, judged.py); a table last,
+of both sides and the judge's view of the candidate (its clock, judge/judged.py); a table last,
 `identity: X/Y within 1.00 +- 0.03, Z/Y indistinguishable, W/Y intervals cover 1` on the last
 line. On the cpu device (`--device cpu --kinds torch,triton`) the target is the verdict.
 KFORGE_BIN names the server binary (default build/gpu/kforge).
@@ -54,7 +54,7 @@ def _judge_window_speedup(res: dict[str, Any]) -> tuple[float | None, list[float
         c_ev, r_ev = float(cand["event_median"]) * 1e3, float(ref["event_median"]) * 1e3
     except (KeyError, TypeError, ValueError):
         return None, []
-    floor = 0.5  # us: the statistics' floor (timing.EVENT_RESOLUTION_MS)
+    floor = 0.5  # us: the statistics' floor (stats.EVENT_RESOLUTION_MS)
     return max(floor, r_ev - rw) / max(floor, c_ev - rw), [cw, rw]
 
 

@@ -60,7 +60,7 @@ from integration.kforge_server import KforgeServer  # noqa: E402
 
 LOAD = """
 import os, sys, time, torch
-from kforge_worker import warmup
+from kforge_worker.process import warmup
 arch, counter = int(sys.argv[1]), sys.argv[2]
 done = 0
 while True:

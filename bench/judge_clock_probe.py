@@ -40,7 +40,7 @@ def _torch() -> Any:
 
 
 class Protocol:
-    """The trial protocol of python/kforge_worker/timing.py, reduced: flush (read 2 x L2),
+    """The trial protocol of python/kforge_worker/timing/timing.py, reduced: flush (read 2 x L2),
     synchronise, spin, start event, call, end event."""
 
     def __init__(self, spin_us: float = 20.0) -> None:

@@ -1,5 +1,5 @@
 """Where the judged path's extra time comes from (issue 31): a float32 add timed the way a
-candidate is (judged.py: the judge flushes L2 and spins, writes `go`, waits for `done`; a
+candidate is (judge/judged.py: the judge flushes L2 and spins, writes `go`, waits for `done`; a
 second process waits for `go`, records its events around the add, writes `done`) against
 the same add timed in the judge's own process (timing.GpuTrialRunner), per size, with the
 second process's inputs
@@ -32,7 +32,7 @@ def child(device_name: str, fds: list[int], sizes: list[int]) -> int:
     """The second process: commands on stdin, answers on stdout, one JSON line each."""
     import torch
 
-    from kforge_worker import devmem
+    from kforge_worker.core import devmem
 
     device = torch.device(device_name)
     torch.cuda.set_device(device)
@@ -90,8 +90,8 @@ def main() -> int:
 
     import torch
 
-    from kforge_worker import devmem
-    from kforge_worker.timing import GlobalTimerSpin, GpuTrialRunner, flusher_for
+    from kforge_worker.core import devmem
+    from kforge_worker.timing.timing import GlobalTimerSpin, GpuTrialRunner, flusher_for
 
     device = torch.device(args.device)
     torch.cuda.set_device(device)

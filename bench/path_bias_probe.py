@@ -3,7 +3,7 @@ process times a float32 add of 2^12 ... 2^20 elements with the judge's trial pro
 (timing.GpuTrialRunner: L2 flush, spin, events), its inputs placed
 
     torch   in torch's own allocations (the reference's, in the judge)
-    vmm     in an exportable allocation of devmem.py (the judge's regions)
+    vmm     in an exportable allocation of core/devmem.py (the judge's regions)
     vmm_ro  in that allocation imported again read-only (how the candidate maps its inputs)
 
 each plain and with `switch`: another process's context runs a small kernel before every
@@ -50,8 +50,8 @@ def main() -> int:
 
     import torch
 
-    from kforge_worker import devmem
-    from kforge_worker.timing import GpuTrialRunner
+    from kforge_worker.core import devmem
+    from kforge_worker.timing.timing import GpuTrialRunner
 
     device = torch.device(args.device)
     torch.cuda.init()

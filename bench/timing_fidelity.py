@@ -210,7 +210,7 @@ def ncu_call_times(
 
 def reference_timers(python: str, spec_path: Path, bundle_path: Path) -> dict[str, float]:
     """do_bench and do_bench_cudagraph in a child process, which also writes the replay
-    bundle of the same call (device_metrics.io_bundle) for ncu."""
+    bundle of the same call (replay.io_bundle) for ncu."""
     out = subprocess.run(
         [
             python,
@@ -237,9 +237,10 @@ def timers_child(spec_path: str, bundle_path: str) -> int:
     import torch
     import triton.testing
 
-    from kforge_worker.device_metrics import io_bundle, load_bundle, save_bundle
-    from kforge_worker.devinfo import parse_device
-    from kforge_worker.spec import parse_job
+    from kforge_worker.candidate.replay import io_bundle, load_bundle
+    from kforge_worker.core.devinfo import parse_device
+    from kforge_worker.core.spec import parse_job
+    from kforge_worker.timing.device_metrics import save_bundle
 
     job = parse_job(json.loads(Path(spec_path).read_text()))
     device = parse_device(job.device).torch_device()

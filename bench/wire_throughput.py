@@ -1,4 +1,5 @@
-"""What one large tensor costs on the judge <-> candidate wire (python/kforge_worker/wire.py).
+"""What one large tensor costs on the judge <-> candidate wire
+(python/kforge_worker/candidate/wire.py).
 
 A tensor of 1 MiB or more travels through the sender's device arena (GPU memory exported as a
 descriptor: one device-to-device copy on each side), its host arena (a memfd both sides keep
@@ -33,8 +34,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from kforge_worker import wire
-from kforge_worker.protocol import StreamChannel
+from kforge_worker.candidate import arena, wire
+from kforge_worker.core.protocol import StreamChannel
 
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
@@ -82,11 +83,11 @@ def _round_trip_ms(src: torch.Tensor, device: torch.device, repeats: int, path: 
     through the sender's device arena (`path` "device", GPU memory exported as a descriptor),
     its host arena ("arena"; both made by the first send, the warm-up) or one sealed memfd per
     tensor ("memfd")."""
-    saved = wire._wants_arena
-    wire._wants_arena = lambda _tensors: path != "memfd"  # host tensors too, on the cpu device
-    saved_sharing = dict(wire._SHARING)
+    saved = wire.wants_arena
+    wire.wants_arena = lambda _tensors: path != "memfd"  # host tensors too, on the cpu device
+    saved_sharing = dict(arena._SHARING)
     if path != "device":
-        wire._SHARING[src.device] = False
+        arena._SHARING[src.device] = False
     a, b = socket.socketpair()
     sender, receiver = StreamChannel(a), StreamChannel(b)
 
@@ -100,9 +101,9 @@ def _round_trip_ms(src: torch.Tensor, device: torch.device, repeats: int, path: 
     try:
         return _median_ms(step, device, repeats)
     finally:
-        wire._wants_arena = saved
-        wire._SHARING.clear()
-        wire._SHARING.update(saved_sharing)
+        wire.wants_arena = saved
+        arena._SHARING.clear()
+        arena._SHARING.update(saved_sharing)
         a.close()
         b.close()
 
@@ -119,7 +120,7 @@ def main() -> int:
     size = args.mib << 20
     src = torch.randint(0, 255, (size,), dtype=torch.uint8, device=device)
     rows: list[tuple[str, float]] = []
-    if device.type == "cuda" and wire._shares_device(src.device):
+    if device.type == "cuda" and arena.shares_device(src.device):
         rows.append(
             ("round trip: wire, device arena", _round_trip_ms(src, device, args.repeats, "device"))
         )

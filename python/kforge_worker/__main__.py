@@ -1,20 +1,18 @@
 """Command line: `zygote` (the supervisor's worker) and `run-job` (one job, for debugging).
 
-    python -m kforge_worker zygote --device cpu|cuda:N [--arch 90]
-        The control socket is fd 3 (AF_UNIX SOCK_SEQPACKET); see docs/worker-protocol.md.
-    python -m kforge_worker candidate --device cpu|cuda:N --fd N
-        A candidate process serving a judge on socket N (started by the judge itself where a
-        fork is impossible; see jailer.py).
-    python -m kforge_worker run-job SPEC.json [--device cpu|cuda:N]
-        Runs one job in this process and prints the result JSON on stdout (the kernel's own
-        output goes to stderr). SPEC.json is a job spec or a whole `job` message.
-    python -m kforge_worker measure-peaks --device cuda:N [--out FILE]
-        The device's peak bandwidth and GEMM FLOP/s (peaks.py), run by the server once per
-        GPU; imports no user code.
-    python -m kforge_worker replay BUNDLE.pt [--repeat N] [--device cuda|cpu]
-        One call (or N) of one kernel on saved inputs (a device_metrics.ReplayBundle),
-        inside the NVTX range that Nsight Compute is told to profile (device_metrics.py
-        starts it under `ncu`, as a child of the process that ran the kernel).
+    python -m kforge_worker zygote --device cpu|cuda:N [--arch 90] The control socket is fd 3
+    (AF_UNIX SOCK_SEQPACKET); see docs/worker-protocol.md. python -m kforge_worker candidate
+    --device cpu|cuda:N --fd N A candidate process serving a judge on socket N (started by the
+    judge itself where a fork is impossible; see process/jailer.py). python -m kforge_worker
+    run-job SPEC.json [--device cpu|cuda:N] Runs one job in this process and prints the result
+    JSON on stdout (the kernel's own output goes to stderr). SPEC.json is a job spec or a whole
+    `job` message. python -m kforge_worker measure-peaks --device cuda:N [--out FILE] The
+    device's peak bandwidth and GEMM FLOP/s (timing/peaks.py), run by the server once per GPU;
+    imports no user code. python -m kforge_worker replay BUNDLE.pt [--repeat N] [--device
+    cuda|cpu] One call (or N) of one kernel on saved inputs (a device_metrics.ReplayBundle),
+    inside the NVTX range that Nsight Compute is told to profile (candidate/replay.py;
+    timing/device_metrics.py starts it under `ncu`, as a child of the process that ran the
+    kernel).
 
 The environment is prepared before torch or triton are imported: on the cpu device Triton
 runs through its interpreter (TRITON_INTERPRET=1); on a GPU the interpreter is off.
@@ -57,10 +55,10 @@ def _run_job(spec_path: str, device_text: str | None) -> int:
     spec.setdefault("scratch_dir", tempfile.mkdtemp(prefix="kforge-job-"))
     prepare_environment("cpu" if device_text == "cpu" else "cuda")
 
-    from kforge_worker.devinfo import parse_device
-    from kforge_worker.evaluate import run_job
-    from kforge_worker.protocol import encode_json
-    from kforge_worker.spec import SpecError, parse_job
+    from kforge_worker.core.devinfo import parse_device
+    from kforge_worker.core.protocol import encode_json
+    from kforge_worker.core.spec import SpecError, parse_job
+    from kforge_worker.judge.evaluate import run_job
 
     try:
         job = parse_job(spec)
@@ -99,14 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "measure-peaks":
         prepare_environment("cuda")
-        from kforge_worker import peaks as peaks_module
+        from kforge_worker.timing import peaks as peaks_module
 
         return peaks_module.main(args.device, args.out)
     if args.command == "replay":
         prepare_environment(args.device)
-        from kforge_worker import device_metrics
+        from kforge_worker.candidate import replay as replay_module
 
-        return device_metrics.replay_main(args.bundle, max(1, args.repeat))
+        return replay_module.replay_main(args.bundle, max(1, args.repeat))
     if args.command == "zygote":
         prepare_environment("cpu" if args.device == "cpu" else "cuda")
         from kforge_worker import zygote
@@ -119,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         prepare_environment("cpu" if args.device == "cpu" else "cuda")
         import socket
 
-        from kforge_worker.devinfo import parse_device
-        from kforge_worker.jailer import candidate_main
+        from kforge_worker.core.devinfo import parse_device
+        from kforge_worker.process.jailer import candidate_main
 
         code = candidate_main(socket.socket(fileno=args.fd), parse_device(args.device), None)
         sys.stdout.flush()

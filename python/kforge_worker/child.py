@@ -3,7 +3,7 @@
 Runs in the process the zygote forked; everything it needs was imported by the zygote.
 In order: basic isolation (its own session, death with the zygote, only its three
 descriptors); the supervisor's `sandbox` message (the cgroup is attached by then); the
-candidate process is started before CUDA is touched (candidate.py; jailed apart when the
+candidate process is started before CUDA is touched (candidate/server.py; jailed apart when the
 message carries jails), and with it the `spares` the message asks for: candidate processes
 jailed the same way that wait, warming nothing, for a later job of this judge; the judge
 enters its own jail; the judge and the first candidate warm up; `ready`; one `job`;
@@ -25,15 +25,16 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from kforge_worker import PROTOCOL_VERSION, jailer, sandbox
-from kforge_worker.device_grant import ExclusiveGrant, no_grant
-from kforge_worker.devinfo import WorkerDevice, parse_device
-from kforge_worker.evaluate import run_job
-from kforge_worker.link import CandidateGone, CandidateLink
-from kforge_worker.protocol import ProtocolError, StreamChannel, encode_frame
-from kforge_worker.results import JobResult
-from kforge_worker.spec import SpecError, parse_job
-from kforge_worker.warmup import WarmupReport, warm_child
+from kforge_worker import PROTOCOL_VERSION
+from kforge_worker.core.devinfo import WorkerDevice, parse_device
+from kforge_worker.core.protocol import ProtocolError, StreamChannel, encode_frame
+from kforge_worker.core.spec import SpecError, parse_job
+from kforge_worker.judge.device_grant import ExclusiveGrant, no_grant
+from kforge_worker.judge.evaluate import run_job
+from kforge_worker.judge.link import CandidateGone, CandidateLink
+from kforge_worker.judge.results import JobResult
+from kforge_worker.process import jailer, sandbox
+from kforge_worker.process.warmup import WarmupReport, warm_child
 
 
 def _protocol() -> dict[str, int]:
@@ -72,7 +73,7 @@ class Plan:
             for role_env in (self.judge_env, self.candidate_env):
                 role_env.setdefault("TRITON_KFORGE_READONLY_DIRS", str(caches["triton"]))
                 role_env.setdefault(
-                    "TRITON_CACHE_MANAGER", "kforge_worker.triton_cache:LayeredCacheManager"
+                    "TRITON_CACHE_MANAGER", "kforge_worker.process.triton_cache:LayeredCacheManager"
                 )
         self.judge_jail = message.get("judge") if self.enabled else None
         self.candidate_jail = message.get("candidate") if self.enabled else None

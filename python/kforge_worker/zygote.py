@@ -18,10 +18,12 @@ import sys
 import time
 from typing import Any
 
-from kforge_worker import KERNEL_TYPES, PROTOCOL_VERSION, WORKER_NAME, child, devinfo, sandbox
-from kforge_worker.devinfo import WorkerDevice
-from kforge_worker.protocol import ProtocolError, recv_control, send_control
-from kforge_worker.warmup import warm_zygote
+from kforge_worker import KERNEL_TYPES, PROTOCOL_VERSION, WORKER_NAME, child
+from kforge_worker.core import devinfo
+from kforge_worker.core.devinfo import WorkerDevice
+from kforge_worker.core.protocol import ProtocolError, recv_control, send_control
+from kforge_worker.process import sandbox
+from kforge_worker.process.warmup import warm_zygote
 
 CONTROL_FD = 3
 
@@ -163,7 +165,7 @@ class Zygote:
 
 def share_with_jobs(cache_dir: str) -> str | None:
     """Makes what the warm-up wrote to Triton's cache readable by the jobs' uids: every
-    child reads it as a read-only layer (triton_cache.py), but the server creates its files
+    child reads it as a read-only layer (process/triton_cache.py), but the server creates its files
     under umask 077, so a jailed process could read none of it and compiled the warm-up
     kernel and Triton's C modules again (0.8 s of each child's warm-up on an H100). The
     cache holds only what trusted code compiled before any job; jobs cannot write it.

@@ -432,7 +432,7 @@ CASES: list[Case] = [
             measure_performance=True,
             timing=TIMING,
         ),
-        # The judge's clock (judged.py): on a GPU the forged claim is refused, on the cpu the
+        # The judge's clock (judge/judged.py): on a GPU the forged claim is refused, on the cpu the
         # claim is not what is reported, so the 20 ms of sleep stay in the time.
         expect=("timing_consistent_with_judge_clock",),
         max_speedup=0.5,

@@ -37,7 +37,7 @@ HONEST = "return torch.relu(x) * y + 0.5"
 # Halves every time the candidate's harness reports to the judge (its `claims`), however the
 # harness computed it.
 HALVED_CLAIMS = """
-import kforge_worker.protocol as _p
+import kforge_worker.core.protocol as _p
 _send = _p.StreamChannel.send
 def _forged(self, message):
     claims = message.get("claims") if isinstance(message, dict) else None
@@ -207,7 +207,7 @@ CASES: list[Case] = [
                 model_new(
                     "torch.relu_(x)\nreturn x.mul_(y).add_(0.5)",
                     """
-                    import kforge_worker.candidate as _c
+                    import kforge_worker.candidate.server as _c
                     _c._unchanged = lambda *a: True
                     """,
                 )
@@ -221,7 +221,7 @@ CASES: list[Case] = [
         model_new(
             HONEST,
             """
-            import kforge_worker.candidate as _c
+            import kforge_worker.candidate.server as _c
             _c._copy_returned = lambda *a: None
             """,
         ),

@@ -25,7 +25,7 @@ HUGE_EXCEPTION = model_source("raise RuntimeError('A' * (100 << 20))")
 # killed. {payload} builds the frame's result; {raw} sends the frame's bytes as they are.
 FORGER = """
 import gc, json, struct, time
-from kforge_worker.protocol import StreamChannel
+from kforge_worker.core.protocol import StreamChannel
 for channel in [o for o in gc.get_objects() if isinstance(o, StreamChannel)]:
     body = json.dumps({{"type": "result", "result": {payload}}}).encode()
     channel.socket.sendall(struct.pack(">I", len(body)) + body)

@@ -34,6 +34,8 @@ HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$", re.M)
 DOC_PATH = re.compile(r"(?<![\w./-])docs/([\w-]+\.md)")
 # A page, then a quoted section name (after a comma or not; quotes escaped in a JSON string).
 DOC_SECTION = re.compile(r'(?<![\w./-])docs/([\w-]+\.md),?\s+\\?"([^"\\]+)\\?"')
+# A file of the Python worker named by its path (python/kforge_worker/judge/judged.py).
+WORKER_FILE = re.compile(r"(?<![\w.-])(?:python/)?kforge_worker/((?:[\w]+/)*[\w]+\.py)\b")
 
 
 @cache
@@ -139,6 +141,21 @@ def test_cited_docs_and_sections_exist() -> None:
     assert not missing, "\n".join(missing)
 
 
+def test_named_worker_files_exist() -> None:
+    """A path into python/kforge_worker names a file of it (its modules live in rooms)."""
+    missing = []
+    for path in tracked():
+        text = text_of(path)
+        if text is None:
+            continue
+        for m in WORKER_FILE.finditer(text):
+            if not (REPO / "python" / "kforge_worker" / m[1]).is_file():
+                missing.append(
+                    f"{path}:{line_of(text, m.start())}: kforge_worker/{m[1]} does not exist"
+                )
+    assert not missing, "\n".join(missing)
+
+
 def test_the_checks_see_what_they_must() -> None:
     """The patterns find what they are for (a check that matches nothing passes vacuously)."""
     assert DOC_SECTION.search('see docs/security.md "The\n// token" for') is not None
@@ -148,4 +165,6 @@ def test_the_checks_see_what_they_must() -> None:
     )
     assert slug("3. The multi-op kernel pipeline (skill)") == "3-the-multi-op-kernel-pipeline-skill"
     assert DOC_PATH.search("kernel/docs/x.md") is None
+    assert WORKER_FILE.search("(python/kforge_worker/judge/judged.py)")[1] == "judge/judged.py"
+    assert WORKER_FILE.search("share/kforge/python/kforge_worker/core/spec.py") is not None
     assert any(path.endswith(".md") for path in tracked())

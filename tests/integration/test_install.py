@@ -84,7 +84,8 @@ def test_dist_makes_a_checked_tarball_and_a_client_wheel(tmp_path: Path) -> None
     name = tarballs[0].name.removesuffix(".tar.gz")
     with tarfile.open(tarballs[0]) as tar:
         members = set(tar.getnames())
-    for part in ("bin/kforge", "lib/libkforge_cuda.so", "share/kforge/python/kforge_worker/spec.py",
+    for part in ("bin/kforge", "lib/libkforge_cuda.so",
+                 "share/kforge/python/kforge_worker/core/spec.py",
                  "share/doc/kforge/README.md"):  # fmt: skip
         assert f"{name}/{part}" in members, part
     # The wheel installs as a plain (not editable) package.

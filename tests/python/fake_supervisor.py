@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kforge_worker.protocol import StreamChannel, recv_control, send_control
+from kforge_worker.core.protocol import StreamChannel, recv_control, send_control
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kforge_worker.activity import (
+from kforge_worker.timing.activity import (
     DISAGREE_FLOOR_MS,
     KernelActivity,
     KernelRecord,
@@ -15,13 +15,13 @@ from kforge_worker.activity import (
     union_length,
     windows_from_trace,
 )
-from kforge_worker.timing import (
+from kforge_worker.timing.stats import compute_stats
+from kforge_worker.timing.timing import (
     FLUSH_RANGE,
     PREPARE_RANGE,
     SPIN_RANGE,
     WINDOW_RANGE,
     TimingReport,
-    compute_stats,
 )
 
 LAUNCH = 7  # the launch stream's id in the trace

@@ -9,24 +9,26 @@ import dataclasses
 
 import pytest
 
-from kforge_worker.activity import (
-    MAX_WIRE_OPS,
-    MAX_WIRE_TRIALS,
+from kforge_worker.judge.evaluate import _candidate_activity, _withhold_speedup
+from kforge_worker.judge.judged import JudgedRun
+from kforge_worker.judge.results import JobResult
+from kforge_worker.judge.timed_verdict import CandidateTiming
+from kforge_worker.timing.activity import (
     SOURCE_CANDIDATE,
     KernelRecord,
     ProfiledPass,
     WindowActivity,
+    loop_flags,
+)
+from kforge_worker.timing.activity_wire import (
+    MAX_WIRE_OPS,
+    MAX_WIRE_TRIALS,
     WireError,
     cross_check,
-    loop_flags,
     pass_from_wire,
     pass_to_wire,
 )
-from kforge_worker.evaluate import _candidate_activity, _withhold_speedup
-from kforge_worker.judged import JudgedRun
-from kforge_worker.results import JobResult
-from kforge_worker.timed import CandidateTiming
-from kforge_worker.timing import compute_stats
+from kforge_worker.timing.stats import compute_stats
 
 LAUNCH = 7
 SIDE = 13

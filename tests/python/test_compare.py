@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-import kforge_worker.compare as compare_module
-from kforge_worker.compare import (
+import kforge_worker.check.compare as compare_module
+from kforge_worker.check.compare import (
     Tolerance,
     bits_digest,
     compare_tensors,
@@ -173,7 +173,7 @@ def test_same_bits_sees_nan_payloads_and_signed_zero():
 def test_chunked_comparison_agrees_with_one_pass(monkeypatch, chunk):
     # Large outputs are compared in chunks (bounded device memory); the report must not depend
     # on where the chunk boundaries fall.
-    monkeypatch.setattr("kforge_worker.compare._CHUNK", chunk)
+    monkeypatch.setattr("kforge_worker.check.compare._CHUNK", chunk)
     expected = torch.arange(1.0, 25.0).reshape(4, 6)
     actual = expected.clone()
     actual[1, 4] = 100.0  # abs error 89, rel 8.09
@@ -190,7 +190,7 @@ def test_chunked_comparison_agrees_with_one_pass(monkeypatch, chunk):
 
 @pytest.mark.parametrize("chunk", [1, 3, 1 << 24])
 def test_output_spread_is_the_same_in_any_chunks(monkeypatch, chunk):
-    monkeypatch.setattr("kforge_worker.compare._CHUNK", chunk)
+    monkeypatch.setattr("kforge_worker.check.compare._CHUNK", chunk)
     want = torch.tensor([1.0, -4.0, math.inf, 2.0, 0.5])
     got = torch.tensor([1.0, -4.5, math.inf, 2.0, 0.5])
     spread = output_spread(want, got, Tolerance(1e-2, 1e-2))
@@ -239,7 +239,7 @@ def test_bits_digest_tells_nan_payloads_layouts_and_dtypes_apart():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 def test_the_poison_is_outside_every_expected_values_tolerance(dtype):
-    from kforge_worker.correctness import poison_for
+    from kforge_worker.candidate.binding import poison_for
 
     info = torch.finfo(dtype)
     tol = resolve_tolerance(dtype, None, None)
@@ -260,7 +260,7 @@ def test_the_poison_is_outside_every_expected_values_tolerance(dtype):
 
 
 def test_the_poison_is_a_constant_in_a_gap_of_the_range_and_nan_when_none_is_left():
-    from kforge_worker.correctness import poison_for
+    from kforge_worker.candidate.binding import poison_for
 
     info = torch.finfo(torch.float16)
     tol = resolve_tolerance(torch.float16, None, None)
@@ -274,7 +274,7 @@ def test_the_poison_is_a_constant_in_a_gap_of_the_range_and_nan_when_none_is_lef
 
 
 def test_finite_range_skips_nan_and_infinities_across_chunks(monkeypatch):
-    from kforge_worker.compare import finite_range
+    from kforge_worker.check.compare import finite_range
 
     monkeypatch.setattr(compare_module, "_CHUNK", 4)
     t = torch.tensor([math.nan, 3.0, math.inf, -2.0, 7.5, -math.inf, 0.5, math.nan, 1.0])

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_worker import cuda_abi
-from kforge_worker.spec import parse_kernel
+from kforge_worker.candidate import cuda_abi
+from kforge_worker.core.spec import parse_kernel
 
 VECTOR_ADD = """
 extern "C" __global__ void vector_add(const float* x, const float* y, float* out, int n) {

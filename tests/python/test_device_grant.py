@@ -11,7 +11,7 @@ import pytest
 import worker_kernels as K
 from worker_jobs import assert_speedup_consistent, make_job
 
-from kforge_worker.spec import SpecError, parse_job
+from kforge_worker.core.spec import SpecError, parse_job
 
 _ids = itertools.count(1)
 

@@ -13,19 +13,17 @@ import pytest
 import worker_kernels as K
 from worker_jobs import make_job, run
 
-from kforge_worker.device_metrics import (
+from kforge_worker.candidate.replay import io_bundle, load_bundle, replay_main
+from kforge_worker.core.spec import DeviceMetricsSpec, SpecError, parse_job
+from kforge_worker.timing.device_metrics import (
     OUTPUT_CAP,
     REPLAY_RANGE,
     STDERR_CAP,
     checked_run,
-    io_bundle,
-    load_bundle,
     ncu_command,
-    replay_main,
     run_ncu,
     save_bundle,
 )
-from kforge_worker.spec import DeviceMetricsSpec, SpecError, parse_job
 
 SECTIONS = ["SpeedOfLight", "Occupancy"]
 

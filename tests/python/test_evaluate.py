@@ -14,9 +14,9 @@ import torch
 import worker_kernels as K
 from worker_jobs import FAST_TIMING, assert_speedup_consistent, make_job, run
 
-from kforge_worker.devinfo import parse_device
-from kforge_worker.evaluate import run_job
-from kforge_worker.spec import parse_job
+from kforge_worker.core.devinfo import parse_device
+from kforge_worker.core.spec import parse_job
+from kforge_worker.judge.evaluate import run_job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -103,7 +103,7 @@ def test_a_large_poisoned_output_made_by_the_candidate_still_catches_unwritten_e
     tmp_path,
 ):
     # 1 MiB output buffers are not sent: the candidate fills them from the plan's `fill`
-    # (link.uniform_fill), with the judge's poison, so the unwritten half still shows.
+    # (binding.uniform_fill), with the judge's poison, so the unwritten half still shows.
     n = 1 << 18
     kernel = K.triton_vadd(K.VADD_PARTIAL, n=n)
     kernel["io"] = K.vadd_io(n, 1 << 14)
@@ -115,20 +115,21 @@ def test_a_large_poisoned_output_made_by_the_candidate_still_catches_unwritten_e
 
 
 def test_a_compare_and_an_evaluate_through_the_arena(tmp_path, monkeypatch):
-    # The arena carries device tensors (wire._wants_arena); here it carries host tensors too,
-    # both ways, in every request of a job (calls, timing sets, verified trial outputs).
-    from kforge_worker import wire
+    # The arena carries device tensors (arena.wants_arena, looked up by wire.send); here it
+    # carries host tensors too, both ways, in every request of a job (calls, timing sets,
+    # verified trial outputs).
+    from kforge_worker.candidate import wire
 
-    monkeypatch.setattr(wire, "_wants_arena", lambda tensors: True)
+    monkeypatch.setattr(wire, "wants_arena", lambda tensors: True)
     placed = []
-    place = wire._place_in_arena
+    place = wire.place_in_arena
 
     def counted(channel, tensors):
         out = place(channel, tensors)
         placed.append(out is not None)
         return out
 
-    monkeypatch.setattr(wire, "_place_in_arena", counted)
+    monkeypatch.setattr(wire, "place_in_arena", counted)
     n = 1 << 18
     kernel = K.triton_vadd(n=n)
     kernel["io"] = K.vadd_io(n, 1 << 14)
@@ -174,8 +175,8 @@ def test_input_mutating_kernel_faults_on_its_read_only_inputs(tmp_path, with_ref
 def _without_regions(monkeypatch):
     """No trial regions can be made (a GPU that cannot export memory): calls go through the
     wire, and the candidate process compares the inputs itself."""
-    import kforge_worker.link as link
-    from kforge_worker.regions import RegionError
+    import kforge_worker.judge.link as link
+    from kforge_worker.candidate.regions import RegionError
 
     def refuse(*_args, **_kwargs):
         raise RegionError("refused for the test")
@@ -200,10 +201,10 @@ def test_without_regions_the_candidate_process_checks_its_inputs(tmp_path, monke
 def _digests_only(monkeypatch):
     """The candidate process finds no room for a copy of any input (as a 17 GB input on an
     80 GB GPU): it keeps each input's BitsDigest instead."""
-    import kforge_worker.candidate as candidate
-    from kforge_worker.compare import bits_digest
+    from kforge_worker.candidate import call_checks
+    from kforge_worker.check.compare import bits_digest
 
-    monkeypatch.setattr(candidate, "_before", bits_digest)
+    monkeypatch.setattr(call_checks, "_before", bits_digest)
 
 
 def test_without_room_for_copies_the_candidate_compares_digests(tmp_path, monkeypatch):
@@ -218,24 +219,24 @@ def test_without_room_for_copies_the_candidate_compares_digests(tmp_path, monkey
 
 
 def test_the_candidate_keeps_a_digest_where_a_copy_does_not_fit():
-    import kforge_worker.candidate as candidate
-    from kforge_worker.compare import BitsDigest, bits_digest
+    import kforge_worker.candidate.call_checks as call_checks
+    from kforge_worker.check.compare import BitsDigest, bits_digest
 
     class NoRoom(torch.Tensor):
         def clone(self, *args, **kwargs):
             raise torch.OutOfMemoryError("CUDA out of memory (test)")
 
     x = torch.randn(8)
-    kept = candidate._before(x.as_subclass(NoRoom))
+    kept = call_checks._before(x.as_subclass(NoRoom))
     assert isinstance(kept, BitsDigest) and kept == bits_digest(x)
-    assert isinstance(candidate._before(x), torch.Tensor)  # a copy where one fits
+    assert isinstance(call_checks._before(x), torch.Tensor)  # a copy where one fits
     with pytest.raises(ValueError):  # any other error is not a lack of room
 
         class Broken(torch.Tensor):
             def clone(self, *args, **kwargs):
                 raise ValueError("broken")
 
-        candidate._before(x.as_subclass(Broken))
+        call_checks._before(x.as_subclass(Broken))
 
 
 # After the three correctness calls it leaves its input changed by one after each call and

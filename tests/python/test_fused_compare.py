@@ -10,8 +10,8 @@ import pytest
 import torch
 from worker_jobs import run_python_compiled
 
-from kforge_worker import fused_compare
-from kforge_worker.compare import (
+from kforge_worker.check import fused_compare
+from kforge_worker.check.compare import (
     Tolerance,
     compare_fused,
     compare_torch,
@@ -106,7 +106,7 @@ import torch
 from triton.backends.compiler import GPUTarget
 from triton.runtime.driver import driver
 from triton.runtime.jit import MockTensor
-from kforge_worker import fused_compare as F
+from kforge_worker.check import fused_compare as F
 
 F.precompile(90)
 cache = os.environ["TRITON_CACHE_DIR"]
@@ -156,7 +156,7 @@ def test_a_disagreement_of_the_kernel_is_in_the_jobs_warnings(tmp_path, monkeypa
     import worker_kernels as K
     from worker_jobs import make_job, run
 
-    from kforge_worker import compare
+    from kforge_worker.check import compare
 
     monkeypatch.setitem(
         compare.FUSED_DISAGREEMENTS, "cuda:0 float32 exact=False", "mismatch_count: fused 3"
@@ -169,13 +169,13 @@ def test_a_disagreement_of_the_kernel_is_in_the_jobs_warnings(tmp_path, monkeypa
 def test_the_digest_kernel_gives_the_torch_paths_sums():
     # bits_digest's two sums mod 2**64 (words of every sign, across blocks, at positions past
     # 2**32): what a GPU process checks once before it uses the kernel.
-    from kforge_worker.compare import digest_differences
+    from kforge_worker.check.compare import digest_differences
 
     assert digest_differences(CPU) == []
 
 
 def test_a_digest_kernel_that_miscounts_is_not_used(monkeypatch):
-    from kforge_worker.compare import digest_differences
+    from kforge_worker.check.compare import digest_differences
 
     real = fused_compare.word_sums
     monkeypatch.setattr(fused_compare, "word_sums", lambda w, o: (real(w, o)[0] + 1, 0))

@@ -17,7 +17,7 @@ import worker_kernels as K
 from fake_supervisor import FakeSupervisor
 from worker_jobs import SERVER_DEFAULTS, make_job, run_python_compiled
 
-from kforge_worker.timing import EVENT_RESOLUTION_MS
+from kforge_worker.timing.stats import EVENT_RESOLUTION_MS
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu
@@ -361,8 +361,8 @@ def test_kernel_activity_in_cuda_graph_mode(tmp_path):
 
 FIXED_SPIN = """
 import time, torch
-from kforge_worker.spec import TimingOptions
-from kforge_worker.timing import time_gpu
+from kforge_worker.core.spec import TimingOptions
+from kforge_worker.timing.timing import time_gpu
 
 ends = []
 def hook(i, sample):

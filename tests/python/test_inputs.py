@@ -10,7 +10,7 @@ import pytest
 import torch
 from worker_kernels import tensor_arg
 
-from kforge_worker.inputs import (
+from kforge_worker.core.inputs import (
     BoundArg,
     InputError,
     InputSet,
@@ -20,7 +20,7 @@ from kforge_worker.inputs import (
     make_kernelbench_inputs,
     make_tensor,
 )
-from kforge_worker.spec import (
+from kforge_worker.core.spec import (
     SpecError,
     TensorData,
     TensorSpec,

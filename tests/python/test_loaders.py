@@ -7,17 +7,17 @@ import torch
 import worker_kernels as K
 from worker_jobs import make_job, run
 
-from kforge_worker.correctness import report_exception
-from kforge_worker.loaders import (
+from kforge_worker.candidate.loaders import (
     LoadError,
     entry_runnable,
     import_source,
-    is_build_failure,
     load_module,
     model_class,
 )
-from kforge_worker.results import JobResult
-from kforge_worker.spec import parse_kernel
+from kforge_worker.candidate.tracebacks import is_build_failure
+from kforge_worker.core.spec import parse_kernel
+from kforge_worker.judge.correctness import report_exception
+from kforge_worker.judge.results import JobResult
 
 
 def kernel(d):
@@ -187,9 +187,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
-from kforge_worker.correctness import report_exception
-from kforge_worker.loaders import import_source
-from kforge_worker.results import JobResult
+from kforge_worker.judge.correctness import report_exception
+from kforge_worker.candidate.loaders import import_source
+from kforge_worker.judge.results import JobResult
 
 module = import_source(SOURCE, "kernel", SCRATCH)
 src = ASTSource(JITFunction(module.kernel), SIGNATURE, constexprs=CONSTEXPRS)
@@ -280,7 +280,7 @@ def test_the_interpreters_asserts_are_told_apart(tmp_path, monkeypatch):
 
     from triton.runtime import interpreter
 
-    from kforge_worker.loaders import describe_call_failure
+    from kforge_worker.candidate.tracebacks import describe_call_failure
 
     builder = interpreter.interpreter_builder
     monkeypatch.setattr(builder, "options", dataclasses.replace(builder.options, debug=True))
@@ -345,7 +345,7 @@ def test_a_model_is_built_under_the_device_and_one_that_needs_the_cpu_says_so(tm
     # torch's meta device stands in for a GPU here: a constructor run "on the device" makes
     # meta tensors; one that needs the cpu (.numpy()) raises ModelOnDeviceError there, and
     # builds on the cpu path (kernels.py).
-    from kforge_worker.kernels import ModelOnDeviceError, SetupError, build_runnable
+    from kforge_worker.candidate.build import ModelOnDeviceError, SetupError, build_runnable
 
     meta = torch.device("meta")
     init = "        super().__init__()\n"

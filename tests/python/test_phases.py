@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kforge_worker.phases import PHASES, PhaseClock
+from kforge_worker.core.phases import PHASES, PhaseClock
 
 MS = 1_000_000  # ns
 

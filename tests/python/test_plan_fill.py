@@ -1,4 +1,4 @@
-"""Output buffers described by a `fill` instead of sent (link.uniform_fill,
+"""Output buffers described by a `fill` instead of sent (binding.uniform_fill,
 binding.invocation_from_plan)."""
 
 from __future__ import annotations
@@ -8,11 +8,15 @@ import math
 import pytest
 import torch
 
-from kforge_worker import wire
-from kforge_worker.binding import Invocation, invocation_from_plan
-from kforge_worker.compare import same_bits
-from kforge_worker.inputs import BoundArg
-from kforge_worker.link import plan_invocation, uniform_fill
+from kforge_worker.candidate import wire
+from kforge_worker.candidate.binding import (
+    Invocation,
+    invocation_from_plan,
+    plan_invocation,
+    uniform_fill,
+)
+from kforge_worker.check.compare import same_bits
+from kforge_worker.core.inputs import BoundArg
 
 CPU = torch.device("cpu")
 BIG = wire.FD_MIN_BYTES // 4  # float32 elements in FD_MIN_BYTES

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from kforge_worker.protocol import (
+from kforge_worker.core.protocol import (
     MAX_FRAME_BYTES,
     ProtocolError,
     StreamChannel,
@@ -101,9 +101,10 @@ def test_a_candidate_that_fails_tells_the_judge_why(monkeypatch):
 
     import torch
 
-    from kforge_worker import candidate, link
-    from kforge_worker.devinfo import parse_device
-    from kforge_worker.protocol import StreamChannel
+    from kforge_worker.candidate import server as candidate
+    from kforge_worker.core.devinfo import parse_device
+    from kforge_worker.core.protocol import StreamChannel
+    from kforge_worker.judge import link
 
     def fail(self):
         raise torch.OutOfMemoryError("out of device memory receiving tensors[0] (8 bytes)")

@@ -1,5 +1,5 @@
 """The worker contract's shared vectors (tests/protocol/README.md), read by the Python worker:
-job specs (spec.py), timing statistics (timing.py), tolerances (compare.py), error kinds and
+job specs (spec.py), timing statistics (stats.py), tolerances (compare.py), error kinds and
 result documents (results.py). tests/unit/protocol/protocol_vectors_test.cc reads the same
 files with the C++ code, so the two sides cannot drift apart unnoticed."""
 
@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_worker import compare, results, timing
-from kforge_worker.spec import JobSpec, SpecError, TimingOptions, parse_job, tensor_bytes
+from kforge_worker.check import compare
+from kforge_worker.core.spec import JobSpec, SpecError, TimingOptions, parse_job, tensor_bytes
+from kforge_worker.judge import results
+from kforge_worker.timing import stats, timing
 
 VECTORS = Path(__file__).resolve().parents[1] / "protocol"
 ACCEPTED = sorted((VECTORS / "specs").glob("accepted_*.json"))
@@ -91,14 +93,14 @@ def test_error_kinds_are_the_listed_ones() -> None:
 
 @pytest.mark.parametrize("case", TIMING["stats"], ids=lambda c: c["name"])
 def test_timing_statistics(case: dict[str, Any]) -> None:
-    stats = dataclasses.asdict(timing.compute_stats(case["samples"], "cuda_event"))
+    got = dataclasses.asdict(stats.compute_stats(case["samples"], "cuda_event"))
     for key, want in case["stats"].items():
-        assert close(number(want), stats[key]), (key, want, stats[key])
+        assert close(number(want), got[key]), (key, want, got[key])
 
 
 def test_relative_standard_error() -> None:
     for case in TIMING["relative_standard_error"]:
-        got = timing.relative_standard_error(case["samples"])
+        got = stats.relative_standard_error(case["samples"])
         assert close(number(case["rse"]), got), case
 
 
@@ -108,7 +110,7 @@ def options(obj: dict[str, Any]) -> TimingOptions:
 
 @pytest.mark.parametrize("case", TIMING["stop_reason"], ids=lambda c: c["name"])
 def test_stop_rule(case: dict[str, Any]) -> None:
-    got = timing.stop_reason(case["samples"], options(case["options"]), case["elapsed_ms"])
+    got = stats.stop_reason(case["samples"], options(case["options"]), case["elapsed_ms"])
     assert got == case["stop_reason"]
 
 
@@ -119,17 +121,17 @@ def test_spin_sizing_and_warning_bounds() -> None:
         got = timing.next_spin_us(case["spin_us"], case["observed_enqueue_ms"])
         assert close(case["next_spin_us"], got), case
     for case in TIMING["launch_not_hidden"]:
-        flagged = timing.launch_not_hidden_message(case["uncovered"], case["trials"], 0.02) != ""
+        flagged = stats.launch_not_hidden_message(case["uncovered"], case["trials"], 0.02) != ""
         assert flagged == case["flagged"], case
     for case in TIMING["stream_skew"]:
-        message = timing.stream_skew_message(case["sync_median_ms"], case["event_median_ms"])
+        message = stats.stream_skew_message(case["sync_median_ms"], case["event_median_ms"])
         assert (message != "") == case["flagged"], case
 
 
 def test_window_overhead() -> None:
     for case in TIMING["without_window_overhead"]:
-        raw = timing.compute_stats(case["samples"], "cuda_event")
-        got = dataclasses.asdict(timing.without_window_overhead(raw, case["overhead_ms"]))
+        raw = stats.compute_stats(case["samples"], "cuda_event")
+        got = dataclasses.asdict(stats.without_window_overhead(raw, case["overhead_ms"]))
         for key, want in case["stats"].items():
             assert close(want, got[key]), (key, want, got[key])
 

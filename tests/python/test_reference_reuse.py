@@ -119,7 +119,7 @@ def test_jobs_outside_a_batch_have_no_reuse_field(tmp_path):
 def test_outputs_above_the_keep_limit_are_recomputed_and_the_timing_still_reused(
     tmp_path, monkeypatch
 ):
-    from kforge_worker import reference_reuse
+    from kforge_worker.judge import reference_reuse
 
     monkeypatch.setattr(reference_reuse, "KEEP_OUTPUT_BYTES", 16)  # every output set is larger
     first = run(batch_job(tmp_path, K.triton_vadd(), None, measure_performance=True))
@@ -137,8 +137,8 @@ def test_outputs_above_the_keep_limit_are_recomputed_and_the_timing_still_reused
 
 
 def test_outputs_of_a_model_built_elsewhere_are_recomputed_and_the_timing_reused(tmp_path):
-    from kforge_worker.reference_reuse import ReferenceCache, ReferenceTiming
-    from kforge_worker.spec import ReferenceReuseSpec
+    from kforge_worker.core.spec import ReferenceReuseSpec
+    from kforge_worker.judge.reference_reuse import ReferenceCache, ReferenceTiming
 
     spec = ReferenceReuseSpec(dir=str(tmp_path / "refs"), key=KEY, sha256=None)
     first = ReferenceCache.open(spec)
@@ -177,10 +177,10 @@ def test_a_reused_reference_timing_brings_its_warnings(tmp_path):
 
     import torch
 
-    from kforge_worker.reference_reuse import ReferenceTiming
-    from kforge_worker.reference_timing import time_reference
-    from kforge_worker.results import JobResult
-    from kforge_worker.timing import compute_stats
+    from kforge_worker.judge.reference_reuse import ReferenceTiming
+    from kforge_worker.judge.reference_timing import time_reference
+    from kforge_worker.judge.results import JobResult
+    from kforge_worker.timing.stats import compute_stats
 
     warning = "the reference took no measurable time on the judge's clock: ..."
     stored = ReferenceTiming(

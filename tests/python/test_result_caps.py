@@ -3,7 +3,7 @@ head and tail kept around a marker (the server applies the same cap: result_caps
 
 from __future__ import annotations
 
-from kforge_worker.results import MAX_TEXT_BYTES, JobResult, cap_text
+from kforge_worker.judge.results import MAX_TEXT_BYTES, JobResult, cap_text
 
 
 def test_short_texts_are_unchanged():

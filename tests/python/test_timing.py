@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 from worker_jobs import timing_options
 
-from kforge_worker.timing import (
+from kforge_worker.timing.stats import (
     EVENT_RESOLUTION_MS,
+    TrialSample,
     compute_stats,
     percentile,
     relative_standard_error,
     stop_reason,
-    time_cpu,
     without_window_overhead,
 )
+from kforge_worker.timing.timing import time_cpu
 
 
 def test_stats_match_numpy():
@@ -101,7 +102,7 @@ def test_time_cpu_respects_budget():
 
 
 def test_spin_covers_the_measured_enqueue_within_floor_and_cap():
-    from kforge_worker import timing as T
+    from kforge_worker.timing import timing as T
 
     assert T.spin_us_for(0.0) == max(T.SPIN_FLOOR_US, T.SPIN_MARGIN_US)
     # 20 us of host enqueue (a Triton launch) -> 1.5 x 20 + 10 = 40 us
@@ -112,7 +113,7 @@ def test_spin_covers_the_measured_enqueue_within_floor_and_cap():
 
 
 def test_spin_grows_after_an_uncovered_trial_and_stops_at_the_cap():
-    from kforge_worker import timing as T
+    from kforge_worker.timing import timing as T
 
     assert T.next_spin_us(40.0, 0.010) == 80.0  # at least doubled
     assert T.next_spin_us(40.0, 0.200) == pytest.approx(310.0)  # enough for what was seen
@@ -121,7 +122,7 @@ def test_spin_grows_after_an_uncovered_trial_and_stops_at_the_cap():
 
 
 def test_launch_not_hidden_only_beyond_the_documented_fraction():
-    from kforge_worker.timing import launch_not_hidden_message
+    from kforge_worker.timing.stats import launch_not_hidden_message
 
     assert launch_not_hidden_message(0, 100, 0.02) == ""
     assert launch_not_hidden_message(10, 100, 0.02) == ""  # 10 % is tolerated
@@ -131,7 +132,7 @@ def test_launch_not_hidden_only_beyond_the_documented_fraction():
 
 
 def test_stream_skew_bound():
-    from kforge_worker.timing import stream_skew_message
+    from kforge_worker.timing.stats import stream_skew_message
 
     assert stream_skew_message(0.149, 0.1) == ""  # within 50 % / 0.05 ms
     assert "outside the launch stream" in stream_skew_message(0.2, 0.1)
@@ -142,7 +143,6 @@ def test_stream_skew_bound():
 def test_time_cpu_calls_the_hook_around_every_trial_and_stops_when_told():
     """The one hook shape of both loops: (i, None) before trial i, (i, sample) after it; a
     True after a trial stops timing there (stop_reason "judge")."""
-    from kforge_worker.timing import TrialSample
 
     seen: list[tuple[int, str]] = []
 
@@ -179,7 +179,7 @@ def test_window_overhead_comes_off_every_location_statistic_down_to_the_floor():
 
 
 def test_a_cpu_time_under_the_empty_trial_is_said_not_hidden_as_zero():
-    from kforge_worker.timed import _unresolved
+    from kforge_worker.judge.timed_verdict import _unresolved
 
     # Brackets no longer than the echo's empty trial: the time reads 0, and a warning says so.
     said = _unresolved([0.05, 0.04, 0.06], 0.05, "the kernel")
@@ -193,7 +193,7 @@ def test_a_cpu_time_under_the_empty_trial_is_said_not_hidden_as_zero():
 def test_touching_inputs_reads_spans_of_any_alignment_and_length():
     import torch
 
-    from kforge_worker.regions import _read
+    from kforge_worker.candidate.regions import _read
 
     data = torch.arange(1000, dtype=torch.int32).view(torch.uint8)
     for offset in range(9):
@@ -207,7 +207,7 @@ def test_the_spin_kernel_is_the_native_workers_own():
     import re
     from pathlib import Path
 
-    from kforge_worker import timing
+    from kforge_worker.timing import timing
 
     def entry(text: str) -> list[str]:
         body = re.search(r"\.visible \.entry kforge_spin\(.*?\n\}", text, re.S)
@@ -219,7 +219,7 @@ def test_the_spin_kernel_is_the_native_workers_own():
 
 
 def test_speedup_interval_of_few_trials_is_the_range_of_trial_ratios():
-    from kforge_worker.timing import SPEEDUP_MIN_TRIALS, speedup_interval, speedup_verdict
+    from kforge_worker.timing.stats import SPEEDUP_MIN_TRIALS, speedup_interval, speedup_verdict
 
     ref, cand = [0.09, 0.10, 0.12], [44.0, 45.0, 46.0]
     assert len(ref) < SPEEDUP_MIN_TRIALS
@@ -237,7 +237,7 @@ def test_speedup_interval_of_few_trials_is_the_range_of_trial_ratios():
 
 
 def test_speedup_interval_covers_the_gpu_paths_absolute_bias():
-    from kforge_worker.timing import SPEEDUP_SYSTEMATIC_MS, speedup_interval, speedup_verdict
+    from kforge_worker.timing.stats import SPEEDUP_SYSTEMATIC_MS, speedup_interval, speedup_verdict
 
     # An H200 read one 2^20-element Triton add as candidate and reference 5.82 us vs 5.44 us
     # (timed by different paths), each side's trials tight: 3 % alone reads "slower".
@@ -264,7 +264,7 @@ def test_a_gpu_trial_whose_launch_was_not_hidden_runs_again_uncounted(monkeypatc
     """The first trial of a small kernel often outlasts its spin (the host's launch in the
     window: tens of us beside a few): it is run again with a longer spin, so neither the
     median nor the mean (the old `runtime`) holds it; past MAX_SPIN_GROWTHS they count."""
-    import kforge_worker.timing as timing
+    import kforge_worker.timing.timing as timing
 
     class FakeRunner:
         def __init__(self, device, *, l2_flush, spin_us):
@@ -280,7 +280,7 @@ def test_a_gpu_trial_whose_launch_was_not_hidden_runs_again_uncounted(monkeypatc
             self.calls += 1
             hidden = self.calls > unhidden_first
             ms = 0.002 if hidden else 0.060
-            return timing.TrialSample(event_ms=ms, synced_ms=ms, launch_hidden=hidden)
+            return TrialSample(event_ms=ms, synced_ms=ms, launch_hidden=hidden)
 
     monkeypatch.setattr(timing, "GpuTrialRunner", FakeRunner)
     monkeypatch.setattr(timing.torch.cuda, "synchronize", lambda *_: None)
@@ -302,7 +302,7 @@ def test_a_gpu_trial_whose_launch_was_not_hidden_runs_again_uncounted(monkeypatc
 def test_the_references_gpu_trials_split_around_the_candidates():
     """The reference's trials on a GPU: half before the candidate's, half after (drift
     during the job weighs on both sides), the odd one first; none after at one trial."""
-    from kforge_worker.reference_timing import halves
+    from kforge_worker.judge.reference_timing import halves
 
     opts = timing_options(max_trials=100, min_trials=3, budget_ms=2000.0, warmup_ms=25.0)
     first, second = halves(opts)
@@ -326,10 +326,10 @@ def test_a_judged_trial_whose_launch_was_not_hidden_is_replaced_not_counted(tmp_
     import torch
     from worker_jobs import make_job
 
-    from kforge_worker.judged import JudgedRun, JudgedTrial
-    from kforge_worker.results import JobResult
-    from kforge_worker.spec import parse_job
-    from kforge_worker.timed import _judge
+    from kforge_worker.core.spec import parse_job
+    from kforge_worker.judge.judged import JudgedRun, JudgedTrial
+    from kforge_worker.judge.results import JobResult
+    from kforge_worker.judge.timed_verdict import judge_run
 
     null = 0.29
     trials = [JudgedTrial(0, 35.0 + null, claim_ms=0.045, hidden=False, counted=False)]
@@ -339,7 +339,7 @@ def test_a_judged_trial_whose_launch_was_not_hidden_is_replaced_not_counted(tmp_
     job = parse_job(make_job({"source_code": "", "kernel_type": "torch"}, tmp_path=tmp_path))
     link = SimpleNamespace(clock=SimpleNamespace(null_ms=null, null_claim_ms=0.0013))
     result = JobResult(compiled=True)
-    timing = _judge(
+    timing = judge_run(
         run, job=job, device=torch.device("cuda"), result=result, returned=[], link=link
     )
     assert timing.stats.trials == 6 and timing.stats.mean == pytest.approx(0.045)

@@ -16,15 +16,14 @@ import pytest
 import worker_kernels as K
 from worker_jobs import make_job, run
 
-from kforge_worker import loaders
-from kforge_worker.loaders import (
+from kforge_worker.candidate import loaders
+from kforge_worker.candidate.loaders import (
     LoadError,
     appended_filename,
-    describe_call_failure,
-    format_user_traceback,
     import_source,
     split_appended,
 )
+from kforge_worker.candidate.tracebacks import describe_call_failure, format_user_traceback
 
 # A user's kernel file of the workbench's kind: `solve` fails at line 8.
 USER_FILE = """\
@@ -148,9 +147,9 @@ def test_an_interpreter_error_is_placed_on_the_users_line(tmp_path):
 def test_worker_frames_are_hidden_when_its_path_is_a_symlink(tmp_path):
     # The worker found through a symlinked PYTHONPATH (an install that links its package):
     # its code objects name the link, not the resolved path.
-    package = Path(loaders.__file__).resolve().parent
+    package = Path(loaders.__file__).resolve().parents[1]  # python/kforge_worker
     (tmp_path / "python").symlink_to(package.parent)
-    linked = tmp_path / "python" / package.name / "loaders.py"
+    linked = tmp_path / "python" / package.name / "candidate" / "loaders.py"
     scope: dict[str, object] = {}
     exec(compile("def call(f):\n    return f()\n", str(linked), "exec"), scope)
 
@@ -189,9 +188,9 @@ import json
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kforge_worker.correctness import report_exception
-from kforge_worker.loaders import import_source
-from kforge_worker.results import JobResult
+from kforge_worker.judge.correctness import report_exception
+from kforge_worker.candidate.loaders import import_source
+from kforge_worker.judge.results import JobResult
 
 module = import_source(SOURCE, "candidate", SCRATCH)
 src = ASTSource(module.kernel, {"x_ptr": "*fp32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 16})

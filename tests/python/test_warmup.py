@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kforge_worker.devinfo import parse_device
-from kforge_worker.warmup import warm_child
+from kforge_worker.core.devinfo import parse_device
+from kforge_worker.process.warmup import warm_child
 
 
 def test_a_warm_child_runs_the_judges_checks_once_without_errors() -> None:
@@ -27,7 +27,7 @@ def test_a_host_module_built_in_the_zygote_is_what_triton_loads_later(tmp_path, 
     from triton.backends.nvidia import driver as nvidia
     from triton.runtime import build
 
-    from kforge_worker import warmup
+    from kforge_worker.process import warmup
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(nvidia, "library_dirs", lambda: [])  # no libcuda on a CPU host

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import torch
 
-from kforge_worker import wire
-from kforge_worker.protocol import ProtocolError, StreamChannel
+from kforge_worker.candidate import arena, wire
+from kforge_worker.core.protocol import ProtocolError, StreamChannel
 
 CPU = torch.device("cpu")
 BUDGET = 1 << 30
@@ -170,7 +170,7 @@ def test_an_unknown_transport_and_a_tensor_over_budget_are_refused(pair) -> None
 def test_a_device_tensor_is_staged_chunk_by_chunk(monkeypatch, staging: int) -> None:
     # The staging path as a GPU sender runs it, on a "device" tensor (meta device: only its
     # type is read before the copy, which goes through a host stand-in here).
-    monkeypatch.setattr(wire, "_STAGING", [torch.zeros(staging, dtype=torch.uint8)])
+    monkeypatch.setattr(arena, "_STAGING", [torch.zeros(staging, dtype=torch.uint8)])
     src = torch.randint(0, 255, (2500,), dtype=torch.uint8)
 
     class OnDevice:
@@ -184,7 +184,7 @@ def test_a_device_tensor_is_staged_chunk_by_chunk(monkeypatch, staging: int) -> 
 
     got = bytearray(2500)
     offsets = []
-    for offset, chunk in wire._host_chunks(OnDevice()):  # type: ignore[arg-type]
+    for offset, chunk in arena.host_chunks(OnDevice()):  # type: ignore[arg-type]
         offsets.append(offset)
         got[offset : offset + chunk.numel()] = bytes(chunk.tolist())
     assert got == bytes(src.tolist())
@@ -192,21 +192,21 @@ def test_a_device_tensor_is_staged_chunk_by_chunk(monkeypatch, staging: int) -> 
 
 
 def test_without_pinned_memory_a_device_tensor_is_copied_whole(monkeypatch) -> None:
-    monkeypatch.setattr(wire, "_STAGING", [None])
+    monkeypatch.setattr(arena, "_STAGING", [None])
     src = torch.arange(3000, dtype=torch.int32).view(torch.uint8)
-    chunks = list(wire._host_chunks(src))
+    chunks = list(arena.host_chunks(src))
     assert len(chunks) == 1 and chunks[0][0] == 0 and torch.equal(chunks[0][1], src)
 
 
 @pytest.fixture
 def arena_for_host_tensors(monkeypatch) -> None:
     """The arena as a GPU sender uses it (device tensors), for host tensors here."""
-    monkeypatch.setattr(wire, "_wants_arena", lambda tensors: True)
+    monkeypatch.setattr(wire, "wants_arena", lambda tensors: True)
 
 
 def test_device_tensors_go_through_the_arena_host_tensors_as_memfds() -> None:
-    assert not wire._wants_arena([torch.zeros(4)])
-    assert wire._wants_arena([torch.zeros(4, device="meta")])
+    assert not arena.wants_arena([torch.zeros(4)])
+    assert arena.wants_arena([torch.zeros(4, device="meta")])
 
 
 def test_the_arena_is_sent_once_and_reused_then_replaced_when_too_small(
@@ -234,7 +234,7 @@ def test_an_arena_that_cannot_be_made_falls_back_to_memfds(
     def refuse(_size: int) -> Any:
         raise OSError(27, "File too large")
 
-    monkeypatch.setattr(wire, "_new_arena", refuse)
+    monkeypatch.setattr(arena, "_new_arena", refuse)
     large = torch.randn(1 << 19)
     message, got = round_trip(pair, [large])
     assert message["tensors"][0]["via"] == "fd" and torch.equal(got[0], large)
@@ -288,7 +288,7 @@ def test_a_hostile_arena_is_refused(pair, seals, declared, spec, error) -> None:
         wire.receive(receiver, CPU, BUDGET)
     # The descriptor received was closed; an arena accepted before a tensor was refused keeps
     # one (Python's mmap holds a duplicate) until the channel's arena is let go.
-    wire._ARENAS.pop(receiver, None)
+    arena._ARENAS.pop(receiver, None)
     gc.collect()
     assert open_fds() == before
 
@@ -324,7 +324,7 @@ def test_writes_to_the_arena_after_receipt_do_not_reach_the_received_value(pair)
 def test_large_tensors_over_the_arenas_limit_travel_as_memfds(
     pair, monkeypatch, arena_for_host_tensors
 ) -> None:
-    monkeypatch.setattr(wire, "ARENA_MAX_BYTES", 1 << 20)
+    monkeypatch.setattr(arena, "ARENA_MAX_BYTES", 1 << 20)
     large = torch.randn(1 << 19)  # 2 MiB
     message, got = round_trip(pair, [large])
     assert "arena" not in message and message["tensors"][0]["via"] == "fd"
@@ -335,7 +335,7 @@ def test_large_tensors_over_the_arenas_limit_travel_as_memfds(
 def test_gpu_tensors_round_trip_through_the_host_arena(pair, monkeypatch) -> None:
     sender, receiver = pair
     device = torch.device("cuda:0")
-    monkeypatch.setitem(wire._SHARING, device, False)  # as where the driver cannot export
+    monkeypatch.setitem(arena._SHARING, device, False)  # as where the driver cannot export
     for n in (1 << 19, 1 << 21, 1 << 20):  # the second replaces the arena, the third reuses it
         values = [torch.randn(n, device=device), torch.arange(n, device=device)]
         thread = threading.Thread(target=wire.send, args=(sender, {"type": "t"}, values))
@@ -358,7 +358,7 @@ def gpu_round_trip(pair: tuple[StreamChannel, StreamChannel], values: Any) -> tu
 
 @needs_gpu
 def test_gpu_tensors_round_trip_through_the_device_arena(pair) -> None:
-    assert wire._shares_device(GPU), "this GPU's driver cannot export memory as a descriptor"
+    assert arena.shares_device(GPU), "this GPU's driver cannot export memory as a descriptor"
     sizes = []
     for n in (1 << 19, 1 << 21, 1 << 20):  # the second replaces the arena, the third reuses it
         values = [torch.randn(n, device=GPU), torch.arange(n, device=GPU), torch.randn(n // 2)]
@@ -370,15 +370,15 @@ def test_gpu_tensors_round_trip_through_the_device_arena(pair) -> None:
     assert sizes[0] and sizes[1] > sizes[0] and sizes[2] is None
     # What the receiver got is its own copy: the sender writing its arena changes nothing.
     kept = [g.clone() for g in got]
-    wire._arena_state(pair[0]).device_mine.view.fill_(0)
+    arena.arena_state(pair[0]).device_mine.view.fill_(0)
     torch.cuda.synchronize()
     assert all(torch.equal(g, k) for g, k in zip(got, kept, strict=True))
 
 
 @needs_gpu
 def test_a_device_arena_above_the_keep_size_serves_one_message(pair, monkeypatch) -> None:
-    assert wire.keep_bytes(GPU) >= max(wire.DEVICE_ARENA_KEEP_BYTES, 1 << 30)
-    monkeypatch.setattr(wire, "keep_bytes", lambda device: 4 << 20)
+    assert arena.keep_bytes(GPU) >= max(arena.DEVICE_ARENA_KEEP_BYTES, 1 << 30)
+    monkeypatch.setattr(arena, "keep_bytes", lambda device: 4 << 20)
     sender, receiver = pair
     for _ in range(2):
         values = [torch.randn(4 << 20, device=GPU)]  # 16 MiB: above the keep size
@@ -386,11 +386,11 @@ def test_a_device_arena_above_the_keep_size_serves_one_message(pair, monkeypatch
         assert message["device_arena"]["size"] >= 16 << 20  # a new arena every time
         assert torch.equal(got[0], values[0])
         # The receiver unmapped it at once; the sender keeps it until the peer answers.
-        assert wire._arena_state(receiver).device_peer is None
-        used = wire._arena_state(sender).device_mine
+        assert arena.arena_state(receiver).device_peer is None
+        used = arena.arena_state(sender).device_mine
         assert used is not None and not used._closed
         round_trip((receiver, sender), "answer", GPU)  # the peer answers
-        assert used._closed and wire._arena_state(sender).device_mine is None
+        assert used._closed and arena.arena_state(sender).device_mine is None
     small = [torch.randn(1 << 18, device=GPU)]  # 1 MiB (a 2 MiB arena): kept
     first, _ = gpu_round_trip(pair, small)
     again, got = gpu_round_trip(pair, small)
@@ -430,7 +430,7 @@ def test_a_hostile_device_arena_is_refused(pair) -> None:
     with pytest.raises(ProtocolError, match="device arena cannot be mapped"):
         wire.receive(receiver, GPU, BUDGET)
     # An allocation smaller than declared: mapping past its end fails.
-    block = wire.devmem.allocate(GPU, 1 << 21)
+    block = arena.devmem.allocate(GPU, 1 << 21)
     send_device_arena(sender.socket, [DEVICE_SPEC], {"size": 4 << 21}, block.export())
     with pytest.raises(ProtocolError, match="device arena cannot be mapped"):
         wire.receive(receiver, GPU, BUDGET)
@@ -444,7 +444,7 @@ def test_a_hostile_device_arena_is_refused(pair) -> None:
         with pytest.raises(ProtocolError, match="outside the arena"):
             wire.receive(receiver, GPU, BUDGET)
     block.close()
-    state = wire._ARENAS.pop(receiver, None)
+    state = arena._ARENAS.pop(receiver, None)
     if state is not None and state.device_peer is not None:
         state.device_peer.close()
     assert open_fds() == before
@@ -462,18 +462,18 @@ def test_a_device_arena_the_driver_refuses_falls_back_to_the_host_arena(
 
     def refuse(_device: torch.device, _nbytes: int) -> Any:
         calls.append(1)
-        raise wire.devmem.DeviceMemoryError(f"cuMemCreate failed with CUresult {code}", code)
+        raise arena.devmem.DeviceMemoryError(f"cuMemCreate failed with CUresult {code}", code)
 
-    monkeypatch.setattr(wire.devmem, "allocate", refuse)
-    monkeypatch.setitem(wire._SHARING, GPU, True)
+    monkeypatch.setattr(arena.devmem, "allocate", refuse)
+    monkeypatch.setitem(arena._SHARING, GPU, True)
     values = [torch.randn(1 << 19, device=GPU)]
     message, got = gpu_round_trip(pair, values)
     assert message["tensors"][0]["via"] == "arena" and torch.equal(got[0], values[0])
-    assert len(calls) == tries and wire._SHARING[GPU] is still_shared
+    assert len(calls) == tries and arena._SHARING[GPU] is still_shared
 
 
 def test_a_jailed_out_of_memory_assert_is_recognised_as_out_of_memory():
-    from kforge_worker.devinfo import is_device_oom
+    from kforge_worker.core.devinfo import is_device_oom
 
     jailed = RuntimeError(
         'NVML_SUCCESS == DriverAPI::get()->nvmlInit_v2_() INTERNAL ASSERT FAILED at "/pytorch/'
@@ -485,7 +485,7 @@ def test_a_jailed_out_of_memory_assert_is_recognised_as_out_of_memory():
 
 
 def test_an_out_of_memory_traceback_from_the_other_process_is_recognised():
-    from kforge_worker.devinfo import is_device_oom_text
+    from kforge_worker.core.devinfo import is_device_oom_text
 
     assert is_device_oom_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate")
     assert is_device_oom_text(
@@ -503,29 +503,29 @@ def test_a_single_use_arenas_sender_empties_its_cache_only_when_the_peer_lacks_r
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free[0], 80 << 30))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(free[0]))
     need = 17 << 30
-    free[0] = need + wire.PEER_HEADROOM_BYTES
-    wire._make_room_for_peer(torch.device("cuda:0"), need)
+    free[0] = need + arena.PEER_HEADROOM_BYTES
+    arena._make_room_for_peer(torch.device("cuda:0"), need)
     assert emptied == []
-    free[0] = need + wire.PEER_HEADROOM_BYTES - 1
-    wire._make_room_for_peer(torch.device("cuda:0"), need)
+    free[0] = need + arena.PEER_HEADROOM_BYTES - 1
+    arena._make_room_for_peer(torch.device("cuda:0"), need)
     assert emptied == [free[0]]
 
 
 def test_release_cached_gives_back_only_a_cache_above_the_kept_arena_size(monkeypatch):
     gpu = torch.device("cuda:0")
-    monkeypatch.setattr(wire, "keep_bytes", lambda device: 5 << 30)
+    monkeypatch.setattr(arena, "keep_bytes", lambda device: 5 << 30)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 1 << 30)
     reserved = [0]
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved[0])
     emptied: list[int] = []
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(reserved[0]))
     reserved[0] = 6 << 30  # 5 GiB idle: kept
-    wire.release_cached(gpu)
+    arena.release_cached(gpu)
     assert emptied == []
     reserved[0] = (6 << 30) + 1
-    wire.release_cached(gpu)
+    arena.release_cached(gpu)
     assert emptied == [reserved[0]]
-    wire.release_cached(torch.device("cpu"))  # nothing to give back there
+    arena.release_cached(torch.device("cpu"))  # nothing to give back there
     assert len(emptied) == 1
 
 
@@ -535,7 +535,7 @@ def test_a_call_reply_must_name_the_changed_inputs_and_send_none_back():
     import socket
     import subprocess
 
-    from kforge_worker.link import CandidateGone, CandidateLink
+    from kforge_worker.judge.link import CandidateGone, CandidateLink
 
     ours, _theirs = socket.socketpair()
     for reply, values in (
@@ -558,9 +558,9 @@ def test_a_call_reply_must_name_the_changed_inputs_and_send_none_back():
 def test_a_jailed_candidates_out_of_memory_is_reported_as_out_of_memory():
     """The candidate's traceback of a jailed out-of-memory names no memory (torch's
     allocator asserts on NVML instead): the result says what happened."""
-    from kforge_worker.correctness import report_exception
-    from kforge_worker.kernels import RemoteError
-    from kforge_worker.results import JobResult
+    from kforge_worker.judge.correctness import report_exception
+    from kforge_worker.judge.kernels import RemoteError
+    from kforge_worker.judge.results import JobResult
 
     result = JobResult(compiled=True)
     text = (

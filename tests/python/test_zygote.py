@@ -16,7 +16,7 @@ from fake_supervisor import FakeSupervisor
 from worker_jobs import assert_speedup_consistent, make_job
 
 from kforge_worker import PROTOCOL_VERSION
-from kforge_worker.protocol import send_control
+from kforge_worker.core.protocol import send_control
 
 _ids = itertools.count(1)
 
@@ -174,7 +174,7 @@ def test_zygote_exits_at_eof(tmp_path):
 
 LOOPBACK_CHECK = """
 import socket
-from kforge_worker import sandbox
+from kforge_worker.process import sandbox
 report = sandbox.SandboxReport()
 sandbox.isolate_network(report)
 assert report.network_isolated, report

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kforge_worker.devinfo import parse_device
-from kforge_worker.evaluate import run_job
-from kforge_worker.protocol import encode_json
-from kforge_worker.spec import TimingOptions, parse_job
+from kforge_worker.core.devinfo import parse_device
+from kforge_worker.core.protocol import encode_json
+from kforge_worker.core.spec import TimingOptions, parse_job
+from kforge_worker.judge.evaluate import run_job
 
 # The server's defaults (tests/protocol/defaults.json, checked against src/kforge/model by a
 # gtest): the worker holds none, so tests that need timing options take them from here.

@@ -114,7 +114,7 @@ std::string torch_reference_source(const OpManifest& m, bool with_compiled) {
 
 // The version's source, then kforge's additions, each after a `# ---- kforge ... ----` line:
 // the worker runs what follows the first of them as kforge's code, not as lines of the version's
-// file (python/kforge_worker/loaders.py).
+// file (python/kforge_worker/candidate/loaders.py).
 std::string candidate_source(const OpManifest& m, const KernelVersion& v, const JobSettings& s) {
   std::string src = v.source;
   if (!src.empty() && src.back() != '\n') src += '\n';

@@ -1,5 +1,5 @@
 // Times a kernel launch on the GPU (docs/evaluation-protocol.md "Timing"; docs/architecture.md
-// "What the GPU time means"), the C++ twin of python/kforge_worker/timing.py.
+// "What the GPU time means"), the C++ twin of python/kforge_worker/timing/timing.py.
 //
 // Warm-up: calls until both `warmup_calls` and `warmup_ms` are reached; then the host time
 // to enqueue one call is measured (kEnqueueSamples calls, each after a synchronisation)
@@ -20,7 +20,7 @@
 // same protocol under a CUPTI activity session (activity_recorder.h) for the kernel
 // activity of kernel_activity.h; window_overhead_ms() times kWindowProbeTrials empty windows
 // for the event window's own time, which the job takes off both kernels' statistics
-// (timing_stats.h without_window_overhead; timing.py's twin).
+// (timing_stats.h without_window_overhead; timing/stats.py's twin).
 //
 // Thread-safety: use from the thread that owns the device's context.
 #pragma once

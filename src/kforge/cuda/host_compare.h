@@ -1,4 +1,4 @@
-// Output comparison on the host, with the Python worker's rules (compare.py):
+// Output comparison on the host, with the Python worker's rules (check/compare.py):
 // an element passes when |actual - expected| <= atol + rtol * |expected| (both finite), or
 // both are NaN, or both are the same infinity; NaN is never a wildcard. Integer and bool
 // outputs are exact unless the request overrides the tolerance (bool: always exact).

@@ -25,7 +25,7 @@
 
 namespace kforge::cuda {
 
-// derive_seed(1234, {"trial", "0", "arg", "x", "init", "None"}) as in inputs.py.
+// derive_seed(1234, {"trial", "0", "arg", "x", "init", "None"}) as in core/inputs.py.
 uint64_t derive_seed(uint64_t server_seed, const std::vector<std::string>& parts);
 
 // One tensor argument of a trial. `data` holds the contents for input/inout tensors and a

@@ -1,7 +1,7 @@
 // Kernel activity of timed windows: what the device ran, by its own clock (CUPTI activity
 // records), attributed to the trials of a profiled pass and summarised with the flags of
 // docs/architecture.md "What the GPU time means". The C++ twin of python/kforge_worker/
-// activity.py (same attribution rules, bounds, codes and messages), so both workers
+// timing/activity.py (same attribution rules, bounds, codes and messages), so both workers
 // report the same fields the same way. Pure: the CUPTI session is activity_recorder.h.
 //
 // Attribution: an operation tagged (by external correlation id) as launched inside trial

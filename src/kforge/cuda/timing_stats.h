@@ -1,6 +1,6 @@
 // Statistics of timed trials and the adaptive stop rule (docs/evaluation-protocol.md "Timing"
-// and "Statistics"), identical to the Python worker's timing.py so both workers report the same
-// numbers the same way.
+// and "Statistics"), identical to the Python worker's timing/stats.py so both workers report the
+// same numbers the same way.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 
 namespace kforge::cuda {
 
-// Spin sizing (timing.py's spin_us_for / next_spin_us): kSpinFactor x the measured host
+// Spin sizing (timing/timing.py's spin_us_for / next_spin_us): kSpinFactor x the measured host
 // enqueue + kSpinMarginUs, within [kSpinFloorUs, kSpinCapUs]; after a trial whose enqueue
 // outlasted the spin, at least double (at most kMaxSpinGrowths times).
 inline constexpr double kSpinFloorUs = 10.0;
@@ -61,12 +61,12 @@ double relative_standard_error(const std::vector<double>& samples);
 std::string stop_reason(const std::vector<double>& samples, const model::TimingOptions& options,
                         double elapsed_ms);
 TimingStats compute_stats(const std::vector<double>& samples_ms, std::string method);
-// timing.py's without_window_overhead: every location statistic less `overhead_ms`, none
+// timing/stats.py's without_window_overhead: every location statistic less `overhead_ms`, none
 // below kEventResolutionMs; std and rse unchanged.
 inline constexpr double kEventResolutionMs = 0.0005;  // CUDA events resolve about 0.5 us
 TimingStats without_window_overhead(TimingStats stats, double overhead_ms);
 
-// timing.py's speedup_interval: a 95 % interval of reference median / candidate median by
+// timing/stats.py's speedup_interval: a 95 % interval of reference median / candidate median by
 // the percentile bootstrap over both sides' trials (kSpeedupResamples, each side resampled on
 // its own, with `seed`), or with fewer than model::kSpeedupMinTrials on a side the range of
 // trial-to-trial ratios, widened by the GPU's systematic error (model/speedup.h); nullopt
@@ -81,7 +81,7 @@ std::vector<double> without_window_overhead(std::vector<double> samples_ms, doub
 
 double spin_us_for(double enqueue_ms);
 double next_spin_us(double spin_us, double observed_enqueue_ms);
-// The warnings of timing.py: "" when within bounds.
+// The warnings of timing/stats.py: "" when within bounds.
 std::string launch_not_hidden_message(int uncovered, int trials, double enqueue_ms);
 std::string stream_skew_message(double sync_median_ms, double event_median_ms);
 

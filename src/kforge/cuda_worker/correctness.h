@@ -1,5 +1,5 @@
 // Correctness trials of a native CUDA job (docs/evaluation-protocol.md "Correctness"), with the
-// rules of the Python worker's correctness.py. Every trial must pass; trials stop at the
+// rules of the Python worker's judge/correctness.py. Every trial must pass; trials stop at the
 // first failure.
 //
 // compare: per trial one set of inputs, defined by the candidate's IOContract. The

@@ -83,7 +83,7 @@ void JobResult::warn(const std::string& message) {
 
 Json JobResult::to_json() const {
   Json checks_json = Json::array();
-  Json honesty = Json::array();  // the failed checks, as results.py lists them
+  Json honesty = Json::array();  // the failed checks, as judge/results.py lists them
   for (const auto& c : checks) {
     checks_json.push_back(
         {{"name", c.name}, {"passed", c.passed}, {"message", c.message}, {"fatal", c.fatal}});

@@ -1,4 +1,4 @@
-// The result of a native CUDA job, in the shape of the Python worker's results.py, so a
+// The result of a native CUDA job, in the shape of the Python worker's judge/results.py, so a
 // client cannot tell from the schema which worker ran its job (docs/worker-protocol.md
 // "Result").
 #pragma once
@@ -46,7 +46,7 @@ struct CorrectnessDetails {
   std::vector<TrialResult> per_trial;
 };
 
-// The kernel activity of one timed kernel and its timing flags (results.py's
+// The kernel activity of one timed kernel and its timing flags (judge/results.py's
 // kernel_time, kernels, idle_gap_ms, timing_flags, kernel_activity; `ref_` for the
 // reference).
 struct ActivityResult {

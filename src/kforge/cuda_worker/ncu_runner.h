@@ -1,5 +1,5 @@
 // Device metrics of a native job: the timed kernel(s) once more under Nsight Compute, the
-// native twin of python/kforge_worker/device_metrics.py. For each role the worker runs, as
+// native twin of python/kforge_worker/timing/device_metrics.py. For each role the worker runs, as
 // its own child (so inside its sandbox),
 //   <ncu> --csv --page raw --print-units base --section <each> --cache-control all
 //         --clock-control none --target-processes all

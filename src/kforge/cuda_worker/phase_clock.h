@@ -1,5 +1,5 @@
 // Per-phase wall times of a native job (`phases_ms` in the result, docs/worker-protocol.md),
-// with the rules of the Python worker's phases.py: phases are exclusive (entering one inside
+// with the rules of the Python worker's core/phases.py: phases are exclusive (entering one inside
 // another pauses the outer one), so their sum never exceeds the job's wall time, and a
 // phase that never ran is absent, not zero.
 //

@@ -1,7 +1,8 @@
 // The measured peaks of a GPU (bandwidth, GEMM FLOP/s) for the roofline (roofline.h):
 // measured once per device by trusted code and cached in <data-dir>/cache/peaks-<uuid>.json.
 //
-// The measurement is `python -m kforge_worker measure-peaks` (python/kforge_worker/peaks.py):
+// The measurement is `python -m kforge_worker measure-peaks`
+// (python/kforge_worker/timing/peaks.py):
 // a process of its own that imports no user code, started with the workers' environment
 // allow-list and CUDA_VISIBLE_DEVICES set to the GPU. The server runs it on the device's
 // runner thread before the device's first job, so no job shares the GPU with it.

@@ -1,6 +1,6 @@
 // The result's `error_kind` (docs/worker-protocol.md "Result"): the one list both workers and
 // the supervisor use. tests/protocol/error_kinds.json holds the same list; a gtest and a
-// pytest (results.py ERROR_KINDS) each check theirs against it.
+// pytest (judge/results.py ERROR_KINDS) each check theirs against it.
 #pragma once
 
 #include <array>

@@ -11,9 +11,10 @@
 // both sides get clones); without one, an evaluate job. Each input case (input_cases.h) is one
 // job. Line numbers of errors in the candidate are those of the kernel file, since the harness
 // comes after it; the harness starts at a `# ---- kforge ... ----` line, from which the worker
-// runs the source as kforge's own code under another name (python/kforge_worker/loaders.py), so
-// a frame of the harness is never reported as a line of the file. On the cpu device the
-// candidate also carries the Triton interpreter fix (kernels/interpreter_compat.py).
+// runs the source as kforge's own code under another name
+// (python/kforge_worker/candidate/loaders.py), so a frame of the harness is never reported as a
+// line of the file. On the cpu device the candidate also carries the Triton interpreter fix
+// (kernels/interpreter_compat.py).
 #pragma once
 
 #include <optional>

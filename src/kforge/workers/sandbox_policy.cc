@@ -265,7 +265,7 @@ StatusOr<std::unique_ptr<ChildSandbox>> SandboxPolicy::prepare_python_child(cons
   const bool shared = options_.kernel_cache == "shared";
   // Kernel caches: private to the process (isolated), or one per role for the whole server
   // (shared; judges and candidates never share one). The zygote's warm cache is a read-only
-  // layer under both (triton_cache.py).
+  // layer under both (process/triton_cache.py).
   child->judge_cache = shared ? judge_cache_dir() : child->judge_dir / ".cache";
   child->candidate_cache = shared ? candidate_cache_dir() : child->candidate_dir / ".cache";
   const auto zygote_triton = options_.data_dir / "cache" / "triton";

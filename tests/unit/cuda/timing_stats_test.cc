@@ -1,4 +1,5 @@
-// Spin sizing and the timing loop's warnings (the same bounds as timing.py).
+// Spin sizing and the timing loop's warnings (the same bounds as the Python worker's
+// timing/timing.py and timing/stats.py).
 #include "kforge/cuda/timing_stats.h"
 
 #include <gtest/gtest.h>
