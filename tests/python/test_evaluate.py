@@ -402,14 +402,21 @@ def test_output_aliasing_an_input_is_flagged_not_failed(tmp_path):
 def test_excessive_speedup_is_a_warning(tmp_path):
     slow_ref = K.torch_kernel(
         "import time, torch\nclass Model(torch.nn.Module):\n    def forward(self, x, y):\n"
-        "        time.sleep(0.02)\n        return x + y\n"
+        "        time.sleep(0.5)\n        return x + y\n"
     )
-    # 2^20 elements: the reference's 20 ms call leaves one call per judged trial (timed.py),
-    # and the candidate's must still stand out of the empty trial's jitter on a busy cpu.
-    cand = K.triton_wrapper("def triton_add(x, y, alpha=1.0):\n    return x + y\n", n=1 << 20)
-    result = run(make_job(cand, slow_ref, tmp_path=tmp_path, measure_performance=True))
+    # 2^24 elements: the candidate's add (10-30 ms) must stand out of the empty trial's jitter
+    # on a busy cpu (2-10 ms on a loaded 2-core machine: 2^20 elements read 0 about one run in
+    # four), and stay under a tenth of the reference's 500 ms call, which leaves one call per
+    # judged trial (judge/timed.py). A candidate that still read 0 (the result says so) is
+    # timed once more: that verdict is the cpu's, not the check's under test.
+    cand = K.triton_wrapper("def triton_add(x, y, alpha=1.0):\n    return x + y\n", n=1 << 24)
+    for attempt in range(2):
+        result = run(make_job(cand, slow_ref, tmp_path=tmp_path, measure_performance=True))
+        unmeasured = any("took no measurable time" in w for w in result["warnings"])
+        if not unmeasured or attempt == 1:
+            break
     assert result["correctness"]
-    assert checks(result)["speedup_plausible"]["passed"] is False
+    assert checks(result)["speedup_plausible"]["passed"] is False, result["warnings"]
     assert any("exceeds 10x" in w for w in result["warnings"])
     # Its "kernel" is torch's own add, no Triton kernel: the times stay, the speedup does not.
     assert checks(result)["launched_own_kernel"]["passed"] is False
