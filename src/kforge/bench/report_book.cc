@@ -59,6 +59,7 @@ StatusOr<std::unique_ptr<BenchReportBook>> BenchReportBook::open(Options options
   }
   KF_RETURN_IF_ERROR(make_dirs(options.dir));
   std::unique_ptr<BenchReportBook> book(new BenchReportBook(std::move(options), clock));
+  MutexLock lock(book->mu_);  // uncontended: nobody else has the book yet
   std::error_code ec;
   for (const auto& file : std::filesystem::directory_iterator(book->options_.dir, ec)) {
     const std::string id = file.path().stem().string();
@@ -80,7 +81,6 @@ StatusOr<std::unique_ptr<BenchReportBook>> BenchReportBook::open(Options options
   std::sort(book->entries_.begin(), book->entries_.end(), [](const Entry& a, const Entry& b) {
     return older(a.created_ms, a.id, b.created_ms, b.id);
   });
-  MutexLock lock(book->mu_);
   for (const Entry& e : std::vector<Entry>(book->entries_))
     book->evict_locked(e.submitter);
   return book;
@@ -110,7 +110,7 @@ StatusOr<std::string> BenchReportBook::keep(const Json& answer, const std::strin
 }
 
 void BenchReportBook::evict_locked(const std::string& submitter) {
-  auto drop = [this](std::vector<Entry>::iterator it) {
+  auto drop = [this](std::vector<Entry>::iterator it) REQUIRES(mu_) {
     std::error_code ec;
     std::filesystem::remove(file_of(it->id), ec);
     if (ec) KF_LOG_WARN("bench reports: cannot remove {}: {}", it->id, ec.message());
