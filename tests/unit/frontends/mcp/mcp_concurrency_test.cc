@@ -189,7 +189,9 @@ TEST_F(McpHttpConcurrencyTest, CancelsRaceTheJobsTheyCancelAndEveryStreamEnds) {
   finisher.join();
   RecordProperty("cancelled", cancelled.load());
   EXPECT_EQ(answered.load() + cancelled.load(), kClients * 4);
-  EXPECT_EQ(jobs_.job_ids().size(), static_cast<size_t>(kClients * 4));
+  // Every answered call ran a job; a cancel that came before its tool submitted one left none.
+  EXPECT_LE(jobs_.job_ids().size(), static_cast<size_t>(kClients * 4));
+  EXPECT_GE(jobs_.job_ids().size(), static_cast<size_t>(answered.load()));
   EXPECT_GE(answered.load(), kClients * 4 / 2);  // the calls nobody cancelled
   EXPECT_TRUE(jobs_.wait_for_waiters(0, 10s));
 }
