@@ -4,8 +4,9 @@
 # Other targets: make setup | build | build-server (what serve needs) | install (PREFIX=/usr/local) | dist |
 #                image (the container image, as root) | image-test (run it, get answers) | lint | format | bench | bench-mcp | gpu-check | clean |
 #                adversarial | hostile (tests/hostile) | fuzz (libFuzzer targets, FUZZ_SECONDS each) |
-#                sanitize (asan-test: unit tests under ASan+UBSan; tsan-test: engine/HTTP tests under
-#                TSan) | tidy (all sources) | tidy-ci (what CI checks) | tidy-changed | tidy-layer
+#                sanitize (asan-test: unit tests under ASan+UBSan; tsan-test: engine/HTTP/MCP tests under
+#                TSan) | tidy (all sources) | tidy-ci (what CI checks) | tidy-changed | tidy-layer |
+#                thread-safety (clang's -Wthread-safety over src/ and apps/, part of tidy-ci)
 
 VENV     ?= $(HOME)/.cache/kforge/venv
 PRESET   ?= release
@@ -23,7 +24,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := request_parser jsonrpc_dispatcher http_reader worker_protocol
 
 .PHONY: setup build build-server install dist image image-test serve test unit-test py-test hostile fuzz lint format bench bench-mcp gpu-check clean tidy adversarial \
-	sanitize asan-test tsan-test tidy-config tidy-ci tidy-changed tidy-layer
+	sanitize asan-test tsan-test tidy-config tidy-ci tidy-changed tidy-layer thread-safety
 
 setup:
 	@scripts/setup.sh
@@ -95,8 +96,8 @@ fuzz: setup
 
 # Sanitizers (issue 15), -O1 builds of their own (presets asan, tsan; unity builds like release
 # and fuzz: a few large TUs per target, see cmake/Unity.cmake): the unit tests under
-# AddressSanitizer + UBSan, and the tests of the threaded parts (jobs, scheduler, HTTP server:
-# the kforge_tsan_tests target) under ThreadSanitizer. Any report fails the test that caused it.
+# AddressSanitizer + UBSan, and the tests of the threaded parts (jobs, scheduler, HTTP server,
+# the MCP frontend's and the workbench's concurrency tests: the kforge_tsan_tests target) under ThreadSanitizer. Any report fails the test that caused it.
 # tests/sanitizers/ holds the suppressions (third-party code only, each explained).
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1 \
 	LSAN_OPTIONS=suppressions=$(abspath tests/sanitizers/lsan.supp):print_suppressions=0 \
@@ -167,11 +168,21 @@ tidy-config: setup
 tidy: tidy-config
 	$(TIDY)
 
-tidy-ci: tidy-config
+tidy-ci: tidy-config thread-safety
 	$(TIDY) --changed $(TIDY_BASE) --shard auto/$(TIDY_SHARDS)
 
 tidy-changed: tidy-config
 	$(TIDY) --changed $(TIDY_BASE)
+
+# Clang's thread-safety analysis (-Wthread-safety -Werror, src/kforge/common/thread_annotations.h)
+# over every source of src/ and apps/: clang++ -fsyntax-only on the unity TUs of the $(PRESET)
+# build's compile database (configured, not built: about 45 TUs, ~100 s of CPU here from an
+# empty cache), clean results cached by preprocessed TU (scripts/thread_safety.py). Part of
+# tidy-ci, so CI refuses a guarded member used without its lock; tests/thread_safety proves it
+# on planted violations.
+thread-safety: setup
+	@cmake --preset $(PRESET) >/dev/null
+	python3 scripts/thread_safety.py $(BUILD) --jobs $(JOBS)
 
 # make tidy-layer LAYER=jobs (a directory of src/kforge)
 tidy-layer: tidy-config

@@ -26,11 +26,14 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 EXCLUDED = ("src/kforge/frontends/http/http_session.cc", "src/kforge/frontends/http/http_server.cc")
 
 
@@ -153,6 +156,19 @@ def check(
     return Outcome(source, False, ok, "\n".join(lines) + ("\n" if lines else ""))
 
 
+def run_all(check_one: Callable[[T], Outcome], items: list[T], jobs: int) -> tuple[int, int]:
+    """Checks the items `jobs` at a time, printing each finding; (from cache, with findings)."""
+    cached = failed = 0
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for outcome in pool.map(check_one, items):
+            cached += outcome.cached
+            if not outcome.ok:
+                failed += 1
+                sys.stdout.write(outcome.output)
+                sys.stdout.flush()
+    return cached, failed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("build", type=Path)
@@ -191,14 +207,7 @@ def main() -> int:
     salt = version + (ROOT / ".clang-tidy").read_text()
     cache = Path(os.environ.get("KFORGE_TIDY_CACHE", Path.home() / ".cache/kforge/tidy"))
 
-    cached = failed = 0
-    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
-        for outcome in pool.map(lambda s: check(s, build, commands, cache, salt), todo):
-            cached += outcome.cached
-            if not outcome.ok:
-                failed += 1
-                sys.stdout.write(outcome.output)
-                sys.stdout.flush()
+    cached, failed = run_all(lambda s: check(s, build, commands, cache, salt), todo, opts.jobs)
     print(f"tidy: {len(todo)} sources, {cached} from cache, {failed} with findings")
     return 1 if failed else 0
 

@@ -11,7 +11,6 @@
 #include <future>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "kforge/bench/bench_plan.h"
@@ -20,6 +19,7 @@
 #include "kforge/bench/regenerate.h"
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/remote_job_service.h"
 #include "version.h"
 
@@ -153,7 +153,7 @@ class JobRunner {
       : service_(service), printer_(quiet) {
     watch_.emplace(signals, [this](int sig) {
       interrupted_.store(true);
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (current_) current_->cancel("interrupted (signal " + std::to_string(sig) + ")");
     });
   }
@@ -182,13 +182,13 @@ class JobRunner {
           promise.set_value(std::move(outcomes));
         });
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       current_ = run;
     }
     if (interrupted_.load()) run->cancel("interrupted");
     auto outcomes = future.get();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       current_.reset();
     }
     printer_.finish();
@@ -203,9 +203,9 @@ class JobRunner {
   boost::asio::thread_pool pool_{2};
   ProgressPrinter printer_;
   std::atomic<bool> interrupted_{false};
-  std::mutex mu_;
-  std::shared_ptr<bench::BenchRun> current_;  // guarded by mu_
-  std::optional<SignalWatch> watch_;          // last: it calls into the members above
+  Mutex mu_;
+  std::shared_ptr<bench::BenchRun> current_ GUARDED_BY(mu_);
+  std::optional<SignalWatch> watch_;  // last: it calls into the members above
 };
 
 // The --regenerate-* flags, checked; nullopt when there is no loop.

@@ -11,11 +11,11 @@
 #include <deque>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "engine_flags.h"
 #include "kforge/common/clock.h"
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::app {
 namespace {
@@ -136,9 +136,10 @@ class Driver {
       if (running == 0 && (next == batches.size() || interrupted_.load())) break;
       std::deque<Event> events;
       {
-        std::unique_lock lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(200),
-                     [&] { return !events_.empty() || (interrupted_.load() && !cancel_deadline); });
+        MutexLock lock(mu_);
+        lock.wait_for(cv_, std::chrono::milliseconds(200), [&]() REQUIRES(mu_) {
+          return !events_.empty() || (interrupted_.load() && !cancel_deadline);
+        });
         events.swap(events_);
       }
       for (Event& e : events) {
@@ -211,12 +212,12 @@ class Driver {
   void watch(size_t slot, const jobs::BatchRecord& record) {
     auto on_job = [this, slot](size_t index, const model::JobRecord& job, const Json& view,
                                size_t) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       events_.push_back(Event{slot, index, job.id, view});
       cv_.notify_all();
     };
     auto on_all = [this, slot](const Json&) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       events_.push_back(Event{slot, std::nullopt, "", Json()});
       cv_.notify_all();
     };
@@ -300,9 +301,9 @@ class Driver {
   std::atomic<bool> interrupted_{false};
   const Clock::time_point started_ = Clock::now();
   Clock::time_point last_news_ = started_;  // the last record, or the last waiting line
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<Event> events_;        // guarded by mu_
+  std::deque<Event> events_ GUARDED_BY(mu_);
   std::deque<ActiveBatch> active_;  // the driving thread's only (watch callbacks use events_)
   DriveOutcome outcome_;
 };

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "kforge/common/log.h"
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::bench {
 namespace {
@@ -50,7 +51,7 @@ std::shared_ptr<BenchRun> BenchRun::start_jobs(jobs::JobService& service, Execut
 }
 
 void BenchRun::pump() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   // One pump at a time, so jobs are submitted in plan order; the active one sees slots that
   // free up meanwhile, because the loop condition is checked under the lock.
   if (pumping_) return;
@@ -69,7 +70,8 @@ void BenchRun::pump() {
     }
   }
   pumping_ = false;
-  finish_if_idle(lock);
+  lock.unlock();
+  finish_if_idle();
 }
 
 Status BenchRun::submit(size_t index) {
@@ -78,7 +80,7 @@ Status BenchRun::submit(size_t index) {
   if (job_id.empty() || !service_.get(job_id).is_ok()) {
     auto job = service_.submit(planned.request, caller_);
     if (!job.is_ok()) {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       --in_flight_;
       return job.status().with_context("kforge bench: submitting " + planned.label);
     }
@@ -87,7 +89,7 @@ Status BenchRun::submit(size_t index) {
   }
   std::string stop_message;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     outcomes_[index].submitted = true;
     outcomes_[index].job_id = job_id;
     if (!stop_reason_.is_ok()) stop_message = stop_reason_.message();
@@ -99,7 +101,7 @@ Status BenchRun::submit(size_t index) {
   auto sub = service_.when_done(
       job_id, [self, index](const model::JobRecord& record) { self->on_finished(index, record); });
   if (!sub.is_ok()) {  // no callback will come for it: it is no longer in flight here
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --in_flight_;
     outcomes_[index].state = "failed";
     outcomes_[index].error = sub.status().to_string();
@@ -109,7 +111,7 @@ Status BenchRun::submit(size_t index) {
 }
 
 void BenchRun::on_finished(size_t index, const model::JobRecord& record) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   JobOutcome& o = outcomes_[index];
   if (!o.state.empty()) return;  // already recorded
   o.state = std::string(model::to_string(record.state));
@@ -120,7 +122,7 @@ void BenchRun::on_finished(size_t index, const model::JobRecord& record) {
                                plan_.jobs[index].label + ": " + describe_outcome(o)};
   lock.unlock();
   if (progress_) {
-    std::lock_guard plock(progress_mu_);
+    MutexLock plock(progress_mu_);
     progress_(progress);
   }
   lock.lock();
@@ -130,14 +132,15 @@ void BenchRun::on_finished(size_t index, const model::JobRecord& record) {
     executor_([self] { self->pump(); });
     return;
   }
-  finish_if_idle(lock);
+  lock.unlock();
+  finish_if_idle();
 }
 
 void BenchRun::fail(Status why) {
   std::vector<std::string> running;
   std::string stop_message;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stop_reason_.is_ok()) stop_reason_ = std::move(why);
     stop_message = stop_reason_.message();
     for (const auto& o : outcomes_) {
@@ -148,20 +151,20 @@ void BenchRun::fail(Status why) {
     Status s = service_.cancel(id, "kforge bench stopped: " + stop_message);
     if (!s.is_ok()) KF_LOG_WARN("kforge bench: cancelling job {}: {}", id, s.to_string());
   }
-  std::unique_lock lock(mu_);
-  finish_if_idle(lock);
+  finish_if_idle();
 }
 
 void BenchRun::cancel(const std::string& reason) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_ || !stop_reason_.is_ok()) return;
   }
   auto self = shared_from_this();
   executor_([self, reason] { self->fail(Status(ErrorCode::kCancelled, reason)); });
 }
 
-void BenchRun::finish_if_idle(std::unique_lock<std::mutex>& lock) {
+void BenchRun::finish_if_idle() {
+  MutexLock lock(mu_);
   const bool all_submitted = next_ >= plan_.jobs.size();
   if (ended_ || in_flight_ > 0 || (stop_reason_.is_ok() && !all_submitted)) return;
   ended_ = true;

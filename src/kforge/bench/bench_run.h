@@ -25,12 +25,12 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kforge/bench/bench_plan.h"
 #include "kforge/bench/bench_report.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/job_service.h"
 
 namespace kforge::bench {
@@ -81,7 +81,8 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
   Status submit(size_t index);  // one job, and its when_done subscription
   void on_finished(size_t index, const model::JobRecord& job);
   void fail(Status why);
-  void finish_if_idle(std::unique_lock<std::mutex>& lock);
+  // Reports the run (once) when nothing is in flight and nothing is left to submit.
+  void finish_if_idle() EXCLUDES(mu_);
 
   jobs::JobService& service_;
   const Executor executor_;
@@ -93,15 +94,15 @@ class BenchRun : public std::enable_shared_from_this<BenchRun> {
   const BenchResume resume_;
   const int64_t started_ms_;
 
-  std::mutex mu_;
-  std::vector<JobOutcome> outcomes_;  // guarded by mu_
-  size_t next_ = 0;                   // guarded by mu_
-  int in_flight_ = 0;                 // guarded by mu_
-  int finished_ = 0;                  // guarded by mu_
-  bool ended_ = false;                // guarded by mu_ (done_ called or about to be)
-  bool pumping_ = false;              // guarded by mu_
-  Status stop_reason_;                // guarded by mu_ (cancel or failed submit)
-  std::mutex progress_mu_;            // serialises progress_ calls
+  Mutex mu_;
+  std::vector<JobOutcome> outcomes_ GUARDED_BY(mu_);
+  size_t next_ GUARDED_BY(mu_) = 0;
+  int in_flight_ GUARDED_BY(mu_) = 0;
+  int finished_ GUARDED_BY(mu_) = 0;
+  bool ended_ GUARDED_BY(mu_) = false;  // done_ called or about to be
+  bool pumping_ GUARDED_BY(mu_) = false;
+  Status stop_reason_ GUARDED_BY(mu_);  // cancel or failed submit
+  Mutex progress_mu_;                   // serialises progress_ calls
 };
 
 }  // namespace kforge::bench

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "kforge/common/hash.h"
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::bench::kernelbench {
 namespace {
@@ -181,7 +182,7 @@ StatusOr<std::shared_ptr<KernelbenchRun>> KernelbenchRun::start(
                     fmt::format("problems[{}]", i));
     }
     {
-      std::lock_guard lock(run->mu_);
+      MutexLock lock(run->mu_);
       run->batches_.push_back(*batch);
     }
     auto on_job = [run, samples = problem.samples](size_t index, const model::JobRecord& job,
@@ -189,7 +190,7 @@ StatusOr<std::shared_ptr<KernelbenchRun>> KernelbenchRun::start(
       if (index < samples.size()) run->finished(samples[index], job.id, view);
     };
     auto watch = jobs::BatchWatch::start(service, *batch, std::move(on_job), [](const Json&) {});
-    std::lock_guard lock(run->mu_);
+    MutexLock lock(run->mu_);
     // The watch's callback holds the run: the run holds the watch only while it is running.
     if (!run->ended_) run->watches_.push_back(std::move(watch));
   }
@@ -204,7 +205,7 @@ void KernelbenchRun::finished(const SampleContext& sample, const std::string& jo
   std::vector<std::shared_ptr<jobs::BatchWatch>> watches;  // dropped after the lock
   size_t finished = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_) return;
     records_.push_back(record);
     finished = records_.size();
@@ -224,7 +225,7 @@ bool KernelbenchRun::end(const std::string& reason) {
   std::vector<jobs::BatchRecord> batches;
   std::vector<std::shared_ptr<jobs::BatchWatch>> watches;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_) return false;
     ended_ = true;
     batches = batches_;

@@ -19,11 +19,11 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kforge/bench/kernelbench.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/batch.h"
 #include "kforge/model/batch.h"
 
@@ -88,11 +88,11 @@ class KernelbenchRun : public std::enable_shared_from_this<KernelbenchRun> {
   const std::vector<double> fast_p_;
   const OnSample on_sample_;
   const OnDone on_done_;
-  std::mutex mu_;
-  std::vector<jobs::BatchRecord> batches_;                  // guarded by mu_
-  std::vector<std::shared_ptr<jobs::BatchWatch>> watches_;  // guarded by mu_
-  std::vector<Json> records_;                               // guarded by mu_
-  bool ended_ = false;                                      // guarded by mu_
+  Mutex mu_;
+  std::vector<jobs::BatchRecord> batches_ GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<jobs::BatchWatch>> watches_ GUARDED_BY(mu_);
+  std::vector<Json> records_ GUARDED_BY(mu_);
+  bool ended_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kforge::bench::kernelbench

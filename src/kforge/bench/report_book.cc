@@ -59,6 +59,7 @@ StatusOr<std::unique_ptr<BenchReportBook>> BenchReportBook::open(Options options
   }
   KF_RETURN_IF_ERROR(make_dirs(options.dir));
   std::unique_ptr<BenchReportBook> book(new BenchReportBook(std::move(options), clock));
+  MutexLock lock(book->mu_);  // uncontended: nobody else has the book yet
   std::error_code ec;
   for (const auto& file : std::filesystem::directory_iterator(book->options_.dir, ec)) {
     const std::string id = file.path().stem().string();
@@ -80,7 +81,6 @@ StatusOr<std::unique_ptr<BenchReportBook>> BenchReportBook::open(Options options
   std::sort(book->entries_.begin(), book->entries_.end(), [](const Entry& a, const Entry& b) {
     return older(a.created_ms, a.id, b.created_ms, b.id);
   });
-  std::lock_guard lock(book->mu_);
   for (const Entry& e : std::vector<Entry>(book->entries_))
     book->evict_locked(e.submitter);
   return book;
@@ -97,7 +97,7 @@ StatusOr<std::string> BenchReportBook::keep(const Json& answer, const std::strin
                      {"submitter", submitter},
                      {"created_ms", entry.created_ms},
                      {"answer", answer}};
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_RETURN_IF_ERROR(write_file_atomic(file_of(entry.id),
                                        file.dump(-1, ' ', false, Json::error_handler_t::replace)));
   const std::string id = entry.id;
@@ -110,7 +110,7 @@ StatusOr<std::string> BenchReportBook::keep(const Json& answer, const std::strin
 }
 
 void BenchReportBook::evict_locked(const std::string& submitter) {
-  auto drop = [this](std::vector<Entry>::iterator it) {
+  auto drop = [this](std::vector<Entry>::iterator it) REQUIRES(mu_) {
     std::error_code ec;
     std::filesystem::remove(file_of(it->id), ec);
     if (ec) KF_LOG_WARN("bench reports: cannot remove {}: {}", it->id, ec.message());
@@ -150,7 +150,7 @@ StatusOr<Json> BenchReportBook::list(const model::Principal& principal,
   }
   Json reports = Json::array();
   Json next = nullptr;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const Entry* last = nullptr;
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
     if (!principal.may_access(it->submitter)) continue;
@@ -170,7 +170,7 @@ StatusOr<Json> BenchReportBook::get(const std::string& id,
   const auto unknown = Status(ErrorCode::kNotFound, "no bench report '" + id + "'", "report_id");
   Json view;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = std::find_if(entries_.begin(), entries_.end(),
                            [&id](const Entry& e) { return e.id == id; });
     if (it == entries_.end() || !principal.may_access(it->submitter)) return unknown;

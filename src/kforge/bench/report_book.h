@@ -24,13 +24,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kforge/common/clock.h"
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/model/principal.h"
 
 namespace kforge::bench {
@@ -83,14 +83,14 @@ class BenchReportBook {
   BenchReportBook(Options options, const Clock& clock)
       : options_(std::move(options)), clock_(clock) {}
   std::filesystem::path file_of(const std::string& id) const;
-  // Drops the oldest entries past the bounds (their files too). Requires mu_.
-  void evict_locked(const std::string& submitter);
+  // Drops the oldest entries past the bounds (their files too).
+  void evict_locked(const std::string& submitter) REQUIRES(mu_);
   static Json entry_view(const Entry& e);
 
   const Options options_;
   const Clock& clock_;
-  mutable std::mutex mu_;
-  std::vector<Entry> entries_;  // guarded by mu_: oldest first (created_ms, then id)
+  mutable Mutex mu_;
+  std::vector<Entry> entries_ GUARDED_BY(mu_);  // oldest first (created_ms, then id)
 };
 
 }  // namespace kforge::bench

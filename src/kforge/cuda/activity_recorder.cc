@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <new>
+
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::cuda {
 namespace {
@@ -25,12 +26,12 @@ struct Buffer {
 
 // What CUPTI's callbacks hand over; process-wide because the callbacks are.
 struct Collected {
-  std::mutex mu;
-  std::vector<Buffer> buffers;  // guarded by mu
-  size_t dropped = 0;           // guarded by mu
-  bool registered = false;      // guarded by mu
-  bool active = false;          // guarded by mu: a recorder is running
-  std::shared_ptr<const CuptiApi> api;
+  Mutex mu;
+  std::vector<Buffer> buffers GUARDED_BY(mu);
+  size_t dropped GUARDED_BY(mu) = 0;
+  bool registered GUARDED_BY(mu) = false;
+  bool active GUARDED_BY(mu) = false;  // a recorder is running
+  std::shared_ptr<const CuptiApi> api GUARDED_BY(mu);
 };
 
 Collected& collected() {
@@ -50,12 +51,12 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
   Collected& c = collected();
   std::shared_ptr<const CuptiApi> api;
   {
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     api = c.api;
   }
   size_t dropped = 0;
   if (api) api->cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped);
-  std::lock_guard lock(c.mu);
+  MutexLock lock(c.mu);
   c.dropped += dropped;
   c.buffers.push_back({buffer, valid});
 }
@@ -74,7 +75,7 @@ StatusOr<std::unique_ptr<ActivityRecorder>> ActivityRecorder::start(
     std::shared_ptr<const CuptiApi> api) {
   Collected& c = collected();
   {
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     if (c.active) return Status(ErrorCode::kFailedPrecondition, "a CUPTI session is running");
     c.active = true;
     c.api = api;
@@ -82,14 +83,14 @@ StatusOr<std::unique_ptr<ActivityRecorder>> ActivityRecorder::start(
   std::unique_ptr<ActivityRecorder> r(new ActivityRecorder(std::move(api)));
   bool registered = false;
   {
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     registered = c.registered;
   }
   if (!registered) {
     KF_RETURN_IF_ERROR(
         r->api_->check(r->api_->cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
                        "cuptiActivityRegisterCallbacks"));
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     c.registered = true;
   }
   r->enabled_ = true;  // the destructor disables whatever was enabled
@@ -106,7 +107,7 @@ ActivityRecorder::~ActivityRecorder() {
     api_->cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
   Collected& c = collected();
-  std::lock_guard lock(c.mu);
+  MutexLock lock(c.mu);
   for (const Buffer& b : c.buffers)
     free_buffer(b.data);
   c.buffers.clear();
@@ -141,7 +142,7 @@ StatusOr<std::vector<TaggedOp>> ActivityRecorder::finish() {
   std::vector<Buffer> buffers;
   size_t dropped = 0;
   {
-    std::lock_guard lock(c.mu);
+    MutexLock lock(c.mu);
     buffers.swap(c.buffers);
     dropped = c.dropped;
   }

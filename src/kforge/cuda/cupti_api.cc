@@ -4,9 +4,10 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 #include <optional>
 #include <vector>
+
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::cuda {
 namespace {
@@ -41,9 +42,9 @@ std::string env(const char* name) {
 }  // namespace
 
 StatusOr<std::shared_ptr<const CuptiApi>> CuptiApi::load() {
-  static std::mutex mu;
-  static std::optional<StatusOr<std::shared_ptr<const CuptiApi>>> loaded;
-  std::lock_guard lock(mu);
+  static Mutex mu;
+  static std::optional<StatusOr<std::shared_ptr<const CuptiApi>>> loaded GUARDED_BY(mu);
+  MutexLock lock(mu);
   if (!loaded) loaded.emplace(load_uncached());
   return *loaded;
 }

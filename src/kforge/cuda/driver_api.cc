@@ -2,8 +2,9 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
 #include <optional>
+
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::cuda {
 namespace {
@@ -26,9 +27,9 @@ Status resolve(void* handle, const char* symbol, Fn& out) {
 }  // namespace
 
 StatusOr<std::shared_ptr<const DriverApi>> DriverApi::load() {
-  static std::mutex mu;
-  static std::optional<StatusOr<std::shared_ptr<const DriverApi>>> loaded;
-  std::lock_guard lock(mu);
+  static Mutex mu;
+  static std::optional<StatusOr<std::shared_ptr<const DriverApi>>> loaded GUARDED_BY(mu);
+  MutexLock lock(mu);
   if (!loaded) loaded.emplace(load_uncached());
   return *loaded;
 }

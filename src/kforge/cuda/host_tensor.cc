@@ -91,11 +91,11 @@ int64_t HostTensor::numel() const {
 double HostTensor::get(int64_t i) const {
   switch (dtype) {
     case model::DType::kFloat16:
-      return half_to_float(load<uint16_t>(bytes, i));
+      return static_cast<double>(half_to_float(load<uint16_t>(bytes, i)));
     case model::DType::kBFloat16:
-      return bfloat16_to_float(load<uint16_t>(bytes, i));
+      return static_cast<double>(bfloat16_to_float(load<uint16_t>(bytes, i)));
     case model::DType::kFloat32:
-      return load<float>(bytes, i);
+      return static_cast<double>(load<float>(bytes, i));
     case model::DType::kFloat64:
       return load<double>(bytes, i);
     default:

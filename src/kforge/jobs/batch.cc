@@ -9,7 +9,7 @@
 namespace kforge::jobs {
 
 void BatchBook::add(BatchRecord batch) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   order_.push_back(batch.id);
   batches_[batch.id] = std::move(batch);
   while (order_.size() > capacity_) {
@@ -19,7 +19,7 @@ void BatchBook::add(BatchRecord batch) {
 }
 
 std::optional<BatchRecord> BatchBook::get(const std::string& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = batches_.find(id);
   if (it == batches_.end()) return std::nullopt;
   return it->second;
@@ -75,7 +75,7 @@ std::shared_ptr<BatchWatch> BatchWatch::start(JobService& service, const BatchRe
       watch->finished(i, gone);
       continue;
     }
-    std::lock_guard lock(watch->mu_);
+    MutexLock lock(watch->mu_);
     if (watch->ended_) {
       service.unsubscribe(*sub);
     } else {
@@ -89,7 +89,7 @@ void BatchWatch::finished(size_t index, const model::JobRecord& job) {
   Json view = job_result_view(job);
   Json all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_ || !views_[index].is_null()) return;
     views_[index] = std::move(view);
     ++finished_;
@@ -103,7 +103,7 @@ void BatchWatch::finished(size_t index, const model::JobRecord& job) {
 bool BatchWatch::end() {
   std::vector<uint64_t> subs;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_) return false;
     ended_ = true;
     subs.swap(subs_);

@@ -15,12 +15,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/model/batch.h"
 
@@ -44,9 +44,9 @@ class BatchBook {
 
  private:
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::map<std::string, BatchRecord> batches_;  // guarded by mu_
-  std::deque<std::string> order_;               // guarded by mu_: oldest first
+  mutable Mutex mu_;
+  std::map<std::string, BatchRecord> batches_ GUARDED_BY(mu_);
+  std::deque<std::string> order_ GUARDED_BY(mu_);  // oldest first
 };
 
 // Submits every job of `batch` (one seed for all: the request's, else one drawn here), in
@@ -86,11 +86,11 @@ class BatchWatch : public std::enable_shared_from_this<BatchWatch> {
   JobService& service_;
   const OnJob on_job_;
   const OnAll on_all_;
-  std::mutex mu_;
-  std::vector<Json> views_;     // guarded by mu_: null until the job finished
-  size_t finished_ = 0;         // guarded by mu_
-  std::vector<uint64_t> subs_;  // guarded by mu_
-  bool ended_ = false;          // guarded by mu_
+  Mutex mu_;
+  std::vector<Json> views_ GUARDED_BY(mu_);  // null until the job finished
+  size_t finished_ GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> subs_ GUARDED_BY(mu_);
+  bool ended_ GUARDED_BY(mu_) = false;
 };
 
 // Every job of a batch as it is now: {batch_id, state ("running" until every job is

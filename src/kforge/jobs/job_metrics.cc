@@ -26,7 +26,7 @@ const std::vector<double>& JobMetrics::latency_buckets() {
 void JobMetrics::job_finished(const std::string& kernel_type, model::JobState state,
                               const Json& result, double run_s) {
   const auto& bounds = latency_buckets();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++finished_[{std::string(to_string(state)), kernel_type}];
   if (run_s >= 0) runs_[kernel_type].observe(bounds, run_s);
   if (!result.is_object()) return;
@@ -40,7 +40,7 @@ void JobMetrics::job_finished(const std::string& kernel_type, model::JobState st
 
 void JobMetrics::write(PrometheusText& out) const {
   const auto& bounds = latency_buckets();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   out.family("kforge_jobs_finished_total", "counter",
              "Jobs that reached a terminal state since the server started.");
   for (const auto& [key, n] : finished_) {

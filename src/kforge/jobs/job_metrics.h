@@ -8,12 +8,12 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/prometheus_text.h"
 #include "kforge/model/job.h"
 
@@ -34,12 +34,12 @@ class JobMetrics {
   void write(PrometheusText& out) const;
 
  private:
-  mutable std::mutex mu_;
-  // (state, kernel_type) -> jobs; guarded by mu_.
-  std::map<std::pair<std::string, std::string>, int64_t> finished_;
-  // (phase, kernel_type) -> latencies; guarded by mu_.
-  std::map<std::pair<std::string, std::string>, HistogramData> phases_;
-  std::map<std::string, HistogramData> runs_;  // kernel_type -> run times; guarded by mu_
+  mutable Mutex mu_;
+  // (state, kernel_type) -> jobs.
+  std::map<std::pair<std::string, std::string>, int64_t> finished_ GUARDED_BY(mu_);
+  // (phase, kernel_type) -> latencies.
+  std::map<std::pair<std::string, std::string>, HistogramData> phases_ GUARDED_BY(mu_);
+  std::map<std::string, HistogramData> runs_ GUARDED_BY(mu_);  // kernel_type -> run times
 };
 
 }  // namespace kforge::jobs

@@ -83,8 +83,8 @@ void JobServiceImpl::tell_queued(const std::string& target, const std::string& t
     if (worker == d.by_type.end()) continue;
     int queued = 0;
     {
-      std::lock_guard lock(mu_);
-      auto count = [this, &type](const std::string& t) {
+      MutexLock lock(mu_);
+      auto count = [this, &type](const std::string& t) REQUIRES(mu_) {
         auto it = queued_for_.find({t, type});
         return it == queued_for_.end() ? 0 : it->second;
       };
@@ -168,7 +168,7 @@ Status JobServiceImpl::start() {
     active.target = *target;
     const bool python = !uses_only_cuda(*request);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       quota_.add(active.client, active.request_bytes);
       count_queued_locked(active, python);
       active_[record.id] = std::move(active);
@@ -186,7 +186,7 @@ Status JobServiceImpl::start() {
 
 void JobServiceImpl::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
     for (auto& [id, a] : active_) {
@@ -203,7 +203,7 @@ void JobServiceImpl::stop() {
     // Claimed jobs that never started go back to the shared queue at once.
     std::vector<std::string> unstarted;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (const auto& [id, a] : active_) {
         if (a.claimed && !a.cancel) unstarted.push_back(id);
       }
@@ -225,7 +225,7 @@ void JobServiceImpl::prepare_device(const std::string& device) {
     if (d.measure_peaks) {
       auto peaks = d.measure_peaks();
       if (!peaks.is_ok()) KF_LOG_WARN("device={} peaks: {}", device, peaks.status().message());
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       peaks_[device] = peaks.is_ok() ? *peaks : Json{{"error", peaks.status().message()}};
     }
     for (auto& [type, w] : d.by_type)
@@ -234,7 +234,7 @@ void JobServiceImpl::prepare_device(const std::string& device) {
 }
 
 Json JobServiceImpl::peaks_of(const std::string& device) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = peaks_.find(device);
   return it != peaks_.end() ? it->second : Json();
 }
@@ -286,7 +286,7 @@ StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request, con
   const size_t request_bytes = record.request.dump().size();
   {
     // Counted before the insert, so concurrent submits cannot overshoot the limits.
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return unavailable("the server is shutting down");
     KF_RETURN_IF_ERROR(quota_.admit(client, request_bytes));
     if (shared_ != nullptr) {
@@ -298,7 +298,7 @@ StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request, con
     }
   }
   if (Status s = store_->insert_job(record); !s) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     quota_.release(client, request_bytes);
     watched_.erase(record.id);
     return s;
@@ -309,7 +309,7 @@ StatusOr<model::JobRecord> JobServiceImpl::submit(model::JobRequest request, con
     return record;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Active active;
     Json request_json = std::move(record.request);  // not copied into active_
     active.record = record;
@@ -356,7 +356,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
   std::string started_as;  // the worker type it was queued for
   std::string target;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = active_.find(job_id);
     if (it == active_.end()) return;  // cancelled while queued
     target = it->second.target;
@@ -434,7 +434,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
       std::string reason;
       bool shutdown = false;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         auto it = active_.find(job_id);
         if (it != active_.end()) {
           reason = it->second.cancel_reason;
@@ -443,7 +443,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
       }
       if (shutdown) {
         // Not the client's doing: leave it queued in the store for the next start.
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         if (auto it = active_.find(job_id); it != active_.end()) forget_locked(it);
         (void)store_->requeue(job_id);
         return;
@@ -468,7 +468,7 @@ void JobServiceImpl::finish(const std::string& id, model::JobState state, Json r
   FinishedJobSample sample;
   std::string kernel_type = "unknown";
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = active_.find(id);
     if (it != active_.end()) {
       const Active& a = it->second;
@@ -515,7 +515,7 @@ void JobServiceImpl::finish(const std::string& id, model::JobState state, Json r
   std::map<uint64_t, DoneCallback> subs;
   model::JobRecord record;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = active_.find(id);
     if (it == active_.end()) return;
     record = std::move(it->second.record);
@@ -548,7 +548,7 @@ void JobServiceImpl::publish_progress(const std::string& id, JobProgress progres
   std::vector<ProgressCallback> subs;
   JobChange change;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = active_.find(id);
     if (it == active_.end()) return;
     // Progress only moves forward, whatever order phases report in.
@@ -572,7 +572,7 @@ void JobServiceImpl::publish_progress(const std::string& id, JobProgress progres
 void JobServiceImpl::publish_change(const JobChange& change) {
   std::vector<ChangeCallback> listeners;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [sub, cb] : change_subs_)
       listeners.push_back(cb);
   }
@@ -585,7 +585,7 @@ StatusOr<uint64_t> JobServiceImpl::on_job_changes(ChangeCallback changed) {
     return Status(ErrorCode::kUnimplemented,
                   "with a shared queue other nodes run jobs too: poll GET /jobs");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t sub = next_subscription_++;
   change_subs_[sub] = std::move(changed);
   return sub;
@@ -593,7 +593,7 @@ StatusOr<uint64_t> JobServiceImpl::on_job_changes(ChangeCallback changed) {
 
 StatusOr<model::JobRecord> JobServiceImpl::get(const std::string& id) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = active_.find(id);
     if (it != active_.end()) return it->second.record;
   }
@@ -604,7 +604,7 @@ StatusOr<model::JobRecord> JobServiceImpl::get(const std::string& id) {
 
 StatusOr<std::vector<model::JobRecord>> JobServiceImpl::list_jobs(const model::JobQuery& query) {
   KF_ASSIGN_OR_RETURN(std::vector<model::JobRecord> jobs, store_->list_jobs(query));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (model::JobRecord& job : jobs) {
     auto it = active_.find(job.id);
     if (it != active_.end() && it->second.record.state == job.state) {
@@ -617,7 +617,7 @@ StatusOr<std::vector<model::JobRecord>> JobServiceImpl::list_jobs(const model::J
 StatusOr<uint64_t> JobServiceImpl::when_done(const std::string& id, DoneCallback done) {
   uint64_t sub = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sub = next_subscription_++;
     auto it = active_.find(id);
     if (it != active_.end()) {
@@ -638,7 +638,7 @@ StatusOr<uint64_t> JobServiceImpl::when_done(const std::string& id, DoneCallback
     // Finished or unknown: answer now, unless an event already did.
     DoneCallback mine;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       subscription_.erase(sub);
       if (auto w = watched_.find(id); w != watched_.end()) {
         if (auto d = w->second.done_subs.find(sub); d != w->second.done_subs.end()) {
@@ -669,7 +669,7 @@ StatusOr<uint64_t> JobServiceImpl::when_done(const std::string& id, DoneCallback
 StatusOr<uint64_t> JobServiceImpl::on_progress(const std::string& id, ProgressCallback progress) {
   const std::string not_unfinished = "job '" + id + "' is not queued or running";
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = active_.find(id);
     if (it != active_.end()) {
       uint64_t sub = next_subscription_++;
@@ -683,7 +683,7 @@ StatusOr<uint64_t> JobServiceImpl::on_progress(const std::string& id, ProgressCa
   // the subscription moves to this node's run if this node claims it).
   KF_ASSIGN_OR_RETURN(auto stored, store_->get_job(id));
   if (!stored || is_terminal(stored->state)) return failed_precondition(not_unfinished);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t sub = next_subscription_++;
   if (auto it = active_.find(id); it != active_.end()) {
     it->second.progress_subs[sub] = std::move(progress);
@@ -695,7 +695,7 @@ StatusOr<uint64_t> JobServiceImpl::on_progress(const std::string& id, ProgressCa
 }
 
 void JobServiceImpl::unsubscribe(uint64_t subscription) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (change_subs_.erase(subscription) > 0) return;
   auto s = subscription_.find(subscription);
   if (s == subscription_.end()) return;
@@ -717,7 +717,7 @@ void JobServiceImpl::unsubscribe(uint64_t subscription) {
 
 bool JobServiceImpl::cancel_if_local(const std::string& id, const std::string& reason) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = active_.find(id);
     if (it == active_.end()) return false;
     if (it->second.cancel) {
@@ -754,7 +754,7 @@ Status JobServiceImpl::cancel(const std::string& id, const std::string& reason) 
 void JobServiceImpl::claim_for_idle_devices() {
   for (const auto& d : devices_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
       const bool busy = std::any_of(active_.begin(), active_.end(), [&d](const auto& entry) {
         return entry.second.record.device == d.device.name;
@@ -773,7 +773,7 @@ void JobServiceImpl::claim_for_idle_devices() {
     model::JobRecord record = std::move(**claimed);
     const std::string id = record.id;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       Active active;
       active.record = std::move(record);
       active.record.state = model::JobState::kQueued;  // until its runner starts it
@@ -805,7 +805,7 @@ void JobServiceImpl::resolve_watched(const std::vector<std::string>& ids) {
   for (const auto& id : ids) {
     bool waited_for = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = watched_.find(id);
       if (it == watched_.end()) continue;
       waited_for = !it->second.done_subs.empty();
@@ -819,7 +819,7 @@ void JobServiceImpl::resolve_watched(const std::vector<std::string>& ids) {
     }
     Watched w;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = watched_.find(id);
       if (it == watched_.end()) continue;
       if (!waited_for && !it->second.done_subs.empty()) continue;  // a waiter came: next time
@@ -845,7 +845,7 @@ void JobServiceImpl::coordinator_loop() {
   auto next_poll = next_beat + kPollEvery;
   while (true) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -853,7 +853,7 @@ void JobServiceImpl::coordinator_loop() {
       next_beat = now + options_.heartbeat;
       std::vector<std::string> running;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         for (const auto& [id, a] : active_) {
           if (a.claimed) running.push_back(id);
         }
@@ -889,7 +889,7 @@ void JobServiceImpl::coordinator_loop() {
       next_poll = std::chrono::steady_clock::now() + kPollEvery;
       std::vector<std::string> watched;
       {
-        std::lock_guard lock(mu_);
+        MutexLock lock(mu_);
         for (const auto& [id, w] : watched_)
           watched.push_back(id);
       }
@@ -960,7 +960,7 @@ Json JobServiceImpl::stats() {
       by_state[std::string(to_string(s))] = n.count;
     std::vector<std::string> phases;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       for (const auto& [id, a] : active_) {
         if (a.record.state == model::JobState::kRunning) phases.push_back(a.record.phase);
       }
@@ -989,7 +989,7 @@ Json JobServiceImpl::stats() {
   double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
   Json queue;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const QueueLimits& l = quota_.limits();
     queue = Json{{"jobs", quota_.jobs()},
                  {"bytes", quota_.bytes()},

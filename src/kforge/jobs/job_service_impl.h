@@ -26,12 +26,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kforge/common/clock.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/job_metrics.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/jobs/legacy_stats.h"
@@ -165,17 +165,16 @@ class JobServiceImpl final : public JobService {
   StatusOr<model::JobRequest> parse_stored_request(const model::JobRecord& record) const;
   // The request of an unfinished job, read back from the store.
   StatusOr<model::JobRequest> load_request(const std::string& job_id);
-  // Removes an unfinished job from active_ and the quota. Requires mu_.
-  void forget_locked(std::map<std::string, Active>::iterator it);
+  // Removes an unfinished job from active_ and the quota.
+  void forget_locked(std::map<std::string, Active>::iterator it) REQUIRES(mu_);
   // Counts a job that was just enqueued for `target` among the queued jobs of its worker
-  // type ("python" when any of its kernels needs the Python worker). Requires mu_.
-  void count_queued_locked(Active& active, bool python);
-  // Stops counting it (it started, or left the queue). Requires mu_.
-  void uncount_queued_locked(Active& active);
+  // type ("python" when any of its kernels needs the Python worker).
+  void count_queued_locked(Active& active, bool python) REQUIRES(mu_);
+  // Stops counting it (it started, or left the queue).
+  void uncount_queued_locked(Active& active) REQUIRES(mu_);
   // Tells the workers of type `type` on the devices `target` covers how many jobs are queued
   // for them (Worker::expect_jobs), so a pipelined device warms processes for a burst ahead.
-  // Without mu_.
-  void tell_queued(const std::string& target, const std::string& type);
+  void tell_queued(const std::string& target, const std::string& type) EXCLUDES(mu_);
 
   const Options options_;
   const std::unique_ptr<store::Store> store_;
@@ -185,18 +184,18 @@ class JobServiceImpl final : public JobService {
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   const std::chrono::steady_clock::time_point started_at_;
 
-  std::mutex mu_;
-  std::map<std::string, Active> active_;  // guarded by mu_: queued + running jobs
-  // Queued (not yet started) jobs per (scheduler target, worker type); guarded by mu_.
-  std::map<std::pair<std::string, std::string>, int> queued_for_;
-  QueueQuota quota_;                                // guarded by mu_: what active_ holds
-  std::map<uint64_t, std::string> subscription_;    // guarded by mu_: id -> job id
-  std::map<uint64_t, ChangeCallback> change_subs_;  // guarded by mu_: on_job_changes
-  uint64_t next_subscription_ = 1;                  // guarded by mu_
-  bool stopping_ = false;                           // guarded by mu_
-  std::map<std::string, Json> peaks_;       // guarded by mu_: device -> peaks or {"error": ...}
-  std::map<std::string, Watched> watched_;  // guarded by mu_: shared queue only
-  std::thread coordinator_;                 // shared queue only; started by start()
+  Mutex mu_;
+  std::map<std::string, Active> active_ GUARDED_BY(mu_);  // queued + running jobs
+  // Queued (not yet started) jobs per (scheduler target, worker type).
+  std::map<std::pair<std::string, std::string>, int> queued_for_ GUARDED_BY(mu_);
+  QueueQuota quota_ GUARDED_BY(mu_);                                // what active_ holds
+  std::map<uint64_t, std::string> subscription_ GUARDED_BY(mu_);    // id -> job id
+  std::map<uint64_t, ChangeCallback> change_subs_ GUARDED_BY(mu_);  // on_job_changes
+  uint64_t next_subscription_ GUARDED_BY(mu_) = 1;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::map<std::string, Json> peaks_ GUARDED_BY(mu_);       // device -> peaks or {"error": ...}
+  std::map<std::string, Watched> watched_ GUARDED_BY(mu_);  // shared queue only
+  std::thread coordinator_;                                 // shared queue only; started by start()
   std::atomic<int64_t> submitted_{0};
   std::atomic<int64_t> finished_{0};
   std::atomic<int64_t> recovered_{0};

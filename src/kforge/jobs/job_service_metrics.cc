@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/job_service_impl.h"
 #include "kforge/jobs/prometheus_text.h"
 
@@ -43,7 +44,7 @@ StatusOr<std::string> JobServiceImpl::prometheus_metrics() {
   double queue_bytes = 0;
   QueueLimits limits;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (const auto& [id, a] : active_)
       ++live[{std::string(to_string(a.record.state)), a.kernel_type}];
     queue_jobs = static_cast<double>(quota_.jobs());

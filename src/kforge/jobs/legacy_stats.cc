@@ -47,20 +47,20 @@ void DurationSummary::add(double seconds) {
 }
 
 void LegacyMetrics::job_submitted(int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++requests_;
   recent_submits_ms_.push_back(now_ms);
   drop_older_than(recent_submits_ms_, now_ms - kRecentWindowMs);
 }
 
 void LegacyMetrics::job_started(const std::string&, double queue_wait_s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++acquisitions_;
   wait_times_.add(std::max(0.0, queue_wait_s));
 }
 
 void LegacyMetrics::job_finished(const FinishedJobSample& s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   end_to_end_times_.add(std::max(0.0, s.end_to_end_s));
   if (s.state == model::JobState::kSucceeded) {
     ++completed_;
@@ -95,7 +95,7 @@ void LegacyMetrics::job_finished(const FinishedJobSample& s) {
 }
 
 Json LegacyMetrics::snapshot(double uptime_s, int64_t now_ms) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Json compilation = {
       {"total_compilations", compilations_},
       {"successful_compilations", compilations_ok_},

@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/model/job.h"
 #include "kforge/store/store.h"
 
@@ -49,20 +49,28 @@ class LegacyMetrics {
   Json snapshot(double uptime_s, int64_t now_ms) const;
 
  private:
-  mutable std::mutex mu_;
-  // All guarded by mu_.
-  int64_t compilations_ = 0, compilations_ok_ = 0, cache_hits_ = 0, cache_misses_ = 0;
-  DurationSummary compile_times_;
-  int64_t profilings_ = 0, profilings_ok_ = 0, correct_ = 0, incorrect_ = 0;
-  DurationSummary profile_times_;
-  std::map<std::string, double> profile_time_by_device_;
-  int64_t acquisitions_ = 0, releases_ = 0;
-  DurationSummary wait_times_;
-  double device_time_s_ = 0;
-  std::map<std::string, double> device_time_by_device_;
-  int64_t requests_ = 0, completed_ = 0, failed_ = 0;
-  DurationSummary end_to_end_times_;
-  std::deque<int64_t> recent_submits_ms_;  // submit times of the last 5 minutes
+  mutable Mutex mu_;
+  int64_t compilations_ GUARDED_BY(mu_) = 0;
+  int64_t compilations_ok_ GUARDED_BY(mu_) = 0;
+  int64_t cache_hits_ GUARDED_BY(mu_) = 0;
+  int64_t cache_misses_ GUARDED_BY(mu_) = 0;
+  DurationSummary compile_times_ GUARDED_BY(mu_);
+  int64_t profilings_ GUARDED_BY(mu_) = 0;
+  int64_t profilings_ok_ GUARDED_BY(mu_) = 0;
+  int64_t correct_ GUARDED_BY(mu_) = 0;
+  int64_t incorrect_ GUARDED_BY(mu_) = 0;
+  DurationSummary profile_times_ GUARDED_BY(mu_);
+  std::map<std::string, double> profile_time_by_device_ GUARDED_BY(mu_);
+  int64_t acquisitions_ GUARDED_BY(mu_) = 0;
+  int64_t releases_ GUARDED_BY(mu_) = 0;
+  DurationSummary wait_times_ GUARDED_BY(mu_);
+  double device_time_s_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, double> device_time_by_device_ GUARDED_BY(mu_);
+  int64_t requests_ GUARDED_BY(mu_) = 0;
+  int64_t completed_ GUARDED_BY(mu_) = 0;
+  int64_t failed_ GUARDED_BY(mu_) = 0;
+  DurationSummary end_to_end_times_ GUARDED_BY(mu_);
+  std::deque<int64_t> recent_submits_ms_ GUARDED_BY(mu_);  // submit times of the last 5 minutes
 };
 
 // {total_jobs, by_status, average_age}: the old server's job_stats. `summary` counts the

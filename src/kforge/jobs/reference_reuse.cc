@@ -49,7 +49,7 @@ Json ReferenceReuse::spec_for(const model::JobRequest& r, const std::string& dev
   const std::string key = key_of(r, device);
   Json digest;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (auto b = batches_.find(r.batch->id); b != batches_.end()) {
       if (auto d = b->second.digests.find(key); d != b->second.digests.end()) digest = d->second;
     }
@@ -68,7 +68,7 @@ void ReferenceReuse::job_ended(const model::JobRequest& r, const std::string& de
   }
   bool last = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Batch& b = batches_[r.batch->id];
     if (is_sha256_hex(digest)) b.digests[key_of(r, device)] = digest;
     last = ++b.ended >= r.batch->size;
@@ -84,7 +84,7 @@ void ReferenceReuse::job_ended(const model::JobRequest& r, const std::string& de
 void ReferenceReuse::clear() {
   if (root_.empty()) return;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     batches_.clear();
   }
   std::error_code ec;

@@ -21,10 +21,10 @@
 
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <string>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/model/request.h"
 
 namespace kforge::jobs {
@@ -53,8 +53,8 @@ class ReferenceReuse {
     int ended = 0;
   };
   const std::filesystem::path root_;
-  mutable std::mutex mu_;
-  std::map<std::string, Batch> batches_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Batch> batches_ GUARDED_BY(mu_);
 };
 
 }  // namespace kforge::jobs

@@ -60,7 +60,7 @@ RetentionSweeper::RetentionSweeper(JobService& service, Options options)
 
 RetentionSweeper::~RetentionSweeper() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -69,7 +69,7 @@ RetentionSweeper::~RetentionSweeper() {
 
 void RetentionSweeper::loop() {
   const auto interval = interval_for(options_);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     lock.unlock();
     auto deleted = service_.cleanup(options_.retention);
@@ -80,7 +80,7 @@ void RetentionSweeper::loop() {
                   options_.retention.count());
     }
     lock.lock();
-    cv_.wait_for(lock, interval, [this] { return stopping_; });
+    lock.wait_for(cv_, interval, [this]() REQUIRES(mu_) { return stopping_; });
   }
 }
 

@@ -11,11 +11,11 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <string_view>
 #include <thread>
 
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/job_service.h"
 
 namespace kforge::jobs {
@@ -47,9 +47,9 @@ class RetentionSweeper {
 
   JobService& service_;
   const Options options_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

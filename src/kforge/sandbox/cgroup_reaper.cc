@@ -54,7 +54,7 @@ CgroupReaper::CgroupReaper() : thread_([this] { loop(); }) {}
 
 CgroupReaper::~CgroupReaper() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -69,27 +69,27 @@ void CgroupReaper::remove(const std::vector<fs::path>& dirs) {
   }
   if (left.empty()) return;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.insert(queue_.end(), left.begin(), left.end());
   }
   cv_.notify_all();
 }
 
 bool CgroupReaper::drain(std::chrono::milliseconds wait) {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, wait, [this] { return queue_.empty() && !busy_; });
+  MutexLock lock(mu_);
+  return lock.wait_for(cv_, wait, [this]() REQUIRES(mu_) { return queue_.empty() && !busy_; });
 }
 
 Json CgroupReaper::status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {{"pending", queue_.size()}, {"removed_late", removed_late_}};
 }
 
 void CgroupReaper::loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   std::optional<ReaperClock::time_point> give_up;
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    lock.wait(cv_, [this]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
     if (stop_ && !give_up) give_up = ReaperClock::now() + kFinalWait;
     if (give_up && ReaperClock::now() > *give_up) {
@@ -125,7 +125,7 @@ void CgroupReaper::loop() {
     removed_late_ += removed;
     queue_.insert(queue_.begin(), left.begin(), left.end());
     cv_.notify_all();
-    if (!queue_.empty()) cv_.wait_for(lock, kRetryEvery);
+    if (!queue_.empty()) lock.wait_for(cv_, kRetryEvery);
   }
 }
 

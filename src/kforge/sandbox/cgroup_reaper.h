@@ -25,13 +25,13 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::sandbox {
 
@@ -61,12 +61,12 @@ class CgroupReaper {
   };
   void loop();
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;  // queued, stopping, or a round done
-  std::deque<Entry> queue_;
-  bool busy_ = false;  // the thread holds a round of `queue_` outside the lock
-  uint64_t removed_late_ = 0;
-  bool stop_ = false;
+  std::deque<Entry> queue_ GUARDED_BY(mu_);
+  bool busy_ GUARDED_BY(mu_) = false;  // the thread holds a round of `queue_` outside the lock
+  uint64_t removed_late_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;  // last: started once the rest is initialised
 };
 

@@ -47,14 +47,14 @@ StatusOr<std::string> Scheduler::resolve_target(std::string_view requested) cons
 
 void Scheduler::enqueue(const std::string& job_id, const std::string& target) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back({next_seq_++, job_id, target});
   }
   cv_.notify_all();
 }
 
 bool Scheduler::remove(const std::string& job_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = std::find_if(queue_.begin(), queue_.end(),
                          [&](const Queued& q) { return q.job_id == job_id; });
   if (it == queue_.end()) return false;
@@ -89,18 +89,18 @@ long Scheduler::pick_locked(size_t slot) const {
 void Scheduler::runner_loop(size_t slot, int lane) {
   const std::string device = devices_[slot].name;
   if (lane == 0 && prepare_) prepare_(device);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   // The other runners of the device take jobs only once its workers are prepared (prepare
   // and run are not called concurrently).
   if (lane == 0) {
     slots_[slot].prepared = true;
     cv_.notify_all();
   } else {
-    cv_.wait(lock, [&] { return stopping_ || slots_[slot].prepared; });
+    lock.wait(cv_, [&]() REQUIRES(mu_) { return stopping_ || slots_[slot].prepared; });
   }
   while (true) {
     long index = -1;
-    cv_.wait(lock, [&] {
+    lock.wait(cv_, [&]() REQUIRES(mu_) {
       if (stopping_) return true;
       index = pick_locked(slot);
       return index >= 0;
@@ -137,13 +137,13 @@ void Scheduler::end_locked(size_t slot, const std::string& job_id) {
 }
 
 void Scheduler::job_ended(const std::string& job_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (size_t slot = 0; slot < slots_.size(); ++slot)
     end_locked(slot, job_id);
 }
 
 void Scheduler::start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!runners_.empty()) return;
   stopping_ = false;
   for (size_t i = 0; i < devices_.size(); ++i) {
@@ -154,7 +154,7 @@ void Scheduler::start() {
 
 void Scheduler::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -165,12 +165,12 @@ void Scheduler::stop() {
 }
 
 size_t Scheduler::queue_depth() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return queue_.size();
 }
 
 Json Scheduler::device_status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto now = std::chrono::steady_clock::now();
   double uptime_ms = std::chrono::duration<double, std::milli>(now - created_).count();
   Json out = Json::array();

@@ -16,13 +16,13 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::scheduler {
 
@@ -90,24 +90,24 @@ class Scheduler {
 
   // `lane` 0 prepares the device's workers before it takes jobs.
   void runner_loop(size_t slot, int lane);
-  // The index in queue_ of the oldest job slot `slot` may run, or -1. Requires mu_.
-  long pick_locked(size_t slot) const;
-  // Whether another GPU has fewer jobs in flight than `slot` and a free runner. Requires mu_.
-  bool another_gpu_less_busy_locked(size_t slot) const;
-  // Counts `job_id` as ended on slot `slot` if it is still running there. Requires mu_.
-  void end_locked(size_t slot, const std::string& job_id);
+  // The index in queue_ of the oldest job slot `slot` may run, or -1.
+  long pick_locked(size_t slot) const REQUIRES(mu_);
+  // Whether another GPU has fewer jobs in flight than `slot` and a free runner.
+  bool another_gpu_less_busy_locked(size_t slot) const REQUIRES(mu_);
+  // Counts `job_id` as ended on slot `slot` if it is still running there.
+  void end_locked(size_t slot, const std::string& job_id) REQUIRES(mu_);
 
   const std::vector<DeviceSlotInfo> devices_;
   const RunFn run_;
   const PrepareFn prepare_;
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<Queued> queue_;          // guarded by mu_
-  std::vector<SlotState> slots_;      // guarded by mu_
-  uint64_t next_seq_ = 0;             // guarded by mu_
-  bool stopping_ = false;             // guarded by mu_
+  std::deque<Queued> queue_ GUARDED_BY(mu_);
+  std::vector<SlotState> slots_ GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> runners_;  // touched by start/stop only
 };
 

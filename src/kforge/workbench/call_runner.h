@@ -7,10 +7,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "kforge/common/thread_annotations.h"
 #include "kforge/model/job.h"
 #include "kforge/workbench/job_builder.h"
 #include "kforge/workbench/outcome.h"
@@ -33,28 +33,28 @@ class CallRunner : public std::enable_shared_from_this<CallRunner> {
   StatusOr<SlotPtr> load_slot(const std::string& id);
   // A new session for the caller, not stored yet (Workbench::Slot::stored).
   StatusOr<SlotPtr> create_slot();
-  // Stores a new session (slot locked): its workspace directory, then its row. No-op when
-  // it is stored already.
-  Status store_locked(Workbench::Slot& slot);
-  // Binds the caller to the session (slot locked); a new caller starts a new context.
-  void bind_locked(Workbench::Slot& slot);
+  // Stores the new session of slot_: its workspace directory, then its row. No-op when it is stored
+  // already.
+  Status store_locked() REQUIRES(slot_->mu);
+  // Binds the caller to slot_'s session; a new caller starts a new context.
+  void bind_locked() REQUIRES(slot_->mu) EXCLUDES(wb_.mu_);
   std::string default_device();
 
   // ---- answering (workbench.cc) ----
-  // Accounts the call on the session (slot locked) and decorates the reply.
-  void finalize_locked(Session& s, Reply& reply);
+  // Accounts the call on the session (slot_->session) and decorates the reply.
+  void finalize_locked(Session& s, Reply& reply) REQUIRES(slot_->mu);
   void answer(Reply reply);
   Reply error_reply(const Status& status) const;
-  Status persist_locked(const Session& s);
+  Status persist_locked(const Session& s) REQUIRES(slot_->mu);
 
-  // ---- synchronous tools (workbench_tools.cc), slot locked ----
-  Reply dispatch_locked(Session& s);
+  // ---- synchronous tools (workbench_tools.cc), on slot_->session ----
+  Reply dispatch_locked(Session& s) REQUIRES(slot_->mu);
   Reply overview(const Session& s);
   Reply triton_syntax();
   Reply torch_op_info();
   Reply kernel_template();
   Reply gpu_status(const Session& s);
-  Reply current_status(const Session& s);
+  Reply current_status(const Session& s) REQUIRES(slot_->mu);
   Reply context_usage(const Session& s);
   Reply list_sessions();
   // The most recent `limit` workbench sessions the caller's principal may see, newest first.
@@ -68,8 +68,11 @@ class CallRunner : public std::enable_shared_from_this<CallRunner> {
 
   // ---- execution tools (workbench_exec.cc) ----
   bool is_stateless() const;
-  // Plans and submits the jobs; releases `lock` before submitting.
-  void execute(std::unique_lock<std::mutex> lock);
+  // Plans the jobs of the execution tool on slot_->session and stores a new session; the
+  // device they run on, or why they cannot run.
+  StatusOr<std::string> plan_execution_locked(Session& s) REQUIRES(slot_->mu);
+  // Submits the planned jobs (without the session's lock) and watches them.
+  void submit_planned(const std::string& device);
   void job_finished(size_t index, const model::JobRecord& job);
   void all_jobs_finished();
   Reply record_results(Session& s, std::vector<CaseOutcome>& outcomes);
@@ -90,10 +93,10 @@ class CallRunner : public std::enable_shared_from_this<CallRunner> {
   int version_ = 0;          // the version the jobs run (0: the stateless form)
   std::string kernel_file_;  // how tracebacks name the kernel
   std::vector<PlannedJob> planned_;
-  std::mutex exec_mu_;
-  std::vector<model::JobRecord> finished_;  // guarded by exec_mu_, index = planned_ index
-  size_t remaining_ = 0;                    // guarded by exec_mu_
-  std::vector<uint64_t> subscriptions_;     // guarded by exec_mu_
+  Mutex exec_mu_;
+  std::vector<model::JobRecord> finished_ GUARDED_BY(exec_mu_);  // index = planned_ index
+  size_t remaining_ GUARDED_BY(exec_mu_) = 0;
+  std::vector<uint64_t> subscriptions_ GUARDED_BY(exec_mu_);
 };
 
 }  // namespace kforge::workbench

@@ -110,9 +110,9 @@ void CallRunner::run() {
     answer(list_sessions());
     return;
   }
-  std::unique_lock lock(slot_->mu);
+  MutexLock lock(slot_->mu);
   Session& s = slot_->session;
-  bind_locked(*slot_);
+  bind_locked();
   state_before_ = s.state;
   if (Status gated = gate(tool_, s.state, is_stateless()); !gated.is_ok()) {
     Reply reply = error_reply(gated);
@@ -122,7 +122,17 @@ void CallRunner::run() {
     return;
   }
   if (is_execution_tool(tool_)) {
-    execute(std::move(lock));
+    // Planned under the session's lock; the jobs are submitted without it.
+    StatusOr<std::string> device = plan_execution_locked(s);
+    if (!device.is_ok()) {
+      Reply reply = error_reply(device.status());
+      finalize_locked(s, reply);
+      lock.unlock();
+      answer(std::move(reply));
+      return;
+    }
+    lock.unlock();
+    submit_planned(*device);
     return;
   }
   Reply reply = dispatch_locked(s);
@@ -146,13 +156,13 @@ StatusOr<CallRunner::SlotPtr> CallRunner::resolve_slot() {
     return load_slot(id);
   }
   {
-    std::lock_guard lock(wb_.mu_);
+    MutexLock lock(wb_.mu_);
     auto bound = wb_.bindings_.find(caller_.client);
     if (bound != wb_.bindings_.end()) {
       auto it = wb_.slots_.find(bound->second);
       // Never another principal's, whatever the binding key (MCP sessions of the stateless
       // revision share one).
-      if (it != wb_.slots_.end() && caller_.principal.may_access(it->second->session.owner)) {
+      if (it != wb_.slots_.end() && caller_.principal.may_access(it->second->owner)) {
         return it->second;
       }
     }
@@ -166,9 +176,9 @@ StatusOr<CallRunner::SlotPtr> CallRunner::load_slot(const std::string& id) {
   const Status unknown(ErrorCode::kNotFound,
                        "no workbench session '" + id + "' (list_sessions() shows the recent ones)",
                        "session_id");
-  std::lock_guard lock(wb_.mu_);
+  MutexLock lock(wb_.mu_);
   if (auto it = wb_.slots_.find(id); it != wb_.slots_.end()) {
-    if (!caller_.principal.may_access(it->second->session.owner)) return unknown;
+    if (!caller_.principal.may_access(it->second->owner)) return unknown;
     return it->second;
   }
   KF_ASSIGN_OR_RETURN(auto record, wb_.store_->get_session(id));
@@ -179,8 +189,7 @@ StatusOr<CallRunner::SlotPtr> CallRunner::load_slot(const std::string& id) {
   KF_ASSIGN_OR_RETURN(Session session, Session::from_records(*record, versions));
   // A workspace deleted by hand is recreated; the versions stay in the store.
   KF_RETURN_IF_ERROR(Workspace::open(session.workspace).status());
-  auto slot = std::make_shared<Workbench::Slot>();
-  slot->session = std::move(session);
+  auto slot = std::make_shared<Workbench::Slot>(std::move(session), true);
   wb_.slots_[id] = slot;
   return slot;
 }
@@ -204,19 +213,17 @@ StatusOr<CallRunner::SlotPtr> CallRunner::create_slot() {
   s.settings.device = default_device();
   s.created_ms = s.updated_ms = wb_.clock_.unix_ms();
   s.owner = caller_.principal.name;
-  auto slot = std::make_shared<Workbench::Slot>();
-  slot->session = std::move(s);
   // Every MCP process or conversation starts here, most only to ask: stored, each would
   // leave an empty session in list_sessions and a directory in the workspace root.
-  slot->stored = false;
-  std::lock_guard lock(wb_.mu_);
-  wb_.slots_[slot->session.id] = slot;
+  auto slot = std::make_shared<Workbench::Slot>(std::move(s), false);
+  MutexLock lock(wb_.mu_);
+  wb_.slots_[slot->id] = slot;
   return slot;
 }
 
-Status CallRunner::store_locked(Workbench::Slot& slot) {
-  if (slot.stored) return Status::ok();
-  const Session& s = slot.session;
+Status CallRunner::store_locked() {
+  if (slot_->stored) return Status::ok();
+  Session& s = slot_->session;  // not const: clang 14 loses the lock through a const alias
   // Created exclusively: a directory of that name is never another session's.
   KF_ASSIGN_OR_RETURN(Workspace ws, Workspace::create(wb_.options_.root, s.id));
   if (Status inserted = wb_.store_->insert_session(s.record()); !inserted.is_ok()) {
@@ -225,24 +232,24 @@ Status CallRunner::store_locked(Workbench::Slot& slot) {
     std::filesystem::remove_all(ws.dir(), ignored);
     return inserted;
   }
-  slot.stored = true;
+  slot_->stored = true;
   return Status::ok();
 }
 
-void CallRunner::bind_locked(Workbench::Slot& slot) {
-  if (!slot.bound || slot.bound_client != caller_.client) {
-    Session& s = slot.session;
+void CallRunner::bind_locked() {
+  if (!slot_->bound || slot_->bound_client != caller_.client) {
+    Session& s = slot_->session;
     if (s.context.calls > 0 || s.context.epoch > 1) {
       // The session continues in a context that has not seen it: count from zero.
       s.context.epoch += 1;
       s.context.tokens = 0;
       s.context.calls = 0;
     }
-    slot.bound = true;
-    slot.bound_client = caller_.client;
+    slot_->bound = true;
+    slot_->bound_client = caller_.client;
   }
-  std::lock_guard lock(wb_.mu_);
-  wb_.bindings_[caller_.client] = slot.session.id;
+  MutexLock lock(wb_.mu_);
+  wb_.bindings_[caller_.client] = slot_->id;
 }
 
 Status CallRunner::persist_locked(const Session& s) {
@@ -274,18 +281,17 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
            kSummaryThreshold * static_cast<double>(budget);
   };
   std::vector<std::string> warnings;
-  Workbench::Slot& slot = *slot_;
   // A new session is stored once it has something to keep (workbench.h): a name (and with it
   // a state past start), jobs, or a summary that tells the agent to resume it.
   const bool has_content = !s.kernel_name.empty() || s.state != State::kStart ||
                            !s.versions.empty() || ran_jobs_ || over();
-  if (!slot.stored && has_content) {
-    if (Status stored = store_locked(slot); !stored.is_ok()) {
+  if (!slot_->stored && has_content) {
+    if (Status stored = store_locked(); !stored.is_ok()) {
       warnings.push_back("the session could not be saved: " + stored.message());
     }
   }
   std::optional<Workspace> ws;  // none while the session is not stored
-  if (slot.stored) {
+  if (slot_->stored) {
     StatusOr<Workspace> opened = Workspace::open(s.workspace);
     if (opened.is_ok()) {
       ws = std::move(opened).value();
@@ -324,7 +330,7 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
                                  {"kernel_name", s.kernel_name},
                                  {"versions", s.versions.size()},
                                  {"workspace", s.workspace},
-                                 {"stored", slot.stored}};
+                                 {"stored", slot_->stored}};
   reply.structured["next_step"] = step;
   reply.structured["context"] = {
       {"used_tokens", s.context.tokens},
@@ -354,21 +360,21 @@ void CallRunner::finalize_locked(Session& s, Reply& reply) {
                {"context_tokens", s.context.tokens}};
   if (ws) {
     // After the lines of the calls made before the session was stored, in order.
-    slot.pending_log.push_back(std::move(line));
-    for (const Json& pending : slot.pending_log) {
+    slot_->pending_log.push_back(std::move(line));
+    for (const Json& pending : slot_->pending_log) {
       if (Status w = ws->append_log(s.id, pending); !w.is_ok()) warnings.push_back(w.message());
     }
-    slot.pending_log.clear();
+    slot_->pending_log.clear();
     if (!s.kernel_name.empty()) {
       if (Status w = ws->write_dev_log(s.kernel_name, render_dev_log(s, *wb_.knowledge_));
           !w.is_ok()) {
         warnings.push_back(w.message());
       }
     }
-  } else if (!slot.stored) {
-    slot.pending_log.push_back(std::move(line));
+  } else if (!slot_->stored) {
+    slot_->pending_log.push_back(std::move(line));
   }
-  if (slot.stored) {
+  if (slot_->stored) {
     if (Status p = persist_locked(s); !p.is_ok()) {
       warnings.push_back("the session could not be saved: " + p.message());
     }

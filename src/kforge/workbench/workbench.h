@@ -30,13 +30,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kforge/common/clock.h"
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/store/workbench_store.h"
 #include "kforge/workbench/knowledge.h"
@@ -102,16 +102,21 @@ class Workbench {
 
   // One session's live object: its mutex serialises the calls on it.
   struct Slot {
-    std::mutex mu;
-    Session session;           // guarded by mu
-    std::string bound_client;  // the caller whose context it is in; guarded by mu
-    bool bound = false;        // guarded by mu (false after a restart: the next caller is new)
+    Slot(Session s, bool is_stored)
+        : id(s.id), owner(s.owner), session(std::move(s)), stored(is_stored) {}
+    // The session's id and owner, which never change: read under Workbench::mu_ alone.
+    const std::string id;
+    const std::string owner;
+    Mutex mu;
+    Session session GUARDED_BY(mu);
+    std::string bound_client GUARDED_BY(mu);  // the caller whose context it is in
+    bool bound GUARDED_BY(mu) = false;        // false after a restart: the next caller is new
     // False while the session is new and has nothing to keep (see above): neither its row
-    // nor its workspace exists yet. Guarded by mu.
-    bool stored = true;
+    // nor its workspace exists yet.
+    bool stored GUARDED_BY(mu) = true;
     // The JSON-lines log of its calls while it is not stored (bounded by the context budget:
-    // past 70 % of it the session is stored). Guarded by mu.
-    std::vector<Json> pending_log;
+    // past 70 % of it the session is stored).
+    std::vector<Json> pending_log GUARDED_BY(mu);
   };
 
  private:
@@ -128,9 +133,9 @@ class Workbench {
   Executor executor_;
   const Clock& clock_;
 
-  std::mutex mu_;
-  std::map<std::string, std::string> bindings_;         // client -> session id; guarded
-  std::map<std::string, std::shared_ptr<Slot>> slots_;  // by session id; guarded by mu_
+  Mutex mu_;
+  std::map<std::string, std::string> bindings_ GUARDED_BY(mu_);         // client -> session id
+  std::map<std::string, std::shared_ptr<Slot>> slots_ GUARDED_BY(mu_);  // by session id
 };
 
 }  // namespace kforge::workbench

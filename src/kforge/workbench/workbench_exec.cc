@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kforge/common/log.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/workbench/call_runner.h"
 #include "kforge/workbench/guidance.h"
 #include "kforge/workbench/narrative.h"
@@ -93,8 +94,7 @@ bool CallRunner::is_stateless() const {
   return args_.contains("code") || args_.contains("kernel_code");
 }
 
-void CallRunner::execute(std::unique_lock<std::mutex> lock) {
-  Session& s = slot_->session;
+StatusOr<std::string> CallRunner::plan_execution_locked(Session& s) {
   purpose_ = purpose_of(tool_);
   ExecutionSpec spec;
   spec.purpose = purpose_;
@@ -104,13 +104,9 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
   } else {
     const Version* latest = s.latest();
     if (latest == nullptr) {
-      Reply r = error_reply(failed_precondition(
+      return failed_precondition(
           "there is no kernel version yet: write_kernel_code(code) stores v1 (or pass the code "
-          "as an argument: the tool's stateless form)"));
-      finalize_locked(s, r);
-      lock.unlock();
-      answer(std::move(r));
-      return;
+          "as an argument: the tool's stateless form)");
     }
     spec.kernel_source = latest->source;
     version_ = latest->number;
@@ -132,19 +128,11 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
     spec.trials = args_["trials"].get<int>();
   }
   spec.interpreter_compat = std::string(wb_.knowledge().interpreter_compat());
-  auto planned = plan_jobs(spec);
-  if (!planned.is_ok()) {
-    Reply r = error_reply(planned.status());
-    finalize_locked(s, r);
-    lock.unlock();
-    answer(std::move(r));
-    return;
-  }
-  planned_ = std::move(planned).value();
+  KF_ASSIGN_OR_RETURN(planned_, plan_jobs(spec));
   // Jobs make a new session worth keeping (workbench.h); stored now, its workspace can keep
   // what they ran with. Should that fail, finalize_locked tries again and says so.
   ran_jobs_ = true;
-  if (store_locked(*slot_).is_ok()) {
+  if (store_locked().is_ok()) {
     // The workspace keeps what the latest execution ran with.
     if (auto ws = Workspace::open(s.workspace); ws.is_ok()) {
       ws->write_test("test_inputs.py", spec.test_input_code).status().ignore();
@@ -153,10 +141,12 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
       }
     }
   }
-  lock.unlock();
+  return spec.device;
+}
 
+void CallRunner::submit_planned(const std::string& device) {
   {
-    std::lock_guard guard(exec_mu_);
+    MutexLock guard(exec_mu_);
     finished_.assign(planned_.size(), model::JobRecord{});
     remaining_ = planned_.size() + 1;  // +1: released once every job is submitted
   }
@@ -170,7 +160,7 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
       model::JobRecord failed;
       failed.state = model::JobState::kFailed;
       failed.error = "the job was not accepted: " + job.status().to_string();
-      failed.device = spec.device;
+      failed.device = device;
       job_finished(i, failed);
       continue;
     }
@@ -195,7 +185,7 @@ void CallRunner::execute(std::unique_lock<std::mutex> lock) {
 void CallRunner::job_finished(size_t index, const model::JobRecord& job) {
   bool last = false;
   {
-    std::lock_guard guard(exec_mu_);
+    MutexLock guard(exec_mu_);
     if (index < finished_.size()) finished_[index] = job;
     last = --remaining_ == 0;
   }
@@ -209,12 +199,12 @@ void CallRunner::all_jobs_finished() {
   const bool timed = purpose_ == Purpose::kMeasure || purpose_ == Purpose::kBenchmark;
   Json peaks;
   {
-    std::lock_guard guard(exec_mu_);
+    MutexLock guard(exec_mu_);
     for (size_t i = 0; i < planned_.size(); ++i) {
       outcomes.push_back(interpret_job(planned_[i].input_case, finished_[i], kernel_file_));
     }
   }
-  std::unique_lock lock(slot_->mu);
+  MutexLock lock(slot_->mu);
   Session& s = slot_->session;
   if (timed) {
     for (const auto& d : wb_.service_.health().value("devices", Json::array())) {

@@ -11,6 +11,7 @@
 
 #include "kforge/common/log.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::workers {
 
@@ -30,8 +31,8 @@ struct DeviceGate::State {
 
   // Grants the oldest waiters while they fit (see the header): an exclusive one when nobody
   // holds the device, shared ones while no exclusive holder is in and there is room. The
-  // first that does not fit stops it, so nothing overtakes it. Requires mu.
-  void grant_next_locked() {
+  // first that does not fit stops it, so nothing overtakes it.
+  void grant_next_locked() REQUIRES(mu) {
     while (!waiting.empty() && exclusive_seq == 0) {
       Waiter& next = waiting.front();
       if (next.mode == Mode::kExclusive) {
@@ -57,8 +58,8 @@ struct DeviceGate::State {
   }
 
   // Pauses (or continues) every warming process when the device gets (or loses) its
-  // exclusive holder. Requires mu.
-  void pause_warming_locked(bool pause) {
+  // exclusive holder.
+  void pause_warming_locked(bool pause) REQUIRES(mu) {
     if (pause == warming_paused) return;
     warming_paused = pause;
     if (pause) ++warming_pauses;
@@ -66,24 +67,26 @@ struct DeviceGate::State {
       fn(pause);
   }
 
-  bool holds_locked(uint64_t seq) const { return exclusive_seq == seq || shared.contains(seq); }
+  bool holds_locked(uint64_t seq) const REQUIRES(mu) {
+    return exclusive_seq == seq || shared.contains(seq);
+  }
 
   const std::string device;
   const int max_shared;
-  mutable std::mutex mu;
+  mutable Mutex mu;
   mutable std::condition_variable cv;
-  std::deque<Waiter> waiting;              // guarded by mu, oldest first
-  uint64_t exclusive_seq = 0;              // guarded by mu; 0 = no exclusive holder
-  std::string exclusive_holder;            // guarded by mu
-  std::map<uint64_t, std::string> shared;  // guarded by mu; seq -> holder, grant order
-  uint64_t next_seq = 1;                   // guarded by mu
-  int64_t grants = 0;                      // guarded by mu
-  int64_t exclusive_grants = 0;            // guarded by mu
+  std::deque<Waiter> waiting GUARDED_BY(mu);  // oldest first
+  uint64_t exclusive_seq GUARDED_BY(mu) = 0;  // 0 = no exclusive holder
+  std::string exclusive_holder GUARDED_BY(mu);
+  std::map<uint64_t, std::string> shared GUARDED_BY(mu);  // seq -> holder, grant order
+  uint64_t next_seq GUARDED_BY(mu) = 1;
+  int64_t grants GUARDED_BY(mu) = 0;
+  int64_t exclusive_grants GUARDED_BY(mu) = 0;
   // Processes warming up beside the jobs (DeviceGate::warming), by registration id.
-  std::map<uint64_t, std::function<void(bool)>> warming;  // guarded by mu
-  bool warming_paused = false;                            // guarded by mu
-  uint64_t next_warming = 1;                              // guarded by mu
-  int64_t warming_pauses = 0;                             // guarded by mu
+  std::map<uint64_t, std::function<void(bool)>> warming GUARDED_BY(mu);
+  bool warming_paused GUARDED_BY(mu) = false;
+  uint64_t next_warming GUARDED_BY(mu) = 1;
+  int64_t warming_pauses GUARDED_BY(mu) = 0;
 };
 
 DeviceGate::DeviceGate(std::string device, int max_shared)
@@ -93,7 +96,7 @@ StatusOr<std::unique_ptr<DeviceGate::Ticket>> DeviceGate::request(const std::str
                                                                   Mode mode) {
   worker_protocol::UniqueFd event(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!event.valid()) return errno_error("eventfd", errno);
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   const uint64_t seq = state_->next_seq++;
   state_->waiting.push_back({seq, holder, mode, event.get()});
   std::unique_ptr<Ticket> ticket(new Ticket(state_, seq, holder, mode, std::move(event)));
@@ -123,7 +126,7 @@ StatusOr<std::unique_ptr<DeviceGate::Ticket>> DeviceGate::acquire(
 }
 
 std::unique_ptr<DeviceGate::Warming> DeviceGate::warming(std::function<void(bool pause)> pause) {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   const uint64_t id = state_->next_warming++;
   if (state_->warming_paused) pause(true);
   state_->warming.emplace(id, std::move(pause));
@@ -131,7 +134,7 @@ std::unique_ptr<DeviceGate::Warming> DeviceGate::warming(std::function<void(bool
 }
 
 DeviceGate::Warming::~Warming() {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   auto it = state_->warming.find(id_);
   if (it == state_->warming.end()) return;
   if (state_->warming_paused) it->second(false);
@@ -139,7 +142,7 @@ DeviceGate::Warming::~Warming() {
 }
 
 Json DeviceGate::status() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   Json shared = Json::array();
   for (const auto& [seq, holder] : state_->shared)
     shared.push_back(holder);
@@ -169,7 +172,7 @@ DeviceGate::Ticket::Ticket(std::shared_ptr<State> state, uint64_t seq, std::stri
       event_(std::move(event)) {}
 
 DeviceGate::Ticket::~Ticket() {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   if (state_->exclusive_seq == seq_) {
     state_->exclusive_seq = 0;
     state_->exclusive_holder.clear();
@@ -185,13 +188,14 @@ DeviceGate::Ticket::~Ticket() {
 }
 
 bool DeviceGate::Ticket::granted() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->holds_locked(seq_);
 }
 
 bool DeviceGate::Ticket::wait_until(std::chrono::steady_clock::time_point deadline) const {
-  std::unique_lock lock(state_->mu);
-  return state_->cv.wait_until(lock, deadline, [&] { return state_->holds_locked(seq_); });
+  MutexLock lock(state_->mu);
+  return lock.wait_until(state_->cv, deadline,
+                         [&]() REQUIRES(state_->mu) { return state_->holds_locked(seq_); });
 }
 
 }  // namespace kforge::workers

@@ -18,7 +18,7 @@ std::shared_ptr<ChildChannel> KeptJudges::take(const std::string& key) {
   std::vector<std::shared_ptr<ChildChannel>> dropped;  // killed after the lock is let go
   std::shared_ptr<ChildChannel> taken;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     const auto now = Clock::now();
     for (auto it = parked_.begin(); it != parked_.end();) {
       ChildMessage state = ChildMessage::kNotYet;
@@ -73,7 +73,7 @@ void KeptJudges::park(const std::shared_ptr<ChildChannel>& child, const std::str
   if (gate != nullptr) child->warming = child->warm_beside(*gate);
   std::shared_ptr<ChildChannel> evicted;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (gate != nullptr) ++kept_gate_registrations_;
     if (parked_.size() >= kMaxParked) {
       evicted = std::move(parked_.front().child);
@@ -86,14 +86,14 @@ void KeptJudges::park(const std::shared_ptr<ChildChannel>& child, const std::str
 }
 
 void KeptJudges::count_gate_registration() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++kept_gate_registrations_;
 }
 
 void KeptJudges::clear() {
   std::deque<Parked> gone;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     gone.swap(parked_);
   }
   for (auto& p : gone)
@@ -101,7 +101,7 @@ void KeptJudges::clear() {
 }
 
 void KeptJudges::fill_status(Json& status) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   status["judges_parked_now"] = parked_.size();
   status["judges_parked_total"] = judges_parked_;
   status["jobs_on_kept_judges_total"] = jobs_on_kept_judges_;

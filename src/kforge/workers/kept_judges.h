@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
 
@@ -49,11 +49,11 @@ class KeptJudges {
     std::chrono::steady_clock::time_point since;
   };
 
-  mutable std::mutex mu_;
-  std::deque<Parked> parked_;            // guarded by mu_, oldest first
-  int64_t judges_parked_ = 0;            // guarded by mu_
-  int64_t jobs_on_kept_judges_ = 0;      // guarded by mu_
-  int64_t kept_gate_registrations_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<Parked> parked_ GUARDED_BY(mu_);  // oldest first
+  int64_t judges_parked_ GUARDED_BY(mu_) = 0;
+  int64_t jobs_on_kept_judges_ GUARDED_BY(mu_) = 0;
+  int64_t kept_gate_registrations_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kforge::workers

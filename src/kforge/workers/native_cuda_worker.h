@@ -16,12 +16,12 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/worker_protocol/process.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
@@ -84,21 +84,21 @@ class NativeCudaWorker final : public Worker {
     ChildChannel channel;
   };
 
-  StatusOr<std::unique_ptr<Child>> start_child();
+  StatusOr<std::unique_ptr<Child>> start_child() REQUIRES(pool_mu_);
   // A ready process for a job; with a gate, one is started only while holding the grant.
   StatusOr<std::unique_ptr<Child>> take_process(const WorkerJob& job, CancelToken& cancel);
   // With a gate: replaces the process a job used, warmed up holding no grant but stopped
   // while an exclusive one is in, and waited for without pool_mu_.
-  void replenish();
+  void replenish() EXCLUDES(pool_mu_);
   Status wait_ready(Child& child);
   WarmPool<Child>::Hooks pool_hooks();
   std::map<std::string, std::string> child_env() const;
 
   const NativeCudaWorkerOptions options_;
-  WorkerBook book_;        // thread-safe; declared before pool_, which writes to it
-  std::mutex pool_mu_;     // held for every use of pool_ (and so of next_child_id_)
-  int next_child_id_ = 1;  // guarded by pool_mu_
-  WarmPool<Child> pool_;   // guarded by pool_mu_
+  WorkerBook book_;  // thread-safe; declared before pool_, which writes to it
+  Mutex pool_mu_;    // held for every use of pool_ (and so of next_child_id_)
+  int next_child_id_ GUARDED_BY(pool_mu_) = 1;
+  WarmPool<Child> pool_ GUARDED_BY(pool_mu_);
   // Jobs' processes ending after their answers went out. Last: destroyed first, so every
   // teardown finishes while the rest of the worker is still there.
   Teardowns teardowns_;

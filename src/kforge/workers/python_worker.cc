@@ -72,7 +72,7 @@ std::map<std::string, std::string> PythonWorker::zygote_env() const {
 }
 
 Status PythonWorker::start_zygote() {
-  std::lock_guard control_lock(control_mu_);
+  RecursiveMutexLock control_lock(control_mu_);
   book_.set_state(WorkerState::kStarting);
   // The zygote's warm Triton cache (children read it); their scratch directories are
   // SandboxPolicy's.
@@ -149,7 +149,7 @@ Status PythonWorker::start_zygote() {
     }
     bool restart = false;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       hello_ = m;
       zygote_pid_ = pid;
       restart = zygote_starts_++ > 0;
@@ -163,7 +163,7 @@ Status PythonWorker::start_zygote() {
 }
 
 void PythonWorker::stop_zygote() {
-  std::lock_guard control_lock(control_mu_);
+  RecursiveMutexLock control_lock(control_mu_);
   pool_.clear();
   kept_.clear();
   if (control_.valid()) {
@@ -175,7 +175,7 @@ void PythonWorker::stop_zygote() {
     (void)zygote_->wait_for(std::chrono::milliseconds(2000));
     zygote_.reset();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   zygote_pid_ = -1;
 }
 
@@ -198,7 +198,7 @@ Status PythonWorker::handle_control_message(const Json& m) {
 }
 
 void PythonWorker::on_readable() {
-  std::lock_guard control_lock(control_mu_);
+  RecursiveMutexLock control_lock(control_mu_);
   while (control_.valid()) {
     auto msg = worker_protocol::recv_control(control_.get());
     if (!msg.is_ok()) {
@@ -218,14 +218,14 @@ void PythonWorker::on_readable() {
 }
 
 std::optional<worker_protocol::ExitStatus> PythonWorker::exit_of(pid_t pid) {
-  std::lock_guard control_lock(control_mu_);
+  RecursiveMutexLock control_lock(control_mu_);
   auto it = exits_.find(pid);
   if (it == exits_.end()) return std::nullopt;
   return it->second;
 }
 
 StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
-  std::lock_guard control_lock(control_mu_);
+  RecursiveMutexLock control_lock(control_mu_);
   if (!control_.valid()) KF_RETURN_IF_ERROR(start_zygote());
   KF_ASSIGN_OR_RETURN(ChildPipes pipes, ChildPipes::create());
   const int child_id = next_child_id_++;
@@ -282,8 +282,9 @@ StatusOr<std::unique_ptr<ChildChannel>> PythonWorker::fork_child() {
 
 WarmPool<ChildChannel>::Hooks PythonWorker::pool_hooks() {
   WarmPool<ChildChannel>::Hooks hooks;
-  hooks.start = [this]() -> StatusOr<std::unique_ptr<ChildChannel>> {
-    std::lock_guard control_lock(control_mu_);  // jobs' loops read the control socket
+  // The pool calls its hooks under the lock that guards it (warm_pool.h).
+  hooks.start = [this]() REQUIRES(run_mu_) -> StatusOr<std::unique_ptr<ChildChannel>> {
+    RecursiveMutexLock control_lock(control_mu_);  // jobs' loops read the control socket
     if (!control_.valid() && zygote_) {
       pool_.clear();  // its children died with the old zygote
       stop_zygote();
@@ -304,6 +305,8 @@ WarmPool<ChildChannel>::Hooks PythonWorker::pool_hooks() {
 }
 
 void PythonWorker::prepare() {
+  // Uncontended: no job runs and no warmer is started before prepare() returns.
+  MutexLock run_lock(run_mu_);
   if (Status s = start_zygote(); !s) {
     book_.set_state(WorkerState::kFailed, s.message());
     KF_LOG_ERROR("worker device={} failed to start: {}", options_.device, s.message());
@@ -316,7 +319,9 @@ void PythonWorker::prepare() {
   }
 }
 
-void PythonWorker::replenish() {
+// refill() takes run_mu_ itself around each use of the pool (the analysis sees only the call
+// on pool_ without it).
+void PythonWorker::replenish() NO_THREAD_SAFETY_ANALYSIS {
   // Stopped while another job's timed region holds the device (see the header).
   pool_.refill(
       run_mu_,
@@ -340,7 +345,7 @@ constexpr int kDemandSettleRounds = 10;
 void PythonWorker::expect_jobs(int queued) {
   if (!options_.gate) return;
   {
-    std::lock_guard lock(warmer_mu_);
+    MutexLock lock(warmer_mu_);
     demand_ = queued;
     demand_changed_ = true;
   }
@@ -348,23 +353,23 @@ void PythonWorker::expect_jobs(int queued) {
 }
 
 void PythonWorker::warmer_loop() {
-  std::unique_lock lock(warmer_mu_);
+  MutexLock lock(warmer_mu_);
   for (;;) {
-    const auto changed = [this] { return warmer_stop_ || demand_changed_; };
-    warmer_cv_.wait(lock, changed);
+    const auto changed = [this]() REQUIRES(warmer_mu_) { return warmer_stop_ || demand_changed_; };
+    lock.wait(warmer_cv_, changed);
     // A batch's jobs are queued one by one (each stored first): gather the burst, while the
     // count keeps changing within kDemandSettle (at most kDemandSettleRounds times), so its
     // missing children start together instead of one round per job.
     for (int round = 0; round < kDemandSettleRounds && !warmer_stop_; ++round) {
       demand_changed_ = false;
-      if (!warmer_cv_.wait_for(lock, kDemandSettle, changed)) break;
+      if (!lock.wait_for(warmer_cv_, kDemandSettle, changed)) break;
     }
     if (warmer_stop_) return;
     demand_changed_ = false;
     const int queued = demand_;
     lock.unlock();
     {
-      std::lock_guard pool_lock(run_mu_);
+      MutexLock pool_lock(run_mu_);
       pool_.set_demand(queued);
       KF_LOG_DEBUG("device={} {} jobs queued: warm target {} ({} waiting, {} warming)",
                    options_.device, queued, pool_.target(), pool_.size(), pool_.warming());
@@ -376,7 +381,7 @@ void PythonWorker::warmer_loop() {
 
 void PythonWorker::stop_warmer() {
   {
-    std::lock_guard lock(warmer_mu_);
+    MutexLock lock(warmer_mu_);
     warmer_stop_ = true;
   }
   warmer_cv_.notify_all();
@@ -385,7 +390,6 @@ void PythonWorker::stop_warmer() {
 
 WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
                                 const ProgressSink& progress) {
-  std::unique_lock run_lock(run_mu_, std::defer_lock);
   // Pipelined stages: the job is admitted with a shared ticket before a child gets it (its
   // candidate's code runs at import); its judge asks for the exclusive grant to time.
   std::unique_ptr<DeviceGate::Ticket> admitted;
@@ -405,7 +409,7 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
     admitted = std::move(granted).value();
     admission_wait_ms = std::chrono::duration<double, std::milli>(Clock::now() - asked).count();
   }
-  run_lock.lock();
+  MutexLock run_lock(run_mu_);
   book_.set_state(WorkerState::kBusy);
   if (progress) progress("starting", "waiting for a warm worker process", 0.02);
   const auto taking = Clock::now();
@@ -414,8 +418,9 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   if (!active) {
     if (options_.gate) {
       // A child already warming is nearer ready than one this job would start now.
-      adopted_.wait_until(run_lock, Clock::now() + job.timeout,
-                          [this] { return pool_.size() > 0 || pool_.warming() == 0; });
+      run_lock.wait_until(adopted_, Clock::now() + job.timeout, [this]() REQUIRES(run_mu_) {
+        return pool_.size() > 0 || pool_.warming() == 0;
+      });
     }
     auto child = pool_.take();
     if (!child.is_ok()) {
@@ -535,9 +540,9 @@ Json PythonWorker::status() const {
   s["teardowns"] = teardowns_.status();
   if (options_.gate) {
     s["warm_children_max"] = std::max(options_.warm_children, options_.max_warm_children);
-    s["most_children_warming"] = pool_.most_warming();
+    s["most_children_warming"] = most_children_warming();
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (zygote_pid_ > 0) s["zygote_pid"] = zygote_pid_;
   if (hello_.contains("versions")) s["versions"] = hello_["versions"];
   if (hello_.contains("startup_ms")) s["zygote_startup_ms"] = hello_["startup_ms"];
@@ -548,7 +553,10 @@ void PythonWorker::shutdown() {
   stop_warmer();       // before the pool and the zygote go
   teardowns_.drain();  // parks the last kept judges, which kept_.clear() then ends
   kept_.clear();
-  stop_zygote();
+  {
+    MutexLock run_lock(run_mu_);  // no job runs any more; the pool is emptied under it
+    stop_zygote();
+  }
   book_.set_state(WorkerState::kStopped);
 }
 

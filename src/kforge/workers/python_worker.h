@@ -17,13 +17,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/worker_protocol/process.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/device_gate.h"
@@ -110,13 +110,13 @@ class PythonWorker final : public Worker, private ExitSource {
  private:
   // ExitSource: exit statuses come from the zygote's `exited` messages.
   int poll_fd() const override {
-    std::lock_guard lock(control_mu_);
+    RecursiveMutexLock lock(control_mu_);
     return control_.get();
   }
   void on_readable() override;
   std::optional<worker_protocol::ExitStatus> exit_of(pid_t pid) override;
   bool alive() const override {
-    std::lock_guard lock(control_mu_);
+    RecursiveMutexLock lock(control_mu_);
     return control_.valid();
   }
   // With a gate: after a job's result is out, new warm children are forked and warmed up
@@ -124,7 +124,7 @@ class PythonWorker final : public Worker, private ExitSource {
   // exclusive grant is in, so a warm-up (a CUDA context, a Triton launch) never runs beside
   // a timed region. The wait for their `ready` (the warm-up itself) is outside run_mu_, so
   // jobs keep taking ready children meanwhile.
-  void replenish();
+  void replenish() EXCLUDES(run_mu_);
   // With a gate and room above warm_children: applies expect_jobs()'s demand and refills.
   void warmer_loop();
   void stop_warmer();
@@ -135,11 +135,15 @@ class PythonWorker final : public Worker, private ExitSource {
   // The gate a job's timed regions take and warm-ups register with: the pipelined grant,
   // else the timing gate (null in tests of the worker alone).
   DeviceGate* device_gate() const;
-  Status start_zygote();
-  void stop_zygote();
-  Status handle_control_message(const Json& message);
+  // The zygote starts and stops with the pool emptied, so under run_mu_.
+  Status start_zygote() REQUIRES(run_mu_);
+  void stop_zygote() REQUIRES(run_mu_);
+  Status handle_control_message(const Json& message) REQUIRES(control_mu_);
   // Forks a child through the zygote and waits for its `forked` reply.
-  StatusOr<std::unique_ptr<ChildChannel>> fork_child();
+  StatusOr<std::unique_ptr<ChildChannel>> fork_child() REQUIRES(run_mu_);
+  // The pool's most children warming at once: an atomic it writes under run_mu_, read
+  // without it.
+  int most_children_warming() const NO_THREAD_SAFETY_ANALYSIS { return pool_.most_warming(); }
   WarmPool<ChildChannel>::Hooks pool_hooks();
   std::map<std::string, std::string> zygote_env() const;
 
@@ -148,37 +152,39 @@ class PythonWorker final : public Worker, private ExitSource {
 
   // Held by run() for its whole job without a gate; with one, while it takes a child (the
   // pool, zygote and fork state below are used under it).
-  std::mutex run_mu_;
+  Mutex run_mu_;
   // The zygote's control socket and what arrives on it (control_, forked_, fork_failures_,
   // exits_): used by the thread under run_mu_ and, with a gate, by every job's loop (the
   // ExitSource methods). Recursive: fork_child() calls on_readable().
-  mutable std::recursive_mutex control_mu_;
+  mutable RecursiveMutex control_mu_;
 
-  // Owned by the runner thread (the one in run(), or in prepare()/shutdown()).
-  std::optional<worker_protocol::Process> zygote_;
-  worker_protocol::UniqueFd control_;
-  WarmPool<ChildChannel> pool_;
-  std::map<int, pid_t> forked_;                         // child_id -> pid, from `forked`
-  std::map<int, std::string> fork_failures_;            // child_id -> error, from `fork_failed`
-  std::map<pid_t, worker_protocol::ExitStatus> exits_;  // from `exited`, pruned
-  int next_child_id_ = 1;
+  // Used by the runner thread (the one in run(), or in prepare()/shutdown()).
+  std::optional<worker_protocol::Process> zygote_ GUARDED_BY(control_mu_);
+  worker_protocol::UniqueFd control_ GUARDED_BY(control_mu_);
+  WarmPool<ChildChannel> pool_ GUARDED_BY(run_mu_);
+  std::map<int, pid_t> forked_ GUARDED_BY(control_mu_);  // child_id -> pid, from `forked`
+  // child_id -> error, from `fork_failed`
+  std::map<int, std::string> fork_failures_ GUARDED_BY(control_mu_);
+  // From `exited`, pruned.
+  std::map<pid_t, worker_protocol::ExitStatus> exits_ GUARDED_BY(control_mu_);
+  int next_child_id_ GUARDED_BY(control_mu_) = 1;
   // With a gate: notified whenever a warming child is adopted (or lost), so a job that finds
   // none ready waits for one already warming instead of starting another (under run_mu_).
   std::condition_variable adopted_;
 
   // The warmer thread and its demand (expect_jobs() never waits for run_mu_).
-  std::mutex warmer_mu_;
+  Mutex warmer_mu_;
   std::condition_variable warmer_cv_;
-  int demand_ = 0;               // guarded by warmer_mu_
-  bool demand_changed_ = false;  // guarded by warmer_mu_
-  bool warmer_stop_ = false;     // guarded by warmer_mu_
+  int demand_ GUARDED_BY(warmer_mu_) = 0;
+  bool demand_changed_ GUARDED_BY(warmer_mu_) = false;
+  bool warmer_stop_ GUARDED_BY(warmer_mu_) = false;
   std::thread warmer_;
 
-  mutable std::mutex mu_;
-  Json hello_ = Json::object();  // guarded by mu_
-  int64_t zygote_starts_ = 0;    // guarded by mu_
-  pid_t zygote_pid_ = -1;        // guarded by mu_
-  KeptJudges kept_;              // judges kept between jobs (jobs_per_judge > 1)
+  mutable Mutex mu_;
+  Json hello_ GUARDED_BY(mu_) = Json::object();
+  int64_t zygote_starts_ GUARDED_BY(mu_) = 0;
+  pid_t zygote_pid_ GUARDED_BY(mu_) = -1;
+  KeptJudges kept_;  // judges kept between jobs (jobs_per_judge > 1)
 
   // Jobs' processes ending after their answers went out. Last: destroyed first, so every
   // teardown finishes while the rest of the worker is still there (a kept judge is parked

@@ -9,7 +9,7 @@ Teardowns::Teardowns() : thread_([this] { loop(); }) {}
 
 Teardowns::~Teardowns() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -18,22 +18,22 @@ Teardowns::~Teardowns() {
 
 void Teardowns::add(Grave grave) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     graves_.push_back(std::move(grave));
   }
   cv_.notify_one();
 }
 
 void Teardowns::drain() {
-  std::unique_lock lock(mu_);
-  idle_cv_.wait(lock, [this] { return graves_.empty() && !busy_; });
+  MutexLock lock(mu_);
+  lock.wait(idle_cv_, [this]() REQUIRES(mu_) { return graves_.empty() && !busy_; });
 }
 
 void Teardowns::loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
     // Pending graves are finished before a stop: nothing a job started may outlive kforge.
-    cv_.wait(lock, [this] { return stop_ || !graves_.empty(); });
+    lock.wait(cv_, [this]() REQUIRES(mu_) { return stop_ || !graves_.empty(); });
     if (graves_.empty()) return;
     Grave grave = std::move(graves_.front());
     graves_.pop_front();
@@ -55,7 +55,7 @@ void Teardowns::loop() {
 }
 
 Json Teardowns::status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return {{"pending", graves_.size() + (busy_ ? 1 : 0)},
           {"done", done_},
           {"last_ms", last_ms_},

@@ -18,11 +18,11 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/workers/device_gate.h"
 
 namespace kforge::workers {
@@ -53,15 +53,15 @@ class Teardowns {
  private:
   void loop();
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;       // a grave added, or stop
   std::condition_variable idle_cv_;  // a grave done
-  std::deque<Grave> graves_;
-  bool busy_ = false;
-  bool stop_ = false;
-  uint64_t done_ = 0;
-  double last_ms_ = 0;
-  double max_ms_ = 0;
+  std::deque<Grave> graves_ GUARDED_BY(mu_);
+  bool busy_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint64_t done_ GUARDED_BY(mu_) = 0;
+  double last_ms_ GUARDED_BY(mu_) = 0;
+  double max_ms_ GUARDED_BY(mu_) = 0;
   std::thread thread_;  // last: started once the rest is initialised
 };
 

@@ -19,13 +19,13 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kforge/common/log.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/worker_book.h"
 
@@ -133,12 +133,12 @@ class WarmPool {
   // `while_warming(child)` returns is kept alive while the child warms up (the device
   // gate's registration that stops it during timed regions); `adopted`, if given, is
   // notified after each adoption (a job waiting for a process, see warming()).
-  void refill(std::mutex& mu, const std::function<std::shared_ptr<void>(Child&)>& while_warming,
-              std::condition_variable* adopted = nullptr) {
+  void refill(Mutex& mu, const std::function<std::shared_ptr<void>(Child&)>& while_warming,
+              std::condition_variable* adopted = nullptr) EXCLUDES(mu) {
     for (;;) {
       std::vector<std::unique_ptr<Child>> started;
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         for (;;) {
           auto one = start_missing();
           if (!one.is_ok() || *one == nullptr) break;
@@ -155,7 +155,7 @@ class WarmPool {
         const Status ready = wait_ready(*started[i]);
         held[i].reset();
         {
-          std::lock_guard lock(mu);
+          MutexLock lock(mu);
           adopt(std::move(started[i]), ready);
         }
         if (adopted != nullptr) adopted->notify_all();

@@ -5,39 +5,39 @@
 namespace kforge::workers {
 
 void WorkerBook::set_state(WorkerState state, std::string error) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   state_ = state;
   if (!error.empty()) last_error_ = std::move(error);
 }
 
 WorkerState WorkerBook::state() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return state_;
 }
 
 void WorkerBook::note_error(std::string error) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   last_error_ = std::move(error);
 }
 
 void WorkerBook::note_started() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++counters_.processes_started;
 }
 
 void WorkerBook::note_restart() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++counters_.restarts;
 }
 
 void WorkerBook::note_lost_before_ready(const std::string& why) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++counters_.child_crashes;
   last_error_ = why;
 }
 
 void WorkerBook::note_ready(const Json& ready) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   child_device_ = ready.value("device", Json());
   child_warmup_ms_ = ready.value("warmup_ms", 0.0);
   child_warmup_steps_ = ready.value("warmup_steps_ms", Json::object());
@@ -49,7 +49,7 @@ void WorkerBook::note_ready(const Json& ready) {
 }
 
 void WorkerBook::note_job_end(ChildJobEnd::Kind kind, WorkerState after) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++counters_.jobs_run;
   switch (kind) {
     case ChildJobEnd::Kind::kCrashed:
@@ -68,12 +68,12 @@ void WorkerBook::note_job_end(ChildJobEnd::Kind kind, WorkerState after) {
 }
 
 WorkerBook::Counters WorkerBook::counters() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return counters_;
 }
 
 void WorkerBook::fill_status(Json& s) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   s["state"] = worker_state_name(state_);
   s["processes_started"] = counters_.processes_started;
   s["restarts"] = counters_.restarts;

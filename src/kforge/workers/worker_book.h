@@ -10,10 +10,10 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <mutex>
 #include <string>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/workers/child_channel.h"
 #include "kforge/workers/worker.h"
 
@@ -47,14 +47,14 @@ class WorkerBook {
   void fill_status(Json& status) const;
 
  private:
-  mutable std::mutex mu_;
-  WorkerState state_ = WorkerState::kStopped;  // guarded by mu_
-  std::string last_error_;                     // guarded by mu_
-  Counters counters_;                          // guarded by mu_
-  Json child_device_ = Json();                 // guarded by mu_: `device` of the last ready one
-  double child_warmup_ms_ = 0;                 // guarded by mu_
-  Json child_warmup_steps_ = Json::object();   // guarded by mu_
-  Json candidate_warmup_;                      // guarded by mu_; the ready message's `candidate`
+  mutable Mutex mu_;
+  WorkerState state_ GUARDED_BY(mu_) = WorkerState::kStopped;
+  std::string last_error_ GUARDED_BY(mu_);
+  Counters counters_ GUARDED_BY(mu_);
+  Json child_device_ GUARDED_BY(mu_) = Json();  // `device` of the last ready one
+  double child_warmup_ms_ GUARDED_BY(mu_) = 0;
+  Json child_warmup_steps_ GUARDED_BY(mu_) = Json::object();
+  Json candidate_warmup_ GUARDED_BY(mu_);  // the ready message's `candidate`
 };
 
 // The `job` message for a process: the job spec plus its scratch directory (the process's

@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -215,7 +214,7 @@ TEST(WarmPoolTest, RefillWarmsUntilTheTargetHoldingTheGuardOnlyWhileEachWarms) {
   FakeLauncher launcher;
   WorkerBook book;
   WarmPool<FakeChild> pool("cpu", 3, launcher.hooks(), book);
-  std::mutex mu;
+  Mutex mu;  // the lock refill() takes around the pool
   std::vector<int> guarded;
   int alive = 0;
   pool.refill(mu, [&](FakeChild& child) -> std::shared_ptr<void> {
@@ -242,7 +241,7 @@ TEST(WarmPoolTest, QueuedJobsRaiseTheTargetAndTheMissingProcessesWarmTogether) {
   FakeLauncher launcher;
   WorkerBook book;
   WarmPool<FakeChild> pool("cuda:0", 1, launcher.hooks(), book, 4);
-  std::mutex mu;
+  Mutex mu;
   std::condition_variable adopted;
   pool.warm_all();
   EXPECT_EQ(pool.size(), 1u);

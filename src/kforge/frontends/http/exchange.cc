@@ -112,7 +112,7 @@ Responder Exchange::responder_for_callback() const {
 
 void Exchange::respond(HttpResponse response) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (phase_ != Phase::kPending || cancelled_ == CancelReason::kClientGone) return;
     answer_ = Answer{std::move(response), std::nullopt};
     phase_ = Phase::kAnswered;
@@ -122,7 +122,7 @@ void Exchange::respond(HttpResponse response) {
 
 bool Exchange::start_stream(StreamHead head) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (phase_ != Phase::kPending || cancelled_) return false;
     answer_ = Answer{std::nullopt, std::move(head)};
     phase_ = Phase::kStreaming;
@@ -134,7 +134,7 @@ bool Exchange::start_stream(StreamHead head) {
 bool Exchange::push_stream_bytes(std::string_view bytes) {
   bool accepted = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (phase_ != Phase::kStreaming || stream_closed_ || cancelled_ || overflowed_) return false;
     if (queued_bytes_.size() + bytes.size() > max_queued_bytes_) {
       overflowed_ = true;  // the session closes the connection: the client is too slow
@@ -149,7 +149,7 @@ bool Exchange::push_stream_bytes(std::string_view bytes) {
 
 void Exchange::close_stream() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (phase_ != Phase::kStreaming || stream_closed_) return;
     stream_closed_ = true;
   }
@@ -157,14 +157,14 @@ void Exchange::close_stream() {
 }
 
 bool Exchange::stream_open() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return phase_ == Phase::kStreaming && !stream_closed_ && !cancelled_ && !overflowed_;
 }
 
 void Exchange::add_cancel_callback(Responder::CancelCallback callback) {
   std::optional<CancelReason> reason;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (phase_ == Phase::kFinished) return;  // dropped (outside the lock) on return
     reason = cancelled_;
     if (!reason) {
@@ -178,7 +178,7 @@ void Exchange::add_cancel_callback(Responder::CancelCallback callback) {
 void Exchange::set_deadline(Clock::time_point when, Responder::DeadlineCallback fire) {
   Responder::DeadlineCallback previous;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (phase_ != Phase::kPending) return;
     deadline_ = when;
     previous = std::exchange(deadline_callback_, std::move(fire));
@@ -187,13 +187,13 @@ void Exchange::set_deadline(Clock::time_point when, Responder::DeadlineCallback 
 }
 
 bool Exchange::cancelled() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return cancelled_.has_value();
 }
 
 void Exchange::abandon() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (phase_ == Phase::kPending) {
       answer_ = Answer{HttpResponse::error(internal_error("the request handler did not answer")),
                        std::nullopt};
@@ -208,7 +208,7 @@ void Exchange::abandon() {
 }
 
 std::optional<Exchange::Answer> Exchange::take_answer() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!answer_) return std::nullopt;
   std::optional<Answer> out = std::move(answer_);
   answer_.reset();
@@ -216,7 +216,7 @@ std::optional<Exchange::Answer> Exchange::take_answer() {
 }
 
 Exchange::StreamUpdate Exchange::take_stream_update() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   StreamUpdate update;
   update.bytes.swap(queued_bytes_);
   update.closed = stream_closed_;
@@ -225,7 +225,7 @@ Exchange::StreamUpdate Exchange::take_stream_update() {
 }
 
 std::optional<Exchange::Clock::time_point> Exchange::deadline() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (phase_ != Phase::kPending) return std::nullopt;
   return deadline_;
 }
@@ -233,7 +233,7 @@ std::optional<Exchange::Clock::time_point> Exchange::deadline() const {
 void Exchange::fire_deadline_if_due(Clock::time_point now) {
   Responder::DeadlineCallback fire;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (phase_ != Phase::kPending || !deadline_ || now < *deadline_) return;
     deadline_.reset();
     fire = std::move(deadline_callback_);
@@ -245,7 +245,7 @@ void Exchange::fire_deadline_if_due(Clock::time_point now) {
 void Exchange::cancel(CancelReason reason) {
   std::vector<Responder::CancelCallback> callbacks;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (cancelled_ || phase_ == Phase::kFinished) return;
     cancelled_ = reason;
     callbacks.swap(cancel_callbacks_);
@@ -259,7 +259,7 @@ void Exchange::finish() {
   std::vector<Responder::CancelCallback> callbacks;
   Responder::DeadlineCallback fire;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     phase_ = Phase::kFinished;
     callbacks.swap(cancel_callbacks_);
     fire = std::move(deadline_callback_);

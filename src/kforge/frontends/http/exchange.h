@@ -13,11 +13,11 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/responder.h"
 
 namespace kforge::frontends::http {
@@ -87,16 +87,16 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   const size_t max_queued_bytes_;
   std::weak_ptr<HandlerRef> handler_ref_;  // set once by make_responder
 
-  mutable std::mutex mu_;
-  Phase phase_ = Phase::kPending;                            // guarded by mu_
-  std::optional<Answer> answer_;                             // guarded by mu_; taken by the session
-  std::optional<CancelReason> cancelled_;                    // guarded by mu_
-  std::vector<Responder::CancelCallback> cancel_callbacks_;  // guarded by mu_
-  std::optional<Clock::time_point> deadline_;                // guarded by mu_
-  Responder::DeadlineCallback deadline_callback_;            // guarded by mu_
-  std::string queued_bytes_;                                 // guarded by mu_
-  bool stream_closed_ = false;                               // guarded by mu_
-  bool overflowed_ = false;                                  // guarded by mu_
+  mutable Mutex mu_;
+  Phase phase_ GUARDED_BY(mu_) = Phase::kPending;
+  std::optional<Answer> answer_ GUARDED_BY(mu_);  // taken by the session
+  std::optional<CancelReason> cancelled_ GUARDED_BY(mu_);
+  std::vector<Responder::CancelCallback> cancel_callbacks_ GUARDED_BY(mu_);
+  std::optional<Clock::time_point> deadline_ GUARDED_BY(mu_);
+  Responder::DeadlineCallback deadline_callback_ GUARDED_BY(mu_);
+  std::string queued_bytes_ GUARDED_BY(mu_);
+  bool stream_closed_ GUARDED_BY(mu_) = false;
+  bool overflowed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kforge::frontends::http

@@ -11,6 +11,7 @@
 
 #include "kforge/common/error_mapping.h"
 #include "kforge/common/log.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/http/server_core.h"
 
@@ -63,10 +64,10 @@ ServerCore::ServerCore(HttpServer::Options options, Router router, bool loopback
 
 ServerCore::~ServerCore() {
   {
-    std::lock_guard lock(gate_->mu);
+    MutexLock lock(gate_->mu);
     gate_->open = false;
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   destroying_ = true;
 }
 
@@ -110,7 +111,7 @@ void ServerCore::start_connection(tcp::socket socket) {
   std::shared_ptr<Connection> connection;
   std::shared_ptr<Connection> evicted;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;  // the socket closes on return
     if (connections_.size() - evicting_ >= options_.max_connections) {
       evicted = pick_eviction_locked();
@@ -165,7 +166,7 @@ std::shared_ptr<Connection> ServerCore::pick_eviction_locked() {
 }
 
 void ServerCore::set_phase(uint64_t id, ConnectionPhase phase) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = connections_.find(id);
   if (it == connections_.end() || it->second.phase == phase) return;
   it->second.phase = phase;
@@ -173,7 +174,7 @@ void ServerCore::set_phase(uint64_t id, ConnectionPhase phase) {
 }
 
 void ServerCore::unregister_connection(uint64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = connections_.find(id); it != connections_.end()) {
     if (it->second.evicting) --evicting_;
     connections_.erase(it);
@@ -187,13 +188,13 @@ void ServerCore::unregister_connection(uint64_t id) {
 }
 
 bool ServerCore::no_connections() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return connections_.empty();
 }
 
 std::vector<std::shared_ptr<Connection>> ServerCore::live_connections() {
   std::vector<std::shared_ptr<Connection>> live;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto& [id, entry] : connections_) {
     if (auto s = entry.connection.lock()) live.push_back(std::move(s));
   }
@@ -211,7 +212,7 @@ void ServerCore::run() {
 
 void ServerCore::stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }

@@ -26,6 +26,7 @@
 
 #include "kforge/common/log.h"
 #include "kforge/common/random.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/exchange.h"
 #include "kforge/frontends/http/http_reader.h"
 #include "kforge/frontends/http/server_core.h"
@@ -164,7 +165,7 @@ void Session::end_exchange() {
 
 std::function<void()> Session::make_wake() {
   return [gate = server_.gate(), weak = weak_from_this()] {
-    std::lock_guard lock(gate->mu);
+    MutexLock lock(gate->mu);
     if (!gate->open) return;
     if (auto self = weak.lock()) {
       net::post(self->executor(), [weak] {
@@ -485,7 +486,7 @@ net::awaitable<bool> Session::write_response(const RequestMeta& meta, HttpRespon
   for (const auto& [name, value] : meta.cors) {
     // A CORS preflight answer already carries them; a repeated Allow-Origin fails in browsers.
     bool present = std::any_of(response.headers.begin(), response.headers.end(),
-                               [&name](const auto& h) { return iequals(h.first, name); });
+                               [&n = name](const auto& h) { return iequals(h.first, n); });
     if (!present) res.insert(name, value);
   }
   for (const auto& [name, value] : response.headers)

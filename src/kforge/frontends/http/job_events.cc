@@ -4,9 +4,9 @@
 // request (EventSource cannot send one).
 #include <atomic>
 #include <memory>
-#include <mutex>
 
 #include "kforge/common/error_mapping.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/rest_context.h"
 #include "kforge/jobs/job_access.h"
 #include "kforge/jobs/job_view.h"
@@ -20,7 +20,7 @@ class Subscriptions {
   explicit Subscriptions(jobs::JobService& service) : service_(service) {}
   // False when the stream has already ended (the subscription is dropped at once).
   bool add(uint64_t id) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_) {
       service_.unsubscribe(id);
       return false;
@@ -31,7 +31,7 @@ class Subscriptions {
   void end() {
     std::vector<uint64_t> ids;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       ended_ = true;
       ids.swap(ids_);
     }
@@ -41,9 +41,9 @@ class Subscriptions {
 
  private:
   jobs::JobService& service_;
-  std::mutex mu_;
-  std::vector<uint64_t> ids_;  // guarded by mu_
-  bool ended_ = false;         // guarded by mu_
+  Mutex mu_;
+  std::vector<uint64_t> ids_ GUARDED_BY(mu_);
+  bool ended_ GUARDED_BY(mu_) = false;
 };
 
 Json progress_json(const jobs::JobProgress& p) {

@@ -26,10 +26,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/access_policy.h"
 #include "kforge/frontends/http/http_server.h"
 #include "kforge/frontends/http/router.h"
@@ -38,8 +38,8 @@ namespace kforge::frontends::http {
 
 // Closes the path from exchanges to the io_context once the server is being destroyed.
 struct Gate {
-  std::mutex mu;
-  bool open = true;  // guarded by mu
+  Mutex mu;
+  bool open GUARDED_BY(mu) = true;
 };
 
 class ServerCore;
@@ -97,8 +97,7 @@ class ServerCore {
   boost::asio::awaitable<void> accept_loop();
   void start_connection(boost::asio::ip::tcp::socket socket);
   // At the cap: marks the connection to evict and returns it (null when all are busy).
-  // Requires mu_.
-  std::shared_ptr<Connection> pick_eviction_locked();
+  std::shared_ptr<Connection> pick_eviction_locked() REQUIRES(mu_);
   std::vector<std::shared_ptr<Connection>> live_connections();
   bool no_connections();
   void force_close_all();
@@ -109,20 +108,20 @@ class ServerCore {
   const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   std::atomic<uint16_t> port_{0};
 
-  std::mutex mu_;
-  bool stopping_ = false;    // guarded by mu_
-  bool destroying_ = false;  // guarded by mu_
+  Mutex mu_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool destroying_ GUARDED_BY(mu_) = false;
   struct Entry {
     std::weak_ptr<Connection> connection;
     ConnectionPhase phase = ConnectionPhase::kAwaitingRequest;
     std::chrono::steady_clock::time_point since;  // when it entered `phase`
     bool evicting = false;                        // closing for a newer connection
   };
-  uint64_t next_connection_id_ = 0;        // guarded by mu_
-  std::map<uint64_t, Entry> connections_;  // guarded by mu_
-  size_t evicting_ = 0;                    // guarded by mu_: entries with `evicting`
-  uint64_t evicted_total_ = 0;             // guarded by mu_
-  uint64_t refused_total_ = 0;             // guarded by mu_
+  uint64_t next_connection_id_ GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, Entry> connections_ GUARDED_BY(mu_);
+  size_t evicting_ GUARDED_BY(mu_) = 0;  // entries with `evicting`
+  uint64_t evicted_total_ GUARDED_BY(mu_) = 0;
+  uint64_t refused_total_ GUARDED_BY(mu_) = 0;
 
   // Asio objects last: destroyed first, while the registry above still exists.
   boost::asio::io_context ioc_;

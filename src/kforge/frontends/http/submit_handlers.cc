@@ -2,10 +2,10 @@
 // submit (durable), then either answer 202 at once (?wait=false) or wait for the job through
 // a JobService callback, bounded by the job's timeout plus the queueing allowance.
 #include <cmath>
-#include <mutex>
 #include <optional>
 
 #include "kforge/common/json.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/rest_context.h"
 #include "kforge/jobs/job_view.h"
 #include "kforge/model/parse.h"
@@ -23,23 +23,23 @@ class WaitState {
   // Records the subscription; returns true if the wait already ended (the caller must then
   // unsubscribe it).
   bool set_subscription(uint64_t id) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_) return true;
     subscription_ = id;
     return false;
   }
   // Ends the wait; returns the subscription to drop, if any (only the first call does).
   std::optional<uint64_t> end() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_) return std::nullopt;
     ended_ = true;
     return std::exchange(subscription_, std::nullopt);
   }
 
  private:
-  std::mutex mu_;
-  bool ended_ = false;                    // guarded by mu_
-  std::optional<uint64_t> subscription_;  // guarded by mu_
+  Mutex mu_;
+  bool ended_ GUARDED_BY(mu_) = false;
+  std::optional<uint64_t> subscription_ GUARDED_BY(mu_);
 };
 
 // The no-cache headers the old server sent with every evaluation answer.

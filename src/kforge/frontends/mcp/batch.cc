@@ -56,7 +56,7 @@ void BatchCollector::complete_one(std::optional<Json> response) {
   ArrayCallback done;
   Json responses;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (remaining_ == 0) return;
     if (response) responses_.push_back(std::move(*response));
     if (--remaining_ > 0) return;

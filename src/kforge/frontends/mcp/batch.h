@@ -13,12 +13,12 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/request_context.h"
 
 namespace kforge::frontends::mcp {
@@ -48,10 +48,10 @@ class BatchCollector : public std::enable_shared_from_this<BatchCollector> {
 
   class Channel;
   const RelatedCallback related_;
-  std::mutex mu_;
-  size_t remaining_;    // guarded by mu_
-  Json responses_;      // guarded by mu_
-  ArrayCallback done_;  // guarded by mu_; cleared once called
+  Mutex mu_;
+  size_t remaining_ GUARDED_BY(mu_);
+  Json responses_ GUARDED_BY(mu_);
+  ArrayCallback done_ GUARDED_BY(mu_);  // cleared once called
 };
 
 }  // namespace kforge::frontends::mcp

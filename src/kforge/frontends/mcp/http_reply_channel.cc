@@ -48,13 +48,13 @@ bool HttpReplyChannel::ensure_stream_locked() {
 }
 
 void HttpReplyChannel::start_stream() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ensure_stream_locked();
 }
 
 void HttpReplyChannel::send_related(const Json& message) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (done_) return;
     if (ensure_stream_locked()) {
       if (log_) {
@@ -70,7 +70,7 @@ void HttpReplyChannel::send_related(const Json& message) {
 }
 
 void HttpReplyChannel::send_response(const Json& response) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (done_) return;
   done_ = true;
   if (log_) return log_->finish(response);
@@ -89,7 +89,7 @@ void HttpReplyChannel::send_response(const Json& response) {
 }
 
 void HttpReplyChannel::abandon() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (done_) return;
   done_ = true;
   if (log_) return log_->abandon();
@@ -104,7 +104,7 @@ void HttpReplyChannel::abandon() {
 }
 
 bool HttpReplyChannel::close_for_polling() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return !done_ && log_ && log_->detach();
 }
 

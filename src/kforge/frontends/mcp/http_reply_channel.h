@@ -12,9 +12,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <optional>
 
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/responder.h"
 #include "kforge/frontends/mcp/request_context.h"
 #include "kforge/frontends/mcp/resumable_streams.h"
@@ -42,7 +42,7 @@ class HttpReplyChannel : public ReplyChannel {
   bool close_for_polling() override;
 
  private:
-  bool ensure_stream_locked();
+  bool ensure_stream_locked() REQUIRES(mu_);
   http::HeaderList session_headers() const;
 
   const http::Responder responder_;
@@ -51,10 +51,10 @@ class HttpReplyChannel : public ReplyChannel {
   const bool announce_session_;
   const std::chrono::milliseconds keepalive_interval_;
   const std::shared_ptr<ResumableStreams> streams_;
-  std::mutex mu_;
-  std::optional<http::EventStream> stream_;  // guarded by mu_; a stream not kept
-  std::shared_ptr<StreamLog> log_;           // guarded by mu_; a stream kept for resumption
-  bool done_ = false;                        // guarded by mu_
+  Mutex mu_;
+  std::optional<http::EventStream> stream_ GUARDED_BY(mu_);  // a stream not kept
+  std::shared_ptr<StreamLog> log_ GUARDED_BY(mu_);           // a stream kept for resumption
+  bool done_ GUARDED_BY(mu_) = false;
 };
 
 // A session's GET stream as its standalone MessageSink.

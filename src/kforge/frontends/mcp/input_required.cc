@@ -8,13 +8,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 
 #include "kforge/common/base64.h"
 #include "kforge/common/error_mapping.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
 #include "kforge/common/random.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/jsonrpc.h"
 
 namespace kforge::frontends::mcp::mrtr {
@@ -31,15 +31,15 @@ SigningKey make_key(std::string key) {
 }
 
 // Set once by use_key_file before serving; until then (tests) a key drawn per process.
-std::mutex key_mu;
-std::shared_ptr<const SigningKey>& key_slot() {
+Mutex key_mu;
+std::shared_ptr<const SigningKey>& key_slot() REQUIRES(key_mu) {
   static std::shared_ptr<const SigningKey> slot =
       std::make_shared<const SigningKey>(make_key(random_hex(32)));
   return slot;
 }
 
 std::shared_ptr<const SigningKey> signing_key() {
-  std::lock_guard lock(key_mu);
+  MutexLock lock(key_mu);
   return key_slot();
 }
 
@@ -107,7 +107,7 @@ Status use_key_file(const std::filesystem::path& path) {
                             "mcp-state-key-file");
   }
   auto key = std::make_shared<const SigningKey>(make_key(std::move(text)));
-  std::lock_guard lock(key_mu);
+  MutexLock lock(key_mu);
   key_slot() = std::move(key);
   return Status::ok();
 }

@@ -1,10 +1,10 @@
 #include "kforge/frontends/mcp/kernel_tools.h"
 
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "kforge/common/log.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/kernel_tasks.h"
 #include "kforge/frontends/mcp/kernel_tool_args.h"
 #include "kforge/frontends/mcp/kernel_tool_results.h"
@@ -40,23 +40,23 @@ class JobWatch {
  public:
   // Records a subscription; false if the wait already ended (the caller drops it).
   bool add(uint64_t subscription) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_) return false;
     subscriptions_.push_back(subscription);
     return true;
   }
   // Ends the wait; returns the subscriptions to drop (only the first call gets them).
   std::optional<std::vector<uint64_t>> end() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (ended_) return std::nullopt;
     ended_ = true;
     return std::move(subscriptions_);
   }
 
  private:
-  std::mutex mu_;
-  bool ended_ = false;                   // guarded by mu_
-  std::vector<uint64_t> subscriptions_;  // guarded by mu_
+  Mutex mu_;
+  bool ended_ GUARDED_BY(mu_) = false;
+  std::vector<uint64_t> subscriptions_ GUARDED_BY(mu_);
 };
 
 void drop(jobs::JobService& service, const std::optional<std::vector<uint64_t>>& subs) {

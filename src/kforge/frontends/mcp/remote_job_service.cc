@@ -55,7 +55,7 @@ RemoteJobService::RemoteJobService(RestClient client, std::chrono::milliseconds 
 
 RemoteJobService::~RemoteJobService() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -84,7 +84,7 @@ StatusOr<uint64_t> RemoteJobService::when_done(const std::string& id, DoneCallba
     done(job);
     return uint64_t{0};
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t sub = next_id_++;
   watches_[sub] = Watch{id, std::move(done), nullptr, std::string(model::to_string(job.state))};
   cv_.notify_all();
@@ -94,7 +94,7 @@ StatusOr<uint64_t> RemoteJobService::when_done(const std::string& id, DoneCallba
 StatusOr<uint64_t> RemoteJobService::on_progress(const std::string& id, ProgressCallback progress) {
   KF_ASSIGN_OR_RETURN(model::JobRecord job, get(id));
   if (model::is_terminal(job.state)) return failed_precondition("job " + id + " has finished");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t sub = next_id_++;
   watches_[sub] = Watch{id, nullptr, std::move(progress), ""};
   cv_.notify_all();
@@ -102,15 +102,15 @@ StatusOr<uint64_t> RemoteJobService::on_progress(const std::string& id, Progress
 }
 
 void RemoteJobService::unsubscribe(uint64_t subscription) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   watches_.erase(subscription);
 }
 
 void RemoteJobService::poll_loop() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stopping_) {
     if (watches_.empty()) {
-      cv_.wait(lock, [this] { return stopping_ || !watches_.empty(); });
+      lock.wait(cv_, [this]() REQUIRES(mu_) { return stopping_ || !watches_.empty(); });
       continue;
     }
     std::map<std::string, std::vector<uint64_t>> by_job;
@@ -128,7 +128,7 @@ void RemoteJobService::poll_loop() {
         DoneCallback done;
         ProgressCallback progress;
         {
-          std::lock_guard relock(mu_);
+          MutexLock relock(mu_);
           auto it = watches_.find(sub);
           if (it == watches_.end()) continue;
           if (it->second.done && model::is_terminal(job->state)) {
@@ -150,7 +150,7 @@ void RemoteJobService::poll_loop() {
       }
     }
     lock.lock();
-    cv_.wait_for(lock, poll_interval_, [this] { return stopping_; });
+    lock.wait_for(cv_, poll_interval_, [this]() REQUIRES(mu_) { return stopping_; });
   }
 }
 

@@ -15,9 +15,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <mutex>
 #include <thread>
 
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/rest_client.h"
 #include "kforge/jobs/job_service.h"
 
@@ -50,11 +50,11 @@ class RemoteJobService : public jobs::JobService {
 
   const RestClient client_;
   const std::chrono::milliseconds poll_interval_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::map<uint64_t, Watch> watches_;  // guarded by mu_
-  uint64_t next_id_ = 1;               // guarded by mu_
-  bool stopping_ = false;              // guarded by mu_
+  std::map<uint64_t, Watch> watches_ GUARDED_BY(mu_);
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread poller_;
 };
 

@@ -23,7 +23,7 @@ RequestContext::RequestContext(std::shared_ptr<Session> session, Json id, std::s
 RequestContext::~RequestContext() = default;
 
 void RequestContext::mark_registered() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   registered_ = true;
 }
 
@@ -39,7 +39,7 @@ void RequestContext::after_finish(const std::vector<Json>& awaited, const Status
     session_->abandon_client_request(id, why);
   bool registered = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     registered = registered_;
   }
   if (registered) session_->end_request(id_);
@@ -48,7 +48,7 @@ void RequestContext::after_finish(const std::vector<Json>& awaited, const Status
 void RequestContext::respond(Json result) {
   std::vector<Json> awaited;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!finish_locked(awaited)) return;
     cancel_hooks_.clear();
     channel_->send_response(jsonrpc::make_result(id_, std::move(result)));
@@ -59,7 +59,7 @@ void RequestContext::respond(Json result) {
 void RequestContext::respond_error(int code, std::string message, std::optional<Json> data) {
   std::vector<Json> awaited;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!finish_locked(awaited)) return;
     cancel_hooks_.clear();
     channel_->send_response(jsonrpc::make_error(id_, code, std::move(message), std::move(data)));
@@ -75,7 +75,7 @@ void RequestContext::respond_status(const Status& status) {
 }
 
 bool RequestContext::finished() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return finished_;
 }
 
@@ -86,7 +86,7 @@ void RequestContext::report_progress(double progress, std::optional<double> tota
   if (total) params["total"] = *total;
   if (!message.empty()) params["message"] = std::move(message);
   if (!meta.is_null()) params["_meta"] = std::move(meta);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (finished_ || (last_progress_ && progress <= *last_progress_)) return;
   last_progress_ = progress;
   channel_->send_related(jsonrpc::make_notification("notifications/progress", std::move(params)));
@@ -96,7 +96,7 @@ void RequestContext::log(LogLevel level, std::string logger, Json data) {
   if (!session_->log_enabled(level)) return;
   Json params = {{"level", to_string(level)}, {"data", std::move(data)}};
   if (!logger.empty()) params["logger"] = std::move(logger);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return;
   channel_->send_related(jsonrpc::make_notification("notifications/message", std::move(params)));
 }
@@ -113,7 +113,7 @@ void RequestContext::request_client(std::string method, Json params,
   Json id = session_->expect_client_response(std::move(done));
   bool sent = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!finished_) {
       awaited_client_ids_.push_back(id);
       channel_->send_related(jsonrpc::make_request(id, std::move(method), std::move(params)));
@@ -124,13 +124,13 @@ void RequestContext::request_client(std::string method, Json params,
 }
 
 bool RequestContext::close_stream_for_polling() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return !finished_ && channel_->close_for_polling();
 }
 
 void RequestContext::on_cancel(std::function<void()> hook) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!cancelled_) {
       if (!finished_) cancel_hooks_.push_back(std::move(hook));
       return;
@@ -143,7 +143,7 @@ void RequestContext::cancel() {
   std::vector<Json> awaited;
   std::vector<std::function<void()>> hooks;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (!finish_locked(awaited)) return;
     cancelled_ = true;
     hooks.swap(cancel_hooks_);
@@ -155,7 +155,7 @@ void RequestContext::cancel() {
 }
 
 bool RequestContext::cancelled() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return cancelled_;
 }
 

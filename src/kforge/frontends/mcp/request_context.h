@@ -17,13 +17,13 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/session.h"
 
 namespace kforge::frontends::mcp {
@@ -100,7 +100,7 @@ class RequestContext : public InFlightRequest, public std::enable_shared_from_th
 
  private:
   // Marks finished; returns false if it already was. Collects the client requests to fail.
-  bool finish_locked(std::vector<Json>& awaited);
+  bool finish_locked(std::vector<Json>& awaited) REQUIRES(mu_);
   void after_finish(const std::vector<Json>& awaited, const Status& why);
 
   const std::shared_ptr<Session> session_;
@@ -110,13 +110,13 @@ class RequestContext : public InFlightRequest, public std::enable_shared_from_th
   const std::shared_ptr<ReplyChannel> channel_;
   Json params_;  // written once before the handler runs, then only read
 
-  mutable std::mutex mu_;
-  bool registered_ = false;                          // guarded by mu_
-  bool finished_ = false;                            // guarded by mu_
-  bool cancelled_ = false;                           // guarded by mu_
-  std::optional<double> last_progress_;              // guarded by mu_
-  std::vector<std::function<void()>> cancel_hooks_;  // guarded by mu_
-  std::vector<Json> awaited_client_ids_;             // guarded by mu_
+  mutable Mutex mu_;
+  bool registered_ GUARDED_BY(mu_) = false;
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  std::optional<double> last_progress_ GUARDED_BY(mu_);
+  std::vector<std::function<void()>> cancel_hooks_ GUARDED_BY(mu_);
+  std::vector<Json> awaited_client_ids_ GUARDED_BY(mu_);
 };
 
 // params._meta.progressToken when it is a string or an integer; null otherwise.

@@ -22,7 +22,7 @@ http::SseEvent StreamLog::event_locked(uint64_t seq, const std::string& data) co
 }
 
 void StreamLog::start(http::EventStream stream) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sink_ = std::move(stream);
   ++attachment_;
   // The priming event: an id to resume from before any message, and the retry hint.
@@ -34,7 +34,7 @@ void StreamLog::start(http::EventStream stream) {
 }
 
 void StreamLog::send(const Json& message) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (finished_) return;
   const uint64_t seq = next_seq_++;
   std::string data = http::dump_json(message);
@@ -47,7 +47,7 @@ void StreamLog::send(const Json& message) {
 
 void StreamLog::finish(const Json& response) {
   send(response);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   finished_ = true;
   if (sink_) {
     // Delivered on a live stream: nothing is left to resume, so the events are not kept.
@@ -58,7 +58,7 @@ void StreamLog::finish(const Json& response) {
 }
 
 bool StreamLog::detach() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!sink_ || finished_) return false;
   // The retry hint before a server-side close says when to come back.
   sink_->send_raw("retry: " + std::to_string(kRetryMs) + "\n\n");
@@ -68,19 +68,19 @@ bool StreamLog::detach() {
 }
 
 void StreamLog::abandon() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   finished_ = true;
   if (sink_) sink_->close();
   sink_.reset();
 }
 
 bool StreamLog::keeps(uint64_t after_seq) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return events_.empty() || after_seq + 1 >= events_.front().first;
 }
 
 StatusOr<uint64_t> StreamLog::resume(http::EventStream stream, uint64_t after_seq) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!events_.empty() && after_seq + 1 < events_.front().first) {
     return not_found("events after " + std::to_string(number_) + "-" + std::to_string(after_seq) +
                      " are no longer kept");
@@ -99,17 +99,17 @@ StatusOr<uint64_t> StreamLog::resume(http::EventStream stream, uint64_t after_se
 }
 
 void StreamLog::forget(uint64_t attachment) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (attachment == attachment_) sink_.reset();
 }
 
 bool StreamLog::finished() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return finished_;
 }
 
 std::shared_ptr<StreamLog> ResumableStreams::open(const std::string& session_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t number = next_number_++;
   auto log = std::make_shared<StreamLog>(session_id, number);
   if (streams_.size() >= kMaxStreams) {
@@ -136,7 +136,7 @@ StatusOr<std::pair<std::shared_ptr<StreamLog>, uint64_t>> ResumableStreams::find
     return invalid_argument("'" + event_id + "' is not an event id of this server",
                             "Last-Event-ID");
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = streams_.find(*number);
   if (it == streams_.end() || it->second->session_id() != session_id) {
     return not_found("no stream of this session has event '" + event_id + "'");

@@ -20,13 +20,13 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/responder.h"
 
 namespace kforge::frontends::mcp {
@@ -63,16 +63,16 @@ class StreamLog {
   bool finished() const;
 
  private:
-  http::SseEvent event_locked(uint64_t seq, const std::string& data) const;
+  http::SseEvent event_locked(uint64_t seq, const std::string& data) const REQUIRES(mu_);
 
   const std::string session_id_;
   const uint64_t number_;
-  mutable std::mutex mu_;
-  std::deque<std::pair<uint64_t, std::string>> events_;  // guarded by mu_
-  uint64_t next_seq_ = 1;                                // guarded by mu_
-  std::optional<http::EventStream> sink_;                // guarded by mu_
-  uint64_t attachment_ = 0;                              // guarded by mu_; counts attaches
-  bool finished_ = false;                                // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<std::pair<uint64_t, std::string>> events_ GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 1;
+  std::optional<http::EventStream> sink_ GUARDED_BY(mu_);
+  uint64_t attachment_ GUARDED_BY(mu_) = 0;  // counts attaches
+  bool finished_ GUARDED_BY(mu_) = false;
 };
 
 class ResumableStreams {
@@ -88,9 +88,9 @@ class ResumableStreams {
                                                                  const std::string& event_id);
 
  private:
-  std::mutex mu_;
-  uint64_t next_number_ = 1;                                // guarded by mu_
-  std::map<uint64_t, std::shared_ptr<StreamLog>> streams_;  // guarded by mu_
+  Mutex mu_;
+  uint64_t next_number_ GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::shared_ptr<StreamLog>> streams_ GUARDED_BY(mu_);
 };
 
 }  // namespace kforge::frontends::mcp

@@ -13,7 +13,7 @@ Session::Session(std::string id, std::string client, model::Principal principal)
 Session::~Session() = default;
 
 void Session::set_initialized(std::string version, Json client_capabilities, Json client_info) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   version_ = std::move(version);
   client_capabilities_ =
       client_capabilities.is_object() ? std::move(client_capabilities) : Json::object();
@@ -27,30 +27,31 @@ std::shared_ptr<Session> Session::stateless(std::string client, model::Principal
   session->stateless_ = true;
   session->set_initialized(std::move(version), std::move(client_capabilities),
                            std::move(client_info));
+  MutexLock lock(session->mu_);
   session->log_level_ = log_level;
   return session;
 }
 
 std::optional<std::string> Session::protocol_version() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return version_;
 }
 
 std::string Session::effective_version() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return version_.value_or(std::string(kLatestProtocolVersion));
 }
 
 bool Session::client_has_capability(std::string_view name) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = client_capabilities_.find(name);
   return it != client_capabilities_.end() && it->is_object();
 }
 
 std::string Session::client_name() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!client_info_.is_object()) return "";
-  auto text = [&](const char* key) {
+  auto text = [&](const char* key) REQUIRES(mu_) {
     auto it = client_info_.find(key);
     return it != client_info_.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
@@ -60,24 +61,24 @@ std::string Session::client_name() const {
 }
 
 void Session::mark_initialized_notification() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   initialized_notification_ = true;
 }
 
 void Session::set_log_level(LogLevel level) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   log_level_ = level;
 }
 
 bool Session::log_enabled(LogLevel level) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // A stateless request without _meta logLevel gets no log messages at all.
   if (stateless_ && !log_level_) return false;
   return level >= log_level_.value_or(LogLevel::kWarning);
 }
 
 Status Session::begin_request(const Json& id, std::shared_ptr<InFlightRequest> context) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return unavailable("the MCP session has ended");
   auto [it, inserted] = in_flight_.emplace(jsonrpc::id_key(id), std::move(context));
   if (!inserted) {
@@ -89,7 +90,7 @@ Status Session::begin_request(const Json& id, std::shared_ptr<InFlightRequest> c
 
 void Session::end_request(const Json& id) {
   std::shared_ptr<InFlightRequest> ended;  // released outside the lock
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = in_flight_.find(jsonrpc::id_key(id));
   if (it == in_flight_.end()) return;
   ended = std::move(it->second);
@@ -97,20 +98,20 @@ void Session::end_request(const Json& id) {
 }
 
 std::shared_ptr<InFlightRequest> Session::find_request(const Json& id) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = in_flight_.find(jsonrpc::id_key(id));
   return it == in_flight_.end() ? nullptr : it->second;
 }
 
 size_t Session::requests_in_flight() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return in_flight_.size();
 }
 
 Json Session::expect_client_response(ClientResponseCallback done) {
   Json id;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     id = "kforge-" + std::to_string(next_client_request_id_++);
     if (!closed_) {
       awaiting_client_.emplace(jsonrpc::id_key(id), std::move(done));
@@ -124,7 +125,7 @@ Json Session::expect_client_response(ClientResponseCallback done) {
 bool Session::deliver_client_response(const Json& id, StatusOr<Json> result) {
   ClientResponseCallback done;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = awaiting_client_.find(jsonrpc::id_key(id));
     if (it == awaiting_client_.end()) return false;
     done = std::move(it->second);
@@ -139,43 +140,43 @@ void Session::abandon_client_request(const Json& id, const Status& why) {
 }
 
 std::shared_ptr<MessageSink> Session::set_standalone_sink(std::shared_ptr<MessageSink> sink) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (closed_) return sink;  // the caller closes it: a closed session takes no stream
   return std::exchange(standalone_, std::move(sink));
 }
 
 void Session::clear_standalone_sink(const MessageSink* sink) {
   std::shared_ptr<MessageSink> old;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (standalone_.get() == sink) old = std::move(standalone_);
 }
 
 bool Session::has_standalone_sink() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return standalone_ != nullptr;
 }
 
 bool Session::send_standalone(const Json& message) {
   std::shared_ptr<MessageSink> sink;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sink = standalone_;
   }
   return sink != nullptr && sink->send(message);
 }
 
 void Session::touch(std::chrono::steady_clock::time_point now) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (now > last_active_) last_active_ = now;
 }
 
 std::chrono::steady_clock::time_point Session::last_active() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return last_active_;
 }
 
 bool Session::idle() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return in_flight_.empty() && awaiting_client_.empty() && standalone_ == nullptr;
 }
 
@@ -186,7 +187,7 @@ void Session::close() {
   std::shared_ptr<MessageSink> sink;
   std::map<std::string, ClientResponseCallback> awaiting;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return;
     closed_ = true;
     sink = std::move(standalone_);
@@ -200,7 +201,7 @@ void Session::close() {
 }
 
 bool Session::closed() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return closed_;
 }
 

@@ -13,7 +13,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +20,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/protocol.h"
 #include "kforge/model/principal.h"
 
@@ -140,18 +140,18 @@ class Session {
   const std::string client_;
   const model::Principal principal_;
   bool stateless_ = false;  // set once, before the session is shared
-  mutable std::mutex mu_;
-  std::optional<std::string> version_;                                 // guarded by mu_
-  Json client_capabilities_ = Json::object();                          // guarded by mu_
-  Json client_info_ = Json::object();                                  // guarded by mu_
-  bool initialized_notification_ = false;                              // guarded by mu_
-  std::optional<LogLevel> log_level_;                                  // guarded by mu_
-  std::map<std::string, std::shared_ptr<InFlightRequest>> in_flight_;  // guarded by mu_
-  std::map<std::string, ClientResponseCallback> awaiting_client_;      // guarded by mu_
-  int64_t next_client_request_id_ = 1;                                 // guarded by mu_
-  std::shared_ptr<MessageSink> standalone_;                            // guarded by mu_
-  std::chrono::steady_clock::time_point last_active_;                  // guarded by mu_
-  bool closed_ = false;                                                // guarded by mu_
+  mutable Mutex mu_;
+  std::optional<std::string> version_ GUARDED_BY(mu_);
+  Json client_capabilities_ GUARDED_BY(mu_) = Json::object();
+  Json client_info_ GUARDED_BY(mu_) = Json::object();
+  bool initialized_notification_ GUARDED_BY(mu_) = false;
+  std::optional<LogLevel> log_level_ GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<InFlightRequest>> in_flight_ GUARDED_BY(mu_);
+  std::map<std::string, ClientResponseCallback> awaiting_client_ GUARDED_BY(mu_);
+  int64_t next_client_request_id_ GUARDED_BY(mu_) = 1;
+  std::shared_ptr<MessageSink> standalone_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point last_active_ GUARDED_BY(mu_);
+  bool closed_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace kforge::frontends::mcp

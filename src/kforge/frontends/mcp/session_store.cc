@@ -12,7 +12,7 @@ SessionStore::SessionStore(Options options) : options_(std::move(options)) {}
 SessionStore::~SessionStore() {
   Map sessions;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     sessions.swap(sessions_);
     pending_ = 0;
     per_client_.clear();
@@ -101,7 +101,7 @@ StatusOr<std::shared_ptr<Session>> SessionStore::create(const std::string& clien
   std::shared_ptr<Session> session;
   Status room;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     room = make_room_locked(client, t, ended);
     if (room.is_ok()) {
       std::string id = random_hex(16);
@@ -125,7 +125,7 @@ StatusOr<std::shared_ptr<Session>> SessionStore::find(const std::string& id,
   const auto t = now();
   std::shared_ptr<Session> session;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = sessions_.find(id);
     if (it != sessions_.end() && as != nullptr && it->second.session->principal() != *as) {
       it = sessions_.end();
@@ -150,7 +150,7 @@ StatusOr<std::shared_ptr<Session>> SessionStore::find(const std::string& id,
 bool SessionStore::remove(const std::string& id, const model::Principal* as) {
   std::shared_ptr<Session> session;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = sessions_.find(id);
     if (it == sessions_.end()) return false;
     if (as != nullptr && it->second.session->principal() != *as) return false;
@@ -161,12 +161,12 @@ bool SessionStore::remove(const std::string& id, const model::Principal* as) {
 }
 
 size_t SessionStore::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return sessions_.size();
 }
 
 size_t SessionStore::pending() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return pending_;
 }
 

@@ -27,11 +27,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/session.h"
 
 namespace kforge::frontends::mcp {
@@ -79,20 +79,20 @@ class SessionStore {
   std::chrono::steady_clock::time_point now() const;
   bool expired(const Entry& entry, std::chrono::steady_clock::time_point now) const;
   // Removes the entry, keeping the counts; returns its session for closing outside the lock.
-  std::shared_ptr<Session> erase_locked(Map::iterator it);
+  std::shared_ptr<Session> erase_locked(Map::iterator it) REQUIRES(mu_);
   // The oldest pending session (of `client` when given), or end().
-  Map::iterator oldest_pending_locked(const std::string* client);
+  Map::iterator oldest_pending_locked(const std::string* client) REQUIRES(mu_);
   // Makes room for a session of `client`: sweeps expired sessions and evicts pending ones
   // as the limits say. Sessions to close are appended to `ended`.
   Status make_room_locked(const std::string& client, std::chrono::steady_clock::time_point now,
-                          std::vector<std::shared_ptr<Session>>& ended);
+                          std::vector<std::shared_ptr<Session>>& ended) REQUIRES(mu_);
 
   const Options options_;
-  mutable std::mutex mu_;
-  Map sessions_;                              // guarded by mu_
-  size_t pending_ = 0;                        // guarded by mu_
-  uint64_t created_ = 0;                      // guarded by mu_: sessions ever created
-  std::map<std::string, size_t> per_client_;  // guarded by mu_: sessions of each client
+  mutable Mutex mu_;
+  Map sessions_ GUARDED_BY(mu_);
+  size_t pending_ GUARDED_BY(mu_) = 0;
+  uint64_t created_ GUARDED_BY(mu_) = 0;                      // sessions ever created
+  std::map<std::string, size_t> per_client_ GUARDED_BY(mu_);  // sessions of each client
 };
 
 }  // namespace kforge::frontends::mcp

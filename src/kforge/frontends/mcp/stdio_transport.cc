@@ -77,7 +77,7 @@ Status answer_requests_with_error(int in_fd, int out_fd, const std::string& why)
 bool LineWriter::send(const Json& message) {
   std::string line = http::dump_json(message);  // compact: no raw newline can appear
   line += '\n';
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (broken_) return false;
   size_t written = 0;
   while (written < line.size()) {
@@ -235,7 +235,7 @@ void StdioTransport::handle_stateless(const jsonrpc::Message& message,
   auto session = Session::stateless(std::string(kStdioClient), {}, meta->version,
                                     meta->client_capabilities, meta->client_info, meta->log_level);
   {
-    std::lock_guard lock(stateless_mu_);
+    MutexLock lock(stateless_mu_);
     for (auto it = stateless_.begin(); it != stateless_.end();) {
       it = it->second.expired() ? stateless_.erase(it) : std::next(it);
     }
@@ -249,7 +249,7 @@ bool StdioTransport::cancel_stateless(const jsonrpc::Message& notification) {
   if (id == nullptr) return false;
   std::shared_ptr<Session> session;
   {
-    std::lock_guard lock(stateless_mu_);
+    MutexLock lock(stateless_mu_);
     auto it = stateless_.find(jsonrpc::id_key(*id));
     if (it == stateless_.end()) return false;
     session = it->second.lock();

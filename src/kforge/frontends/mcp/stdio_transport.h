@@ -21,10 +21,10 @@
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/session.h"
 
@@ -40,8 +40,8 @@ class LineWriter : public MessageSink {
 
  private:
   const int fd_;
-  std::mutex mu_;
-  bool broken_ = false;  // guarded by mu_
+  Mutex mu_;
+  bool broken_ GUARDED_BY(mu_) = false;
 };
 
 // For a server that cannot serve (its engine or configuration failed at start): answers
@@ -81,8 +81,8 @@ class StdioTransport {
   const std::shared_ptr<LineWriter> writer_;
   const std::shared_ptr<Session> session_;
   // The stateless requests in flight (id key -> their one-request session), for cancels.
-  std::mutex stateless_mu_;
-  std::map<std::string, std::weak_ptr<Session>> stateless_;  // guarded by stateless_mu_
+  Mutex stateless_mu_;
+  std::map<std::string, std::weak_ptr<Session>> stateless_ GUARDED_BY(stateless_mu_);
   int wake_pipe_[2] = {-1, -1};  // stop() writes to [1]; run() polls [0]
 };
 

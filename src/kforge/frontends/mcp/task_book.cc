@@ -132,7 +132,7 @@ int64_t TaskBook::now_ms() {
 }
 
 void TaskBook::set_starter(const std::string& tool, Starter starter) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   starters_[tool] = std::move(starter);
 }
 
@@ -162,19 +162,19 @@ Status TaskBook::write_locked(const TaskRecord& task) {
 
 Status TaskBook::create(const TaskRecord& task) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     KF_RETURN_IF_ERROR(write_locked(task));
   }
   return start(task);
 }
 
 StatusOr<std::optional<TaskRecord>> TaskBook::get(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return read_locked(id);
 }
 
 Status TaskBook::update(const std::string& id, const std::function<void(TaskRecord&)>& change) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(auto task, read_locked(id));
   if (!task) return not_found("task " + id + " is gone");
   if (task->terminal()) return Status::ok();
@@ -186,7 +186,7 @@ Status TaskBook::update(const std::string& id, const std::function<void(TaskReco
 Status TaskBook::start(const TaskRecord& task) {
   Starter starter;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (live_.count(task.id) != 0 || !starting_.insert(task.id).second) return Status::ok();
     auto it = starters_.find(task.tool);
     if (it != starters_.end()) starter = it->second;
@@ -195,7 +195,7 @@ Status TaskBook::start(const TaskRecord& task) {
       starter ? starter(task)
               : StatusOr<std::function<void()>>(
                     failed_precondition("this server cannot run tasks of " + task.tool));
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   starting_.erase(task.id);
   auto now = read_locked(task.id);
   if (!cancel.is_ok()) {
@@ -219,7 +219,7 @@ Status TaskBook::start(const TaskRecord& task) {
 Status TaskBook::ensure_running(const TaskRecord& task) {
   if (task.terminal()) return Status::ok();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (live_.count(task.id) != 0 || starting_.count(task.id) != 0) return Status::ok();
   }
   KF_LOG_INFO("mcp: resuming task {} ({}) after a restart", task.id, task.tool);
@@ -232,7 +232,7 @@ Status TaskBook::cancel(const std::string& id) {
   KF_RETURN_IF_ERROR(ensure_running(*task));
   std::function<void()> cancel;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = live_.find(id);
     if (it != live_.end()) cancel = it->second;
   }
@@ -241,7 +241,7 @@ Status TaskBook::cancel(const std::string& id) {
 }
 
 void TaskBook::ended(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   live_.erase(id);
 }
 

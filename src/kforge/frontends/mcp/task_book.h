@@ -24,7 +24,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -32,6 +31,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
+#include "kforge/common/thread_annotations.h"
 #include "kforge/jobs/job_service.h"
 
 namespace kforge::frontends::mcp {
@@ -100,15 +100,15 @@ class TaskBook {
  private:
   explicit TaskBook(std::filesystem::path dir) : dir_(std::move(dir)) {}
   std::filesystem::path path_of(const std::string& id) const;
-  StatusOr<std::optional<TaskRecord>> read_locked(const std::string& id);
-  Status write_locked(const TaskRecord& task);
+  StatusOr<std::optional<TaskRecord>> read_locked(const std::string& id) REQUIRES(mu_);
+  Status write_locked(const TaskRecord& task) REQUIRES(mu_);
   Status start(const TaskRecord& task);
 
   const std::filesystem::path dir_;
-  std::mutex mu_;                                      // serialises the files and the maps
-  std::map<std::string, Starter> starters_;            // guarded by mu_
-  std::map<std::string, std::function<void()>> live_;  // guarded by mu_: runs of this process
-  std::set<std::string> starting_;                     // guarded by mu_
+  Mutex mu_;  // serialises the files and the maps
+  std::map<std::string, Starter> starters_ GUARDED_BY(mu_);
+  std::map<std::string, std::function<void()>> live_ GUARDED_BY(mu_);  // runs of this process
+  std::set<std::string> starting_ GUARDED_BY(mu_);
 };
 
 }  // namespace kforge::frontends::mcp

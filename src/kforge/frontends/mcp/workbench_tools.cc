@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <utility>
 
 #include "kforge/common/log.h"
+#include "kforge/common/thread_annotations.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -350,21 +350,21 @@ class CallJobs {
  public:
   // Returns false if the call was already cancelled (the caller cancels the job itself).
   bool add(const std::string& job_id) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (cancelled_) return false;
     jobs_.push_back(job_id);
     return true;
   }
   std::vector<std::string> cancel() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     cancelled_ = true;
     return std::move(jobs_);
   }
 
  private:
-  std::mutex mu_;
-  bool cancelled_ = false;         // guarded by mu_
-  std::vector<std::string> jobs_;  // guarded by mu_
+  Mutex mu_;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  std::vector<std::string> jobs_ GUARDED_BY(mu_);
 };
 
 }  // namespace

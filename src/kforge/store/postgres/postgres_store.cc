@@ -208,11 +208,11 @@ StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::open(const Options& opti
   KF_ASSIGN_OR_RETURN(auto conn, pg::Connection::open(options.conninfo));
   std::unique_ptr<PostgresStore> store(new PostgresStore(options, std::move(conn)));
   {
-    std::lock_guard lock(store->mu_);
+    MutexLock lock(store->mu_);
     KF_RETURN_IF_ERROR(store->migrate());
   }
   {
-    std::lock_guard lock(store->listen_mu_);
+    MutexLock lock(store->listen_mu_);
     KF_RETURN_IF_ERROR(store->listen());
   }
   return store;
@@ -233,6 +233,7 @@ std::string PostgresStore::lease_seconds() const {
 
 Status PostgresStore::migrate() {
   return conn_->transaction("migrate the schema", [&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     // Nodes that start together wait here for the first one's migration.
     KF_RETURN_IF_ERROR(conn_->exec("SELECT pg_advisory_xact_lock(7283110452)", "lock schema"));
     KF_RETURN_IF_ERROR(
@@ -265,7 +266,7 @@ Status PostgresStore::migrate() {
 
 Status PostgresStore::insert_job(const JobRecord& job) {
   if (job.id.empty()) return invalid_argument("job id is empty", "id");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // One statement, so one transaction: the row and its "queued" event commit together.
   // job.process_bound has no column: no job of a shared queue is process-bound
   // (jobs/job_service_impl.h).
@@ -287,8 +288,9 @@ Status PostgresStore::insert_job(const JobRecord& job) {
 
 Status PostgresStore::mark_running(const std::string& id, const std::string& device,
                                    int64_t started_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return conn_->transaction("mark job " + id + " running", [&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(Locked job, lock_job(*conn_, id));
     KF_RETURN_IF_ERROR(check_transition(id, job.state, JobState::kRunning));
     KF_RETURN_IF_ERROR(
@@ -311,8 +313,9 @@ Status PostgresStore::mark_running(const std::string& id, const std::string& dev
 }
 
 Status PostgresStore::requeue(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return conn_->transaction("requeue job " + id, [&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(Locked job, lock_job(*conn_, id));
     if (job.state == JobState::kQueued) return Status::ok();
     if (job.state == JobState::kRunning && job.owner != options_.node_id) {
@@ -338,8 +341,9 @@ Status PostgresStore::finish_job(const std::string& id, JobState state, const Js
   if (!model::is_terminal(state)) {
     return invalid_argument("finish_job needs a terminal state, not " + state_name(state));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return conn_->transaction("finish job " + id, [&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(Locked job, lock_job(*conn_, id));
     if (model::is_terminal(job.state)) {
       return failed_precondition("job " + id + " is already " + state_name(job.state));
@@ -372,7 +376,7 @@ Status PostgresStore::finish_job(const std::string& id, JobState state, const Js
 }
 
 StatusOr<std::optional<JobRecord>> PostgresStore::get_job(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(
       Rows rows, conn_->query("SELECT " + std::string(kColumns) + " FROM jobs WHERE id = $1", {id},
                               "get job " + id));
@@ -382,7 +386,7 @@ StatusOr<std::optional<JobRecord>> PostgresStore::get_job(const std::string& id)
 }
 
 StatusOr<std::vector<JobRecord>> PostgresStore::unfinished_jobs() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(Rows rows, conn_->query("SELECT " + std::string(kColumns) +
                                                   " FROM jobs WHERE state IN ('queued', "
                                                   "'running') ORDER BY created_ms, seq",
@@ -397,7 +401,7 @@ StatusOr<std::vector<JobRecord>> PostgresStore::list_jobs(const model::JobQuery&
   params.reserve(sql.params.size());
   for (const SqlParam& p : sql.params)
     params.emplace_back(p.text);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(
       Rows rows,
       conn_->query("SELECT " + listed_columns() + " FROM jobs" + sql.tail, params, "list jobs"));
@@ -405,7 +409,7 @@ StatusOr<std::vector<JobRecord>> PostgresStore::list_jobs(const model::JobQuery&
 }
 
 StatusOr<int64_t> PostgresStore::delete_finished_before(int64_t unix_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(Rows rows, conn_->query("DELETE FROM jobs WHERE state IN ('success', "
                                               "'failed', 'cancelled') AND finished_ms < $1",
                                               {std::to_string(unix_ms)}, "delete finished jobs"));
@@ -418,7 +422,7 @@ StatusOr<std::map<JobState, int64_t>> PostgresStore::count_by_state() {
 
 StatusOr<std::map<JobState, Store::StateSummary>> PostgresStore::job_summary() {
   std::map<JobState, StateSummary> summary = empty_summary();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(Rows rows, conn_->query("SELECT state, COUNT(*), COALESCE(SUM(created_ms), "
                                               "0) FROM jobs GROUP BY state",
                                               {}, "count jobs by state"));
@@ -434,9 +438,10 @@ StatusOr<std::map<JobState, Store::StateSummary>> PostgresStore::job_summary() {
 StatusOr<std::optional<JobRecord>> PostgresStore::claim(const std::vector<std::string>& targets,
                                                         const std::string& device,
                                                         int64_t started_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::optional<JobRecord> claimed;
   const Status status = conn_->transaction("claim a job for " + device, [&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     // SKIP LOCKED: nodes claiming at once take different jobs instead of waiting on one.
     KF_ASSIGN_OR_RETURN(
         Rows rows,
@@ -470,7 +475,7 @@ StatusOr<std::optional<JobRecord>> PostgresStore::claim(const std::vector<std::s
 StatusOr<std::vector<SharedQueue::CancelRequest>> PostgresStore::heartbeat(
     const std::vector<std::string>& running) {
   if (running.empty()) return std::vector<CancelRequest>();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(
       Rows rows,
       conn_->query("UPDATE jobs SET lease_until = clock_timestamp() + "
@@ -497,7 +502,7 @@ StatusOr<int64_t> PostgresStore::recover_own(int max_attempts, int64_t now_ms) {
 StatusOr<std::vector<std::string>> PostgresStore::finished_among(
     const std::vector<std::string>& ids) {
   if (ids.empty()) return std::vector<std::string>();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(
       Rows rows, conn_->query("SELECT x FROM unnest($1::text[]) AS x WHERE NOT EXISTS (SELECT 1 "
                               "FROM jobs WHERE id = x AND state IN ('queued', 'running'))",
@@ -512,9 +517,10 @@ StatusOr<std::vector<std::string>> PostgresStore::finished_among(
 StatusOr<int64_t> PostgresStore::recover(const std::string& where,
                                          const std::vector<std::string>& params, int max_attempts,
                                          int64_t now_ms, const std::string& why) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   int64_t recovered = 0;
   const Status status = conn_->transaction("recover jobs of dead nodes", [&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(
         Rows rows,
         conn_->query("SELECT id, attempts, COALESCE(owner, ''), cancel_reason FROM jobs WHERE "
@@ -562,9 +568,10 @@ StatusOr<int64_t> PostgresStore::recover(const std::string& where,
 
 StatusOr<bool> PostgresStore::request_cancel(const std::string& id, const std::string& reason,
                                              int64_t now_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   bool terminal = false;
   const Status status = conn_->transaction("cancel job " + id, [&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(Locked job, lock_job(*conn_, id));
     if (model::is_terminal(job.state)) {
       terminal = true;
@@ -599,7 +606,7 @@ Status PostgresStore::listen() {
 }
 
 StatusOr<SharedQueue::Events> PostgresStore::wait_events(std::chrono::milliseconds timeout) {
-  std::lock_guard lock(listen_mu_);
+  MutexLock lock(listen_mu_);
   Events events;
   if (!listener_ || !listener_->ok()) {
     KF_RETURN_IF_ERROR(listen());

@@ -30,9 +30,9 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "kforge/common/thread_annotations.h"
 #include "kforge/store/shared_queue.h"
 #include "kforge/store/store.h"
 
@@ -91,18 +91,18 @@ class PostgresStore final : public Store, public SharedQueue {
 
  private:
   PostgresStore(Options options, std::unique_ptr<pg::Connection> conn);
-  Status migrate();  // requires mu_
-  Status listen();   // requires listen_mu_: (re)connects the listener and LISTENs
+  Status migrate() REQUIRES(mu_);
+  Status listen() REQUIRES(listen_mu_);  // (re)connects the listener and LISTENs
   std::string lease_seconds() const;
   // Requeues (or fails, past max_attempts) the running jobs `where` selects (SQL on jobs).
   StatusOr<int64_t> recover(const std::string& where, const std::vector<std::string>& params,
-                            int max_attempts, int64_t now_ms, const std::string& why);
+                            int max_attempts, int64_t now_ms, const std::string& why) EXCLUDES(mu_);
 
   const Options options_;
-  std::mutex mu_;
-  std::unique_ptr<pg::Connection> conn_;  // guarded by mu_
-  std::mutex listen_mu_;
-  std::unique_ptr<pg::Connection> listener_;  // guarded by listen_mu_; null until listening
+  Mutex mu_;
+  std::unique_ptr<pg::Connection> conn_ GUARDED_BY(mu_);
+  Mutex listen_mu_;
+  std::unique_ptr<pg::Connection> listener_ GUARDED_BY(listen_mu_);  // null until listening
 };
 
 }  // namespace kforge::store

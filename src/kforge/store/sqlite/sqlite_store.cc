@@ -208,7 +208,7 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::open(const Options& options)
     return status;
   }
   std::unique_ptr<SqliteStore> store(new SqliteStore(db));
-  std::lock_guard lock(store->mu_);
+  MutexLock lock(store->mu_);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
   KF_ASSIGN_OR_RETURN(std::string mode, query_text(db, "PRAGMA journal_mode=WAL"));
@@ -227,7 +227,7 @@ StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::open(const Options& options)
 }
 
 StatusOr<SqliteStore::Synchronous> SqliteStore::synchronous() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Read in place (not moved out of the StatusOr: GCC 12 then warns of an uninitialised read).
   const StatusOr<std::string> level = query_text(db_, "PRAGMA synchronous");
   if (!level.is_ok()) return level.status();
@@ -243,7 +243,7 @@ int SqliteStore::schema_version() {
 SqliteStore::SqliteStore(sqlite3* db) : db_(db) {}
 
 SqliteStore::~SqliteStore() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (sqlite3_stmt* stmt : statements_)
     sqlite3_finalize(stmt);
   sqlite3_close_v2(db_);
@@ -316,7 +316,7 @@ StatusOr<JobState> SqliteStore::state_of(const std::string& id) {
 
 Status SqliteStore::insert_job(const JobRecord& job) {
   if (job.id.empty()) return invalid_argument("job id is empty", "id");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return Call(db_, statement(Query::kInsert))
       .text(job.id)
       .text(model::to_string(job.kind))
@@ -336,8 +336,9 @@ Status SqliteStore::insert_job(const JobRecord& job) {
 
 Status SqliteStore::mark_running(const std::string& id, const std::string& device,
                                  int64_t started_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return in_transaction([&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(JobState state, state_of(id));
     KF_RETURN_IF_ERROR(check_transition(id, state, JobState::kRunning));
     return Call(db_, statement(Query::kMarkRunning))
@@ -350,8 +351,9 @@ Status SqliteStore::mark_running(const std::string& id, const std::string& devic
 }
 
 Status SqliteStore::requeue(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return in_transaction([&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(JobState state, state_of(id));
     if (state == JobState::kQueued) return Status::ok();
     KF_RETURN_IF_ERROR(check_transition(id, state, JobState::kQueued));
@@ -368,8 +370,9 @@ Status SqliteStore::finish_job(const std::string& id, JobState state, const Json
     return invalid_argument("finish_job needs a terminal state, not " +
                             std::string(model::to_string(state)));
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return in_transaction([&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(JobState current, state_of(id));
     if (model::is_terminal(current)) {
       return failed_precondition("job " + id + " is already " +
@@ -387,7 +390,7 @@ Status SqliteStore::finish_job(const std::string& id, JobState state, const Json
 }
 
 StatusOr<std::optional<JobRecord>> SqliteStore::get_job(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Call call(db_, statement(Query::kGet));
   call.text(id);
   KF_ASSIGN_OR_RETURN(bool row, call.step("get job " + id));
@@ -397,7 +400,7 @@ StatusOr<std::optional<JobRecord>> SqliteStore::get_job(const std::string& id) {
 }
 
 StatusOr<std::vector<JobRecord>> SqliteStore::unfinished_jobs() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Call call(db_, statement(Query::kUnfinished));
   call.text(model::to_string(JobState::kQueued)).text(model::to_string(JobState::kRunning));
   return read_jobs(call, "list unfinished jobs");
@@ -406,7 +409,7 @@ StatusOr<std::vector<JobRecord>> SqliteStore::unfinished_jobs() {
 StatusOr<std::vector<JobRecord>> SqliteStore::list_jobs(const model::JobQuery& query) {
   KF_ASSIGN_OR_RETURN(JobListSql sql, job_list_sql(query, kKernelTypeSql, [](int) { return "?"; }));
   const std::string text = select_listed_job() + sql.tail;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sqlite3_stmt* stmt = nullptr;
   const int rc =
       sqlite3_prepare_v2(db_, text.c_str(), static_cast<int>(text.size()), &stmt, nullptr);
@@ -424,7 +427,7 @@ StatusOr<std::vector<JobRecord>> SqliteStore::list_jobs(const model::JobQuery& q
 }
 
 StatusOr<int64_t> SqliteStore::delete_finished_before(int64_t unix_ms) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Call call(db_, statement(Query::kDeleteFinished));
   call.text(model::to_string(JobState::kSucceeded))
       .text(model::to_string(JobState::kFailed))
@@ -440,7 +443,7 @@ StatusOr<std::map<JobState, int64_t>> SqliteStore::count_by_state() {
 
 StatusOr<std::map<JobState, Store::StateSummary>> SqliteStore::job_summary() {
   std::map<JobState, StateSummary> summary = empty_summary();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   Call call(db_, statement(Query::kCountByState));
   while (true) {
     KF_ASSIGN_OR_RETURN(bool row, call.step("count jobs by state"));

@@ -37,9 +37,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "kforge/common/thread_annotations.h"
 #include "kforge/store/store.h"
 
 struct sqlite3;
@@ -103,18 +103,17 @@ class SqliteStore final : public Store {
 
   explicit SqliteStore(sqlite3* db);
 
-  // Each helper below expects mu_ to be held.
-  Status migrate();
-  Status prepare_statements();
-  sqlite3_stmt* statement(Query q);
+  Status migrate() REQUIRES(mu_);
+  Status prepare_statements() REQUIRES(mu_);
+  sqlite3_stmt* statement(Query q) REQUIRES(mu_);
   // Runs `body` inside BEGIN IMMEDIATE ... COMMIT; rolls back when it fails.
-  Status in_transaction(const std::function<Status()>& body);
+  Status in_transaction(const std::function<Status()>& body) REQUIRES(mu_);
   // The state of job `id`, or kNotFound.
-  StatusOr<model::JobState> state_of(const std::string& id);
+  StatusOr<model::JobState> state_of(const std::string& id) REQUIRES(mu_);
 
-  std::mutex mu_;
-  sqlite3* db_;                            // guarded by mu_; owned, closed by the destructor
-  std::vector<sqlite3_stmt*> statements_;  // guarded by mu_; owned, indexed by Query
+  Mutex mu_;
+  sqlite3* db_ GUARDED_BY(mu_);                            // owned, closed by the destructor
+  std::vector<sqlite3_stmt*> statements_ GUARDED_BY(mu_);  // owned, indexed by Query
 };
 
 }  // namespace kforge::store

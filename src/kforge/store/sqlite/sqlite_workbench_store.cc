@@ -93,13 +93,13 @@ StatusOr<std::unique_ptr<SqliteWorkbenchStore>> SqliteWorkbenchStore::open(const
 }
 
 SqliteWorkbenchStore::~SqliteWorkbenchStore() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sqlite3_close_v2(db_);
 }
 
 Status SqliteWorkbenchStore::insert_session(const WorkbenchSessionRecord& s) {
   if (s.id.empty()) return invalid_argument("workbench session id is empty", "id");
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(Statement stmt,
                       prepare(db_,
                               "INSERT INTO workbench_sessions (id, kernel_name, state, workspace, "
@@ -116,7 +116,7 @@ Status SqliteWorkbenchStore::insert_session(const WorkbenchSessionRecord& s) {
 }
 
 Status SqliteWorkbenchStore::update_session(const WorkbenchSessionRecord& s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(Statement stmt,
                       prepare(db_,
                               "UPDATE workbench_sessions SET kernel_name = ?, state = ?, data = ?, "
@@ -134,7 +134,7 @@ Status SqliteWorkbenchStore::update_session(const WorkbenchSessionRecord& s) {
 
 StatusOr<std::optional<WorkbenchSessionRecord>> SqliteWorkbenchStore::get_session(
     const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(Statement stmt, prepare(db_, std::string(kSelectSession) + " WHERE id = ?"));
   Call call(db_, stmt.get());
   call.text(id);
@@ -163,7 +163,7 @@ StatusOr<std::vector<WorkbenchSessionRecord>> SqliteWorkbenchStore::list_session
   if (query.owner) sql += " AND COALESCE(json_extract(data, '$.owner'), '') = ?";
   if (query.after_updated_ms) sql += " AND (updated_ms < ? OR (updated_ms = ? AND id < ?))";
   sql += " ORDER BY updated_ms DESC, id DESC LIMIT ?";
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(Statement stmt, prepare(db_, sql));
   Call call(db_, stmt.get());
   for (const std::string& state : query.states)
@@ -184,8 +184,9 @@ StatusOr<std::vector<WorkbenchSessionRecord>> SqliteWorkbenchStore::list_session
 }
 
 Status SqliteWorkbenchStore::insert_version(const WorkbenchVersionRecord& v) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return in_transaction(db_, [&]() -> Status {
+    mu_.assert_held();  // the transaction runs this body before it returns
     KF_ASSIGN_OR_RETURN(Statement exists,
                         prepare(db_, "SELECT 1 FROM workbench_sessions WHERE id = ?"));
     Call check(db_, exists.get());
@@ -210,7 +211,7 @@ Status SqliteWorkbenchStore::insert_version(const WorkbenchVersionRecord& v) {
 
 Status SqliteWorkbenchStore::update_version_results(const std::string& session_id, int version,
                                                     const Json& results) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(
       Statement stmt,
       prepare(db_,
@@ -228,7 +229,7 @@ Status SqliteWorkbenchStore::update_version_results(const std::string& session_i
 
 StatusOr<std::vector<WorkbenchVersionRecord>> SqliteWorkbenchStore::versions(
     const std::string& session_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   KF_ASSIGN_OR_RETURN(Statement stmt,
                       prepare(db_,
                               "SELECT session_id, version, file, source, results, created_ms "

@@ -23,8 +23,8 @@
 
 #include <filesystem>
 #include <memory>
-#include <mutex>
 
+#include "kforge/common/thread_annotations.h"
 #include "kforge/store/workbench_store.h"
 
 struct sqlite3;
@@ -60,8 +60,8 @@ class SqliteWorkbenchStore final : public WorkbenchStore {
  private:
   explicit SqliteWorkbenchStore(sqlite3* db) : db_(db) {}
 
-  std::mutex mu_;
-  sqlite3* db_;  // guarded by mu_; owned
+  Mutex mu_;
+  sqlite3* db_ GUARDED_BY(mu_);  // owned
 };
 
 }  // namespace kforge::store
