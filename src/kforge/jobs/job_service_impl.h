@@ -18,6 +18,11 @@
 // Memory: an unfinished job costs a model::JobRecord without its request (ids, state, times) and
 // its quota entry; the request itself stays in the store and is read back when the job
 // starts, so queued work is bounded by QueueLimits in the store's bytes, not held in RAM.
+//
+// Where its methods live: job_service_impl.cc (start, submit, run, finish, cancel),
+// job_service_events.cc (progress, changes and their subscriptions), job_service_coordinator.cc
+// (the shared queue's coordinator), job_service_views.cc (get, list_jobs, health, stats) and
+// job_service_metrics.cc (GET /metrics).
 #pragma once
 
 #include <atomic>
