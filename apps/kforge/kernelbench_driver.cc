@@ -63,14 +63,17 @@ class Progress {
                                verdict.substr(0, 60))
                 << std::flush;
     } else {
-      const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
-      std::cerr << fmt::format("[{}/{} {:.1f} s] {}: {}\n", done_, total_, elapsed.count(),
+      std::cerr << fmt::format("[{}/{} {:.1f} s] {}: {}\n", done_, total_, seconds(),
                                r.value("file", std::string()), verdict);
     }
   }
   void note(const std::string& line) {
     if (quiet_) return;
     std::cerr << (tty_ && done_ > 0 ? "\r\033[K" : "") << line << '\n';
+  }
+  // Seconds since the run started (the progress's own clock: every line counts from it).
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
   void finish() {
     if (!quiet_ && tty_ && done_ > 0) std::cerr << '\n';
@@ -242,7 +245,6 @@ class Driver {
   // and how long they have run.
   void say_waiting() {
     last_news_ = Clock::now();
-    const auto since = std::chrono::duration_cast<std::chrono::seconds>(last_news_ - started_);
     const int64_t now_ms = SystemClock::instance().unix_ms();
     std::vector<std::string> waiting;
     size_t out = 0;
@@ -262,8 +264,9 @@ class Driver {
       }
     }
     if (out == 0) return;
-    std::string line = fmt::format("kforge kernelbench: {} s in, waiting for {} job(s): {}",
-                                   since.count(), out, fmt::join(waiting, ", "));
+    std::string line =
+        fmt::format("kforge kernelbench: {} s in, waiting for {} job(s): {}",
+                    static_cast<int64_t>(progress_.seconds()), out, fmt::join(waiting, ", "));
     if (out > kWaitingShown) line += fmt::format(" and {} more", out - kWaitingShown);
     progress_.note(line);
   }
@@ -299,8 +302,7 @@ class Driver {
   Progress progress_;
   const std::function<void(const Json&)>& on_record_;
   std::atomic<bool> interrupted_{false};
-  const Clock::time_point started_ = Clock::now();
-  Clock::time_point last_news_ = started_;  // the last record, or the last waiting line
+  Clock::time_point last_news_ = Clock::now();  // the last record, or the last waiting line
   Mutex mu_;
   std::condition_variable cv_;
   std::deque<Event> events_ GUARDED_BY(mu_);
