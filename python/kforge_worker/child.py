@@ -236,7 +236,7 @@ def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
         jobs += 1
         if not keep:
             return 0
-        if not _device_healthy(device):
+        if not _release_device(device):
             print("kforge_worker child: the judge's device context failed", file=sys.stderr)
             return 1
         try:
@@ -252,15 +252,21 @@ def child_main(fds: list[int], device: WorkerDevice, zygote_pid: int) -> int:
             return 1
 
 
-def _device_healthy(device: WorkerDevice) -> bool:
-    """Whether the judge's own device context still works after a job (a sticky CUDA error
-    would fail every later job of this judge)."""
+def _release_device(device: WorkerDevice) -> bool:
+    """Gives back the device memory the judge's last job left cached (a judge waiting for
+    its next job holds its context only, not the GBs its last job's tensors took: four
+    such judges once filled an H200 while another job needed it); False where the judge's
+    own device context failed (a sticky CUDA error would fail every later job of it)."""
     if not device.is_cuda:
         return True
+    import gc
+
     import torch
 
     try:
         torch.cuda.synchronize(device.torch_device())
+        gc.collect()
+        torch.cuda.empty_cache()
     except Exception:
         return False
     return True

@@ -555,3 +555,43 @@ def test_the_fused_comparison_matches_torch_compiled_on_the_gpu():
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found == {"problems": [], "mismatches": 2}, found
+
+
+POISON_COUNT = """
+import json
+import torch
+from kforge_worker.judge import timed
+
+dev = torch.device("cuda:0")
+out = torch.empty(1 << 28, device=dev)  # 1 GiB of float32, four chunks
+outputs = timed._Outputs([("o", out)], [True], 4, dev)
+outputs.poison_all()
+outputs.warm()
+torch.cuda.synchronize(dev)
+before = torch.cuda.memory_stats(dev)
+torch.cuda.reset_peak_memory_stats(dev)
+base = torch.cuda.memory_allocated(dev)
+outputs.count(1)
+out[: 1 << 20] = 0.0
+outputs.count(2)
+torch.cuda.synchronize(dev)
+after = torch.cuda.memory_stats(dev)
+print(json.dumps({
+    "peak_extra": torch.cuda.max_memory_allocated(dev) - base,
+    "new_segments": after["segment.all.allocated"] - before["segment.all.allocated"],
+    "unwritten": outputs.unwritten(),
+}))
+"""
+
+
+def test_counting_the_poison_after_a_trial_allocates_nothing_from_the_driver():
+    """The judge's per-trial count of poisoned outputs runs while its stream waits for the
+    candidate (timed.py, _Outputs): once warm it takes no new memory from the driver (an
+    out-of-memory there would make torch's cudaFree wait for that very stream) and only a
+    few bytes from torch's cache, whatever the output's size."""
+    proc = run_python_compiled(POISON_COUNT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["new_segments"] == 0, found
+    assert found["peak_extra"] < 1 << 20, found
+    assert found["unwritten"] == [[1, 1 << 28], [2, (1 << 28) - (1 << 20)]], found

@@ -344,3 +344,30 @@ def test_a_judged_trial_whose_launch_was_not_hidden_is_replaced_not_counted(tmp_
     )
     assert timing.stats.trials == 6 and timing.stats.mean == pytest.approx(0.045)
     assert [c["passed"] for c in result.to_dict()["checks"]] == [True]
+
+
+def test_poisoned_outputs_are_counted_in_chunks(monkeypatch):
+    """_Outputs.count compares through its scratch, a chunk at a time (nothing as large as
+    an output is allocated behind the judge's wait: timed.py), and counts exactly what the
+    whole-tensor comparison counts, across chunk ends, for every counted output; `warm`
+    leaves every trial's count at zero."""
+    import torch
+
+    from kforge_worker.judge import timed
+
+    monkeypatch.setattr(timed, "COUNT_CHUNK", 1000)
+    a = torch.randn(2500)
+    b = torch.randn(7, 300)
+    small = torch.zeros(10, dtype=torch.int8)  # 1-byte: never counted
+    outputs = timed._Outputs([("a", a), ("b", b), ("s", small)], [True, True, True], 3, a.device)
+    assert outputs.scratch.numel() == 1000
+    outputs.poison_all()
+    outputs.warm()
+    assert outputs.unwritten() == []
+    a[:999] = 1.0  # leaves 1501 poisoned, across the second and third chunk
+    b[2:, :] = 0.0  # leaves 600
+    outputs.count(1)
+    outputs.count(5)  # past the trials counted: ignored
+    assert outputs.unwritten() == [(1, 1501 + 600)]
+    whole = int((a == outputs.poison[0]).sum() + (b == outputs.poison[1]).sum())
+    assert whole == 1501 + 600
