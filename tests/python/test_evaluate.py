@@ -316,6 +316,25 @@ def test_kernelbench_model_vs_model_new_share_weights(tmp_path):
     assert result["ref_runtime"] > 0 and result["runtime"] > 0
 
 
+@pytest.mark.parametrize("with_reference", [True, False])
+def test_a_model_that_draws_random_numbers_is_judged_against_itself(tmp_path, with_reference):
+    """Every timed call runs under a seed of the judge's, and so does its verification (the
+    reference's call, or the kernel's untimed one): a dropout model is correct against itself,
+    its timed trials verified, where unseeded timed calls read as a kernel whose timed
+    outputs differ."""
+    reference = K.torch_kernel(K.KB_DROPOUT) if with_reference else None
+    job = make_job(
+        K.torch_kernel(K.KB_DROPOUT_CANDIDATE),
+        reference,
+        tmp_path=tmp_path,
+        measure_performance=True,
+    )
+    result = run(job)
+    assert result["correctness"], result.get("validation_error")
+    assert checks(result)["timed_runs_verified"]["passed"], checks(result)
+    assert result["runtime"] > 0
+
+
 def test_kernelbench_different_weights_fail(tmp_path):
     job = make_job(
         K.torch_kernel(K.KB_CANDIDATE_OTHER_WEIGHTS),

@@ -371,3 +371,16 @@ def test_poisoned_outputs_are_counted_in_chunks(monkeypatch):
     assert outputs.unwritten() == [(1, 1501 + 600)]
     whole = int((a == outputs.poison[0]).sum() + (b == outputs.poison[1]).sum())
     assert whole == 1501 + 600
+
+
+def test_a_gos_seeds_are_one_63_bit_integer_per_set():
+    """The candidate seeds each timed call with the seed its `go` names for that set; a `go`
+    with seeds of another count or kind is a protocol error, not a call run unseeded."""
+    from kforge_worker.candidate.trials import _seeds
+    from kforge_worker.core.protocol import ProtocolError
+
+    assert _seeds(None, 2) is None
+    assert _seeds([0, (1 << 63) - 1], 2) == [0, (1 << 63) - 1]
+    for bad in ([1], [1, 2, 3], [1, -2], [1, 1 << 63], [1, True], [1, 2.0], "12", {"0": 1}):
+        with pytest.raises(ProtocolError, match="seed"):
+            _seeds(bad, 2)

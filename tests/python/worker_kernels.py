@@ -155,6 +155,32 @@ def get_init_inputs():
     return [IN_FEATURES, OUT_FEATURES]
 """
 
+# A model that draws random numbers in every call (dropout in training mode, as KernelBench's
+# level 2 problem 66 has it): the same model must judge correct against itself.
+KB_DROPOUT = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features, p):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.dropout = nn.Dropout(p)
+
+    def forward(self, x):
+        return torch.softmax(self.dropout(self.linear(x)), dim=1)
+
+
+def get_inputs():
+    return [torch.rand(8, 64)]
+
+
+def get_init_inputs():
+    return [64, 0.2]
+"""
+KB_DROPOUT_CANDIDATE = KB_DROPOUT + "\n\nModelNew = Model\n"
+
 # Same parameters (same construction order), different computation path.
 KB_CANDIDATE = """
 import torch

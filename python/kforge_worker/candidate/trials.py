@@ -19,6 +19,7 @@ import torch
 
 from kforge_worker.candidate.tracebacks import describe_call_failure
 from kforge_worker.core import devmem
+from kforge_worker.core.inputs import seed_generators
 from kforge_worker.core.protocol import ProtocolError, StreamChannel
 
 # On the cpu a judged trial calls the kernel this many times at most, each on its own inputs
@@ -97,13 +98,16 @@ class CandidateTrials:
             n = message.get("n")
             if not isinstance(n, int) or isinstance(n, bool):
                 raise ProtocolError("'go' needs an integer n")
+            seeds = _seeds(message.get("seeds"), len(self.copy_outs) or 1)
             if self.device.type == "cuda":
-                self._gpu_trial(n)
+                self._gpu_trial(n, seeds)
             else:
-                self._cpu_trial(n, null=message.get("null") is True)
+                self._cpu_trial(n, seeds, null=message.get("null") is True)
 
-    def _gpu_trial(self, n: int) -> None:
+    def _gpu_trial(self, n: int, seeds: list[int] | None) -> None:
         assert self.clock is not None
+        if seeds is not None:
+            seed_generators(seeds[0], self.device)  # host only, before the gate
         self.clock.gate(n)
         e1 = torch.cuda.Event(enable_timing=True)
         e2 = torch.cuda.Event(enable_timing=True)
@@ -126,16 +130,18 @@ class CandidateTrials:
             reply["error"] = {"kind": error[0], "message": error[1]}
         self.channel.send(reply)
 
-    def _cpu_trial(self, n: int, *, null: bool = False) -> None:
-        """The calls back to back (each on its own inputs), each followed by its copy; the
-        claim is the calls' time per call. An empty trial reads the inputs and makes the
-        null copies only."""
+    def _cpu_trial(self, n: int, seeds: list[int] | None, *, null: bool = False) -> None:
+        """The calls back to back (each on its own inputs, under its seed), each followed by
+        its copy; the claim is the calls' time per call. An empty trial reads the inputs,
+        seeds as a call would and makes the null copies only."""
         error: tuple[str, str] | None = None
         called = 0.0
         for k, copy_out in enumerate(self.copy_outs):
             returned: object = None
             if self.touches is not None:
                 self.touches[k]()
+            if seeds is not None:
+                seed_generators(seeds[k], self.device)
             if null or self.calls is None:
                 if self.null_copies is not None:
                     self.null_copies[k]()
@@ -169,6 +175,19 @@ class CandidateTrials:
             out[str(n)] = e1.elapsed_time(e2)
             del self._pending[n]
         return out
+
+
+def _seeds(value: object, count: int) -> list[int] | None:
+    """A `go`'s seeds: absent, or one non-negative 63-bit integer per set."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) != count
+        or not all(type(v) is int and 0 <= v < 1 << 63 for v in value)
+    ):
+        raise ProtocolError(f"'go' needs {count} seed(s), non-negative 63-bit integers")
+    return value
 
 
 def _error_of(e: BaseException) -> tuple[str, str]:

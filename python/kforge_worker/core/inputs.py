@@ -221,6 +221,19 @@ def to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+def seed_generators(seed: int, device: torch.device) -> None:
+    """What torch.manual_seed does to the cpu's generator and `device`'s, in about a
+    microsecond (torch.manual_seed visits every backend: ~60 us on a cpu): a timed call is
+    seeded between the judge's brackets, and so is its verification."""
+    torch.random.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        if torch.cuda.is_initialized():
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            torch.cuda.default_generators[index].manual_seed(seed)
+        else:
+            torch.cuda.manual_seed_all(seed)
+
+
 def call_seeded(fn: Callable[[], Any], seed: int) -> Any:
     """Calls a user function (get_inputs, get_init_inputs, Model(...)) under torch.manual_seed."""
     torch.manual_seed(seed)

@@ -199,6 +199,17 @@ class JudgeSide:
     # Trials run first and left out of the statistics (the first after the warm-up calls
     # read ~50 us for a 3 us kernel on an H200: a cold first trial must not make the mean).
     warm_trials: int = 1
+    # trial index -> the seed of each of its calls (one per set): torch's generators get it
+    # before the call, so a kernel that draws random numbers (dropout) can be checked
+    # against the reference run under the same seed
+    seeds: Callable[[int], list[int]] | None = None
+
+    def go(self, index: int, n: int, **more: Any) -> dict[str, Any]:
+        """The `go` of trial `index` (number n)."""
+        message: dict[str, Any] = {"type": "go", "n": n, **more}
+        if self.seeds is not None:
+            message["seeds"] = self.seeds(index)
+        return message
 
 
 def run_trials(side: JudgeSide) -> JudgedRun:
@@ -233,7 +244,7 @@ def run_trials(side: JudgeSide) -> JudgedRun:
                 n, spin, partial(side.prepare, index), partial(side.after, index)
             )
             sent = time.perf_counter_ns()
-            side.channel.send({"type": "go", "n": n})
+            side.channel.send(side.go(index, n))
             reply = _expect(side.channel, "enqueued", n)
             gaps.append((time.perf_counter_ns() - sent) / 1e6)
             trial = JudgedTrial(index, float("nan"), hidden=not start.query())
@@ -358,7 +369,7 @@ def _cpu_trial(
     channel = side.echo.channel if echo and side.echo is not None else side.channel
     side.prepare(index)
     start = time.perf_counter_ns()
-    channel.send({"type": "go", "n": n, "null": null})
+    channel.send(side.go(index, n, null=null))
     reply = _expect(channel, "done", n)
     elapsed = (time.perf_counter_ns() - start) / 1e6
     if not echo:

@@ -414,10 +414,12 @@ class CandidateLink:
         stop: Callable[[], bool] = lambda: False,
         activity: bool = False,
         echo: Echo | None = None,
+        seeds: Callable[[int], list[int]] | None = None,
     ) -> JudgedRun | Failure:
         """Judged timing of the candidate (judged.py) on the regions `inv` was placed in
         (use_regions, with room for the returned outputs): `stage(i)` makes trial i's
-        inputs, `prepare(i)` writes them and poisons its outputs, `after(i)` checks them.
+        inputs, `prepare(i)` writes them and poisons its outputs, `after(i)` checks them,
+        `seeds(i)` are the seeds of its calls (one per set).
         The candidate's warm-up or a failed call of a trial comes back as a Failure."""
         assert self.regions is not None
         plan, slots = plan_invocation(inv)
@@ -454,6 +456,7 @@ class CandidateLink:
             first_spin_us=spin_for_enqueue(self.clock.rtt_ms + enqueue_ms) if self.clock else 0.0,
             stage=stage,
             stop=stop,
+            seeds=seeds,
         )
         try:
             return run_trials(side)

@@ -43,7 +43,7 @@ from kforge_worker.candidate.binding import (
 from kforge_worker.candidate.regions import JudgeRegions, Layout, input_spans
 from kforge_worker.candidate.trials import MAX_CPU_CALLS
 from kforge_worker.check.compare import compare_tensors, resolve_tolerance
-from kforge_worker.core.inputs import InputSet
+from kforge_worker.core.inputs import InputSet, derive_seed, seed_generators
 from kforge_worker.core.spec import JobSpec
 from kforge_worker.judge.correctness import call_kernel
 from kforge_worker.judge.judged import Echo, EchoPart, start_echo
@@ -237,13 +237,17 @@ def time_candidate(
     pending: list[int] = []  # verified trials not compared yet (GPU: at the next prepare)
     # An evaluate's verified trials, compared after the run with untimed calls (the candidate
     # process serves the trials until then): their inputs and their outputs' copies.
-    deferred: list[tuple[int, InputSet, list[tuple[str, torch.Tensor]]]] = []
+    deferred: list[tuple[int, int, InputSet, list[tuple[str, torch.Tensor]]]] = []
     failures: list[str] = []
     made = [0]
     last = [-1]  # the last trial that ran
     # cpu: a copy of the latest unverified trial's outputs (one set), with its inputs: the
     # regions are poisoned again before the trial ends (the echo's trials prepare them).
     latest: list[tuple[int, int, InputSet, list[tuple[str, torch.Tensor]]]] = []
+
+    def seed(i: int, k: int) -> int:
+        """The seed of trial i's call on set k: its verification runs under it too."""
+        return derive_seed(job.seed, "timed", i, k, "call")
 
     def fresh() -> InputSet:
         made[0] += 1
@@ -288,9 +292,9 @@ def time_candidate(
             k = chosen[i]
             views = set_views[k]
             if kernels.reference is None:
-                deferred.append((i, staged[i][k], [(n, v.clone()) for n, v in views]))
+                deferred.append((i, k, staged[i][k], [(n, v.clone()) for n, v in views]))
             elif not failures:
-                problem = _verify(kernels, job, staged[i][k], views, device)
+                problem = _verify(kernels, job, staged[i][k], views, device, seed=seed(i, k))
                 if problem:
                     failures.append(f"timed trial {i + 1}: {problem}")
 
@@ -304,6 +308,7 @@ def time_candidate(
             stop=lambda: bool(failures),
             activity=gpu,
             echo=echo.process if echo is not None else None,
+            seeds=lambda i: [seed(i, k) for k in range(sets)],
         )
     finally:
         if echo is not None:
@@ -321,9 +326,9 @@ def time_candidate(
         elif latest and latest[0][0] == last[0]:
             i, k, inputs, got = latest.pop()
             chosen[i] = k
-            deferred.append((i, inputs, got))
-    for i, inputs, got in deferred:
-        problem = "" if failures else _verify(kernels, job, inputs, got, device)
+            deferred.append((i, k, inputs, got))
+    for i, k, inputs, got in deferred:
+        problem = "" if failures else _verify(kernels, job, inputs, got, device, seed=seed(i, k))
         if problem:
             failures.append(f"timed trial {i + 1}: {problem}")
     unwritten = outputs.unwritten()
@@ -485,17 +490,20 @@ def _verify(
     inputs: InputSet,
     views: list[tuple[str, torch.Tensor]],
     device: torch.device,
+    *,
+    seed: int,
 ) -> str:
     """Compares a timed trial's outputs (still in the regions) with the reference's outputs on
-    its inputs, or, without a reference, with an untimed call of the kernel on them; "" when
-    they agree, else why not."""
+    its inputs, or, without a reference, with an untimed call of the kernel on them, either
+    under the seed the timed call had; "" when they agree, else why not."""
     got = [(name, view.clone()) for name, view in views]
     if kernels.reference is not None:
         ref_inv = kernels.bind_reference(inputs.clone())
+        seed_generators(seed, device)
         returned = call_kernel(kernels.reference, ref_inv, device)
         want = [v for _, v in collect_outputs(ref_inv, returned)]
     else:
-        reply = kernels.candidate.link.call(kernels.bind_candidate(inputs.shared()))
+        reply = kernels.candidate.link.call(kernels.bind_candidate(inputs.shared()), seed=seed)
         if reply.failure is not None:
             return f"an untimed call on the same inputs failed: {reply.failure.message[:500]}"
         want = [v for _, v in reply.outputs]
