@@ -13,4 +13,3 @@ import every room and which no room imports.
 
 PROTOCOL_VERSION: tuple[int, int] = (2, 0)
 WORKER_NAME = "python"
-KERNEL_TYPES: tuple[str, ...] = ("torch", "torch_cuda", "triton", "multi_kernel")

@@ -18,10 +18,11 @@ import sys
 import time
 from typing import Any
 
-from kforge_worker import KERNEL_TYPES, PROTOCOL_VERSION, WORKER_NAME, child
+from kforge_worker import PROTOCOL_VERSION, WORKER_NAME, child
 from kforge_worker.core import devinfo
 from kforge_worker.core.devinfo import WorkerDevice
 from kforge_worker.core.protocol import ProtocolError, recv_control, send_control
+from kforge_worker.core.spec import PYTHON_KERNEL_TYPES
 from kforge_worker.process import sandbox
 from kforge_worker.process.warmup import warm_zygote
 
@@ -210,7 +211,7 @@ def main(device_text: str, arch: int | None, started: float) -> int:
         "pid": os.getpid(),
         "device": device.name,
         "versions": devinfo.versions(),
-        "kernel_types": list(KERNEL_TYPES),
+        "kernel_types": list(PYTHON_KERNEL_TYPES),
         "startup_ms": round((time.perf_counter() - started) * 1e3, 3),
         "warmup_steps_ms": warm.steps_ms,
         "warnings": warnings,

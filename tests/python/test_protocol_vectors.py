@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from kforge_worker.check import compare
+from kforge_worker.core import spec as spec_module
 from kforge_worker.core.spec import JobSpec, SpecError, TimingOptions, parse_job, tensor_bytes
 from kforge_worker.judge import results
 from kforge_worker.timing import stats, timing
@@ -89,6 +90,64 @@ def test_rejected_spec_names_the_field(case: dict[str, Any]) -> None:
 
 def test_error_kinds_are_the_listed_ones() -> None:
     assert list(results.ERROR_KINDS) == load("error_kinds.json")["error_kinds"]
+
+
+def test_vocabularies_are_the_listed_ones() -> None:
+    """The worker's vocabularies and the Python client's KernelType are vocabulary.json's
+    lists (the C++ model's, which the MCP schemas take theirs from)."""
+    from kforge_client.models import KernelType
+
+    v = load("vocabulary.json")
+    assert list(spec_module.KERNEL_TYPES) == v["kernel_types"]
+    assert list(spec_module.PYTHON_KERNEL_TYPES) == v["python_worker_kernel_types"]
+    assert list(spec_module.DTYPES) == v["dtypes"]
+    assert list(spec_module.ARG_TYPES) == v["arg_types"]
+    assert list(spec_module.ROLES) == v["arg_roles"]
+    assert list(spec_module.INIT_KINDS) == v["init_kinds"]
+    assert sorted(k.value for k in KernelType) == sorted(v["kernel_types"])
+
+
+def _openapi_enums() -> dict[str, list[Any]]:
+    """Every `enum` of docs/openapi.json by its schema path."""
+    doc = json.loads((VECTORS.parents[1] / "docs" / "openapi.json").read_text())
+    found: dict[str, list[Any]] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("enum"), list):
+                found[path] = node["enum"]
+            for key, value in node.items():
+                walk(value, f"{path}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{path}/{i}")
+
+    walk(doc, "")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("schema_path", "vocabulary"),
+    [
+        ("/components/schemas/KernelCode/properties/kernel_type", "kernel_types"),
+        ("/components/schemas/TensorSpec/properties/dtype", "dtypes"),
+        ("/components/schemas/ArgSpec/properties/type", "arg_types"),
+        ("/components/schemas/ArgSpec/properties/role", "arg_roles"),
+        ("/components/schemas/TensorInit/properties/kind", "init_kinds"),
+        ("/components/schemas/KernelExecutionResult/properties/error_kind", "error_kinds"),
+    ],
+)
+def test_openapi_lists_the_vocabularies(schema_path: str, vocabulary: str) -> None:
+    """docs/openapi.json's enums are the vectors' lists (error_kind: also null), and every
+    enum of a kernel type in it is the whole list."""
+    enums = _openapi_enums()
+    want = (load("error_kinds.json") | load("vocabulary.json"))[vocabulary]
+    got = [value for value in enums[schema_path] if value is not None]
+    assert got == want, schema_path
+    if vocabulary == "kernel_types":
+        for path, values in enums.items():
+            if path.endswith("/kernel_type"):
+                assert values == want, path
 
 
 @pytest.mark.parametrize("case", TIMING["stats"], ids=lambda c: c["name"])

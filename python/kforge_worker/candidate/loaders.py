@@ -50,7 +50,7 @@ from typing import Any
 import triton
 
 from kforge_worker.candidate.tracebacks import USER_FILES, format_user_traceback
-from kforge_worker.core.spec import KernelSpec
+from kforge_worker.core.spec import PYTHON_KERNEL_TYPES, KernelSpec
 
 # Where code the server appended to a kernel's source begins (see the module docstring); the
 # workbench (src/kforge/workbench/job_builder.cc) and `kforge bench` (bench_jobs.cc) write it.
@@ -143,7 +143,7 @@ def load_module(kernel: KernelSpec, role: str, scratch_dir: str, cache_dir: str)
     if kernel.kernel_type == "cuda":
         # CUDA C++ source is compiled by cuda_runnable, not imported.
         return ModuleType(f"kforge_cuda_{role}")
-    if kernel.kernel_type not in ("torch", "torch_cuda", "triton", "multi_kernel"):
+    if kernel.kernel_type not in PYTHON_KERNEL_TYPES:
         raise LoadError(f"unknown kernel_type {kernel.kernel_type!r}")
     if kernel.kernel_type == "torch_cuda":
         digest = hashlib.sha256(kernel.source_code.encode()).hexdigest()[:16]

@@ -18,6 +18,11 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+# The request's vocabularies, in the order tests/protocol/vocabulary.json lists them (the
+# C++ model's too); this worker runs the kernel types of PYTHON_KERNEL_TYPES (cuda: the
+# native worker).
+KERNEL_TYPES = ("torch", "torch_cuda", "triton", "cuda", "multi_kernel")
+PYTHON_KERNEL_TYPES = ("torch", "torch_cuda", "triton", "multi_kernel")
 ROLES = ("input", "output", "inout")
 ARG_TYPES = ("tensor", "int", "float", "str", "bool")
 INIT_KINDS = ("randn", "uniform", "zeros", "ones", "full", "arange")

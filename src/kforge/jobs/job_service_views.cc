@@ -3,6 +3,7 @@
 // jobs by state, recent throughput; documented in docs/rest-api.md).
 #include "kforge/jobs/job_access.h"
 #include "kforge/jobs/job_service_impl.h"
+#include "kforge/model/kernel_spec.h"
 
 namespace kforge::jobs {
 
@@ -53,15 +54,16 @@ Json JobServiceImpl::health() {
     if (!d.value("busy", false)) ++idle_gpus;
   }
   const char* service = degraded ? "degraded" : "healthy";
+  Json kernel_types = Json::array();
+  for (std::string_view name : model::kernel_type_names())
+    kernel_types.push_back(std::string(name));
   double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
   return Json{
       {"status", service},
       {"version", options_.version},
       {"uptime_s", uptime},
       {"gpu_manager", {{"available_gpus", idle_gpus}, {"total_gpus", gpus}}},
-      {"compilation_service",
-       {{"status", service},
-        {"available_kernel_types", {"torch", "torch_cuda", "triton", "cuda", "multi_kernel"}}}},
+      {"compilation_service", {{"status", service}, {"available_kernel_types", kernel_types}}},
       {"profiling_service",
        {{"status", service},
         {"devices", devices.size()},

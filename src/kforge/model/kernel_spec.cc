@@ -2,6 +2,7 @@
 
 #include <array>
 #include <utility>
+#include <vector>
 
 namespace kforge::model {
 namespace {
@@ -13,6 +14,15 @@ std::optional<E> lookup(const std::array<std::pair<std::string_view, E>, N>& tab
     if (name == s) return value;
   }
   return std::nullopt;
+}
+
+template <typename E, size_t N>
+std::vector<std::string_view> names_in(const std::array<std::pair<std::string_view, E>, N>& table) {
+  std::vector<std::string_view> out;
+  out.reserve(N);
+  for (const auto& entry : table)
+    out.push_back(entry.first);
+  return out;
 }
 
 template <typename E, size_t N>
@@ -117,6 +127,22 @@ std::optional<InitKind> init_kind_from(std::string_view s) {
 }
 std::optional<Compression> compression_from(std::string_view s) {
   return lookup(kCompressions, s);
+}
+
+std::vector<std::string_view> kernel_type_names() {
+  return names_in(kKernelTypes);
+}
+std::vector<std::string_view> dtype_names() {
+  return names_in(kDTypes);
+}
+std::vector<std::string_view> arg_type_names() {
+  return names_in(kArgTypes);
+}
+std::vector<std::string_view> arg_role_names() {
+  return names_in(kRoles);
+}
+std::vector<std::string_view> init_kind_names() {
+  return names_in(kInitKinds);
 }
 
 size_t dtype_size(DType t) {

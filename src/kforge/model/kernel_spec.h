@@ -37,6 +37,15 @@ std::optional<ArgRole> arg_role_from(std::string_view s);
 std::optional<InitKind> init_kind_from(std::string_view s);
 std::optional<Compression> compression_from(std::string_view s);
 
+// Every name each vocabulary accepts, in the order the enum declares them: what schemas,
+// enums of the MCP tools and /health list (tests/protocol/vocabulary.json holds the same
+// lists; the protocol vector tests of both languages check theirs against it).
+std::vector<std::string_view> kernel_type_names();
+std::vector<std::string_view> dtype_names();
+std::vector<std::string_view> arg_type_names();
+std::vector<std::string_view> arg_role_names();
+std::vector<std::string_view> init_kind_names();
+
 // Bytes per element.
 size_t dtype_size(DType t);
 bool is_floating(DType t);

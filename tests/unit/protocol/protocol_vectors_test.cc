@@ -16,8 +16,10 @@
 #include "kforge/cuda/host_compare.h"
 #include "kforge/cuda/timing_stats.h"
 #include "kforge/cuda_worker/job_result.h"
+#include "kforge/frontends/mcp/kernel_tool_schemas.h"
 #include "kforge/model/error_kind.h"
 #include "kforge/model/job_spec.h"
+#include "kforge/model/kernel_spec.h"
 #include "kforge/model/serialize.h"
 
 namespace kforge {
@@ -154,6 +156,56 @@ TEST(ProtocolVectorsTest, ErrorKindsAreTheListedOnes) {
   }
   EXPECT_EQ(Json(ours), vectors["error_kinds"]);
   EXPECT_FALSE(model::error_kind_from("oom").has_value());
+}
+
+// Each vocabulary of the request is the vector's list, in order, and every name parses back
+// to what it names (the MCP tools' enums and /health's available_kernel_types are these
+// lists themselves).
+TEST(ProtocolVectorsTest, VocabulariesAreTheListedOnes) {
+  const Json v = load("vocabulary.json");
+  auto as_json = [](const std::vector<std::string_view>& names) {
+    Json out = Json::array();
+    for (std::string_view n : names)
+      out.push_back(std::string(n));
+    return out;
+  };
+  EXPECT_EQ(as_json(model::kernel_type_names()), v["kernel_types"]);
+  EXPECT_EQ(as_json(model::dtype_names()), v["dtypes"]);
+  EXPECT_EQ(as_json(model::arg_type_names()), v["arg_types"]);
+  EXPECT_EQ(as_json(model::arg_role_names()), v["arg_roles"]);
+  EXPECT_EQ(as_json(model::init_kind_names()), v["init_kinds"]);
+  for (std::string_view n : model::kernel_type_names()) {
+    EXPECT_EQ(model::to_string(*model::kernel_type_from(n)), n);
+  }
+  for (std::string_view n : model::dtype_names())
+    EXPECT_EQ(model::to_string(*model::dtype_from(n)), n);
+  for (std::string_view n : model::arg_type_names()) {
+    EXPECT_EQ(model::to_string(*model::arg_type_from(n)), n);
+  }
+  for (std::string_view n : model::arg_role_names()) {
+    EXPECT_EQ(model::to_string(*model::arg_role_from(n)), n);
+  }
+  for (std::string_view n : model::init_kind_names()) {
+    EXPECT_EQ(model::to_string(*model::init_kind_from(n)), n);
+  }
+  for (const Json& n : v["python_worker_kernel_types"]) {
+    EXPECT_TRUE(model::kernel_type_from(n.get<std::string>()).has_value()) << n;
+  }
+}
+
+TEST(ProtocolVectorsTest, McpToolSchemasListTheVocabularies) {
+  namespace mcp = frontends::mcp;
+  const Json v = load("vocabulary.json");
+  const Json& evaluate = mcp::kernel_tool_input_schema(mcp::KernelTool::kEvaluate)["properties"];
+  EXPECT_EQ(evaluate["kernel_type"]["enum"], v["kernel_types"]);
+  EXPECT_EQ(evaluate["reference_kernel_type"]["enum"], v["kernel_types"]);
+  const Json& arg = evaluate["io_contract"]["properties"]["args"]["items"]["properties"];
+  EXPECT_EQ(arg["type"]["enum"], v["arg_types"]);
+  EXPECT_EQ(arg["role"]["enum"], v["arg_roles"]);
+  EXPECT_EQ(arg["tensor_spec"]["properties"]["dtype"]["enum"], v["dtypes"]);
+  EXPECT_EQ(arg["tensor_spec"]["properties"]["init"]["properties"]["kind"]["enum"],
+            v["init_kinds"]);
+  EXPECT_EQ(mcp::kernel_type_schema()["enum"], v["kernel_types"]);
 }
 
 TEST(ProtocolVectorsTest, TimingStatistics) {

@@ -7,6 +7,7 @@
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/kernel_tasks.h"
 #include "kforge/frontends/mcp/kernel_tool_args.h"
+#include "kforge/frontends/mcp/kernel_tool_schemas.h"
 #include "kforge/frontends/mcp/modern.h"
 #include "kforge/frontends/mcp/tool.h"
 #include "kforge/jobs/batch.h"
@@ -183,15 +184,13 @@ Json normalize(Json arguments) {
 }
 
 Json kernel_object_schema(const char* what) {
-  return Json{
-      {"type", "object"},
-      {"description", what},
-      {"properties",
-       {{"source_code", {{"type", "string"}}},
-        {"kernel_type",
-         {{"type", "string"}, {"description", "torch, torch_cuda, triton, cuda or multi_kernel"}}},
-        {"io", {{"type", "object"}}},
-        {"metadata", {{"type", "object"}}}}}};
+  return Json{{"type", "object"},
+              {"description", what},
+              {"properties",
+               {{"source_code", {{"type", "string"}}},
+                {"kernel_type", kernel_type_schema()},
+                {"io", {{"type", "object"}}},
+                {"metadata", {{"type", "object"}}}}}};
 }
 
 Json input_schema(const model::RequestLimits& limits) {

@@ -18,6 +18,8 @@ inline constexpr double kDefaultTimeoutS = 120.0;
 inline constexpr double kDefaultValidateTimeoutS = 60.0;
 
 const Json& kernel_tool_input_schema(KernelTool tool);
+// `kernel_type`: a string among model::kernel_type_names() (every tool that takes one).
+const Json& kernel_type_schema();
 // The job view (jobs/job_view.h) plus `warnings`: the structured result of the kernel tools
 // and of get_job_status.
 const Json& job_view_schema();

@@ -7,6 +7,7 @@
 #include "kforge/bench/kernelbench_request.h"
 #include "kforge/frontends/mcp/kernel_tasks.h"
 #include "kforge/frontends/mcp/kernel_tool_args.h"
+#include "kforge/frontends/mcp/kernel_tool_schemas.h"
 #include "kforge/frontends/mcp/tool.h"
 
 namespace kforge::frontends::mcp {
@@ -86,13 +87,14 @@ Json input_schema(const model::RequestLimits& limits) {
           {"minItems", 1},
           {"maxItems", limits.max_batch_candidates}}}}},
       {"required", {"level", "problem_id", "ref_code", "samples"}}};
+  Json samples_kernel_type = kernel_type_schema();
+  samples_kernel_type["description"] = "The samples' kernel_type (default torch_cuda)";
   return Json{
       {"type", "object"},
       {"properties",
        {{"problems",
          {{"type", "array"}, {"items", problem}, {"minItems", 1}, {"maxItems", kb::kMaxProblems}}},
-        {"kernel_type",
-         {{"type", "string"}, {"description", "The samples' kernel_type (default torch_cuda)"}}},
+        {"kernel_type", samples_kernel_type},
         {"fast_p",
          {{"type", "array"},
           {"items", {{"type", "number"}, {"minimum", 0}}},
