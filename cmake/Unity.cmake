@@ -11,7 +11,7 @@ set(kforge_unity_standalone_sources
   bench/kernel_library.cc cuda/abi/kforge_cuda.cc cuda/driver_api.cc
   frontends/http/http_session.cc frontends/mcp/bench_tool.cc
   frontends/mcp/fixtures/conformance_tools.cc jobs/ncu_report.cc sandbox/abi/kforge_sandbox.cc
-  store/postgres/postgres_store.cc)
+  store/postgres/postgres_shared_queue.cc store/postgres/postgres_store.cc)
 
 function(kforge_unity_standalone kforge_dir)
   list(TRANSFORM kforge_unity_standalone_sources PREPEND ${kforge_dir}/ OUTPUT_VARIABLE files)
