@@ -1,0 +1,27 @@
+# ctest invariants.no_file_over_600_lines: no C++ source under src/kforge or apps/kforge and no
+# Python module under python/ has more than MAX_LINES lines (600): a unit that grows past it
+# is carved along its seams (docs/contributing.md) instead of growing further.
+#   cmake -DROOTS="<dir>;<dir>" -DMAX_LINES=600 -P file_size.cmake
+cmake_minimum_required(VERSION 3.25)
+set(offences)
+set(count 0)
+foreach(root IN LISTS ROOTS)
+  file(GLOB_RECURSE files ${root}/*.h ${root}/*.cc ${root}/*.py)
+  foreach(file IN LISTS files)
+    math(EXPR count "${count} + 1")
+    file(READ ${file} text)
+    string(REGEX MATCHALL "\n" newlines "${text}")
+    list(LENGTH newlines n)
+    if(n GREATER MAX_LINES)
+      list(APPEND offences "${file}: ${n} lines")
+    endif()
+  endforeach()
+endforeach()
+if(count EQUAL 0)
+  message(FATAL_ERROR "no sources under ${ROOTS}")
+endif()
+if(offences)
+  list(JOIN offences "\n  " text)
+  message(FATAL_ERROR "over ${MAX_LINES} lines (carve the unit along its seams):\n  ${text}")
+endif()
+message(STATUS "file sizes: ${count} files, none over ${MAX_LINES} lines")
