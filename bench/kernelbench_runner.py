@@ -31,9 +31,12 @@ that is how the script is tested. `--limit N` takes the first N problems of each
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -111,7 +114,65 @@ def kforge_kernelbench(
     summary = json.loads((out / "kernelbench_summary.json").read_text())
     lines = (out / "kernelbench_samples.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    return {"wall_s": wall, "summary": summary["all"], "records": records, "table": proc.stdout}
+    steps = {} if args.server else where_time_goes(args.data_dir, records)
+    return {
+        "wall_s": wall, "summary": summary["all"], "records": records, "table": proc.stdout,
+        "steps": steps,
+    }  # fmt: skip
+
+
+def where_time_goes(data_dir: Path, records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Where a sample's time went, from the jobs the embedded engine stored (its kforge.db):
+    per step, the median, the 90th percentile and the sum over the run's samples, in ms.
+    Steps: queued (submitted -> started), take (a warm judge taken), device_wait (the
+    device's admission), the worker's phases (phases_ms: import, inputs, reference, ...;
+    timing's own steps as timing.*), teardown, wall (the job's whole time in its worker)."""
+    ids = [r["job_id"] for r in records if r.get("job_id")]
+    db = data_dir / "kforge.db"
+    if not ids or not db.exists():
+        return {}
+    steps: dict[str, list[float]] = {}
+
+    def add(name: str, value: Any) -> None:
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            steps.setdefault(name, []).append(float(value))
+
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        marks = ",".join("?" * len(ids))
+        rows = conn.execute(
+            f"SELECT created_ms, started_ms, result FROM jobs WHERE id IN ({marks})", ids
+        ).fetchall()
+    for created, started, text in rows:
+        if started and created:
+            add("queued", started - created)
+        result = json.loads(text) if text else {}
+        process = result.get("process") or {}
+        for key in ("take_ms", "device_wait_ms", "teardown_ms", "wall_ms"):
+            add(key.removesuffix("_ms"), process.get(key))
+        for name, ms in (result.get("phases_ms") or {}).items():
+            add(f"phase {name}", ms)
+        timing_steps = (result.get("metadata") or {}).get("timing_steps_ms") or {}
+        for name, ms in timing_steps.items():
+            add(f"timing.{name}", ms)
+    return {
+        name: {
+            "median": statistics.median(values),
+            "p90": sorted(values)[min(len(values) - 1, int(0.9 * len(values)))],
+            "sum": sum(values),
+            "n": len(values),
+        }
+        for name, values in sorted(steps.items())
+    }
+
+
+def breakdown_lines(label: str, steps: dict[str, dict[str, float]]) -> list[str]:
+    if not steps:
+        return []
+    out = [f"where a sample's time went ({label}; ms): step | median | p90 | sum | samples"]
+    for name, v in steps.items():
+        figures = f"{v['median']:10.1f} {v['p90']:10.1f} {v['sum']:12.1f} {v['n']:5.0f}"
+        out.append(f"  {name:28s} {figures}")
+    return out
 
 
 def fast(record: dict[str, Any], p: float) -> bool:
@@ -216,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         "| run | samples | correct | fast_1 | wall s | note |",
         "|---|---|---|---|---|---|",
     ]
+    notes: list[str] = []  # printed after the table
     with tempfile.TemporaryDirectory(prefix="kb-runner-") as tmp_name:
         tmp = Path(tmp_name)
         args.data_dir = tmp / "data"
@@ -230,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
                 for r in all_run["records"]
                 if r["correct"] and (r.get("speedup_ci") or [0])[0] > 1
             )
-            figures["torch_vs_torch"] = {"wall_s": all_run["wall_s"], "summary": s}
+            figures["torch_vs_torch"] = {
+                "wall_s": all_run["wall_s"], "summary": s, "steps": all_run["steps"],
+            }  # fmt: skip
+            notes += breakdown_lines(f"levels {args.levels}", all_run["steps"])
             lines.append(
                 row(
                     f"levels {args.levels}, torch vs torch", s["samples"], s["correct"],
@@ -254,7 +319,11 @@ def main(argv: list[str] | None = None) -> int:
                 "problems": ids,
                 "kforge_wall_s": runs["first run"]["wall_s"],
                 "kforge_again_wall_s": runs["again"]["wall_s"],
+                "steps": runs["first run"]["steps"],
+                "steps_again": runs["again"]["steps"],
             }
+            for name, k in runs.items():
+                notes += breakdown_lines(f"level 2 problems {ids}, {name}", k["steps"])
             b = baseline(args, l2, tmp) if args.baseline == "process" else None
             for name, k in runs.items():
                 ks = k["summary"]
@@ -287,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             )  # fmt: skip
             for failed in h["controls_failed"]:
                 lines.append(f"control not correct: {failed[:200]}")
-    print("\n".join(lines))
+    print("\n".join(lines + notes))
     if args.out:
         args.out.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -210,6 +210,14 @@ def test_the_runner_times_kforge_kernelbench_and_the_process_baseline_on_cpu(
     assert subset["kforge_again_wall_s"] > 0 and subset["ratio_again"] > 0, subset
     assert "| level 2 problems 1: kforge, again | 1 | 1 |" in proc.stdout
     assert "| levels 1,2, torch vs torch | 3 | 3 |" in proc.stdout
+    # Where the samples' time went, from the jobs the engine stored: every sample's wall
+    # in its worker, its phases and queueing.
+    steps = figures["torch_vs_torch"]["steps"]
+    assert steps["wall"]["n"] == 3 and steps["wall"]["median"] > 0, steps
+    assert steps["queued"]["n"] == 3 and "phase timing" in steps, steps
+    assert steps["wall"]["sum"] <= 1e3 * figures["torch_vs_torch"]["wall_s"] * 4, steps
+    assert "where a sample's time went (levels 1,2; ms)" in proc.stdout
+    assert figures["level2_subset"]["steps_again"]["wall"]["n"] == 1
     assert "process per sample (builtin harness) | 1 | 1 |" in proc.stdout
     hacks = figures["hacks"]  # the corpus's cases as a run: no exploit counted fast
     assert hacks["hacks"] == 3 and hacks["missed"] == [], hacks
