@@ -246,3 +246,30 @@ def test_kept_judges_with_pipelined_stages() -> None:
         assert max(served) >= 1, served  # some job ran on a kept judge
     finally:
         srv.stop()
+
+
+def parked_total(srv: KforgeServer) -> int:
+    workers = srv.device_stats(DEVICE)["workers"]
+    return sum(int(w.get("judges_parked_total", 0)) for w in workers.values())
+
+
+def test_the_last_candidate_of_a_batch_keeps_no_judge(server: KforgeServer) -> None:
+    """A batch puts its reference's jobs together: its last candidate's judge is not kept
+    (no spare of it warms up for a job that will not come), the ones before it are."""
+    honest = torch_kernel(model_source("return x * 2", inputs="[torch.randn(16)]"))
+    body = {"ref_kernel": torch_kernel(model_source("return x + x")), "num_correct_trials": 1,
+            "measure_performance": False, "device": DEVICE}  # fmt: skip
+    headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
+
+    def batch_parks(candidates: int) -> int:
+        before = parked_total(server)
+        with httpx.Client(base_url=server.url, timeout=300, headers=headers) as c:
+            r = c.post("/batch", json={**body, "candidates": [honest] * candidates})
+        assert r.status_code == 200, r.text
+        results = [v["kernel_exec_result"] for v in r.json()["results"]]
+        assert all(x["correctness"] for x in results), results
+        time.sleep(2.0)  # a kept judge is parked once its candidate is gone
+        return parked_total(server) - before
+
+    assert batch_parks(1) == 0
+    assert batch_parks(2) == 1

@@ -407,6 +407,7 @@ void JobServiceImpl::run_job(const std::string& job_id, const std::string& devic
   job.submitter = record.submitter;
   job.spec = worker_spec(record, request, device);
   job.timeout = std::chrono::milliseconds(static_cast<int64_t>(request.timeout_s * 1000.0));
+  job.reference_follows = !request.batch || request.batch->index + 1 < request.batch->size;
   auto started = clock_.now();
   workers::WorkerOutcome outcome;
   try {

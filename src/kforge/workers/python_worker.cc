@@ -443,8 +443,11 @@ WorkerOutcome PythonWorker::run(const WorkerJob& job, CancelToken& cancel,
   active->keep_max_processes =
       active->first_processes -
       std::min<size_t>(active->first_processes, static_cast<size_t>(jobs_before));
-  // Keep the judge for another job of this key while it has a spare candidate left.
-  const bool keep = !key.empty() && message_int(active->ready_message, "spares_left") > 0 &&
+  // Keep the judge for another job of this key while it has a spare candidate left and
+  // another job of its reference may come (not after a batch's last: its spare would warm up
+  // for nothing, beside the jobs that need the device).
+  const bool keep = !key.empty() && job.reference_follows &&
+                    message_int(active->ready_message, "spares_left") > 0 &&
                     message_int(active->ready_message, "candidate_pid") > 1;
 
   Json message = job_message_for(job, *active->sandbox,

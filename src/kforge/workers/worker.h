@@ -40,6 +40,10 @@ struct WorkerJob {
   // Who submitted it (model/principal.h; "" for the anonymous principal): a worker that
   // keeps a process between jobs keeps it only for jobs of the same submitter.
   std::string submitter;
+  // Whether another job of its reference may come soon. False for the last candidate of a
+  // batch (a batch puts its reference's jobs together: a KernelBench run's problem has none
+  // after it), whose judge is then not kept for one.
+  bool reference_follows = true;
 };
 
 struct WorkerOutcome {
