@@ -12,7 +12,7 @@
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/dispatcher.h"
-#include "kforge/frontends/mcp/input_required.h"
+#include "kforge/frontends/mcp/protocol/input_required.h"
 #include "kforge/frontends/mcp/remote_job_service.h"
 #include "kforge/frontends/mcp/server_catalog.h"
 #include "kforge/frontends/mcp/stdio_transport.h"

@@ -18,7 +18,7 @@
 #include "kforge/frontends/http/workbench_routes.h"
 #include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
-#include "kforge/frontends/mcp/input_required.h"
+#include "kforge/frontends/mcp/protocol/input_required.h"
 #include "kforge/frontends/mcp/server_catalog.h"
 #include "version.h"
 

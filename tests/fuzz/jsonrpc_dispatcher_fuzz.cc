@@ -17,7 +17,7 @@
 #include "kforge/common/json.h"
 #include "kforge/frontends/mcp/batch.h"
 #include "kforge/frontends/mcp/dispatcher.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 #include "kforge/frontends/mcp/server_catalog.h"
 
 namespace {

@@ -1,6 +1,6 @@
 #include "kforge/frontends/mcp/batch.h"
 
-#include "kforge/frontends/mcp/protocol.h"
+#include "kforge/frontends/mcp/protocol/protocol.h"
 
 namespace kforge::frontends::mcp {
 

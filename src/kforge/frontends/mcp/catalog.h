@@ -12,8 +12,8 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
-#include "kforge/frontends/mcp/prompt_registry.h"
-#include "kforge/frontends/mcp/resource_registry.h"
+#include "kforge/frontends/mcp/protocol/prompt_registry.h"
+#include "kforge/frontends/mcp/protocol/resource_registry.h"
 #include "kforge/frontends/mcp/tool_registry.h"
 
 namespace kforge::frontends::mcp {

@@ -5,9 +5,9 @@
 #include <exception>
 
 #include "kforge/common/log.h"
-#include "kforge/frontends/mcp/json_schema.h"
+#include "kforge/frontends/mcp/protocol/json_schema.h"
 #include "kforge/frontends/mcp/modern.h"
-#include "kforge/frontends/mcp/pagination.h"
+#include "kforge/frontends/mcp/protocol/pagination.h"
 
 namespace kforge::frontends::mcp {
 namespace {

@@ -30,7 +30,7 @@
 
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/mcp/catalog.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 #include "kforge/frontends/mcp/request_context.h"
 #include "kforge/frontends/mcp/session.h"
 

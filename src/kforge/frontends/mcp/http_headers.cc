@@ -5,7 +5,7 @@
 #include <charconv>
 
 #include "kforge/common/base64.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
 namespace kforge::frontends::mcp {
 namespace {

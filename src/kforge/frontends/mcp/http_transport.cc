@@ -9,7 +9,7 @@
 #include "kforge/frontends/mcp/http_headers.h"
 #include "kforge/frontends/mcp/http_reply_channel.h"
 #include "kforge/frontends/mcp/modern.h"
-#include "kforge/frontends/mcp/protocol.h"
+#include "kforge/frontends/mcp/protocol/protocol.h"
 
 namespace kforge::frontends::mcp {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "kforge/common/iso8601.h"
 #include "kforge/common/log.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 #include "kforge/frontends/mcp/kernel_tool_results.h"
 #include "kforge/frontends/mcp/modern.h"
 #include "kforge/jobs/job_access.h"

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
 namespace kforge::frontends::mcp::modern {
 namespace {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "kforge/common/json.h"
-#include "kforge/frontends/mcp/protocol.h"
+#include "kforge/frontends/mcp/protocol/protocol.h"
 #include "kforge/frontends/mcp/request_context.h"
 
 namespace kforge::frontends::mcp::modern {

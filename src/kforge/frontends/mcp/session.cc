@@ -1,6 +1,6 @@
 #include "kforge/frontends/mcp/session.h"
 
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
 namespace kforge::frontends::mcp {
 

@@ -21,7 +21,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/common/thread_annotations.h"
-#include "kforge/frontends/mcp/protocol.h"
+#include "kforge/frontends/mcp/protocol/protocol.h"
 #include "kforge/model/principal.h"
 
 namespace kforge::frontends::mcp {

@@ -8,8 +8,8 @@
 #include "kforge/common/error_mapping.h"
 #include "kforge/common/files.h"
 #include "kforge/common/hash.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
-#include "kforge/frontends/mcp/pagination.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/pagination.h"
 
 namespace kforge::frontends::mcp {
 namespace {

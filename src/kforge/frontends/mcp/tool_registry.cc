@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kforge/frontends/mcp/json_schema.h"
+#include "kforge/frontends/mcp/protocol/json_schema.h"
 
 namespace kforge::frontends::mcp {
 namespace {

@@ -6,7 +6,7 @@
 #include "fakes/fake_job_service.h"
 #include "frontends/mcp/mcp_test_support.h"
 #include "kforge/frontends/mcp/dispatcher.h"
-#include "kforge/frontends/mcp/json_schema.h"
+#include "kforge/frontends/mcp/protocol/json_schema.h"
 
 namespace kforge::frontends::mcp {
 namespace {

@@ -5,7 +5,7 @@
 #include <atomic>
 
 #include "frontends/mcp/mcp_test_support.h"
-#include "kforge/frontends/mcp/pagination.h"
+#include "kforge/frontends/mcp/protocol/pagination.h"
 
 namespace kforge::frontends::mcp {
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kforge/frontends/mcp/dispatcher.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 #include "kforge/frontends/mcp/request_context.h"
 
 namespace kforge::testing {

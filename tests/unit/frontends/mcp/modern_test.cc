@@ -9,8 +9,8 @@
 #include "kforge/common/files.h"
 #include "kforge/common/random.h"
 #include "kforge/frontends/mcp/http_headers.h"
-#include "kforge/frontends/mcp/input_required.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/input_required.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
 namespace kforge::frontends::mcp {
 namespace {

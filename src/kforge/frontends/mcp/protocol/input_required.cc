@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/input_required.h"
+#include "kforge/frontends/mcp/protocol/input_required.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include "kforge/common/hash.h"
 #include "kforge/common/random.h"
 #include "kforge/common/thread_annotations.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
 namespace kforge::frontends::mcp::mrtr {
 namespace {

@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/protocol.h"
+#include "kforge/frontends/mcp/protocol/protocol.h"
 
 #include <algorithm>
 #include <array>

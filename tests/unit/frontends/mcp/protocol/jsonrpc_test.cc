@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-#include "kforge/frontends/mcp/pagination.h"
+#include "kforge/frontends/mcp/protocol/pagination.h"
 
 #include <algorithm>
 #include <charconv>
 
 #include "kforge/common/base64.h"
-#include "kforge/frontends/mcp/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
 namespace kforge::frontends::mcp {
 namespace {

@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/json_schema.h"
+#include "kforge/frontends/mcp/protocol/json_schema.h"
 
 #include <cmath>
 #include <set>

@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/prompt_registry.h"
+#include "kforge/frontends/mcp/protocol/prompt_registry.h"
 
 namespace kforge::frontends::mcp {
 

@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/resource_registry.h"
+#include "kforge/frontends/mcp/protocol/resource_registry.h"
 
 namespace kforge::frontends::mcp {
 namespace {
