@@ -11,7 +11,7 @@
 #include "kforge/app/engine.h"
 #include "kforge/common/files.h"
 #include "kforge/common/log.h"
-#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 #include "kforge/frontends/mcp/protocol/input_required.h"
 #include "kforge/frontends/mcp/remote_job_service.h"
 #include "kforge/frontends/mcp/server_catalog.h"

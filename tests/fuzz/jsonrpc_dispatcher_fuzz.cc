@@ -15,8 +15,8 @@
 
 #include "fakes/fake_job_service.h"
 #include "kforge/common/json.h"
-#include "kforge/frontends/mcp/batch.h"
-#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/batch.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 #include "kforge/frontends/mcp/protocol/jsonrpc.h"
 #include "kforge/frontends/mcp/server_catalog.h"
 

@@ -8,8 +8,9 @@
 #include "kforge/frontends/mcp/kernel_tasks.h"
 #include "kforge/frontends/mcp/kernel_tool_args.h"
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
-#include "kforge/frontends/mcp/modern.h"
-#include "kforge/frontends/mcp/tool.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
+#include "kforge/frontends/mcp/protocol/tool.h"
+#include "kforge/frontends/mcp/session_principal.h"
 #include "kforge/jobs/batch.h"
 #include "kforge/jobs/job_view.h"
 #include "kforge/model/batch.h"
@@ -116,7 +117,7 @@ void answer_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& ca
                       const jobs::BatchRecord& record) {
   const Session& session = call->context().session();
   TaskRecord task =
-      TaskRecord::fresh(kToolName, session.client(), session.principal().name, call->arguments());
+      TaskRecord::fresh(kToolName, session.client(), principal_of(session).name, call->arguments());
   for (const auto& id : record.job_ids)
     task.jobs.push_back(id);
   task.state = {{"batch_id", record.id}, {"finished", 0}};

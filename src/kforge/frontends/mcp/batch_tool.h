@@ -13,8 +13,8 @@
 
 #include "kforge/common/status.h"
 #include "kforge/frontends/http/blocking_executor.h"
+#include "kforge/frontends/mcp/protocol/tool_registry.h"
 #include "kforge/frontends/mcp/task_book.h"
-#include "kforge/frontends/mcp/tool_registry.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/model/request.h"
 

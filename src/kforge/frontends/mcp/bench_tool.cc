@@ -7,8 +7,9 @@
 #include "kforge/bench/bench_run.h"
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/kernel_tasks.h"
-#include "kforge/frontends/mcp/modern.h"
-#include "kforge/frontends/mcp/tool.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
+#include "kforge/frontends/mcp/protocol/tool.h"
+#include "kforge/frontends/mcp/session_principal.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -96,7 +97,7 @@ void answer_with_task(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& ca
                       const bench::BenchPlan& plan) {
   const Session& session = call->context().session();
   TaskRecord task =
-      TaskRecord::fresh(kToolName, session.client(), session.principal().name, call->arguments());
+      TaskRecord::fresh(kToolName, session.client(), principal_of(session).name, call->arguments());
   task.arguments["device"] = plan.device;  // a resumed run plans on the same device
   task.state = {{"done", 0}};
   task.message = fmt::format("0 of {} job(s) done; bench on {}", plan.jobs.size(), plan.device);

@@ -22,8 +22,8 @@
 #include "kforge/bench/bench_request.h"
 #include "kforge/common/status.h"
 #include "kforge/frontends/http/blocking_executor.h"
+#include "kforge/frontends/mcp/protocol/tool_registry.h"
 #include "kforge/frontends/mcp/task_book.h"
-#include "kforge/frontends/mcp/tool_registry.h"
 #include "kforge/jobs/job_service.h"
 
 namespace kforge::frontends::mcp {

@@ -23,7 +23,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/frontends/http/http_message.h"
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
 
 namespace kforge::frontends::mcp {
 

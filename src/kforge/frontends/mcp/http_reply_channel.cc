@@ -1,6 +1,6 @@
 #include "kforge/frontends/mcp/http_reply_channel.h"
 
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
 
 namespace kforge::frontends::mcp {
 

@@ -16,9 +16,9 @@
 
 #include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/http/responder.h"
-#include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/protocol/request_context.h"
+#include "kforge/frontends/mcp/protocol/session.h"
 #include "kforge/frontends/mcp/resumable_streams.h"
-#include "kforge/frontends/mcp/session.h"
 
 namespace kforge::frontends::mcp {
 

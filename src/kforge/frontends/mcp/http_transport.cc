@@ -5,11 +5,12 @@
 
 #include "kforge/common/error_mapping.h"
 #include "kforge/common/log.h"
-#include "kforge/frontends/mcp/batch.h"
 #include "kforge/frontends/mcp/http_headers.h"
 #include "kforge/frontends/mcp/http_reply_channel.h"
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/batch.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
 #include "kforge/frontends/mcp/protocol/protocol.h"
+#include "kforge/frontends/mcp/session_principal.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -117,7 +118,8 @@ StatusOr<std::shared_ptr<Session>> session_for(Endpoint& ep, const HttpRequest& 
   }
   // Another principal's session is answered as an unknown one: its tools act on that
   // principal's jobs.
-  auto session = ep.sessions.find(*id, &request.principal);
+  const SessionOwner owner = owner_of(request.principal);
+  auto session = ep.sessions.find(*id, &owner);
   if (!session.is_ok()) {
     refusal = rpc_error(404, request_id, jsonrpc::kSessionNotFound,
                         "Session not found: " + session.status().message());
@@ -210,7 +212,7 @@ void post_modern(const EndpointPtr& ep, const HttpRequest& request, const Json& 
     responder.send(modern_error(400, id, jsonrpc::kInvalidParams, meta.status().message()));
     return;
   }
-  auto session = Session::stateless(request.client, request.principal, meta->version,
+  auto session = Session::stateless(request.client, owner_of(request.principal), meta->version,
                                     meta->client_capabilities, meta->client_info, meta->log_level);
   auto channel = std::make_shared<HttpReplyChannel>(responder, accept.sse, session, false,
                                                     ep->options.keepalive_interval, nullptr);
@@ -248,7 +250,7 @@ void post_blocking(const EndpointPtr& ep, const HttpRequest& request, const Resp
   const bool is_initialize = json.is_object() && json.value("method", Json()) == "initialize";
   std::shared_ptr<Session> session;
   if (is_initialize) {
-    auto created = ep->sessions.create(request.client, request.principal);
+    auto created = ep->sessions.create(request.client, owner_of(request.principal));
     if (!created.is_ok()) {
       HttpResponse refusal =
           rpc_error(http_status_for(created.status().code()), jsonrpc::readable_id(json),
@@ -365,7 +367,8 @@ void handle_delete(const EndpointPtr& ep, const HttpRequest& request, const Resp
                              "Bad Request: the Mcp-Session-Id header is required"));
     return;
   }
-  if (!ep->sessions.remove(*id, &request.principal)) {
+  const SessionOwner owner = owner_of(request.principal);
+  if (!ep->sessions.remove(*id, &owner)) {
     responder.send(rpc_error(404, nullptr, jsonrpc::kSessionNotFound,
                              "Session not found: MCP session '" + *id + "' is unknown or ended"));
     return;

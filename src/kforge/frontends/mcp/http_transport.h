@@ -46,8 +46,8 @@
 #include "kforge/common/status.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/http/router.h"
-#include "kforge/frontends/mcp/dispatcher.h"
-#include "kforge/frontends/mcp/session_store.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/session_store.h"
 
 namespace kforge::frontends::mcp {
 

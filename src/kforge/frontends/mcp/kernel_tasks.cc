@@ -5,9 +5,10 @@
 
 #include "kforge/common/iso8601.h"
 #include "kforge/common/log.h"
-#include "kforge/frontends/mcp/protocol/jsonrpc.h"
 #include "kforge/frontends/mcp/kernel_tool_results.h"
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/jsonrpc.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
+#include "kforge/frontends/mcp/session_principal.h"
 #include "kforge/jobs/job_access.h"
 
 namespace kforge::frontends::mcp {
@@ -70,7 +71,7 @@ const std::string* task_id_or_refuse(RequestContext& ctx, const Json& params) {
 // principal's job).
 std::optional<model::JobRecord> job_or_refuse(RequestContext& ctx, jobs::JobService& service,
                                               const std::string& task_id) {
-  auto job = jobs::get_visible(service, task_id, ctx.session().principal());
+  auto job = jobs::get_visible(service, task_id, principal_of(ctx.session()));
   if (job.is_ok()) return std::move(job).value();
   if (job.status().code() == ErrorCode::kNotFound) {
     ctx.respond_error(jsonrpc::kInvalidParams, "Task not found: " + task_id,
@@ -100,7 +101,7 @@ void handle_book_task(RequestContext& ctx, TaskBook& book, const std::string& id
   const std::string& method = ctx.method();
   auto task = book.get(id);
   if (!task.is_ok()) return ctx.respond_status(task.status());
-  if (!*task || !ctx.session().principal().may_access((*task)->submitter)) {
+  if (!*task || !principal_of(ctx.session()).may_access((*task)->submitter)) {
     return ctx.respond_error(jsonrpc::kInvalidParams, "Task not found: " + id,
                              Json{{"taskId", id}});
   }
@@ -131,7 +132,7 @@ bool wants_task(const RequestContext& ctx) {
 }
 
 jobs::Caller job_caller(const Session& session, bool answered_by_call) {
-  jobs::Caller caller(session.client(), session.principal());
+  jobs::Caller caller(session.client(), principal_of(session));
   caller.process_bound = answered_by_call && session.ends_with_process();
   return caller;
 }

@@ -28,8 +28,8 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
-#include "kforge/frontends/mcp/catalog.h"
-#include "kforge/frontends/mcp/session.h"
+#include "kforge/frontends/mcp/protocol/catalog.h"
+#include "kforge/frontends/mcp/protocol/session.h"
 #include "kforge/frontends/mcp/task_book.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/model/job.h"

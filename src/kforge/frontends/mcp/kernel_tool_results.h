@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kforge/frontends/mcp/tool.h"
+#include "kforge/frontends/mcp/protocol/tool.h"
 #include "kforge/model/job.h"
 
 namespace kforge::frontends::mcp {

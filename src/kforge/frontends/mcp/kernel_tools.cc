@@ -9,7 +9,8 @@
 #include "kforge/frontends/mcp/kernel_tool_args.h"
 #include "kforge/frontends/mcp/kernel_tool_results.h"
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
+#include "kforge/frontends/mcp/session_principal.h"
 #include "kforge/jobs/job_access.h"
 
 namespace kforge::frontends::mcp {
@@ -159,7 +160,7 @@ void answer_validate_with_task(const ContextPtr& ctx, const std::shared_ptr<Tool
                                const std::vector<std::string>& warnings) {
   const Session& session = call->context().session();
   TaskRecord task = TaskRecord::fresh(tool_name(KernelTool::kValidate), session.client(),
-                                      session.principal().name, call->arguments());
+                                      principal_of(session).name, call->arguments());
   task.jobs = Json::array({job.id});
   task.state = {{"warnings", warnings}};
   task.message = "job " + job.id + " queued on " + job.device;
@@ -210,7 +211,7 @@ void run_kernel_tool(const ContextPtr& ctx, KernelTool tool,
 
 void get_job_status(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& call) {
   const std::string id = call->arguments()["job_id"].get<std::string>();
-  auto job = jobs::get_visible(ctx->service, id, call->context().session().principal());
+  auto job = jobs::get_visible(ctx->service, id, principal_of(call->context().session()));
   if (!job.is_ok()) {
     // As the old tool did, an unknown id is a normal result with status "not_found" (and so
     // is another principal's job).
@@ -231,7 +232,7 @@ void get_server_stats(const ContextPtr& ctx, const std::shared_ptr<ToolCall>& ca
     return;
   }
   Json health = ctx->service.health();
-  const model::Principal& principal = call->context().session().principal();
+  const model::Principal principal = principal_of(call->context().session());
   jobs::hide_job_ids(stats, principal);
   jobs::hide_job_ids(health, principal);
   call->finish(server_stats_result(stats, health));

@@ -8,7 +8,7 @@
 #include "kforge/frontends/mcp/kernel_tasks.h"
 #include "kforge/frontends/mcp/kernel_tool_args.h"
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
-#include "kforge/frontends/mcp/tool.h"
+#include "kforge/frontends/mcp/protocol/tool.h"
 
 namespace kforge::frontends::mcp {
 namespace {

@@ -5,7 +5,7 @@
 #include "kforge/frontends/mcp/fixtures/conformance_fixtures.h"
 #include "kforge/frontends/mcp/kernel_tasks.h"
 #include "kforge/frontends/mcp/kernelbench_tool.h"
-#include "kforge/frontends/mcp/skills.h"
+#include "kforge/frontends/mcp/protocol/skills.h"
 #include "kforge/frontends/mcp/workbench_tools.h"
 
 namespace kforge::frontends::mcp {

@@ -10,8 +10,8 @@
 
 #include "kforge/common/log.h"
 #include "kforge/frontends/http/http_message.h"
-#include "kforge/frontends/mcp/batch.h"
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/batch.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
 
 namespace kforge::frontends::mcp {
 namespace {

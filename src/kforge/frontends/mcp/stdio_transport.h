@@ -25,8 +25,8 @@
 
 #include "kforge/common/status.h"
 #include "kforge/common/thread_annotations.h"
-#include "kforge/frontends/mcp/dispatcher.h"
-#include "kforge/frontends/mcp/session.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/session.h"
 
 namespace kforge::frontends::mcp {
 

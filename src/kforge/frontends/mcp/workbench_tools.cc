@@ -8,6 +8,7 @@
 
 #include "kforge/common/log.h"
 #include "kforge/common/thread_annotations.h"
+#include "kforge/frontends/mcp/session_principal.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -396,7 +397,7 @@ Status add_workbench_tools(Catalog& catalog, workbench::Workbench& workbench,
           caller.client = rc.session().id();
           caller.client_name = rc.session().client_name();
           caller.submitter = rc.session().client();
-          caller.principal = rc.session().principal();
+          caller.principal = principal_of(rc.session());
           // Its calls answer themselves (never tasks): on stdio only this process could.
           caller.process_bound = rc.session().ends_with_process();
           if (workbench::is_execution_tool(tool)) {

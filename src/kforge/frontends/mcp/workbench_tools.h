@@ -17,7 +17,7 @@
 
 #include "kforge/common/status.h"
 #include "kforge/frontends/http/blocking_executor.h"
-#include "kforge/frontends/mcp/catalog.h"
+#include "kforge/frontends/mcp/protocol/catalog.h"
 #include "kforge/jobs/job_service.h"
 #include "kforge/workbench/workbench.h"
 

@@ -14,8 +14,8 @@
 #include "kforge/frontends/http/rest_handlers.h"
 #include "kforge/frontends/http/ui_route.h"
 #include "kforge/frontends/http/workbench_routes.h"
-#include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 #include "kforge/frontends/mcp/server_catalog.h"
 #include "kforge/store/sqlite/sqlite_workbench_store.h"
 

@@ -5,7 +5,7 @@
 #include "bench/bench_test_support.h"
 #include "fakes/fake_job_service.h"
 #include "frontends/mcp/mcp_test_support.h"
-#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 #include "kforge/frontends/mcp/protocol/json_schema.h"
 
 namespace kforge::frontends::mcp {

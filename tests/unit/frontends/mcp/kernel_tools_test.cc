@@ -4,8 +4,8 @@
 
 #include "fakes/fake_job_service.h"
 #include "frontends/mcp/mcp_test_support.h"
-#include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/kernel_tasks.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 
 namespace kforge::frontends::mcp {
 namespace {

@@ -21,10 +21,10 @@
 #include "kforge/common/random.h"
 #include "kforge/frontends/http/blocking_executor.h"
 #include "kforge/frontends/http/http_server.h"
-#include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/http_transport.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/session_store.h"
 #include "kforge/frontends/mcp/server_catalog.h"
-#include "kforge/frontends/mcp/session_store.h"
 #include "kforge/frontends/mcp/task_book.h"
 
 namespace kforge::frontends::mcp::mcp_concurrency {  // named: a unity TU holds other tests' helpers

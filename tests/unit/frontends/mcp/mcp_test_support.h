@@ -13,9 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/http/blocking_executor.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 #include "kforge/frontends/mcp/protocol/jsonrpc.h"
-#include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/protocol/request_context.h"
 
 namespace kforge::testing {
 

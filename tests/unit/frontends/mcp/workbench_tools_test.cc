@@ -7,8 +7,8 @@
 #include "fakes/fake_job_service.h"
 #include "frontends/mcp/mcp_test_support.h"
 #include "kforge/common/random.h"
-#include "kforge/frontends/mcp/dispatcher.h"
 #include "kforge/frontends/mcp/kernel_tools.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 #include "kforge/store/sqlite/sqlite_workbench_store.h"
 
 namespace kforge::frontends::mcp {

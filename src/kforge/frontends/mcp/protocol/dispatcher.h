@@ -21,22 +21,24 @@
 // tools/call handlers run on `executor` (they may block on disk, never on a job).
 //
 // Example:
-//   Dispatcher dispatcher(catalog, make_blocking_executor(pool));
+//   Dispatcher dispatcher(catalog, executor);  // e.g. http::make_blocking_executor(pool)
 //   dispatcher.handle(session, message, channel);
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
-#include "kforge/frontends/http/blocking_executor.h"
-#include "kforge/frontends/mcp/catalog.h"
+#include "kforge/frontends/mcp/protocol/catalog.h"
 #include "kforge/frontends/mcp/protocol/jsonrpc.h"
-#include "kforge/frontends/mcp/request_context.h"
-#include "kforge/frontends/mcp/session.h"
+#include "kforge/frontends/mcp/protocol/request_context.h"
+#include "kforge/frontends/mcp/protocol/session.h"
 
 namespace kforge::frontends::mcp {
 
-using http::BlockingExecutor;
+// Runs a task later on another thread, never inline; thread-safe. The same type as the
+// REST server's executor, so one thread pool serves both.
+using BlockingExecutor = std::function<void(std::function<void()> task)>;
 
 struct DispatchOptions {
   // Entries per page of the list methods; the default puts every tool on one page, as many

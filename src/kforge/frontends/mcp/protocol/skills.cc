@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/skills.h"
+#include "kforge/frontends/mcp/protocol/skills.h"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/tool_registry.h"
+#include "kforge/frontends/mcp/protocol/tool_registry.h"
 
 #include <algorithm>
 

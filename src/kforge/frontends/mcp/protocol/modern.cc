@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
 
 #include <array>
 

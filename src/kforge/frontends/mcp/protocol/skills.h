@@ -28,7 +28,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
-#include "kforge/frontends/mcp/catalog.h"
+#include "kforge/frontends/mcp/protocol/catalog.h"
 
 namespace kforge::frontends::mcp {
 

@@ -31,7 +31,7 @@
 
 #include "kforge/common/json.h"
 #include "kforge/frontends/mcp/protocol/protocol.h"
-#include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/protocol/request_context.h"
 
 namespace kforge::frontends::mcp::modern {
 

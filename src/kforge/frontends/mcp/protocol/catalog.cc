@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/catalog.h"
+#include "kforge/frontends/mcp/protocol/catalog.h"
 
 namespace kforge::frontends::mcp {
 

@@ -14,7 +14,7 @@
 #include "kforge/common/status.h"
 #include "kforge/frontends/mcp/protocol/prompt_registry.h"
 #include "kforge/frontends/mcp/protocol/resource_registry.h"
-#include "kforge/frontends/mcp/tool_registry.h"
+#include "kforge/frontends/mcp/protocol/tool_registry.h"
 
 namespace kforge::frontends::mcp {
 

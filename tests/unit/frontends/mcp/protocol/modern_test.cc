@@ -1,6 +1,6 @@
 // Revision 2026-07-28: the _meta ladder, result decoration, the header rules and the sealed
 // requestState of input_required results.
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
 
 #include <gtest/gtest.h>
 

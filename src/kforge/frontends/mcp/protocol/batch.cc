@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/batch.h"
+#include "kforge/frontends/mcp/protocol/batch.h"
 
 #include "kforge/frontends/mcp/protocol/protocol.h"
 

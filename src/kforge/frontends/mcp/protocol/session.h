@@ -22,7 +22,6 @@
 #include "kforge/common/status.h"
 #include "kforge/common/thread_annotations.h"
 #include "kforge/frontends/mcp/protocol/protocol.h"
-#include "kforge/model/principal.h"
 
 namespace kforge::frontends::mcp {
 
@@ -49,22 +48,31 @@ class MessageSink {
   virtual void close() = 0;
 };
 
+// On whose behalf a session's requests are made, as its transport authenticated them: labels
+// the protocol only compares (what an owner may see is the server's business, not the
+// protocol's). The default, empty owner is the anonymous one. Value type.
+struct SessionOwner {
+  std::string name;
+  std::string role;
+  bool operator==(const SessionOwner&) const = default;
+};
+
 class Session {
  public:
   using ClientResponseCallback = std::function<void(StatusOr<Json>)>;
 
   // `id` is the Mcp-Session-Id (empty for stdio); `client` who opened it (the key of
-  // per-client limits: "peer <address>" over HTTP, "stdio"); `principal` on whose behalf
-  // (model/principal.h): its token's over HTTP, anonymous on stdio and without tokens. Only
-  // requests of that principal may use the session, and its tools see that principal's jobs.
-  explicit Session(std::string id, std::string client = {}, model::Principal principal = {});
+  // per-client limits: "peer <address>" over HTTP, "stdio"); `owner` on whose behalf: its
+  // token's principal over HTTP, anonymous on stdio and without tokens. Only requests of that
+  // owner may use the session, and its tools see that owner's jobs.
+  explicit Session(std::string id, std::string client = {}, SessionOwner owner = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
   const std::string& client() const { return client_; }
-  const model::Principal& principal() const { return principal_; }
+  const SessionOwner& owner() const { return owner_; }
   // True on stdio: the client talks through this process's stdin and stdout, so the
   // connection, and every answer the client waits for, ends with the process.
   bool ends_with_process() const { return client_ == kStdioClient; }
@@ -87,7 +95,7 @@ class Session {
   // A request of the 2026-07-28 revision carries its context in params._meta: the transport
   // gives it a Session of its own, marked stateless. Such a session sends no server->client
   // requests (request_client fails at once), and logs only when the request set a logLevel.
-  static std::shared_ptr<Session> stateless(std::string client, model::Principal principal,
+  static std::shared_ptr<Session> stateless(std::string client, SessionOwner owner,
                                             std::string version, Json client_capabilities,
                                             Json client_info, std::optional<LogLevel> log_level);
   bool is_stateless() const { return stateless_; }
@@ -138,7 +146,7 @@ class Session {
  private:
   const std::string id_;
   const std::string client_;
-  const model::Principal principal_;
+  const SessionOwner owner_;
   bool stateless_ = false;  // set once, before the session is shared
   mutable Mutex mu_;
   std::optional<std::string> version_ GUARDED_BY(mu_);

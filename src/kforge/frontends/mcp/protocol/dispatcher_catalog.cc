@@ -1,6 +1,6 @@
 // Dispatcher methods of resources, prompts and completions (declared only when the catalog
 // has any; see Catalog::capabilities).
-#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 #include "kforge/frontends/mcp/protocol/pagination.h"
 
 namespace kforge::frontends::mcp {

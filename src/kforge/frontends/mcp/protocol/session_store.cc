@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/session_store.h"
+#include "kforge/frontends/mcp/protocol/session_store.h"
 
 #include <vector>
 
@@ -95,7 +95,7 @@ Status SessionStore::make_room_locked(const std::string& client,
 }
 
 StatusOr<std::shared_ptr<Session>> SessionStore::create(const std::string& client,
-                                                        const model::Principal& principal) {
+                                                        const SessionOwner& owner) {
   const auto t = now();
   std::vector<std::shared_ptr<Session>> ended;
   std::shared_ptr<Session> session;
@@ -107,7 +107,7 @@ StatusOr<std::shared_ptr<Session>> SessionStore::create(const std::string& clien
       std::string id = random_hex(16);
       while (sessions_.count(id) != 0)
         id = random_hex(16);
-      session = std::make_shared<Session>(id, client, principal);
+      session = std::make_shared<Session>(id, client, owner);
       session->touch(t);
       sessions_.emplace(std::move(id), Entry{session, false, ++created_});
       ++pending_;
@@ -121,13 +121,13 @@ StatusOr<std::shared_ptr<Session>> SessionStore::create(const std::string& clien
 }
 
 StatusOr<std::shared_ptr<Session>> SessionStore::find(const std::string& id,
-                                                      const model::Principal* as) {
+                                                      const SessionOwner* as) {
   const auto t = now();
   std::shared_ptr<Session> session;
   {
     MutexLock lock(mu_);
     auto it = sessions_.find(id);
-    if (it != sessions_.end() && as != nullptr && it->second.session->principal() != *as) {
+    if (it != sessions_.end() && as != nullptr && it->second.session->owner() != *as) {
       it = sessions_.end();
     }
     if (it != sessions_.end()) {
@@ -147,13 +147,13 @@ StatusOr<std::shared_ptr<Session>> SessionStore::find(const std::string& id,
   return not_found("MCP session '" + id + "' is unknown or has ended; send initialize again");
 }
 
-bool SessionStore::remove(const std::string& id, const model::Principal* as) {
+bool SessionStore::remove(const std::string& id, const SessionOwner* as) {
   std::shared_ptr<Session> session;
   {
     MutexLock lock(mu_);
     auto it = sessions_.find(id);
     if (it == sessions_.end()) return false;
-    if (as != nullptr && it->second.session->principal() != *as) return false;
+    if (as != nullptr && it->second.session->owner() != *as) return false;
     session = erase_locked(it);
   }
   session->close();

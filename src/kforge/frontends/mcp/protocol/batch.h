@@ -19,7 +19,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/common/thread_annotations.h"
-#include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/protocol/request_context.h"
 
 namespace kforge::frontends::mcp {
 

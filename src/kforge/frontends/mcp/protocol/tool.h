@@ -21,7 +21,7 @@
 #include <string>
 
 #include "kforge/common/json.h"
-#include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/protocol/request_context.h"
 
 namespace kforge::frontends::mcp {
 

@@ -1,12 +1,12 @@
 // The method table, lifecycle and tools. Resources, prompts and completions are in
 // dispatcher_catalog.cc.
-#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 
 #include <exception>
 
 #include "kforge/common/log.h"
 #include "kforge/frontends/mcp/protocol/json_schema.h"
-#include "kforge/frontends/mcp/modern.h"
+#include "kforge/frontends/mcp/protocol/modern.h"
 #include "kforge/frontends/mcp/protocol/pagination.h"
 
 namespace kforge::frontends::mcp {

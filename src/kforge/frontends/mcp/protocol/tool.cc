@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/tool.h"
+#include "kforge/frontends/mcp/protocol/tool.h"
 
 #include "kforge/frontends/mcp/protocol/protocol.h"
 

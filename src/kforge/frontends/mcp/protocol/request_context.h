@@ -24,7 +24,7 @@
 #include "kforge/common/json.h"
 #include "kforge/common/status.h"
 #include "kforge/common/thread_annotations.h"
-#include "kforge/frontends/mcp/session.h"
+#include "kforge/frontends/mcp/protocol/session.h"
 
 namespace kforge::frontends::mcp {
 

@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/session_store.h"
+#include "kforge/frontends/mcp/protocol/session_store.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <set>
 
 #include "frontends/mcp/mcp_test_support.h"
-#include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/protocol/request_context.h"
 
 namespace kforge::frontends::mcp {
 namespace {
@@ -49,20 +49,20 @@ TEST_F(SessionStoreTest, IdsAreRandomVisibleAscii) {
 
 // Issue #37: a session acts for the principal that opened it; another principal's requests
 // get the unknown session's answer and leave it untouched.
-TEST_F(SessionStoreTest, ASessionIsItsPrincipals) {
+TEST_F(SessionStoreTest, ASessionIsItsOwners) {
   SessionStore store(options());
-  const model::Principal alice{"alice", model::Role::kUser};
-  const model::Principal bob{"bob", model::Role::kUser};
+  const SessionOwner alice{"alice", "user"};
+  const SessionOwner bob{"bob", "user"};
   auto s = store.create("token 1 peer x", alice);
   ASSERT_TRUE(s.is_ok());
   const std::string id = (*s)->id();
-  EXPECT_EQ((*s)->principal(), alice);
+  EXPECT_EQ((*s)->owner(), alice);
   auto other = store.find(id, &bob);
   ASSERT_FALSE(other.is_ok());
   EXPECT_EQ(other.status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(other.status().message(),
             "MCP session '" + id + "' is unknown or has ended; send initialize again");
-  EXPECT_EQ(store.pending(), 1u);  // not marked as used by the other principal
+  EXPECT_EQ(store.pending(), 1u);  // not marked as used by the other owner
   EXPECT_FALSE(store.remove(id, &bob));
   EXPECT_TRUE(store.find(id, &alice).is_ok());
   EXPECT_TRUE(store.remove(id, &alice));
@@ -240,7 +240,7 @@ namespace kforge::frontends::mcp {
 namespace {
 
 TEST(SessionClientNameTest, IsTheClientInfosNameAndVersion) {
-  Session s("id", "peer", model::Principal{});
+  Session s("id", "peer", SessionOwner{});
   EXPECT_EQ(s.client_name(), "");  // before initialize
   s.set_initialized("2025-11-25", Json::object(), {{"name", "claude-code"}, {"version", "2.1"}});
   EXPECT_EQ(s.client_name(), "claude-code 2.1");

@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/dispatcher.h"
+#include "kforge/frontends/mcp/protocol/dispatcher.h"
 
 #include <gtest/gtest.h>
 

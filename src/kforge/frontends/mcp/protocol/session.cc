@@ -1,13 +1,13 @@
-#include "kforge/frontends/mcp/session.h"
+#include "kforge/frontends/mcp/protocol/session.h"
 
 #include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
 namespace kforge::frontends::mcp {
 
-Session::Session(std::string id, std::string client, model::Principal principal)
+Session::Session(std::string id, std::string client, SessionOwner owner)
     : id_(std::move(id)),
       client_(std::move(client)),
-      principal_(std::move(principal)),
+      owner_(std::move(owner)),
       last_active_(std::chrono::steady_clock::now()) {}
 
 Session::~Session() = default;
@@ -20,10 +20,10 @@ void Session::set_initialized(std::string version, Json client_capabilities, Jso
   client_info_ = std::move(client_info);
 }
 
-std::shared_ptr<Session> Session::stateless(std::string client, model::Principal principal,
+std::shared_ptr<Session> Session::stateless(std::string client, SessionOwner owner,
                                             std::string version, Json client_capabilities,
                                             Json client_info, std::optional<LogLevel> log_level) {
-  auto session = std::make_shared<Session>(std::string(), std::move(client), std::move(principal));
+  auto session = std::make_shared<Session>(std::string(), std::move(client), std::move(owner));
   session->stateless_ = true;
   session->set_initialized(std::move(version), std::move(client_capabilities),
                            std::move(client_info));

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kforge/common/status.h"
-#include "kforge/frontends/mcp/tool.h"
+#include "kforge/frontends/mcp/protocol/tool.h"
 
 namespace kforge::frontends::mcp {
 

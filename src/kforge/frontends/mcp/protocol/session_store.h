@@ -32,7 +32,7 @@
 
 #include "kforge/common/status.h"
 #include "kforge/common/thread_annotations.h"
-#include "kforge/frontends/mcp/session.h"
+#include "kforge/frontends/mcp/protocol/session.h"
 
 namespace kforge::frontends::mcp {
 
@@ -52,19 +52,17 @@ class SessionStore {
   explicit SessionStore(Options options);
   ~SessionStore();  // closes every session
 
-  // A new (pending) session for `client` acting as `principal`, with a fresh id; expired
+  // A new (pending) session for `client` acting for `owner`, with a fresh id; expired
   // sessions are swept first. kUnavailable / kResourceExhausted when full (see above), naming
   // the limit.
   StatusOr<std::shared_ptr<Session>> create(const std::string& client = {},
-                                            const model::Principal& principal = {});
+                                            const SessionOwner& owner = {});
   // The live session with `id`, marked active (and established) now. kNotFound when unknown,
-  // deleted or expired, and (when `as` is given) when it belongs to another principal: that
+  // deleted or expired, and (when `as` is given) when it belongs to another owner: that
   // answer is the same as for an unknown id, and the session is left untouched.
-  StatusOr<std::shared_ptr<Session>> find(const std::string& id,
-                                          const model::Principal* as = nullptr);
-  // Ends the session (DELETE); false when unknown (or, when `as` is given, another
-  // principal's).
-  bool remove(const std::string& id, const model::Principal* as = nullptr);
+  StatusOr<std::shared_ptr<Session>> find(const std::string& id, const SessionOwner* as = nullptr);
+  // Ends the session (DELETE); false when unknown (or, when `as` is given, another owner's).
+  bool remove(const std::string& id, const SessionOwner* as = nullptr);
   size_t size() const;
   size_t pending() const;
 

@@ -1,4 +1,4 @@
-#include "kforge/frontends/mcp/request_context.h"
+#include "kforge/frontends/mcp/protocol/request_context.h"
 
 #include "kforge/frontends/mcp/protocol/jsonrpc.h"
 
