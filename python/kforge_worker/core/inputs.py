@@ -225,7 +225,7 @@ def seed_generators(seed: int, device: torch.device) -> None:
     """What torch.manual_seed does to the cpu's generator and `device`'s, in about a
     microsecond (torch.manual_seed visits every backend: ~60 us on a cpu): a timed call is
     seeded between the judge's brackets, and so is its verification."""
-    torch.random.default_generator.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)
     if device.type == "cuda":
         if torch.cuda.is_initialized():
             index = device.index if device.index is not None else torch.cuda.current_device()
