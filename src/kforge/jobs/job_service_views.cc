@@ -54,27 +54,24 @@ Json JobServiceImpl::health() {
     if (!d.value("busy", false)) ++idle_gpus;
   }
   const char* service = degraded ? "degraded" : "healthy";
-  Json kernel_types = Json::array();
-  for (std::string_view name : model::kernel_type_names())
-    kernel_types.push_back(std::string(name));
   double uptime = std::chrono::duration<double>(clock_.now() - started_at_).count();
-  return Json{
-      {"status", service},
-      {"version", options_.version},
-      {"uptime_s", uptime},
-      {"gpu_manager", {{"available_gpus", idle_gpus}, {"total_gpus", gpus}}},
-      {"compilation_service", {{"status", service}, {"available_kernel_types", kernel_types}}},
-      {"profiling_service",
-       {{"status", service},
-        {"devices", devices.size()},
-        {"device_metrics",
-         {{"available", options_.device_metrics_unavailable.empty()},
-          {"ncu", options_.ncu.empty() ? Json(nullptr) : Json(options_.ncu)},
-          {"why_not", options_.device_metrics_unavailable.empty()
-                          ? Json(nullptr)
-                          : Json(options_.device_metrics_unavailable)}}}}},
-      {"devices", devices},
-      {"sandbox", options_.sandbox}};
+  return Json{{"status", service},
+              {"version", options_.version},
+              {"uptime_s", uptime},
+              {"gpu_manager", {{"available_gpus", idle_gpus}, {"total_gpus", gpus}}},
+              {"compilation_service",
+               {{"status", service}, {"available_kernel_types", Json(model::kernel_type_names())}}},
+              {"profiling_service",
+               {{"status", service},
+                {"devices", devices.size()},
+                {"device_metrics",
+                 {{"available", options_.device_metrics_unavailable.empty()},
+                  {"ncu", options_.ncu.empty() ? Json(nullptr) : Json(options_.ncu)},
+                  {"why_not", options_.device_metrics_unavailable.empty()
+                                  ? Json(nullptr)
+                                  : Json(options_.device_metrics_unavailable)}}}}},
+              {"devices", devices},
+              {"sandbox", options_.sandbox}};
 }
 
 Json JobServiceImpl::stats() {

@@ -163,17 +163,11 @@ TEST(ProtocolVectorsTest, ErrorKindsAreTheListedOnes) {
 // lists themselves).
 TEST(ProtocolVectorsTest, VocabulariesAreTheListedOnes) {
   const Json v = load("vocabulary.json");
-  auto as_json = [](const std::vector<std::string_view>& names) {
-    Json out = Json::array();
-    for (std::string_view n : names)
-      out.push_back(std::string(n));
-    return out;
-  };
-  EXPECT_EQ(as_json(model::kernel_type_names()), v["kernel_types"]);
-  EXPECT_EQ(as_json(model::dtype_names()), v["dtypes"]);
-  EXPECT_EQ(as_json(model::arg_type_names()), v["arg_types"]);
-  EXPECT_EQ(as_json(model::arg_role_names()), v["arg_roles"]);
-  EXPECT_EQ(as_json(model::init_kind_names()), v["init_kinds"]);
+  EXPECT_EQ(Json(model::kernel_type_names()), v["kernel_types"]);
+  EXPECT_EQ(Json(model::dtype_names()), v["dtypes"]);
+  EXPECT_EQ(Json(model::arg_type_names()), v["arg_types"]);
+  EXPECT_EQ(Json(model::arg_role_names()), v["arg_roles"]);
+  EXPECT_EQ(Json(model::init_kind_names()), v["init_kinds"]);
   for (std::string_view n : model::kernel_type_names()) {
     EXPECT_EQ(model::to_string(*model::kernel_type_from(n)), n);
   }

@@ -1,21 +1,9 @@
 #include "kforge/frontends/mcp/kernel_tool_schemas.h"
 
-#include <string_view>
-#include <vector>
-
 #include "kforge/model/kernel_spec.h"
 
 namespace kforge::frontends::mcp {
 namespace {
-
-// A vocabulary of the model's (kernel types, dtypes, ...) as a schema's `enum`: the one
-// list the parser accepts, never a copy of it.
-Json names(const std::vector<std::string_view>& vocabulary) {
-  Json out = Json::array();
-  for (std::string_view name : vocabulary)
-    out.push_back(std::string(name));
-  return out;
-}
 
 const Json& io_contract_schema() {
   static const Json s = [] {
@@ -79,11 +67,11 @@ const Json& io_contract_schema() {
     "required": ["args"]
   })json");
     Json& arg = schema["properties"]["args"]["items"]["properties"];
-    arg["type"]["enum"] = names(model::arg_type_names());
-    arg["role"]["enum"] = names(model::arg_role_names());
-    arg["tensor_spec"]["properties"]["dtype"]["enum"] = names(model::dtype_names());
+    arg["type"]["enum"] = Json(model::arg_type_names());
+    arg["role"]["enum"] = Json(model::arg_role_names());
+    arg["tensor_spec"]["properties"]["dtype"]["enum"] = Json(model::dtype_names());
     arg["tensor_spec"]["properties"]["init"]["properties"]["kind"]["enum"] =
-        names(model::init_kind_names());
+        Json(model::init_kind_names());
     return schema;
   }();
   return s;
@@ -194,7 +182,7 @@ const Json& kernel_type_schema() {
     "type": "string",
     "description": "torch and torch_cuda: a KernelBench module (Model, optional get_inputs/get_init_inputs; the io contract is optional). triton and cuda: need an io contract. multi_kernel: needs an io contract and metadata.entry_point."
   })json");
-    schema["enum"] = names(model::kernel_type_names());
+    schema["enum"] = Json(model::kernel_type_names());
     return schema;
   }();
   return s;
